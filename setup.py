@@ -1,0 +1,33 @@
+"""Build script for the compiled job kernel (``cython/inner.pyx`` -> ``gensim_distw2v._inner``).
+
+The kernel cimports ``gensim.models.word2vec_inner``; its ``.pxd`` and ``voidptr.h`` come from the
+gensim installed in the build environment, pinned with Cython in pyproject.toml. The gensim and
+Cython versions used are written to ``gensim_distw2v/_build_info.py`` so that the package can
+refuse, with a clear message, to run against a different gensim.
+"""
+import importlib.metadata
+import importlib.util
+import os
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GENSIM_DIR = importlib.util.find_spec("gensim").submodule_search_locations[0]
+
+with open(os.path.join(HERE, "gensim_distw2v", "_build_info.py"), "w") as fout:
+    fout.write(
+        '"""Written by setup.py at build time: what the compiled kernel was built against."""\n'
+        f"GENSIM_VERSION = {importlib.metadata.version('gensim')!r}\n"
+        f"CYTHON_VERSION = {importlib.metadata.version('Cython')!r}\n"
+    )
+
+extension = Extension(
+    "gensim_distw2v._inner",
+    sources=["cython/inner.pyx"],
+    include_dirs=[numpy.get_include(), os.path.join(GENSIM_DIR, "models")],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+)
+
+setup(ext_modules=cythonize([extension], language_level=3, compiler_directives={"embedsignature": True}))

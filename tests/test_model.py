@@ -1,0 +1,103 @@
+"""``gensim_distw2v.Word2Vec``: a drop-in for gensim's, saving plain gensim models."""
+import inspect
+import os
+import subprocess
+import sys
+
+import gensim.models
+import numpy as np
+import pytest
+
+import gensim_distw2v
+from gensim_distw2v import Word2Vec
+
+PARAMS = dict(vector_size=16, min_count=2, seed=5, epochs=2, workers=1, sg=1, negative=5)
+
+
+def test_is_a_gensim_word2vec():
+    assert issubclass(Word2Vec, gensim.models.Word2Vec)
+    assert gensim_distw2v.__version__
+
+
+def test_accepts_every_gensim_argument(lee_corpus):
+    gensim_params = inspect.signature(gensim.models.Word2Vec.__init__).parameters
+    defaults = {name: p.default for name, p in gensim_params.items() if name != "self"}
+    model = Word2Vec(**defaults)  # every argument, by name, with gensim's defaults
+    assert model.distributed is False and model.ns_conf == {}
+    # and positionally, in gensim's order
+    model = Word2Vec(lee_corpus, None, 16, 0.025, 5, 2, None, 1e-3, 5, 1)
+    assert model.vector_size == 16 and model.wv.vectors.shape[1] == 16
+
+
+def test_trains_exactly_like_gensim(lee_corpus):
+    reference = gensim.models.Word2Vec(lee_corpus, **PARAMS)
+    ours = Word2Vec(lee_corpus, distributed=False, **PARAMS)
+    assert np.array_equal(reference.wv.vectors, ours.wv.vectors)
+    assert np.array_equal(reference.syn1neg, ours.syn1neg)
+    counts = []
+    for cls in (gensim.models.Word2Vec, Word2Vec):
+        model = cls(**PARAMS)
+        model.build_vocab(lee_corpus)
+        counts.append(model.train(lee_corpus, total_examples=model.corpus_count, epochs=2))
+    assert counts[0] == counts[1] and counts[0][1] == 2 * sum(len(s) for s in lee_corpus)
+
+
+def test_saved_model_is_plain_gensim(lee_corpus, tmp_path):
+    ours = Word2Vec(lee_corpus, ns_conf={"host": "127.0.0.1", "hmac_key": "Zq9-k3y-never-on-disk"}, **PARAMS)
+    path = str(tmp_path / "ours.model")
+    ours.save(path)
+    assert isinstance(ours, Word2Vec) and ours.ns_conf["hmac_key"] == "Zq9-k3y-never-on-disk", "save must not change the model"
+    with open(path, "rb") as fin:
+        saved = fin.read()
+    assert b"gensim_distw2v" not in saved and b"Zq9-k3y-never-on-disk" not in saved
+    # a Python without gensim_distw2v imported (and unable to import it) loads it
+    code = (
+        "import sys; sys.modules['gensim_distw2v'] = None\n"
+        "import gensim.models, numpy as np\n"
+        f"m = gensim.models.Word2Vec.load({path!r})\n"
+        "assert type(m) is gensim.models.Word2Vec, type(m)\n"
+        "print(m.wv.vectors.shape, float(np.abs(m.wv.vectors).sum()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{ours.wv.vectors.shape} {float(np.abs(ours.wv.vectors).sum())}"
+
+
+def test_loads_gensim_models_and_keeps_training(lee_corpus, tmp_path):
+    reference = gensim.models.Word2Vec(lee_corpus, **PARAMS)
+    path = str(tmp_path / "gensim.model")
+    reference.save(path)
+    ours = Word2Vec.load(path)
+    assert type(ours) is Word2Vec and ours.distributed is False
+    assert np.array_equal(ours.wv.vectors, reference.wv.vectors)
+    ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=1)
+    assert not np.array_equal(ours.wv.vectors, reference.wv.vectors)
+    assert gensim.models.Word2Vec.load(path).wv.most_similar("police", topn=1)
+
+
+def test_distributed_not_yet_available(lee_corpus):
+    with pytest.raises(NotImplementedError, match="distributed=True is not available"):
+        Word2Vec(lee_corpus, distributed=True, **PARAMS)
+
+
+def _run_python(code, cwd):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_refuses_a_different_gensim(tmp_path):
+    out = _run_python("import gensim; gensim.__version__ = '9.9.9'\nimport gensim_distw2v", tmp_path)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: gensim_distw2v was built against gensim 4.4.0"), last
+    assert "but gensim 9.9.9 is installed" in last and "pip install --force-reinstall" in last
+
+
+def test_unbuilt_source_tree_says_how_to_build(tmp_path):
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gensim_distw2v")
+    fake = tmp_path / "gensim_distw2v"
+    fake.mkdir()
+    for name in os.listdir(source):
+        if name.endswith(".py") and name != "_build_info.py":
+            (fake / name).write_text(open(os.path.join(source, name)).read())
+    out = _run_python("import gensim_distw2v", tmp_path)
+    assert "compiled kernel is missing" in out.stderr and "pip install ." in out.stderr, out.stderr
