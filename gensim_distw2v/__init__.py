@@ -46,6 +46,7 @@ def _check_build():
 
 _check_build()
 
+from gensim_distw2v.cluster import LocalCluster  # noqa: E402
 from gensim_distw2v.model import Word2Vec  # noqa: E402
 
-__all__ = ["Word2Vec", "__version__"]
+__all__ = ["Word2Vec", "LocalCluster", "__version__"]

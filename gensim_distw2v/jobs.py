@@ -51,7 +51,7 @@ def next_alpha(start_alpha, end_alpha, cur_epoch, epochs, epoch_progress):
 
 
 def iter_epoch_jobs(corpus, key_to_index, *, batch_words, cur_epoch, epochs, start_alpha, end_alpha,
-                    total_examples=None, total_words=None):
+                    total_examples=None, total_words=None, max_sentence_length=None):
     """Yield one epoch's jobs with gensim's cuts and learning rates.
 
     Parameters
@@ -68,6 +68,10 @@ def iter_epoch_jobs(corpus, key_to_index, *, batch_words, cur_epoch, epochs, sta
         Learning-rate schedule of the ``train()`` call.
     total_examples, total_words : int, optional
         Corpus size, one of them required (as in gensim).
+    max_sentence_length : int, optional
+        Cut longer sentences into pieces of this many tokens, as gensim's ``LineSentence`` does
+        (gensim's kernel trains at most 10,000 words of a job and drops the rest). Only the first
+        piece counts as an example. None: no cutting (exactly gensim's iterable behaviour).
 
     Yields
     ------
@@ -76,28 +80,37 @@ def iter_epoch_jobs(corpus, key_to_index, *, batch_words, cur_epoch, epochs, sta
     if not total_examples and not total_words:
         raise ValueError("You must specify either total_examples or total_words, for proper learning-rate "
                          "and progress calculations.")
-    batch, batch_size = [], 0
+    batch, batch_size, batch_examples = [], 0, 0
     pushed_words = pushed_examples = 0
     alpha = next_alpha(start_alpha, end_alpha, cur_epoch, epochs, 0.0)
 
-    def make_job(sentences, size):
-        indices, offsets = encode_sentences(sentences, key_to_index)
-        return Job(indices, offsets, alpha, size, len(sentences))
-
-    for sentence in corpus:
+    for sentence, example in _pieces(corpus, max_sentence_length):
         length = len(sentence)
         if batch_size + length <= batch_words:
             batch.append(sentence)
             batch_size += length
+            batch_examples += example
             continue
-        yield make_job(batch, batch_size)
+        indices, offsets = encode_sentences(batch, key_to_index)
+        yield Job(indices, offsets, alpha, batch_size, batch_examples)
         if total_examples:
-            pushed_examples += len(batch)
+            pushed_examples += batch_examples
             progress = pushed_examples / total_examples
         else:
             pushed_words += batch_size
             progress = pushed_words / total_words
         alpha = next_alpha(start_alpha, end_alpha, cur_epoch, epochs, progress)
-        batch, batch_size = [sentence], length
+        batch, batch_size, batch_examples = [sentence], length, example
     if batch:
-        yield make_job(batch, batch_size)
+        indices, offsets = encode_sentences(batch, key_to_index)
+        yield Job(indices, offsets, alpha, batch_size, batch_examples)
+
+
+def _pieces(corpus, max_length):
+    """``(sentence or piece, 1 if it starts a sentence else 0)``."""
+    for sentence in corpus:
+        if max_length is None or len(sentence) <= max_length:
+            yield sentence, 1
+        else:
+            for start in range(0, len(sentence), max_length):
+                yield sentence[start:start + max_length], int(start == 0)

@@ -12,7 +12,8 @@ from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JobTrainer", "MAX_WORDS_IN_JOB", "huffman_arrays", "model_arrays", "trainer_for_model", "train_jobs"]
+__all__ = ["JobTrainer", "MAX_WORDS_IN_JOB", "huffman_arrays", "model_arrays", "trainer_for_model", "train_jobs",
+           "train_like_gensim"]
 
 
 def huffman_arrays(wv):
@@ -130,3 +131,30 @@ def train_jobs(trainer, jobs, threads=1, rngs=None, compute_loss=False):
     if errors:
         raise errors[0]
     return sum(t[0] for t in totals), sum(t[1] for t in totals)
+
+
+def train_like_gensim(model, corpus, epochs=None, compute_loss=False):
+    """Train ``model`` in this process, one thread, exactly as gensim's ``train()`` with ``workers=1``.
+
+    Same job cuts, learning rates and random stream (``model.random``) as gensim, through the
+    kernel: the reference the distributed path is compared with.
+
+    Returns
+    -------
+    (int, float)
+        Effective words and the loss (summed per job in float64, where gensim keeps one float32).
+    """
+    from gensim_distw2v.jobs import iter_epoch_jobs
+
+    epochs = epochs or model.epochs
+    trainer = trainer_for_model(model)
+    effective, loss = 0, 0.0
+    for epoch in range(epochs):
+        jobs = iter_epoch_jobs(
+            corpus, model.wv.key_to_index, batch_words=model.batch_words, cur_epoch=epoch, epochs=epochs,
+            start_alpha=model.alpha, end_alpha=model.min_alpha, total_examples=model.corpus_count)
+        for job in jobs:
+            words, job_loss = trainer.train_job(job.indices, job.offsets, job.alpha, model.random, compute_loss)
+            effective += words
+            loss += job_loss
+    return effective, loss

@@ -1,7 +1,8 @@
 """``Word2Vec``: gensim's model, plus the switch to distributed training.
 
 The smallest possible override of :class:`gensim.models.Word2Vec`: every gensim argument is
-accepted unchanged; ``distributed=False`` (the default) trains exactly as gensim does. Saved
+accepted unchanged; ``distributed=False`` (the default) trains exactly as gensim does, and
+``distributed=True`` runs ``train()`` on a cluster through :mod:`gensim_distw2v.client`. Saved
 models are plain gensim models: :meth:`Word2Vec.save` writes a file that
 ``gensim.models.Word2Vec.load`` opens without this package, and :meth:`Word2Vec.load` opens
 files written by plain gensim.
@@ -10,12 +11,14 @@ import logging
 
 import gensim.models
 
+from gensim_distw2v.merge import RULES
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["Word2Vec"]
 
 # Attributes this class adds to gensim's model; never written to disk (ns_conf may hold a key).
-_DISTRIBUTED_ATTRS = ("distributed", "ns_conf")
+_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "cluster_timeout", "cluster_stats")
 
 
 class Word2Vec(gensim.models.Word2Vec):
@@ -26,33 +29,94 @@ class Word2Vec(gensim.models.Word2Vec):
     *args, **kwargs
         Exactly gensim's :class:`gensim.models.Word2Vec` arguments.
     distributed : bool, optional
-        Train on a cluster of ``python -m gensim_distw2v.worker`` processes instead of local threads.
+        Train on a cluster of ``python -m gensim_distw2v.worker`` processes (found through the
+        name server of ``ns_conf``) instead of local threads.
     ns_conf : dict, optional
         Where the Pyro4 name server is: ``host``, ``port``, ``broadcast``, ``hmac_key`` (as in
-        gensim's ``LdaModel(distributed=True, ns_conf=...)``).
+        gensim's ``LdaModel(distributed=True, ns_conf=...)``); default 127.0.0.1:9090.
+    sync_words : int, optional
+        Words each worker trains between merges (default: derived from the number of workers,
+        see :func:`gensim_distw2v.merge.default_sync_words`).
+    merge : {'sum', 'mean'}, optional
+        How the dispatcher merges the workers' updates (see :mod:`gensim_distw2v.merge`);
+        ``'mean'`` is plain model averaging, which trains like 1/K of the data.
+    cluster_timeout : float, optional
+        Seconds to wait for a first worker, and without any worker during training, before
+        ``train()`` raises.
     """
 
-    def __init__(self, *args, distributed=False, ns_conf=None, **kwargs):
+    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", cluster_timeout=30.0,
+                 **kwargs):
+        if merge not in RULES:
+            raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
+        if sync_words is not None and (not isinstance(sync_words, int) or sync_words < 1):
+            raise ValueError(f"sync_words must be a positive int (words per worker between merges), got {sync_words!r}")
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
-        self._check_distributed()
+        self.sync_words, self.merge, self.cluster_timeout = sync_words, merge, float(cluster_timeout)
+        self.cluster_stats = {}
         super().__init__(*args, **kwargs)
 
-    def _check_distributed(self):
-        if self.distributed:
-            raise NotImplementedError(
-                "distributed=True is not available in this version of gensim_distw2v yet; "
-                "train with distributed=False (gensim's own multi-threaded training)")
+    def train(self, corpus_iterable=None, corpus_file=None, total_examples=None, total_words=None,
+              epochs=None, start_alpha=None, end_alpha=None, word_count=0, queue_factor=2, report_delay=1.0,
+              compute_loss=False, callbacks=(), **kwargs):
+        """Train as :meth:`gensim.models.Word2Vec.train` does (same arguments, same return value).
 
-    def train(self, *args, **kwargs):
-        """Train as :meth:`gensim.models.Word2Vec.train` does (same arguments, same return value)."""
-        self._check_distributed()
-        return super().train(*args, **kwargs)
+        With ``distributed=True`` the jobs are trained by the cluster's workers; statistics of
+        the cluster run (merges, bytes moved, seconds) are left in ``model.cluster_stats``.
+
+        Returns
+        -------
+        (int, int)
+            Effective words trained and raw words processed.
+        """
+        if not getattr(self, "distributed", False):
+            return super().train(
+                corpus_iterable=corpus_iterable, corpus_file=corpus_file, total_examples=total_examples,
+                total_words=total_words, epochs=epochs, start_alpha=start_alpha, end_alpha=end_alpha,
+                word_count=word_count, queue_factor=queue_factor, report_delay=report_delay,
+                compute_loss=compute_loss, callbacks=callbacks, **kwargs)
+        from gensim_distw2v.client import DistributedTraining
+
+        self.alpha = start_alpha or self.alpha
+        self.min_alpha = end_alpha or self.min_alpha
+        self.epochs = epochs
+        self._check_training_sanity(epochs=epochs, total_examples=total_examples, total_words=total_words)
+        self._check_corpus_sanity(corpus_iterable=corpus_iterable, corpus_file=corpus_file, passes=epochs)
+        if corpus_file is not None:
+            raise NotImplementedError(
+                "corpus_file= with distributed=True is not available yet; pass the sentences as an iterable "
+                "(for example gensim.models.word2vec.LineSentence(path))")
+        self.add_lifecycle_event(
+            "train",
+            msg=(f"training model on a cluster on {len(self.wv)} vocabulary and {self.layer1_size} features, "
+                 f"using sg={self.sg} hs={self.hs} sample={self.sample} negative={self.negative} "
+                 f"window={self.window} shrink_windows={self.shrink_windows} merge={self.merge}"),
+        )
+        self.compute_loss = compute_loss
+        self.running_training_loss = 0.0
+        for callback in callbacks:
+            callback.on_train_begin(self)
+        session = DistributedTraining(self, self.ns_conf, sync_words=self.sync_words, merge=self.merge,
+                                      wait_workers=self.cluster_timeout)
+        trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
+                                     callbacks, report_delay=report_delay)
+        self.cluster_stats = session.stats
+        elapsed = max(session.stats.get("seconds", 0.0), 1e-9)
+        self.total_train_time += elapsed
+        self.add_lifecycle_event("train", msg=(
+            f"training on {raw} raw words ({trained} effective words) took {elapsed:.1f}s, "
+            f"{trained / elapsed:.0f} effective words/s"))
+        self.train_count += 1
+        self._clear_post_train()
+        for callback in callbacks:
+            callback.on_train_end(self)
+        return trained, raw
 
     def save(self, *args, **kwargs):
         """Save as a plain :class:`gensim.models.Word2Vec` (loadable without gensim_distw2v).
 
-        The distributed settings (``distributed``, ``ns_conf``) are not saved.
+        The distributed settings (``distributed``, ``ns_conf``, ``sync_words``, ``merge``) are not saved.
         """
         extra = {name: self.__dict__.pop(name) for name in _DISTRIBUTED_ATTRS if name in self.__dict__}
         own_class, self.__class__ = self.__class__, gensim.models.Word2Vec
@@ -63,19 +127,21 @@ class Word2Vec(gensim.models.Word2Vec):
             self.__dict__.update(extra)
 
     @classmethod
-    def load(cls, *args, distributed=False, ns_conf=None, **kwargs):
+    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", cluster_timeout=30.0,
+             **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf
+        distributed, ns_conf, sync_words, merge, cluster_timeout
             Settings for further training of the loaded model (see the class).
         """
         model = gensim.models.Word2Vec.load(*args, **kwargs)
         if not isinstance(model, cls):
             model.__class__ = cls
         model.distributed, model.ns_conf = bool(distributed), dict(ns_conf or {})
-        model._check_distributed()
+        model.sync_words, model.merge, model.cluster_stats = sync_words, merge, {}
+        model.cluster_timeout = float(cluster_timeout)
         return model

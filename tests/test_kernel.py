@@ -7,7 +7,7 @@ import pytest
 
 from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.jobs import iter_epoch_jobs
-from gensim_distw2v.kernel import model_arrays, train_jobs, trainer_for_model
+from gensim_distw2v.kernel import model_arrays, train_jobs, train_like_gensim, trainer_for_model
 
 VARIANTS = {
     "sg+neg": dict(sg=1, hs=0, negative=5),
@@ -20,21 +20,6 @@ VARIANTS = {
     "sg+neg fixed windows": dict(sg=1, hs=0, negative=5, shrink_windows=False),
     "cbow+neg no down-sampling": dict(sg=0, hs=0, negative=5, sample=0),
 }
-
-
-def kernel_train(model, corpus, compute_loss=False):
-    """Train ``model`` (vocabulary built) through the kernel, with gensim's job cuts and random stream."""
-    trainer = trainer_for_model(model)
-    effective, loss = 0, 0.0
-    for epoch in range(model.epochs):
-        jobs = iter_epoch_jobs(
-            corpus, model.wv.key_to_index, batch_words=model.batch_words, cur_epoch=epoch, epochs=model.epochs,
-            start_alpha=model.alpha, end_alpha=model.min_alpha, total_examples=model.corpus_count)
-        for job in jobs:
-            words, job_loss = trainer.train_job(job.indices, job.offsets, job.alpha, model.random, compute_loss)
-            effective += words
-            loss += job_loss
-    return effective, loss
 
 
 SMALL = dict(vector_size=24, min_count=2, seed=11, epochs=2, workers=1)
@@ -65,7 +50,7 @@ def max_differences(reference, ours):
 def test_parity_with_gensim(lee_corpus, variant):
     reference, ours = twins(lee_corpus, **VARIANTS[variant])
     before = ours.wv.vectors.copy()
-    effective, _ = kernel_train(ours, lee_corpus)
+    effective, _ = train_like_gensim(ours, lee_corpus)
     assert np.abs(before - ours.wv.vectors).max() > 0.01, "the kernel trained nothing"
     for name, diff in max_differences(reference, ours).items():
         assert diff <= 1e-6, f"{variant}: {name} differs from gensim by {diff}"
@@ -79,7 +64,7 @@ def test_parity_loss_and_word_count(lee_corpus):
     trained, _raw = reference.train(lee_corpus, total_examples=reference.corpus_count, epochs=2, compute_loss=True)
     ours = gensim.models.Word2Vec(**params)
     ours.build_vocab(lee_corpus)
-    effective, loss = kernel_train(ours, lee_corpus, compute_loss=True)
+    effective, loss = train_like_gensim(ours, lee_corpus, compute_loss=True)
     assert effective == trained
     # gensim sums the whole run's loss in one float32 (its ulp is 0.125 at a million), the kernel
     # per job: the totals agree to float32 accumulation error, not bit for bit.
@@ -92,7 +77,7 @@ def test_parity_long_sentence_is_capped_like_gensim(lee_corpus):
     long_sentence = [w for s in lee_corpus for w in s][:25000]
     corpus = lee_corpus[:50] + [long_sentence] + lee_corpus[50:100]
     reference, ours = twins(corpus, sg=0, negative=5)
-    kernel_train(ours, corpus)
+    train_like_gensim(ours, corpus)
     for name, diff in max_differences(reference, ours).items():
         assert diff <= 1e-6, f"{name} differs from gensim by {diff}"
 

@@ -75,9 +75,14 @@ def test_loads_gensim_models_and_keeps_training(lee_corpus, tmp_path):
     assert gensim.models.Word2Vec.load(path).wv.most_similar("police", topn=1)
 
 
-def test_distributed_not_yet_available(lee_corpus):
-    with pytest.raises(NotImplementedError, match="distributed=True is not available"):
-        Word2Vec(lee_corpus, distributed=True, **PARAMS)
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(merge="median"), "unknown merge rule 'median'; choose one of"),
+    (dict(sync_words=0), "sync_words must be a positive int"),
+    (dict(sync_words=2.5), "sync_words must be a positive int"),
+])
+def test_bad_distributed_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Word2Vec(distributed=True, **kwargs)
 
 
 def _run_python(code, cwd):

@@ -1,0 +1,263 @@
+"""A training session seen from the client: set-up, job producer, progress, callbacks, final pull.
+
+:class:`DistributedTraining` runs one ``train()`` call of a :class:`gensim_distw2v.Word2Vec` on a
+cluster: it opens a session on the dispatcher with the model's hyper-parameters and arrays,
+streams the corpus as encoded jobs with gensim's cuts and learning rates (never holding more
+than a few jobs), logs gensim-style progress, runs the epoch callbacks, and copies the merged
+weights back into the model.
+"""
+import logging
+import time
+
+import gensim
+import numpy as np
+
+import gensim_distw2v
+from gensim_distw2v import transport, wire
+from gensim_distw2v.jobs import iter_epoch_jobs
+from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
+from gensim_distw2v.merge import RULES, default_sync_words, row_ranges
+
+logger = logging.getLogger(__name__)
+
+JOBS_PER_CALL = 8
+
+
+def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
+    """A proxy to the dispatcher registered in the name server of ``ns_conf``.
+
+    Raises
+    ------
+    transport.ClusterError
+        No name server, or no dispatcher registered in it; the message says how to start it.
+    """
+    host, port, _broadcast, _key = transport.ns_settings(ns_conf)
+    uri = transport.lookup(ns_conf, transport.DISPATCHER_NAME)
+    if uri is None:
+        raise transport.ClusterError(
+            f"no dispatcher is registered as {transport.DISPATCHER_NAME} in the name server at {host}:{port}. "
+            f"Start one with: python -m gensim_distw2v.dispatcher --ns-host {host} --ns-port {port}")
+    proxy = transport.connect(uri, hmac_key, timeout=timeout)
+    try:
+        proxy._pyroBind()
+    except transport.PyroError as err:
+        raise transport.ClusterError(
+            f"the dispatcher registered at {uri} does not answer ({err}); it may have died: start it again "
+            f"with: python -m gensim_distw2v.dispatcher --ns-host {host} --ns-port {port}") from None
+    return proxy
+
+
+def wait_for_workers(dispatcher, ns_conf, timeout):
+    """Wait until at least one worker is registered; return the number registered."""
+    host, port, _broadcast, _key = transport.ns_settings(ns_conf)
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = dispatcher.status()["workers"]
+        if workers:
+            return len(workers)
+        if time.monotonic() >= deadline:
+            raise transport.ClusterError(
+                f"no workers registered with the dispatcher within {timeout:.0f} s. Start one on each node with: "
+                f"python -m gensim_distw2v.worker --ns-host {host} --ns-port {port}")
+        time.sleep(0.2)
+
+
+class DistributedTraining:
+    """One ``train()`` call of a model on a cluster.
+
+    Parameters
+    ----------
+    model : gensim_distw2v.Word2Vec
+        The model (vocabulary built); its weights are sent, trained remotely and copied back.
+    ns_conf : dict
+        Where the name server is (``host``, ``port``, ``broadcast``, ``hmac_key``).
+    sync_words : int, optional
+        Words each worker trains between merges (default: :func:`gensim_distw2v.merge.default_sync_words`
+        of the number of workers).
+    merge : {'sum', 'mean'}
+        Merge rule (see :mod:`gensim_distw2v.merge`).
+    wait_workers : float
+        Seconds to wait for a first worker before giving up.
+    """
+
+    def __init__(self, model, ns_conf, sync_words=None, merge="sum", wait_workers=30.0):
+        if merge not in RULES:
+            raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
+        if sync_words is not None and (not isinstance(sync_words, (int, np.integer)) or sync_words < 1):
+            raise ValueError(f"sync_words must be a positive int, got {sync_words!r}")
+        self.model, self.ns_conf, self.merge = model, dict(ns_conf or {}), merge
+        self.sync_words, self.wait_workers = sync_words, wait_workers
+        self.hmac_key = transport.ns_settings(self.ns_conf)[3]
+        self.stats = {}
+
+    def _config(self, n_workers, compute_loss, epochs):
+        model = self.model
+        params, arrays = model_arrays(model)
+        params.update(sample=bool(model.sample), vector_size=int(model.wv.vector_size),
+                      vocab_size=len(model.wv), seed=int(model.seed) & 0xFFFFFFFF)
+        if not params["sample"]:
+            arrays.pop("sample_int", None)
+        state = model.random.get_state() if isinstance(model.random, np.random.RandomState) else \
+            np.random.RandomState(model.seed).get_state()
+        config = {
+            "versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+            "params": params,
+            "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
+            "sync_words": int(self.sync_words or default_sync_words(n_workers)),
+            "merge": self.merge, "compute_loss": bool(compute_loss), "epochs": int(epochs),
+            "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
+                          "has_gauss": int(state[3]), "cached_gaussian": float(state[4])},
+        }
+        return config, arrays
+
+    def _upload(self, dispatcher, sid, arrays):
+        for name, array in arrays.items():
+            row_bytes = max(1, array.nbytes // max(1, len(array)))
+            for lo, hi in row_ranges(len(array), row_bytes, 8 * 1024 * 1024):
+                dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
+
+    def _download_weights(self, dispatcher, sid):
+        model = self.model
+        targets = {"syn0": model.wv.vectors}
+        if model.negative:
+            targets["syn1neg"] = model.syn1neg
+        if model.hs:
+            targets["syn1"] = model.syn1
+        for name, target in targets.items():
+            for lo, hi in row_ranges(len(target), target.shape[1] * 4, 8 * 1024 * 1024):
+                target[lo:hi] = wire.unpack_array(dispatcher.download(sid, name, lo, hi), f"final {name}",
+                                                  "float32", shape=(hi - lo, target.shape[1]))
+
+    def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
+              report_delay=1.0):
+        """Train ``epochs`` passes over ``corpus_iterable`` on the cluster.
+
+        Returns
+        -------
+        (int, int)
+            Effective and raw words trained, as gensim's ``train()`` returns them.
+        """
+        model = self.model
+        dispatcher = find_dispatcher(self.ns_conf, self.hmac_key)
+        sid = None
+        try:
+            n_workers = wait_for_workers(dispatcher, self.ns_conf, self.wait_workers)
+            config, arrays = self._config(n_workers, compute_loss, epochs)
+            sid = dispatcher.open_session(config)["session"]
+            self._upload(dispatcher, sid, arrays)
+            dispatcher.start(sid)
+            logger.info("training on a cluster of %i workers (session %s), merge=%s every %i words per worker",
+                        n_workers, sid, self.merge, config["sync_words"])
+            trained = raw = 0
+            start = time.monotonic()
+            job_id = 0
+            for epoch in range(epochs):
+                for callback in callbacks:
+                    callback.on_epoch_begin(model)
+                job_id, epoch_trained, epoch_raw = self._train_epoch(
+                    dispatcher, sid, corpus_iterable, epoch, epochs, total_examples, total_words, job_id,
+                    report_delay)
+                trained += epoch_trained
+                raw += epoch_raw
+                if callbacks:
+                    self._download_weights(dispatcher, sid)
+                for callback in callbacks:
+                    callback.on_epoch_end(model)
+            self._download_weights(dispatcher, sid)
+            final = dispatcher.progress(sid)
+            model.running_training_loss = float(final["loss"])
+            elapsed = time.monotonic() - start
+            up = sum(w[2] for w in final["workers"].values())
+            down = sum(w[3] for w in final["workers"].values())
+            self.stats = {"seconds": elapsed, "merges": final["merges"], "bytes_up": up, "bytes_down": down,
+                          "workers": final["workers"], "effective_words": trained, "raw_words": raw,
+                          "sync_words": config["sync_words"]}
+            logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
+                        "word)", final["merges"], up / 1e6, down / 1e6, up / max(1, trained),
+                        down / max(1, trained))
+            return trained, raw
+        finally:
+            if sid is not None:
+                try:
+                    dispatcher.close(sid)
+                except transport.PyroError as err:
+                    logger.warning("could not close session %s on the dispatcher: %s", sid, err)
+            transport.release(dispatcher)
+
+    def _train_epoch(self, dispatcher, sid, corpus, epoch, epochs, total_examples, total_words, job_id,
+                     report_delay):
+        model = self.model
+        jobs = iter_epoch_jobs(
+            corpus, model.wv.key_to_index, batch_words=model.batch_words, cur_epoch=epoch, epochs=epochs,
+            start_alpha=model.alpha, end_alpha=model.min_alpha, total_examples=total_examples,
+            total_words=total_words, max_sentence_length=MAX_WORDS_IN_JOB)
+        start = time.monotonic()
+        self._next_report = start + report_delay
+        batch = []
+        for job in jobs:
+            batch.append(wire.pack_job(job_id, epoch, job))
+            job_id += 1
+            model.min_alpha_yet_reached = job.alpha
+            if len(batch) >= JOBS_PER_CALL:
+                self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
+                batch = []
+        if batch:
+            self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
+        if job_id == 0 and model.train_count == 0:
+            logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
+                           "that offers restartable iteration = an iterable).")
+        while True:
+            progress = dispatcher.progress(sid)
+            put, jobs_done, raw, effective, examples = progress["epochs"].get(str(epoch), [0, 0, 0, 0, 0])
+            if jobs_done >= put:
+                break
+            self._check_workers(progress)
+            self._report(progress, epoch, start, total_examples, total_words, report_delay)
+            time.sleep(0.05)
+        elapsed = time.monotonic() - start
+        logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, %.0f effective words/s",
+                    epoch, raw, effective, elapsed, effective / max(elapsed, 1e-9))
+        if total_examples and total_examples != examples:
+            logger.warning("EPOCH %i: supplied example count (%i) did not equal expected count (%i)", epoch,
+                           examples, total_examples)
+        if total_words and total_words != raw:
+            logger.warning("EPOCH %i: supplied raw word count (%i) did not equal expected count (%i)", epoch, raw,
+                           total_words)
+        return job_id, effective, raw
+
+    def _put(self, dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay):
+        while batch:
+            taken = dispatcher.put_jobs(sid, batch)
+            batch = batch[taken:]
+            if batch or time.monotonic() >= self._next_report:
+                progress = dispatcher.progress(sid)
+                self._check_workers(progress)
+                self._report(progress, epoch, start, total_examples, total_words, report_delay)
+
+    def _check_workers(self, progress):
+        gone = progress["no_workers_for"]
+        if gone is not None and gone > self.wait_workers:
+            raise RuntimeError(
+                f"all workers lost: none has been registered with the dispatcher for {gone:.0f} s; the jobs not "
+                f"yet merged were not trained. Start workers with: python -m gensim_distw2v.worker")
+
+    def _report(self, progress, epoch, start, total_examples, total_words, report_delay):
+        now = time.monotonic()
+        if now < self._next_report:
+            return
+        self._next_report = now + report_delay
+        elapsed = max(now - start, 1e-9)
+        _put, _done, raw, effective, examples = progress["epochs"].get(str(epoch), [0, 0, 0, 0, 0])
+        if total_examples:
+            done = "%.2f%% examples" % (100.0 * examples / total_examples)
+        else:
+            done = "%.2f%% words" % (100.0 * raw / total_words)
+        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w[0] / elapsed:.0f}"
+                               for name, w in sorted(progress["workers"].items()))
+        up = sum(w[2] for w in progress["workers"].values()) / 1e6
+        down = sum(w[3] for w in progress["workers"].values()) / 1e6
+        logger.info("EPOCH %i - PROGRESS: at %s, %.0f words/s, in_qsize %i, out_qsize %i; %i workers (raw words/s: "
+                    "%s); %i merges, %.1f MB up, %.1f MB down", epoch, done, effective / elapsed,
+                    progress["queued"], progress["in_flight"], len(progress["workers"]), per_worker or "-",
+                    progress["merges"], up, down)
+

@@ -1,0 +1,576 @@
+"""The dispatcher: owns the global model, the job queue, worker membership and the merges.
+
+Start it once per cluster, after the name server::
+
+    python -m Pyro4.naming -n 127.0.0.1 -p 9090
+    python -m gensim_distw2v.dispatcher --ns-host 127.0.0.1 --ns-port 9090
+
+How it works:
+
+1. It registers as ``gensim_distw2v.dispatcher`` in the name server and waits. Workers find it
+   there (they retry until it exists) and say :meth:`Dispatcher.hello`.
+2. A client opens a session (:meth:`Dispatcher.open_session`), uploads the arrays in chunks and
+   starts it. Every live worker joins: it fetches the config and the arrays in chunks.
+3. The client streams jobs in (:meth:`Dispatcher.put_jobs`, which pushes back when the queue
+   is full); workers pull them (:meth:`Dispatcher.get_jobs`) and merge their updates every
+   ``sync_words`` words (:meth:`Dispatcher.merge`, rules in :mod:`gensim_distw2v.merge`). A
+   job counts as trained only once its updates are merged.
+4. A worker that misses heartbeats for ``worker_timeout`` seconds is dropped; its jobs go back
+   to the queue. A worker that starts during a session joins it.
+5. The client polls :meth:`Dispatcher.progress`, downloads the final weights and closes the
+   session; the dispatcher keeps serving the next one. A client silent for ``client_timeout``
+   seconds loses its session.
+"""
+import argparse
+import collections
+import logging
+import signal
+import threading
+import time
+import uuid
+
+import gensim
+import numpy as np
+
+import gensim_distw2v
+from gensim_distw2v import transport, wire
+from gensim_distw2v.merge import GlobalWeights
+
+logger = logging.getLogger(__name__)
+
+STATIC_ARRAYS = tuple(wire.STATIC)
+
+
+def versions():
+    """The versions that must agree across a cluster."""
+    return {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__}
+
+
+def check_versions(theirs, who):
+    """Raise ValueError naming both sides when ``theirs`` differs from ours."""
+    ours = versions()
+    if not isinstance(theirs, dict) or any(theirs.get(k) != v for k, v in ours.items()):
+        raise ValueError(
+            f"version mismatch: {who} runs gensim {theirs.get('gensim') if isinstance(theirs, dict) else '?'} / "
+            f"gensim_distw2v {theirs.get('gensim_distw2v') if isinstance(theirs, dict) else '?'}, the dispatcher "
+            f"runs gensim {ours['gensim']} / gensim_distw2v {ours['gensim_distw2v']}; install the same versions "
+            f"on every node")
+
+
+class _Member:
+    """What the dispatcher knows of one worker."""
+
+    def __init__(self, name, uri, threads):
+        self.name, self.uri, self.threads = name, uri, threads
+        self.last_seen = time.monotonic()
+        self.rank = None  # rank in the current session, once joined
+        self.in_flight = collections.OrderedDict()  # job id -> queued job, handed out, not yet merged
+        self.bytes_up = self.bytes_down = self.words = self.merges = 0
+        self.joined_at = None
+
+
+class _Session:
+    """One training session (one ``train()`` call of a client)."""
+
+    def __init__(self, config):
+        self.id = uuid.uuid4().hex
+        self.config = config
+        params = config["params"]
+        self.vocab_size, self.vector_size = params["vocab_size"], params["vector_size"]
+        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config["arrays"].items()}
+        self.received = {name: 0 for name in self.arrays}  # rows (or elements) uploaded
+        self.weights = None  # GlobalWeights once started
+        self.state = "uploading"
+        self.queue = collections.deque()  # (job message, epoch, raw_words, examples)
+        self.put = collections.Counter()  # jobs put per epoch
+        self.done = collections.defaultdict(lambda: [0, 0, 0, 0])  # epoch -> jobs, raw, effective, examples
+        self.loss = 0.0
+        self.next_rank = 0
+        self.last_client_contact = time.monotonic()
+        self.no_workers_since = None
+        self.error = None
+        self.started = None
+
+
+class Dispatcher:
+    """Owns the global model, the job queue, worker membership and the merge schedule.
+
+    Parameters
+    ----------
+    worker_timeout : float
+        Seconds without a heartbeat after which a worker is dropped and its jobs re-queued.
+    client_timeout : float
+        Seconds without a call from the client after which its session is aborted.
+    max_queue_jobs : int
+        Jobs held in the queue at most (per worker thread, at least 8 in all): beyond that
+        :meth:`put_jobs` makes the client wait.
+    """
+
+    def __init__(self, worker_timeout=30.0, client_timeout=120.0, max_queue_jobs=4):
+        self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
+        self.max_queue_jobs = max_queue_jobs
+        self.cond = threading.Condition()
+        self.members = {}
+        self.session = None
+        self.stopped = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, name="dispatcher-monitor", daemon=True)
+        self._monitor.start()
+
+    # ------------------------------------------------------------------ helpers (not remote)
+    def _session(self, sid, states=("running",)):
+        if self.session is None or self.session.id != sid:
+            raise ValueError(f"unknown or closed session {sid!r} (it may have been aborted or replaced)")
+        if self.session.state == "failed":
+            raise RuntimeError(f"session failed: {self.session.error}")
+        if self.session.state not in states:
+            raise ValueError(f"session {sid} is {self.session.state}, expected {' or '.join(states)}")
+        return self.session
+
+    def _member(self, name, sid=None):
+        member = self.members.get(name)
+        if member is None:
+            raise ValueError(f"unknown worker {name!r}: say hello first (it may have been dropped after a timeout)")
+        member.last_seen = time.monotonic()
+        if sid is not None and member.rank is None:
+            raise ValueError(f"worker {name} is not a member of session {sid}: join it first")
+        return member
+
+    def _live_threads(self):
+        return sum(m.threads for m in self.members.values() if m.rank is not None) or 1
+
+    def _drop(self, name, reason):
+        """Remove a worker; its unmerged jobs go back to the front of the queue (caller holds the lock)."""
+        member = self.members.pop(name, None)
+        if member is None:
+            return
+        session = self.session
+        requeued = 0
+        if session is not None and member.rank is not None and session.state == "running":
+            session.queue.extendleft(reversed(list(member.in_flight.values())))
+            requeued = len(member.in_flight)
+        logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
+                       name, reason, requeued, len(self.members))
+        self.cond.notify_all()
+
+    def _watch(self):
+        """Drop silent workers; abort sessions of silent clients."""
+        while not self.stopped.wait(0.5):
+            now = time.monotonic()
+            with self.cond:
+                for name, member in list(self.members.items()):
+                    if now - member.last_seen > self.worker_timeout:
+                        self._drop(name, f"no heartbeat for {now - member.last_seen:.1f} s")
+                session = self.session
+                if session is not None and session.state in ("uploading", "running"):
+                    if now - session.last_client_contact > self.client_timeout:
+                        logger.warning("session %s aborted: no word from its client for %.0f s",
+                                       session.id, now - session.last_client_contact)
+                        self.session = None
+                        for member in self.members.values():
+                            member.rank, member.in_flight = None, collections.OrderedDict()
+                    elif session.state == "running":
+                        joined = any(m.rank is not None for m in self.members.values())
+                        if joined or not self.members:
+                            session.no_workers_since = None if joined else (session.no_workers_since or now)
+
+    # ------------------------------------------------------------------ cluster
+    @transport.expose
+    def status(self):
+        """The cluster as the dispatcher sees it.
+
+        Returns
+        -------
+        dict
+            ``versions``, ``workers`` (name -> threads, rank or None, seconds since last heard),
+            ``session`` (id and state, or None).
+        """
+        now = time.monotonic()
+        with self.cond:
+            return {
+                "versions": versions(),
+                "workers": {name: {"threads": m.threads, "rank": m.rank, "silent": now - m.last_seen}
+                            for name, m in self.members.items()},
+                "session": None if self.session is None else {"id": self.session.id, "state": self.session.state},
+            }
+
+    @transport.expose
+    def hello(self, name, uri, info):
+        """A worker announces itself (at start, and again after losing the dispatcher).
+
+        Parameters
+        ----------
+        name : str
+            Its registration name (``gensim_distw2v.worker.<id>``).
+        uri : str
+            Its Pyro URI.
+        info : dict
+            ``{"versions": {...}, "threads": int}``.
+
+        Raises
+        ------
+        ValueError
+            Versions differ from the dispatcher's, or the message is malformed.
+        """
+        if not isinstance(name, str) or not name.startswith(transport.WORKER_PREFIX) or not isinstance(uri, str):
+            raise ValueError(f"malformed hello: name must start with {transport.WORKER_PREFIX!r}")
+        check_versions(wire.need(info, "versions", dict, "hello"), f"worker {name}")
+        threads = wire.need(info, "threads", int, "hello")
+        if not 1 <= threads <= 4096:
+            raise ValueError(f"hello: threads must be in [1, 4096], got {threads}")
+        with self.cond:
+            if name in self.members:
+                self._drop(name, "it said hello again (restarted, or back after a network cut)")
+            self.members[name] = _Member(name, uri, threads)
+            logger.info("worker %s registered at %s with %i threads (%i workers)", name, uri, threads,
+                        len(self.members))
+            self.cond.notify_all()
+        return {"ok": True}
+
+    @transport.expose
+    def heartbeat(self, name, known=None, wait=0.0):
+        """A worker is alive; returns the session it should be in.
+
+        Parameters
+        ----------
+        name : str
+            The worker.
+        known : str, optional
+            The session the worker is in (or None).
+        wait : float, optional
+            Wait up to this many seconds (at most 5) for the session to differ from ``known``.
+
+        Returns
+        -------
+        dict
+            ``{"session": id or None}``; ``{"hello": True}`` if the dispatcher does not know the
+            worker (it restarted, or dropped the worker).
+        """
+        if not isinstance(wait, (int, float)) or not 0 <= wait <= 5:
+            raise ValueError("heartbeat: wait must be a number of seconds in [0, 5]")
+        deadline = time.monotonic() + wait
+        with self.cond:
+            while True:
+                member = self.members.get(name)
+                if member is None:
+                    return {"hello": True}
+                member.last_seen = time.monotonic()
+                session = self.session
+                current = session.id if session is not None and session.state == "running" else None
+                remaining = deadline - time.monotonic()
+                if current != known or remaining <= 0:
+                    return {"session": current}
+                self.cond.wait(remaining)
+
+    @transport.expose
+    def leave(self, name):
+        """A worker shuts down cleanly."""
+        with self.cond:
+            if name in self.members:
+                self._drop(name, "it shut down")
+
+    # ------------------------------------------------------------------ client: session set-up
+    @transport.expose
+    def open_session(self, config):
+        """Open a training session.
+
+        Parameters
+        ----------
+        config : dict
+            See :func:`gensim_distw2v.wire.check_config`.
+
+        Returns
+        -------
+        dict
+            ``{"session": id, "chunk_bytes": int}``.
+
+        Raises
+        ------
+        ValueError
+            Malformed config or version mismatch.
+        RuntimeError
+            Another client's session is running.
+        """
+        wire.check_config(config)
+        check_versions(config["versions"], "the client")
+        with self.cond:
+            if self.session is not None and self.session.state in ("uploading", "running"):
+                raise RuntimeError(
+                    f"the dispatcher is busy with session {self.session.id} of another train() call; wait for it "
+                    f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
+            self.session = _Session(config)
+            for member in self.members.values():
+                member.rank, member.in_flight = None, collections.OrderedDict()
+            logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s, "
+                        "sync_words=%i", self.session.id, self.session.vocab_size, self.session.vector_size,
+                        config["params"]["sg"], config["params"]["hs"], config["params"]["negative"],
+                        config["merge"], config["sync_words"])
+            return {"session": self.session.id, "chunk_bytes": 8 * 1024 * 1024}
+
+    @transport.expose
+    def upload(self, sid, name, lo, array):
+        """Receive rows ``[lo, lo + len)`` of array ``name`` (in order, in chunks)."""
+        with self.cond:
+            session = self._session(sid, ("uploading",))
+            session.last_client_contact = time.monotonic()
+            target = session.arrays.get(name)
+            if target is None:
+                raise ValueError(f"upload: session has no array {name!r}")
+            if lo != session.received[name]:
+                raise ValueError(f"upload: {name} chunk starts at {lo}, expected {session.received[name]}")
+            chunk = wire.unpack_array(array, f"upload of {name}", target.dtype.name, ndim=target.ndim,
+                                      shape=(None,) + target.shape[1:])
+            if lo + len(chunk) > len(target):
+                raise ValueError(f"upload: {name} chunk [{lo}, {lo + len(chunk)}) overflows {len(target)} rows")
+            target[lo:lo + len(chunk)] = chunk
+            session.received[name] += len(chunk)
+
+    @transport.expose
+    def start(self, sid):
+        """All arrays are uploaded: check them and start handing out jobs.
+
+        Returns
+        -------
+        int
+            Workers registered now (they join within a heartbeat).
+        """
+        from gensim_distw2v._inner import JobTrainer  # the kernel validates the arrays once, here too
+
+        with self.cond:
+            session = self._session(sid, ("uploading",))
+            missing = [n for n, a in session.arrays.items() if session.received[n] != len(a)]
+            if missing:
+                raise ValueError(f"start: arrays not fully uploaded: {missing}")
+            params = session.config["params"]
+            arrays = dict(session.arrays)
+            if not params["sample"]:
+                arrays.pop("sample_int", None)
+            JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
+                       cbow_mean=params["cbow_mean"], shrink_windows=params["shrink_windows"], **arrays)
+            session.weights = GlobalWeights({n: session.arrays[n] for n in wire.WEIGHTS if n in session.arrays},
+                                            rule=session.config["merge"])
+            session.state, session.started = "running", time.monotonic()
+            session.last_client_contact = time.monotonic()
+            self.cond.notify_all()
+            return len(self.members)
+
+    # ------------------------------------------------------------------ client: jobs and progress
+    @transport.expose
+    def put_jobs(self, sid, jobs):
+        """Queue jobs; waits up to a second while the queue is full.
+
+        Returns
+        -------
+        int
+            How many of ``jobs`` (from the front) were queued; the client sends the rest again.
+        """
+        if not isinstance(jobs, (list, tuple)):
+            raise ValueError("put_jobs: jobs must be a list of job messages")
+        with self.cond:
+            session = self._session(sid)
+            checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
+            deadline = time.monotonic() + 1.0
+            limit = max(8, self.max_queue_jobs * self._live_threads())
+            while len(session.queue) >= limit and time.monotonic() < deadline and session is self.session:
+                self.cond.wait(deadline - time.monotonic())
+            session = self._session(sid)
+            session.last_client_contact = time.monotonic()
+            room = max(0, limit - len(session.queue))
+            for msg, epoch, _alpha, _idx, _off, raw, examples in checked[:room]:
+                session.queue.append((msg, epoch, raw, examples))
+                session.put[epoch] += 1
+            self.cond.notify_all()
+            return min(room, len(checked))
+
+    @transport.expose
+    def progress(self, sid):
+        """Training progress of a session.
+
+        Returns
+        -------
+        dict
+            ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
+            ``queued``, ``in_flight``, ``loss``, ``merges``, ``workers`` (name -> words, merges,
+            bytes up, bytes down), ``no_workers_for`` (seconds without any worker, or None).
+        """
+        with self.cond:
+            session = self._session(sid)
+            now = time.monotonic()
+            session.last_client_contact = now
+            return {
+                "epochs": {str(e): [session.put[e]] + list(session.done[e]) for e in session.put},
+                "queued": len(session.queue),
+                "in_flight": sum(len(m.in_flight) for m in self.members.values()),
+                "loss": session.loss,
+                "merges": session.weights.merges,
+                "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down]
+                            for name, m in self.members.items() if m.rank is not None},
+                "no_workers_for": None if session.no_workers_since is None else now - session.no_workers_since,
+            }
+
+    @transport.expose
+    def download(self, sid, name, lo, hi):
+        """Rows ``[lo, hi)`` of a session array (the global weights, or a static array)."""
+        with self.cond:
+            session = self._session(sid, ("uploading", "running"))
+            array = session.arrays.get(name)
+            if array is None:
+                raise ValueError(f"download: session has no array {name!r}")
+            if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi <= len(array)):
+                raise ValueError(f"download: rows [{lo}, {hi}) outside [0, {len(array)})")
+            if array.nbytes // max(1, len(array)) * (hi - lo) > wire.MAX_ARRAY_BYTES:
+                raise ValueError("download: too many rows in one chunk")
+            lock = session.weights.lock if session.weights is not None else threading.Lock()
+        with lock:
+            return wire.pack_array(array[lo:hi].copy())
+
+    @transport.expose
+    def close(self, sid):
+        """End a session (the client has its weights, or gave up); workers drop their replicas."""
+        with self.cond:
+            if self.session is not None and self.session.id == sid:
+                logger.info("session %s closed (%s)", sid, self.session.state)
+                self.session = None
+                for member in self.members.values():
+                    member.rank, member.in_flight = None, collections.OrderedDict()
+                self.cond.notify_all()
+
+    # ------------------------------------------------------------------ workers: session work
+    @transport.expose
+    def join(self, name, sid):
+        """A worker joins the running session.
+
+        Returns
+        -------
+        dict
+            ``{"config", "rank", "seen"}``: the session config, the worker's rank (rank 0 continues
+            the client's random stream) and the global version its download reflects at least.
+        """
+        with self.cond:
+            session = self._session(sid)
+            member = self._member(name)
+            member.rank, member.in_flight = session.next_rank, collections.OrderedDict()
+            member.joined_at = time.monotonic()
+            session.next_rank += 1
+            logger.info("worker %s joined session %s as rank %i", name, sid, member.rank)
+            return {"config": session.config, "rank": member.rank, "seen": session.weights.version}
+
+    @transport.expose
+    def get_jobs(self, name, sid, max_jobs, wait=0.2):
+        """Up to ``max_jobs`` jobs for a worker; waits up to ``wait`` seconds (at most 1) while the queue is empty.
+
+        Returns
+        -------
+        list of dict
+            Job messages (possibly none).
+        """
+        if not isinstance(max_jobs, int) or not 1 <= max_jobs <= 1024:
+            raise ValueError("get_jobs: max_jobs must be an int in [1, 1024]")
+        if not isinstance(wait, (int, float)) or not 0 <= wait <= 1:
+            raise ValueError("get_jobs: wait must be a number of seconds in [0, 1]")
+        with self.cond:
+            session = self._session(sid)
+            member = self._member(name, sid)
+            if not session.queue and wait:
+                self.cond.wait(wait)
+                session = self._session(sid)
+            out = []
+            while session.queue and len(out) < max_jobs:
+                item = session.queue.popleft()
+                member.in_flight[item[0]["id"]] = item
+                out.append(item[0])
+            if out:
+                self.cond.notify_all()
+            return out
+
+    @transport.expose
+    def merge(self, name, sid, part):
+        """Fold one part of a worker's merge round into the global model.
+
+        Parameters
+        ----------
+        part : dict
+            See :func:`gensim_distw2v.wire.check_merge_part`; the final part of a round lists the
+            jobs whose updates the round carried, and they count as trained from now on.
+
+        Returns
+        -------
+        dict
+            ``{"seen": int, "matrices": {name: {"rows", "values"}}}``: the global rows of the part's
+            range that other workers changed since the worker's ``seen``.
+        """
+        with self.cond:
+            session = self._session(sid)
+            member = self._member(name, sid)
+            weights, n_workers = session.weights, sum(m.rank is not None for m in self.members.values())
+            rank = member.rank
+        seen, lo, hi, deltas, final, jobs, loss = wire.check_merge_part(
+            part, session.vocab_size, session.vector_size, list(weights.weights))
+        before, reply = weights.apply(rank, seen, lo, hi, deltas, n_workers)
+        packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
+                  for name_, (rows, values) in reply.items()}
+        with self.cond:
+            member.bytes_up += sum(r.nbytes + v.nbytes for r, v in deltas.values())
+            member.bytes_down += sum(r.nbytes + v.nbytes for r, v in reply.values())
+            if final:
+                member.merges += 1
+                session.loss += loss
+                for job_id, effective in jobs:
+                    item = member.in_flight.pop(job_id, None)
+                    if item is None:
+                        continue  # not (or no longer) this worker's: already re-queued elsewhere
+                    _msg, epoch, raw, examples = item
+                    done = session.done[epoch]
+                    done[0] += 1
+                    done[1] += raw
+                    done[2] += effective
+                    done[3] += examples
+                    member.words += raw
+                self.cond.notify_all()
+        return {"seen": before, "matrices": packed}
+
+    def shutdown(self):
+        """Stop the monitor thread."""
+        self.stopped.set()
+
+
+def _interrupt(signum, frame):
+    """SIGTERM stops the process as Ctrl-C does: cleanly, unregistering from the name server."""
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    """``python -m gensim_distw2v.dispatcher``: serve until killed."""
+    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.dispatcher", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ns-host", default="127.0.0.1", help="name server host (default 127.0.0.1)")
+    parser.add_argument("--ns-port", type=int, default=transport.DEFAULT_NS_PORT, help="name server port")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a key)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
+    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {transport.HMAC_ENV})")
+    parser.add_argument("--worker-timeout", type=float, default=30.0,
+                        help="seconds without a heartbeat before a worker is dropped (default 30)")
+    parser.add_argument("--client-timeout", type=float, default=120.0,
+                        help="seconds without a call before a client's session is aborted (default 120)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
+    try:
+        key = transport.read_hmac_key(args.hmac_key_file)
+        dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout)
+        server = transport.Server(dispatcher, transport.DISPATCHER_NAME, host=args.host, port=args.port,
+                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key)
+    except (transport.ClusterError, ValueError, OSError) as err:
+        parser.exit(2, f"error: {err}\n")
+    logger.info("gensim_distw2v.dispatcher ready at %s", server.uri)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.serve()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        dispatcher.shutdown()
+        server.shutdown()
+        logger.info("gensim_distw2v.dispatcher stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Merge rules and the bookkeeping around them, in pure numpy (no network here).
+
+The dispatcher holds the global weights ``G`` (:class:`GlobalWeights`); every worker holds a
+replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`). Invariant on
+a worker: ``R = B + what this worker trained and has not sent yet``. A merge round goes through
+the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed with their
+delta ``R - B`` (and sets ``B = R`` there), the dispatcher folds the delta into ``G`` with the
+session's rule and answers with the rows of the range that *other* workers changed since this
+worker last looked, which the worker takes in as ``R += G - B; B = G``.
+
+Rules (``merge=``):
+
+``sum``
+    ``G += delta``: every worker's update is applied, as a parameter server applying every
+    push (Hogwild across nodes). Matches gensim's quality while the merge interval is short:
+    measured (DESIGN.md, step 5), it holds up to about 0.4 M / K**2 words per worker per round,
+    and the most frequent rows blow up beyond that. The default, with ``sync_words`` derived
+    from the number of workers by :func:`default_sync_words`.
+``mean``
+    ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
+    whatever the interval; kept as an option for comparison, never the default.
+"""
+import threading
+
+import numpy as np
+
+__all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
+
+RULES = ("sum", "mean")
+
+
+def default_sync_words(n_workers):
+    """Words each worker trains between merges, for the default ``sum`` rule.
+
+    Summing deltas holds gensim's quality while ``S <= ~0.4 M / K**2`` (DESIGN.md, step 5:
+    100 k at K=2, 10 k at K=4, 3 k at K=8); we take half of that bound for margin, at least
+    2,000 words (a fifth of a job). One worker merges rarely: its merges only make progress
+    durable against a crash, they do not change the model.
+    """
+    if n_workers <= 1:
+        return 1_000_000
+    return max(2_000, 200_000 // (n_workers * n_workers))
+
+
+def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
+    """Split ``[0, n_rows)`` into ranges of at most ``max_bytes`` worth of full rows."""
+    step = max(1, max_bytes // max(1, row_bytes))
+    return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
+
+
+class GlobalWeights:
+    """The dispatcher's global weights, with a version and a last writer per row.
+
+    Parameters
+    ----------
+    weights : dict of (str, numpy.ndarray)
+        The trained matrices (``syn0``, ``syn1neg`` and/or ``syn1``), float32, all the same shape;
+        owned (and updated in place) from now on.
+    rule : {'sum', 'mean'}
+        How a worker's delta enters the global weights.
+    """
+
+    def __init__(self, weights, rule="sum"):
+        if rule not in RULES:
+            raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
+        self.weights, self.rule = weights, rule
+        n_rows = next(iter(weights.values())).shape[0]
+        self.row_version = {name: np.zeros(n_rows, dtype=np.int64) for name in weights}
+        self.row_writer = {name: np.full(n_rows, -1, dtype=np.int32) for name in weights}
+        self.version = 0
+        self.merges = 0
+        self.lock = threading.Lock()
+
+    def apply(self, worker, seen, lo, hi, deltas, n_workers):
+        """Fold one worker's deltas for rows ``[lo, hi)`` into the weights.
+
+        Parameters
+        ----------
+        worker : int
+            The worker's rank in the session.
+        seen : int
+            Version up to which the worker knows the global weights.
+        lo, hi : int
+            The row range of this part of the merge round.
+        deltas : dict of (str, (numpy.ndarray, numpy.ndarray))
+            Per matrix: increasing uint32 rows in ``[lo, hi)`` and their ``R - B`` values.
+        n_workers : int
+            Workers in the session now (the ``mean`` rule divides by it).
+
+        Returns
+        -------
+        (int, dict)
+            The version before this part (what the worker knows after its round) and, per matrix,
+            ``(rows, values)`` of the rows in ``[lo, hi)`` that other workers changed since ``seen``
+            (under ``mean``, also the worker's own rows: averaging changed them).
+        """
+        scale = 1.0 if self.rule == "sum" else 1.0 / max(1, n_workers)
+        reply = {}
+        with self.lock:
+            before = self.version
+            self.version += 1
+            for name, weights in self.weights.items():
+                version, writer = self.row_version[name], self.row_writer[name]
+                fresh = (version[lo:hi] > seen) & (writer[lo:hi] != worker)
+                rows, values = deltas.get(name, (None, None))
+                if rows is not None and len(rows):
+                    rows = rows.astype(np.intp)
+                    update = values.astype(np.float32)
+                    if scale != 1.0:
+                        update *= np.float32(scale)
+                        fresh[rows - lo] = True
+                    weights[rows] += update
+                    version[rows] = self.version
+                    writer[rows] = worker
+                fresh = lo + np.flatnonzero(fresh)
+                reply[name] = (fresh.astype(np.uint32), weights[fresh])
+            self.merges += 1
+        return before, reply
+
+
+class Replica:
+    """A worker's replica ``R`` of the trained matrices and its base ``B``.
+
+    Parameters
+    ----------
+    weights : dict of (str, numpy.ndarray)
+        The global weights as fetched at join time; copied into ``R`` (trained in place by the
+        kernel) and ``B``.
+    """
+
+    def __init__(self, weights):
+        self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
+        self.base = {name: w.copy() for name, w in self.replica.items()}
+
+    def take_delta(self, lo, hi, dtype=np.float32):
+        """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
+
+        Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
+        delta is taken stays in ``R - B`` for the next round.
+
+        Returns
+        -------
+        dict of (str, (numpy.ndarray, numpy.ndarray))
+            Per matrix: uint32 rows and their delta values (as ``dtype``).
+        """
+        out = {}
+        for name, replica in self.replica.items():
+            base = self.base[name]
+            snapshot = replica[lo:hi].copy()
+            changed = np.flatnonzero((snapshot != base[lo:hi]).any(axis=1))
+            delta = (snapshot[changed] - base[lo:hi][changed]).astype(dtype, copy=False)
+            # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
+            # no one else touched); the rounding of the delta stays in R - B for the next round.
+            base[lo + changed] += delta.astype(np.float32, copy=False)
+            out[name] = ((lo + changed).astype(np.uint32), delta)
+        return out
+
+    def take_in(self, reply):
+        """Take in global rows changed by other workers: ``R += G - B; B = G`` on those rows."""
+        for name, (rows, values) in reply.items():
+            if not len(rows):
+                continue
+            rows = rows.astype(np.intp)
+            self.replica[name][rows] += values - self.base[name][rows]
+            self.base[name][rows] = values

@@ -1,0 +1,213 @@
+"""Message formats as plain data, and their validation on arrival.
+
+Everything on the wire is msgpack-able plain data: dicts with str keys, ints, floats, str, bytes,
+lists. An array is ``{"dtype": str, "shape": [int, ...], "data": bytes}`` (C order). Every
+message from a peer goes through a ``check_*`` / ``unpack_*`` function here before use; they
+raise :class:`ValueError` naming what is wrong, and never execute or import anything.
+
+Messages
+--------
+job
+    ``{"id", "epoch", "alpha", "indices": array uint32, "offsets": array int64, "raw_words", "examples"}``
+session config (client -> dispatcher -> workers)
+    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "compute_loss",
+    "rng_state", "epochs"}``
+merge part (worker -> dispatcher)
+    ``{"seen", "lo", "hi", "matrices": {name: {"rows": array uint32, "values": array}}, "final",
+    "jobs": [[id, effective_words], ...], "loss"}``; the reply carries the global rows in ``[lo, hi)``
+    that other workers changed since ``seen``.
+"""
+import math
+
+import numpy as np
+
+__all__ = [
+    "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "pack_job",
+    "unpack_job", "check_config", "check_merge_part", "need",
+]
+
+# dtypes allowed on the wire (anything else is refused before numpy sees it)
+ARRAY_DTYPES = {"float32", "float16", "uint32", "uint8", "int64"}
+MERGE_RULES = ("sum", "mean")
+WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices, merged by the dispatcher
+STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
+          "codes": "uint8", "code_offsets": "int64"}
+MAX_JOB_WORDS = 1_000_000  # a job is about batch_words (10,000) words; refuse absurd ones
+MAX_ARRAY_BYTES = 128 * 1024 * 1024  # one message's array (arrays move in chunks below this)
+
+
+def need(msg, key, kind, what="message"):
+    """``msg[key]``, checked to be of type ``kind``; ValueError naming the field otherwise."""
+    if not isinstance(msg, dict):
+        raise ValueError(f"malformed {what}: expected a dict, got {type(msg).__name__}")
+    if key not in msg:
+        raise ValueError(f"malformed {what}: missing field {key!r}")
+    value = msg[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ValueError(f"malformed {what}: field {key!r} must be {name}, got {type(value).__name__}")
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"malformed {what}: field {key!r} must be finite, got {value}")
+    return value
+
+
+def pack_array(arr):
+    """An ndarray as plain data (the bytes are a copy only if ``arr`` is not C-contiguous)."""
+    arr = np.ascontiguousarray(arr)
+    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.data.cast("B") if arr.size else b""}
+
+
+def unpack_array(msg, what, dtype=None, ndim=None, shape=None):
+    """Check an array message and return a read-only ndarray over its bytes.
+
+    Parameters
+    ----------
+    msg : dict
+        ``{"dtype", "shape", "data"}``.
+    what : str
+        Name for error messages.
+    dtype : str or tuple of str, optional
+        Allowed dtype name(s).
+    ndim : int, optional
+        Required number of dimensions.
+    shape : tuple, optional
+        Required shape; ``None`` entries match anything.
+
+    Raises
+    ------
+    ValueError
+        Malformed message, wrong dtype, shape or byte count.
+    """
+    name = need(msg, "dtype", str, what)
+    dims = need(msg, "shape", (list, tuple), what)
+    data = need(msg, "data", (bytes, bytearray, memoryview), what)
+    if name not in ARRAY_DTYPES:
+        raise ValueError(f"{what}: dtype {name!r} is not allowed on the wire (allowed: {sorted(ARRAY_DTYPES)})")
+    if dtype is not None and name not in ((dtype,) if isinstance(dtype, str) else dtype):
+        raise ValueError(f"{what} must have dtype {dtype}, got {name}")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2 ** 40 for d in dims):
+        raise ValueError(f"{what}: shape must be non-negative integers, got {dims!r}")
+    if ndim is not None and len(dims) != ndim:
+        raise ValueError(f"{what} must be {ndim}-dimensional, got shape {tuple(dims)}")
+    if shape is not None and any(want is not None and want != got for want, got in zip(shape, dims)):
+        raise ValueError(f"{what} must have shape {tuple(shape)}, got {tuple(dims)}")
+    expected = math.prod(dims) * np.dtype(name).itemsize
+    if expected > MAX_ARRAY_BYTES:
+        raise ValueError(f"{what}: {expected} bytes in one message is more than the {MAX_ARRAY_BYTES} allowed")
+    if len(data) != expected:
+        raise ValueError(f"{what}: shape {tuple(dims)} of {name} needs {expected} bytes, got {len(data)}")
+    return np.frombuffer(data, dtype=name).reshape(dims)
+
+
+def pack_job(job_id, epoch, job):
+    """A :class:`gensim_distw2v.jobs.Job` as a wire message."""
+    return {"id": job_id, "epoch": epoch, "alpha": float(job.alpha), "indices": pack_array(job.indices),
+            "offsets": pack_array(job.offsets), "raw_words": int(job.raw_words), "examples": int(job.examples)}
+
+
+def unpack_job(msg, vocab_size):
+    """Check a job message; return ``(id, epoch, alpha, indices, offsets, raw_words, examples)``.
+
+    Checks everything the kernel relies on (dtype, index range, offsets that fit), so that a bad
+    job is refused where it arrives.
+    """
+    job_id = need(msg, "id", int, "job")
+    epoch = need(msg, "epoch", int, "job")
+    alpha = need(msg, "alpha", float, "job")
+    raw_words = need(msg, "raw_words", int, "job")
+    examples = need(msg, "examples", int, "job")
+    indices = unpack_array(need(msg, "indices", dict, "job"), "job indices", "uint32", ndim=1)
+    offsets = unpack_array(need(msg, "offsets", dict, "job"), "job offsets", "int64", ndim=1)
+    if job_id < 0 or epoch < 0 or raw_words < 0 or examples < 0 or not 0 <= alpha < 10:
+        raise ValueError(f"job: id, epoch, raw_words, examples must be >= 0 and alpha in [0, 10), got "
+                         f"{job_id}, {epoch}, {raw_words}, {examples}, {alpha}")
+    if len(indices) > MAX_JOB_WORDS:
+        raise ValueError(f"job has {len(indices)} words, more than the {MAX_JOB_WORDS} allowed")
+    if len(indices) and int(indices.max()) >= vocab_size:
+        raise ValueError(f"job has a word index {int(indices.max())} >= vocab_size {vocab_size}")
+    if (len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(indices)
+            or (len(offsets) > 1 and np.any(np.diff(offsets) < 0))):
+        raise ValueError(f"job offsets must run non-decreasing from 0 to {len(indices)}")
+    return job_id, epoch, alpha, indices, offsets, raw_words, examples
+
+
+def check_config(config):
+    """Check a session config from a client; return it (plain data, validated).
+
+    Raises
+    ------
+    ValueError
+        A missing or malformed field, an unknown merge rule, or inconsistent array declarations.
+    """
+    need(config, "versions", dict, "session config")
+    params = need(config, "params", dict, "session config")
+    for key in ("sg", "hs", "negative", "window", "cbow_mean", "vector_size", "vocab_size", "seed"):
+        need(params, key, int, "session params")
+    for key in ("shrink_windows", "sample"):
+        need(params, key, bool, "session params")
+    vocab, size = params["vocab_size"], params["vector_size"]
+    if vocab < 1 or size < 1 or vocab >= 2 ** 32:
+        raise ValueError(f"session params: vocab_size and vector_size must be >= 1, got {vocab} and {size}")
+    if not params["hs"] and not params["negative"]:
+        raise ValueError("session params: either hs=1 or negative > 0 is needed")
+    arrays = need(config, "arrays", dict, "session config")
+    wanted = {"syn0", "lockf"} | ({"syn1neg", "cum_table"} if params["negative"] else set()) \
+        | ({"sample_int"} if params["sample"] else set()) \
+        | ({"syn1", "points", "codes", "code_offsets"} if params["hs"] else set())
+    if set(arrays) != wanted:
+        raise ValueError(f"session config: arrays must be exactly {sorted(wanted)}, got {sorted(arrays)}")
+    for name, spec in arrays.items():
+        dtype = need(spec, "dtype", str, f"array {name}")
+        dims = need(spec, "shape", (list, tuple), f"array {name}")
+        if name in WEIGHTS:
+            if dtype != "float32" or list(dims) != [vocab, size]:
+                raise ValueError(f"array {name} must be float32 of shape ({vocab}, {size}), got {dtype} {dims}")
+        elif dtype != STATIC[name] or len(dims) != 1 or not isinstance(dims[0], int) or dims[0] < 0:
+            raise ValueError(f"array {name} must be 1-dimensional {STATIC[name]}, got {dtype} {dims}")
+    sync_words = need(config, "sync_words", int, "session config")
+    if sync_words < 1:
+        raise ValueError(f"sync_words must be >= 1, got {sync_words}")
+    if need(config, "merge", str, "session config") not in MERGE_RULES:
+        raise ValueError(f"unknown merge rule {config['merge']!r}; choose one of {MERGE_RULES}")
+    need(config, "compute_loss", bool, "session config")
+    need(config, "epochs", int, "session config")
+    rng = need(config, "rng_state", dict, "session config")
+    unpack_array(need(rng, "keys", dict, "rng_state"), "rng_state keys", "uint32", shape=(624,))
+    if not 0 <= need(rng, "pos", int, "rng_state") <= 624:
+        raise ValueError("rng_state: pos must be in [0, 624]")
+    return config
+
+
+def check_merge_part(part, vocab_size, vector_size, weights):
+    """Check a merge part from a worker; return ``(seen, lo, hi, {name: (rows, values)}, final, jobs, loss)``."""
+    seen = need(part, "seen", int, "merge part")
+    lo = need(part, "lo", int, "merge part")
+    hi = need(part, "hi", int, "merge part")
+    if not 0 <= lo <= hi <= vocab_size:
+        raise ValueError(f"merge part: row range [{lo}, {hi}) is outside [0, {vocab_size})")
+    matrices = need(part, "matrices", dict, "merge part")
+    unknown = set(matrices) - set(weights)
+    if unknown:
+        raise ValueError(f"merge part: unknown matrices {sorted(unknown)}; this session trains {sorted(weights)}")
+    deltas = {}
+    for name, msg in matrices.items():
+        rows = unpack_array(need(msg, "rows", dict, "merge part"), f"{name} rows", "uint32", ndim=1)
+        values = unpack_array(need(msg, "values", dict, "merge part"), f"{name} values", ("float32", "float16"),
+                              ndim=2, shape=(len(rows), vector_size))
+        if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
+            raise ValueError(f"merge part: {name} rows must lie in [{lo}, {hi})")
+        if len(rows) > 1 and np.any(np.diff(rows.astype(np.int64)) <= 0):
+            raise ValueError(f"merge part: {name} rows must be strictly increasing")
+        if not np.isfinite(values).all():
+            raise ValueError(f"merge part: {name} values must be finite")
+        deltas[name] = (rows, values)
+    final = need(part, "final", bool, "merge part")
+    jobs = need(part, "jobs", (list, tuple), "merge part")
+    for entry in jobs:
+        if (not isinstance(entry, (list, tuple)) or len(entry) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
+            raise ValueError(f"merge part: jobs must be [id, effective_words] pairs, got {entry!r}")
+    loss = need(part, "loss", float, "merge part")
+    return seen, lo, hi, deltas, final, jobs, loss

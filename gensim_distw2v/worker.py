@@ -1,0 +1,360 @@
+"""A worker: holds a replica of the model and trains jobs with T threads (the GIL released).
+
+Start one per node (or more), after the name server; the dispatcher may come before or after::
+
+    python -m gensim_distw2v.worker --ns-host 127.0.0.1 --ns-port 9090 --threads 4
+
+How it works:
+
+1. It registers as ``gensim_distw2v.worker.<id>`` in the name server, then looks for the
+   dispatcher there until it finds it, and says hello (again whenever the dispatcher restarts
+   or forgets it).
+2. A heartbeat thread tells the dispatcher it is alive and learns of training sessions.
+3. For a session it fetches the config and the arrays in chunks, builds its replica, and runs
+   T trainer threads on jobs pulled from the dispatcher with a small prefetch.
+4. Every ``sync_words`` words (and whenever it runs out of jobs) it merges: it sends the rows it
+   changed and takes in the rows other workers changed (:mod:`gensim_distw2v.merge`), while its
+   trainer threads go on.
+5. When the session closes it drops the replica and waits for the next one.
+"""
+import argparse
+import collections
+import logging
+import os
+import signal
+import queue
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from gensim_distw2v import transport, wire
+from gensim_distw2v._inner import JobTrainer
+from gensim_distw2v.dispatcher import versions
+from gensim_distw2v.merge import Replica, row_ranges
+
+logger = logging.getLogger(__name__)
+
+
+class SessionLost(Exception):
+    """The session ended, was replaced, or the dispatcher went away."""
+
+
+class _Training:
+    """One session's work on this worker: the replica, the trainer threads, the merges."""
+
+    def __init__(self, worker, sid, proxy):
+        self.worker, self.sid, self.proxy = worker, sid, proxy
+        self.stop = threading.Event()
+        self.jobs = queue.Queue()
+        self.lock = threading.Condition()
+        self.done = []  # [job id, effective words] trained since the last merge round
+        self.words_since_merge = 0
+        self.loss = 0.0
+        self.busy = 0
+        self.error = None
+
+    def run(self):
+        joined = self.proxy.join(self.worker.name, self.sid)
+        config, self.rank, self.seen = joined["config"], joined["rank"], joined["seen"]
+        wire.check_config(config)
+        self.params = config["params"]
+        self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
+        vocab, size = self.params["vocab_size"], self.params["vector_size"]
+        start = time.monotonic()
+        arrays = {name: self._download(name, spec) for name, spec in config["arrays"].items()}
+        self.replica = Replica({n: arrays.pop(n) for n in wire.WEIGHTS if n in arrays})
+        if not self.params["sample"]:
+            arrays.pop("sample_int", None)
+        self.trainer = JobTrainer(
+            sg=self.params["sg"], hs=self.params["hs"], negative=self.params["negative"],
+            window=self.params["window"], cbow_mean=self.params["cbow_mean"],
+            shrink_windows=self.params["shrink_windows"], **self.replica.replica, **arrays)
+        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica))
+        logger.info("joined session %s as rank %i: %i x %i model fetched in %.1f s; training with %i threads, "
+                    "merging every %i words", self.sid, self.rank, vocab, size, time.monotonic() - start,
+                    self.worker.threads, self.sync_words)
+        threads = [threading.Thread(target=self._train, args=(t, self._rng(config, t)), daemon=True,
+                                    name=f"trainer-{t}") for t in range(self.worker.threads)]
+        for thread in threads:
+            thread.start()
+        try:
+            self._coordinate()
+        finally:
+            self.stop.set()
+            for thread in threads:
+                thread.join()
+
+    def _rng(self, config, thread):
+        """Rank 0's first thread continues the client's random stream (so 1 worker x 1 thread
+        reproduces gensim exactly); every other thread gets a stream of its own."""
+        rng = np.random.RandomState(config["params"]["seed"])
+        if self.rank == 0 and thread == 0:
+            state = config["rng_state"]
+            keys = wire.unpack_array(state["keys"], "rng_state keys", "uint32", shape=(624,))
+            rng.set_state(("MT19937", keys.copy(), state["pos"], state.get("has_gauss", 0),
+                           float(state.get("cached_gaussian", 0.0))))
+        else:
+            rng.seed([config["params"]["seed"] & 0xFFFFFFFF, self.rank, thread, 0x5EED])
+        return rng
+
+    def _download(self, name, spec):
+        target = np.zeros(spec["shape"], dtype=spec["dtype"])
+        row_bytes = max(1, target.nbytes // max(1, len(target)))
+        for lo, hi in row_ranges(len(target), row_bytes, 8 * 1024 * 1024):
+            self.worker.check_alive(self)
+            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi), f"download of {name}",
+                                      target.dtype.name, shape=(hi - lo,) + target.shape[1:])
+            target[lo:hi] = chunk
+        return target
+
+    def _train(self, thread, rng):
+        vocab = self.params["vocab_size"]
+        while not self.stop.is_set():
+            try:
+                msg = self.jobs.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                job_id, _epoch, alpha, indices, offsets, raw, _examples = wire.unpack_job(msg, vocab)
+                with self.lock:
+                    self.busy += 1
+                try:
+                    effective, loss = self.trainer.train_job(indices, offsets, alpha, rng, self.compute_loss)
+                finally:
+                    with self.lock:
+                        self.busy -= 1
+            except Exception as err:  # noqa: BLE001 - reported by the coordinator, which ends the session
+                logger.exception("trainer thread %i failed on a job", thread)
+                self.error = err
+                self.stop.set()
+                return
+            with self.lock:
+                self.done.append([job_id, effective])
+                self.words_since_merge += raw
+                self.loss += loss
+                self.lock.notify_all()
+
+    def _coordinate(self):
+        """Keep the local queue topped up and merge on schedule, until the session ends."""
+        prefetch = 2 * self.worker.threads
+        while not self.stop.is_set():
+            self.worker.check_alive(self)
+            with self.lock:
+                due = self.words_since_merge >= self.sync_words
+                working = self.busy > 0 or not self.jobs.empty()
+                idle = not working and bool(self.done)
+            if due:
+                self._merge_round()
+            elif self.jobs.qsize() < prefetch:
+                # Idle with unmerged work: don't wait for jobs, merge if there are none. Still
+                # training: wait briefly, so that running dry is noticed soon.
+                batch = self.proxy.get_jobs(self.worker.name, self.sid, prefetch - self.jobs.qsize(),
+                                            0.0 if idle else 0.02 if working else 0.2)
+                for msg in batch:
+                    self.jobs.put(msg)
+                if not batch and idle:
+                    self._merge_round()  # out of jobs: make what was trained count
+            else:
+                with self.lock:
+                    self.lock.wait(0.05)
+            if self.error is not None:
+                raise self.error
+
+    def _merge_round(self):
+        with self.lock:
+            jobs, self.done = self.done, []
+            loss, self.loss = self.loss, 0.0
+            self.words_since_merge = 0
+        seen = None
+        for i, (lo, hi) in enumerate(self.ranges):
+            final = i == len(self.ranges) - 1
+            deltas = self.replica.take_delta(lo, hi)
+            part = {"seen": self.seen, "lo": lo, "hi": hi, "final": final,
+                    "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
+                    "matrices": {n: {"rows": wire.pack_array(r), "values": wire.pack_array(v)}
+                                 for n, (r, v) in deltas.items() if len(r)}}
+            reply = self.proxy.merge(self.worker.name, self.sid, part)
+            got = {}
+            for name, msg in wire.need(reply, "matrices", dict, "merge reply").items():
+                if name not in self.replica.replica:
+                    raise ValueError(f"merge reply: unknown matrix {name!r}")
+                rows = wire.unpack_array(wire.need(msg, "rows", dict, "merge reply"), f"{name} rows", "uint32", 1)
+                values = wire.unpack_array(wire.need(msg, "values", dict, "merge reply"), f"{name} values",
+                                           "float32", shape=(len(rows), self.params["vector_size"]))
+                if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
+                    raise ValueError("merge reply: rows outside the part's range")
+                got[name] = (rows, values)
+            self.replica.take_in(got)
+            if seen is None:
+                seen = wire.need(reply, "seen", int, "merge reply")
+        self.seen = seen
+
+
+class Worker:
+    """A worker process's remote face and its loops.
+
+    Parameters
+    ----------
+    ns_conf : dict
+        Where the name server is.
+    threads : int
+        Trainer threads (default: the node's cores).
+    hmac_key : bytes, optional
+        The cluster's HMAC key.
+    heartbeat : float
+        Seconds between heartbeats (each is a long poll: a new session is seen at once).
+    """
+
+    def __init__(self, ns_conf, threads=None, hmac_key=None, heartbeat=1.0):
+        self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
+        if hmac_key:
+            self.ns_conf["hmac_key"] = hmac_key
+        self.threads = threads or os.cpu_count() or 1
+        self.heartbeat_every = heartbeat
+        self.name = transport.WORKER_PREFIX + uuid.uuid4().hex[:12]
+        self.uri = None
+        self.stopped = threading.Event()
+        self.session_wanted = None  # session id the dispatcher says we should be in
+        self.dispatcher_uri = None
+        self.training = None
+        self.trained_sessions = collections.deque(maxlen=10)
+
+    @transport.expose
+    def status(self):
+        """What this worker is doing.
+
+        Returns
+        -------
+        dict
+            ``name``, ``threads``, ``session`` (id or None), ``dispatcher`` (URI or None).
+        """
+        training = self.training
+        return {"name": self.name, "threads": self.threads, "dispatcher": self.dispatcher_uri,
+                "session": training.sid if training is not None else None}
+
+    def check_alive(self, training):
+        """Raise SessionLost if ``training`` should stop (session ended, dispatcher gone, shutting down)."""
+        if self.stopped.is_set() or self.session_wanted != training.sid or training.stop.is_set():
+            raise SessionLost(training.sid)
+
+    def _connect(self):
+        """Find the dispatcher and say hello; retry until it works or we are stopped."""
+        waited = 0.0
+        while not self.stopped.is_set():
+            try:
+                uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
+                if uri:
+                    proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
+                    proxy.hello(self.name, self.uri, {"versions": versions(), "threads": self.threads})
+                    self.dispatcher_uri = uri
+                    self.trained_sessions.clear()  # after a new hello the dispatcher treats us as new
+                    logger.info("found the dispatcher at %s", uri)
+                    return proxy
+            except ValueError as err:  # refused (version mismatch): say so, keep trying
+                logger.error("the dispatcher refused this worker: %s", err)
+            except (transport.ClusterError, transport.PyroError) as err:
+                if waited == 0.0 or int(waited) % 30 == 0:
+                    logger.info("waiting for the dispatcher (%s)", err)
+            if waited == 0.0:
+                logger.info("waiting for a dispatcher to register as %s", transport.DISPATCHER_NAME)
+            self.stopped.wait(1.0)
+            waited += 1.0
+        return None
+
+    def heartbeat_loop(self):
+        """Keep in touch with the dispatcher; start and stop session work as it says."""
+        proxy = None
+        while not self.stopped.is_set():
+            if proxy is None:
+                proxy = self._connect()
+                if proxy is None:
+                    return
+            try:
+                beat = proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every)
+            except transport.PyroError as err:
+                logger.warning("lost the dispatcher (%s); looking for it again", err)
+                transport.release(proxy)
+                proxy, self.session_wanted, self.dispatcher_uri = None, None, None
+                continue
+            if beat.get("hello"):
+                transport.release(proxy)
+                proxy, self.session_wanted = None, None
+                continue
+            self.session_wanted = beat.get("session")
+            if self.session_wanted and self.training is None and self.session_wanted not in self.trained_sessions:
+                self.training = _Training(self, self.session_wanted, None)
+                threading.Thread(target=self._run_session, args=(self.training,), daemon=True,
+                                 name="session").start()
+        if proxy is not None:
+            try:
+                proxy.leave(self.name)
+            except transport.PyroError:
+                pass
+            transport.release(proxy)
+
+    def _run_session(self, training):
+        training.proxy = transport.connect(self.dispatcher_uri, self.hmac_key, timeout=60.0)
+        try:
+            training.run()
+        except SessionLost:
+            logger.info("session %s ended", training.sid)
+        except (transport.PyroError, ValueError, RuntimeError) as err:
+            logger.warning("session %s stopped on this worker: %s", training.sid, err)
+        except Exception:  # noqa: BLE001 - a worker keeps serving whatever one session did
+            logger.exception("session %s failed on this worker", training.sid)
+        finally:
+            training.stop.set()
+            transport.release(training.proxy)
+            self.trained_sessions.append(training.sid)
+            self.training = None
+
+
+def _interrupt(signum, frame):
+    """SIGTERM stops the process as Ctrl-C does: cleanly, unregistering from the name server."""
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    """``python -m gensim_distw2v.worker``: serve until killed."""
+    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ns-host", default="127.0.0.1", help="name server host (default 127.0.0.1)")
+    parser.add_argument("--ns-port", type=int, default=transport.DEFAULT_NS_PORT, help="name server port")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a key)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help=f"trainer threads (default: this node's cores, {os.cpu_count()})")
+    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {transport.HMAC_ENV})")
+    parser.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats (default 1)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
+    if args.threads < 1:
+        parser.exit(2, "error: --threads must be >= 1\n")
+    try:
+        key = transport.read_hmac_key(args.hmac_key_file)
+        worker = Worker({"host": args.ns_host, "port": args.ns_port}, threads=args.threads, hmac_key=key,
+                        heartbeat=args.heartbeat)
+        server = transport.Server(worker, worker.name, host=args.host, port=args.port,
+                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key)
+    except (transport.ClusterError, ValueError, OSError) as err:
+        parser.exit(2, f"error: {err}\n")
+    worker.uri = server.uri
+    logger.info("gensim_distw2v.worker %s ready at %s with %i threads", worker.name, server.uri, worker.threads)
+    beat = threading.Thread(target=worker.heartbeat_loop, name="heartbeat", daemon=True)
+    beat.start()
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.serve()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.stopped.set()
+        beat.join(timeout=5)
+        server.shutdown()
+        logger.info("gensim_distw2v.worker %s stopped", worker.name)
+
+
+if __name__ == "__main__":
+    main()

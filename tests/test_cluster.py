@@ -1,0 +1,279 @@
+"""Distributed training through real clusters: name server, dispatcher and workers as processes."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import gensim.models
+import numpy as np
+import psutil
+import pytest
+
+from gensim_distw2v import LocalCluster, Word2Vec, transport
+from gensim_distw2v.cluster import ManagedProcess
+from gensim_distw2v.kernel import train_like_gensim
+
+SMALL = dict(vector_size=24, min_count=2, seed=11, epochs=2, workers=1)
+
+VARIANTS = {
+    "sg+neg": dict(sg=1, hs=0, negative=5),
+    "sg+hs": dict(sg=1, hs=1, negative=0),
+    "cbow+neg": dict(sg=0, hs=0, negative=5),
+    "cbow+neg sum": dict(sg=0, hs=0, negative=5, cbow_mean=0),
+    "cbow+hs": dict(sg=0, hs=1, negative=0),
+}
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    with LocalCluster(n_workers=1, threads_per_worker=1) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def three_workers():
+    with LocalCluster(n_workers=3, threads_per_worker=1) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_one_worker_reproduces_gensim(one_worker, lee_corpus, variant):
+    params = {**SMALL, **VARIANTS[variant]}
+    reference = gensim.models.Word2Vec(lee_corpus, **params)
+    ours = Word2Vec(lee_corpus, distributed=True, ns_conf=one_worker.ns_conf, **params)
+    assert np.abs(reference.wv.vectors - ours.wv.vectors).max() <= 1e-6
+    if reference.negative:
+        assert np.abs(reference.syn1neg - ours.syn1neg).max() <= 1e-6
+    if reference.hs:
+        assert np.abs(reference.syn1 - ours.syn1).max() <= 1e-6
+    assert ours.cluster_stats["merges"] >= 1 and ours.cluster_stats["bytes_up"] > 0
+
+
+def test_train_returns_gensim_counts_loss_and_runs_callbacks(one_worker, lee_corpus):
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    class Record(CallbackAny2Vec):
+        def __init__(self):
+            self.events = []
+
+        def on_train_begin(self, model):
+            self.events.append(("train_begin", None))
+
+        def on_epoch_begin(self, model):
+            self.events.append(("epoch_begin", None))
+
+        def on_epoch_end(self, model):
+            self.events.append(("epoch_end", float(np.abs(model.wv.vectors).sum())))
+
+        def on_train_end(self, model):
+            self.events.append(("train_end", None))
+
+    params = {**SMALL, "sg": 1, "negative": 5}
+    reference = gensim.models.Word2Vec(**params)
+    reference.build_vocab(lee_corpus)
+    expected = reference.train(lee_corpus, total_examples=reference.corpus_count, epochs=3, compute_loss=True)
+    ours = Word2Vec(distributed=True, ns_conf=one_worker.ns_conf, **params)
+    ours.build_vocab(lee_corpus)
+    record = Record()
+    got = ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=3, compute_loss=True, callbacks=[record])
+    assert got == expected
+    direct = gensim.models.Word2Vec(**params)
+    direct.build_vocab(lee_corpus)
+    _words, direct_loss = train_like_gensim(direct, lee_corpus, epochs=3, compute_loss=True)
+    assert ours.get_latest_training_loss() == pytest.approx(direct_loss, rel=1e-9)
+    # gensim keeps its running loss in one float32 (ulp 0.25 at 2 M): 0.3 % off here
+    assert ours.get_latest_training_loss() == pytest.approx(reference.get_latest_training_loss(), rel=1e-2)
+    names = [name for name, _ in record.events]
+    assert names == ["train_begin"] + ["epoch_begin", "epoch_end"] * 3 + ["train_end"]
+    sums = [value for name, value in record.events if name == "epoch_end"]
+    assert len(set(sums)) == 3, "each epoch's callback must see that epoch's merged weights"
+
+
+def test_second_train_call_continues(one_worker, lee_corpus):
+    ours = Word2Vec(lee_corpus, distributed=True, ns_conf=one_worker.ns_conf, **SMALL, sg=1)
+    first = ours.wv.vectors.copy()
+    words = ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=1)
+    assert words[1] == sum(len(s) for s in lee_corpus)
+    assert not np.array_equal(first, ours.wv.vectors)
+    assert ours.train_count == 2
+    # online vocabulary update, then more training through the cluster
+    extra = [["zyxwv", "qwertz"] * 5] * 3
+    ours.build_vocab(extra, update=True)
+    ours.train(extra + lee_corpus, total_examples=len(extra) + len(lee_corpus), epochs=1)
+    assert "zyxwv" in ours.wv.key_to_index and np.isfinite(ours.wv["zyxwv"]).all()
+
+
+def _quality(model, corpus):
+    """Mean similarity of adjacent in-vocabulary words: the corpus's own structure, learned or not."""
+    pairs = [(a, b) for s in corpus[:100] for a, b in zip(s, s[1:])
+             if a in model.wv.key_to_index and b in model.wv.key_to_index and a != b]
+    return float(np.mean([model.wv.similarity(a, b) for a, b in pairs]))
+
+
+def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpus, tmp_path):
+    params = {**SMALL, "sg": 1, "negative": 5, "epochs": 5}
+    untrained = gensim.models.Word2Vec(**params)
+    untrained.build_vocab(lee_corpus)
+    reference = gensim.models.Word2Vec(lee_corpus, **params)
+    ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, **params)
+    stats = ours.cluster_stats
+    assert len(stats["workers"]) == 3
+    assert all(w[0] > 0 for w in stats["workers"].values()), f"every worker trained: {stats['workers']}"
+    assert sum(w[0] for w in stats["workers"].values()) == 5 * sum(len(s) for s in lee_corpus)
+    assert stats["bytes_down"] > 0, "workers exchanged updates"
+    assert _quality(ours, lee_corpus) > _quality(untrained, lee_corpus) + 0.2
+    assert _quality(ours, lee_corpus) > _quality(reference, lee_corpus) - 0.1
+    path = str(tmp_path / "three.model")
+    ours.save(path)
+    loaded = gensim.models.Word2Vec.load(path)
+    assert type(loaded) is gensim.models.Word2Vec
+    assert np.array_equal(loaded.wv.vectors, ours.wv.vectors)
+
+
+def test_two_workers_mean_rule(three_workers, lee_corpus):
+    ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, merge="mean", sync_words=5000,
+                    **{**SMALL, "sg": 1})
+    assert np.isfinite(ours.wv.vectors).all() and ours.cluster_stats["merges"] > 3
+
+
+def test_workers_started_after_the_dispatcher_join(lee_corpus):
+    with LocalCluster(n_workers=0) as cluster:
+        cluster.add_worker()
+        ours = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
+        assert len(ours.cluster_stats["workers"]) == 1
+
+
+def test_worker_started_before_the_dispatcher_is_found(lee_corpus, tmp_path):
+    port = transport.free_port()
+    env = dict(os.environ, PYRO_SERIALIZERS_ACCEPTED="serpent")
+    procs = []
+    try:
+        ns = ManagedProcess("ns", [sys.executable, "-P", "-m", "Pyro4.naming", "-n", "127.0.0.1", "-p", str(port)],
+                            env=env)
+        procs.append(ns)
+        ns.wait_for("NS running on")
+        worker = ManagedProcess("worker", [sys.executable, "-P", "-m", "gensim_distw2v.worker", "--ns-port",
+                                           str(port), "--threads", "1"], env=env)
+        procs.append(worker)
+        worker.wait_for("waiting for a dispatcher")
+        dispatcher = ManagedProcess("dispatcher", [sys.executable, "-P", "-m", "gensim_distw2v.dispatcher",
+                                                   "--ns-port", str(port)], env=env)
+        procs.append(dispatcher)
+        dispatcher.wait_for(r"worker \S+ registered")
+        worker.wait_for("found the dispatcher")
+        ours = Word2Vec(lee_corpus, distributed=True, ns_conf={"port": port}, **SMALL)
+        assert ours.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
+        # the dispatcher restarts: the worker finds the new one and serves the next session
+        dispatcher.stop()
+        dispatcher = ManagedProcess("dispatcher2", [sys.executable, "-P", "-m", "gensim_distw2v.dispatcher",
+                                                    "--ns-port", str(port)], env=env)
+        procs.append(dispatcher)
+        dispatcher.wait_for(r"worker \S+ registered", timeout=30)
+        ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=1)
+        assert ours.cluster_stats["raw_words"] == sum(len(s) for s in lee_corpus)
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+
+
+def test_missing_cluster_parts_give_clear_errors(lee_corpus):
+    port = transport.free_port()
+    start = time.monotonic()
+    with pytest.raises(transport.ClusterError, match=f"no Pyro4 name server answers at 127.0.0.1:{port}.*"
+                                                     f"python -m Pyro4.naming -n 127.0.0.1 -p {port}"):
+        Word2Vec(lee_corpus, distributed=True, ns_conf={"port": port}, **SMALL)
+    with LocalCluster(n_workers=0) as cluster:
+        cluster.processes["dispatcher"].stop()
+        with pytest.raises(transport.ClusterError, match="no dispatcher is registered.*"
+                                                         "python -m gensim_distw2v.dispatcher"):
+            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
+    with LocalCluster(n_workers=0) as cluster:
+        with pytest.raises(transport.ClusterError, match="no workers registered.*python -m gensim_distw2v.worker"):
+            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
+    assert time.monotonic() - start < 60
+
+
+def test_daemons_accept_msgpack_only():
+    assert transport.accepted_serializers() == {"msgpack"}
+
+
+def _descendants_alive(pids):
+    return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_local_cluster_leaves_no_process_behind():
+    with LocalCluster(n_workers=2) as cluster:
+        pids = cluster.pids()
+        assert len(pids) == 4 and not set(pids) - set(_descendants_alive(pids))
+    assert _descendants_alive(pids) == []
+    with pytest.raises(ZeroDivisionError):
+        with LocalCluster(n_workers=1) as cluster:
+            pids = cluster.pids()
+            1 / 0
+    assert _descendants_alive(pids) == []
+
+
+def test_ctrl_c_in_the_client_stops_everything(tmp_path):
+    script = tmp_path / "client.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time
+        from gensim_distw2v import LocalCluster
+        with LocalCluster(n_workers=2) as cluster:
+            print("PIDS", *cluster.pids(), flush=True)
+            time.sleep(600)
+    """))
+    client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        line = client.stdout.readline()
+        assert line.startswith("PIDS"), line
+        pids = [int(p) for p in line.split()[1:]]
+        client.send_signal(signal.SIGINT)
+        client.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while _descendants_alive(pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _descendants_alive(pids) == []
+    finally:
+        client.kill()
+
+
+def test_killed_client_leaves_no_orphans(tmp_path):
+    script = tmp_path / "client.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        from gensim_distw2v import LocalCluster
+        cluster = LocalCluster(n_workers=1).start()
+        print("PIDS", *cluster.pids(), flush=True)
+        time.sleep(600)
+    """))
+    client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    line = client.stdout.readline()
+    pids = [int(p) for p in line.split()[1:]]
+    assert len(pids) == 3
+    client.kill()  # kill -9: no clean-up code runs in the client
+    client.wait()
+    deadline = time.monotonic() + 30
+    while _descendants_alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _descendants_alive(pids) == []
+
+
+def test_worker_joins_a_running_session(lee_corpus):
+    corpus = lee_corpus * 15
+    with LocalCluster(n_workers=1) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **{**SMALL, "epochs": 3})
+        model.build_vocab(corpus)
+        result = {}
+        trainer = threading.Thread(target=lambda: result.update(
+            counts=model.train(corpus, total_examples=model.corpus_count, epochs=3)))
+        dispatcher = cluster.processes["dispatcher"]
+        trainer.start()
+        dispatcher.wait_for(r"joined session \S+ as rank 0")
+        late = cluster.add_worker()
+        cluster.processes[late].wait_for(r"joined session \S+ as rank 1")
+        trainer.join(timeout=300)
+        assert result["counts"][1] == 3 * sum(len(s) for s in corpus)
+        assert len(model.cluster_stats["workers"]) == 2
