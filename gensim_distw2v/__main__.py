@@ -1,8 +1,10 @@
 """``python -m gensim_distw2v train CORPUS --output MODEL [options]``: train and save a model.
 
 Reads a text file with one sentence per line and tokens separated by spaces (gensim's
-``LineSentence`` format), trains ``gensim_distw2v.Word2Vec`` with gensim's options, saves a model
-that ``gensim.models.Word2Vec.load`` opens, and prints a summary.
+``LineSentence`` format), trains ``gensim_distw2v.Word2Vec`` with gensim's options on a cluster
+(a :class:`~gensim_distw2v.LocalCluster` started for the run, unless ``--ns-host``/``--ns-port``
+name a running one), saves a model that ``gensim.models.Word2Vec.load`` opens, and prints a
+summary.
 """
 import argparse
 import logging
@@ -34,6 +36,18 @@ def build_parser():
     gensim_opts.add_argument("--seed", type=int, default=1)
     gensim_opts.add_argument("--workers", type=int, default=3, help="training threads")
     gensim_opts.add_argument("--batch-words", type=int, default=10000)
+    cluster = train.add_argument_group("the cluster")
+    cluster.add_argument("--local-workers", type=int, default=2,
+                         help="worker processes of the local cluster started for this run (default 2)")
+    cluster.add_argument("--threads-per-worker", type=int, default=1, help="trainer threads per local worker")
+    cluster.add_argument("--ns-host", help="use the running cluster whose name server is on this host")
+    cluster.add_argument("--ns-port", type=int, help="... and this port (default 9090)")
+    cluster.add_argument("--sync-words", type=int, help="words per worker between merges (default: by workers)")
+    cluster.add_argument("--merge", choices=("sum", "mean"), default="sum", help="merge rule (default sum)")
+    cluster.add_argument("--hold-back", type=float, default=0.1,
+                         help="share of its squared change a worker may keep back per routine merge (default 0.1)")
+    cluster.add_argument("--no-cluster", action="store_true",
+                         help="train in this process with gensim's threads (--workers) instead")
     train.add_argument("--evaluate", action="store_true",
                        help="report analogy accuracy (questions-words.txt) and ws353 / simlex999 Spearman")
     train.add_argument("--quiet", action="store_true", help="log warnings only")
@@ -53,29 +67,51 @@ def evaluate(wv):
 def train(args):
     from gensim.models.word2vec import LineSentence
 
-    from gensim_distw2v import Word2Vec
+    from gensim_distw2v import LocalCluster, Word2Vec
 
     if not os.path.isfile(args.corpus):
         sys.exit(f"error: corpus file {args.corpus!r} does not exist")
+    if args.local_workers < 1 or args.threads_per_worker < 1:
+        sys.exit("error: --local-workers and --threads-per-worker must be >= 1")
     sentences = LineSentence(args.corpus)
     start = time.perf_counter()
     model = Word2Vec(
         vector_size=args.vector_size, window=args.window, min_count=args.min_count, sg=args.sg, hs=args.hs,
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
-        batch_words=args.batch_words)
+        batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
+        merge=args.merge, hold_back=args.hold_back)
     model.build_vocab(sentences)
     if not len(model.wv):
         sys.exit(f"error: no word of {args.corpus!r} occurs {args.min_count} times or more; lower --min-count")
     vocab_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
-    train_seconds = time.perf_counter() - start
+    cluster = None
+    try:
+        if args.no_cluster:
+            where = f"{args.workers} local threads"
+        elif args.ns_host or args.ns_port:
+            model.ns_conf = {"host": args.ns_host or "127.0.0.1", "port": args.ns_port or 9090}
+            where = f"the cluster at {model.ns_conf['host']}:{model.ns_conf['port']}"
+        else:
+            cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker)
+            cluster.start()
+            model.ns_conf = cluster.ns_conf
+            where = f"a local cluster of {args.local_workers} workers x {args.threads_per_worker} threads"
+        start = time.perf_counter()
+        effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
+        train_seconds = time.perf_counter() - start
+    finally:
+        if cluster is not None:
+            cluster.close()
     model.save(args.output)
     print(f"trained {args.output}: vocabulary {len(model.wv)} words, {model.corpus_count} sentences, "
           f"{raw} raw / {effective} effective words in {train_seconds:.1f} s "
-          f"({raw / train_seconds:.0f} raw words/s, {args.workers} local threads); "
-          f"vocabulary built in {vocab_seconds:.1f} s")
+          f"({raw / train_seconds:.0f} raw words/s on {where}); vocabulary built in {vocab_seconds:.1f} s")
+    stats = model.cluster_stats
+    if stats:
+        print(f"merges: {stats['merges']} (every {stats['sync_words']} words per worker), "
+              f"{stats['bytes_up'] / max(1, effective):.1f} bytes up and {stats['bytes_down'] / max(1, effective):.1f} "
+              f"bytes down per trained word")
     if args.evaluate:
         scores = evaluate(model.wv)
         print(f"analogy accuracy {scores['analogy']:.4f}, ws353 Spearman {scores['ws353']:.4f}, "
@@ -87,7 +123,12 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s",
                         level=logging.WARNING if args.quiet else logging.INFO)
     if args.command == "train":
-        train(args)
+        from gensim_distw2v.transport import ClusterError
+
+        try:
+            train(args)
+        except ClusterError as err:
+            sys.exit(f"error: {err}")
 
 
 if __name__ == "__main__":

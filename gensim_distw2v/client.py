@@ -76,17 +76,22 @@ class DistributedTraining:
         of the number of workers).
     merge : {'sum', 'mean'}
         Merge rule (see :mod:`gensim_distw2v.merge`).
+    hold_back : float
+        Share of its squared change a worker may keep back in a routine merge (the rows that
+        changed least; they go later, see :meth:`gensim_distw2v.merge.Replica.take_delta`).
     wait_workers : float
         Seconds to wait for a first worker before giving up.
     """
 
-    def __init__(self, model, ns_conf, sync_words=None, merge="sum", wait_workers=30.0):
+    def __init__(self, model, ns_conf, sync_words=None, merge="sum", hold_back=0.1, wait_workers=30.0):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, (int, np.integer)) or sync_words < 1):
             raise ValueError(f"sync_words must be a positive int, got {sync_words!r}")
         self.model, self.ns_conf, self.merge = model, dict(ns_conf or {}), merge
-        self.sync_words, self.wait_workers = sync_words, wait_workers
+        if not 0.0 <= hold_back < 1.0:
+            raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
+        self.sync_words, self.wait_workers, self.hold_back = sync_words, wait_workers, float(hold_back)
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
@@ -104,7 +109,8 @@ class DistributedTraining:
             "params": params,
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             "sync_words": int(self.sync_words or default_sync_words(n_workers)),
-            "merge": self.merge, "compute_loss": bool(compute_loss), "epochs": int(epochs),
+            "merge": self.merge, "hold_back": self.hold_back, "compute_loss": bool(compute_loss),
+            "epochs": int(epochs),
             "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
                           "has_gauss": int(state[3]), "cached_gaussian": float(state[4])},
         }
@@ -170,6 +176,7 @@ class DistributedTraining:
             up = sum(w[2] for w in final["workers"].values())
             down = sum(w[3] for w in final["workers"].values())
             self.stats = {"seconds": elapsed, "merges": final["merges"], "bytes_up": up, "bytes_down": down,
+                          "merge_seconds": sum(w[4] for w in final["workers"].values()),
                           "workers": final["workers"], "effective_words": trained, "raw_words": raw,
                           "sync_words": config["sync_words"]}
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "

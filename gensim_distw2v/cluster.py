@@ -4,8 +4,9 @@
     >>> with LocalCluster(n_workers=2, threads_per_worker=1) as cluster:   # doctest: +SKIP
     ...     model = Word2Vec(sentences, distributed=True, ns_conf=cluster.ns_conf)
 
-Every process's output is captured line by line (and kept in ``cluster.logs``); start-up is
-judged by the processes' own "ready" log lines, never by sleeping. On exit (also on an error or
+Every process logs at INFO into a pipe that is read line by line (see
+``cluster.processes[name].output()``); start-up is judged by the processes' own "ready" and
+"registered" log lines, never by sleeping. On exit (also on an error or
 Ctrl-C) every process is stopped; the children also die with their parent (Linux).
 """
 import ctypes
@@ -135,8 +136,6 @@ class LocalCluster:
         The dispatcher drops a worker silent for this long.
     hmac_key : str or bytes, optional
         Sign every message with this key (given to the processes through the environment).
-    log_level : str
-        Log level of the processes.
 
     Attributes
     ----------
@@ -146,11 +145,11 @@ class LocalCluster:
         ``nameserver``, ``dispatcher``, ``worker-0``...
     """
 
-    def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None, log_level="INFO"):
+    def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None):
         if n_workers < 0 or threads_per_worker < 1:
             raise ValueError("n_workers must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker = n_workers, threads_per_worker
-        self.worker_timeout, self.log_level = worker_timeout, log_level
+        self.worker_timeout = worker_timeout
         self.hmac_key = transport.as_key(hmac_key)
         self.processes = {}
         self.ns_conf = None
@@ -197,7 +196,7 @@ class LocalCluster:
         if self.hmac_key:
             self.ns_conf["hmac_key"] = self.hmac_key
         self._start("dispatcher", ["-m", "gensim_distw2v.dispatcher", "--ns-port", str(port),
-                                   "--worker-timeout", str(self.worker_timeout), "--log-level", self.log_level],
+                                   "--worker-timeout", str(self.worker_timeout)],
                     r"gensim_distw2v\.dispatcher ready at")
         for _ in range(self.n_workers):
             self.add_worker()
@@ -216,7 +215,7 @@ class LocalCluster:
         dispatcher = self.processes["dispatcher"]
         mark = len(dispatcher.lines)
         match = self._start(name, ["-m", "gensim_distw2v.worker", "--ns-port", str(self.ns_conf["port"]),
-                                   "--threads", str(self.threads_per_worker), "--log-level", self.log_level],
+                                   "--threads", str(self.threads_per_worker)],
                             r"gensim_distw2v\.worker (\S+) ready at")
         if wait:
             dispatcher.wait_for(rf"worker {re.escape(match.group(1))} registered", timeout=60.0, start=mark)

@@ -66,6 +66,7 @@ class _Member:
         self.rank = None  # rank in the current session, once joined
         self.in_flight = collections.OrderedDict()  # job id -> queued job, handed out, not yet merged
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
+        self.merge_seconds = 0.0
         self.joined_at = None
 
 
@@ -389,8 +390,8 @@ class Dispatcher:
         -------
         dict
             ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
-            ``queued``, ``in_flight``, ``loss``, ``merges``, ``workers`` (name -> words, merges,
-            bytes up, bytes down), ``no_workers_for`` (seconds without any worker, or None).
+            ``queued``, ``in_flight``, ``loss``, ``merges``, ``workers`` (name -> raw words, merge
+            rounds, bytes up, bytes down, seconds in merge rounds), ``no_workers_for`` (seconds without any worker, or None).
         """
         with self.cond:
             session = self._session(sid)
@@ -402,7 +403,7 @@ class Dispatcher:
                 "in_flight": sum(len(m.in_flight) for m in self.members.values()),
                 "loss": session.loss,
                 "merges": session.weights.merges,
-                "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down]
+                "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds]
                             for name, m in self.members.items() if m.rank is not None},
                 "no_workers_for": None if session.no_workers_since is None else now - session.no_workers_since,
             }
@@ -503,7 +504,7 @@ class Dispatcher:
             member = self._member(name, sid)
             weights, n_workers = session.weights, sum(m.rank is not None for m in self.members.values())
             rank = member.rank
-        seen, lo, hi, deltas, final, jobs, loss = wire.check_merge_part(
+        seen, lo, hi, deltas, final, jobs, loss, merge_seconds = wire.check_merge_part(
             part, session.vocab_size, session.vector_size, list(weights.weights))
         before, reply = weights.apply(rank, seen, lo, hi, deltas, n_workers)
         packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
@@ -513,6 +514,7 @@ class Dispatcher:
             member.bytes_down += sum(r.nbytes + v.nbytes for r, v in reply.values())
             if final:
                 member.merges += 1
+                member.merge_seconds = max(member.merge_seconds, merge_seconds)
                 session.loss += loss
                 for job_id, effective in jobs:
                     item = member.in_flight.pop(job_id, None)

@@ -13,9 +13,11 @@ Rules (``merge=``):
 ``sum``
     ``G += delta``: every worker's update is applied, as a parameter server applying every
     push (Hogwild across nodes). Matches gensim's quality while the merge interval is short:
-    measured (DESIGN.md, step 5), it holds up to about 0.4 M / K**2 words per worker per round,
-    and the most frequent rows blow up beyond that. The default, with ``sync_words`` derived
-    from the number of workers by :func:`default_sync_words`.
+    measured (DESIGN.md, step 5), it holds only while merges are frequent (100 k words per
+    worker at K=2, 10 k at K=4, 3 k at K=8); beyond that the most frequent rows blow up. The
+    default, with ``sync_words`` derived from the number of workers by :func:`default_sync_words`.
+    Workers send float16 deltas; the part lost to rounding stays in ``R - B`` and goes with the
+    next round, so nothing is lost.
 ``mean``
     ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
     whatever the interval; kept as an option for comparison, never the default.
@@ -32,14 +34,15 @@ RULES = ("sum", "mean")
 def default_sync_words(n_workers):
     """Words each worker trains between merges, for the default ``sum`` rule.
 
-    Summing deltas holds gensim's quality while ``S <= ~0.4 M / K**2`` (DESIGN.md, step 5:
-    100 k at K=2, 10 k at K=4, 3 k at K=8); we take half of that bound for margin, at least
-    2,000 words (a fifth of a job). One worker merges rarely: its merges only make progress
-    durable against a crash, they do not change the model.
+    Summing deltas holds gensim's quality only while merges are frequent enough, and the bound
+    falls faster than 1/K: measured (DESIGN.md, step 5) 100 k words per worker is fine at K=2,
+    10 k is fine but 25 k is not at K=4, 3 k is fine but 10 k is not at K=8. ``400 k / K**2.5``
+    passes through all of those with some margin: 71 k at K=2, 12.5 k at K=4, 2.2 k at K=8.
+    One worker merges rarely: its merges only make progress durable, they do not change the model.
     """
     if n_workers <= 1:
         return 1_000_000
-    return max(2_000, 200_000 // (n_workers * n_workers))
+    return max(1_000, int(400_000 / n_workers ** 2.5))
 
 
 def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
@@ -132,23 +135,43 @@ class Replica:
         self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
         self.base = {name: w.copy() for name, w in self.replica.items()}
 
-    def take_delta(self, lo, hi, dtype=np.float32):
+    def take_delta(self, lo, hi, dtype=np.float32, hold_back=0.0):
         """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
 
         Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
         delta is taken stays in ``R - B`` for the next round.
 
+        Parameters
+        ----------
+        lo, hi : int
+            Row range.
+        dtype : numpy dtype
+            float32, or float16 to halve the bytes (a matrix whose delta would overflow float16
+            goes as float32); what rounding loses stays in ``R - B`` for the next round.
+        hold_back : float
+            Keep back the rows with the smallest changes that together carry up to this share of
+            the squared delta (per matrix): they stay in ``R - B`` and go in a later round, once
+            grown (error feedback). 0 sends every changed row.
+
         Returns
         -------
         dict of (str, (numpy.ndarray, numpy.ndarray))
-            Per matrix: uint32 rows and their delta values (as ``dtype``).
+            Per matrix: uint32 rows and their delta values.
         """
         out = {}
         for name, replica in self.replica.items():
             base = self.base[name]
             snapshot = replica[lo:hi].copy()
             changed = np.flatnonzero((snapshot != base[lo:hi]).any(axis=1))
-            delta = (snapshot[changed] - base[lo:hi][changed]).astype(dtype, copy=False)
+            delta = snapshot[changed] - base[lo:hi][changed]
+            if hold_back > 0 and len(changed) > 1:
+                norms = np.einsum("ij,ij->i", delta, delta)
+                order = np.argsort(norms)  # smallest first
+                small = np.cumsum(norms[order]) <= hold_back * norms.sum()
+                keep = np.sort(order[~small])
+                changed, delta = changed[keep], delta[keep]
+            if dtype != np.float32 and (not len(delta) or np.abs(delta).max() < np.finfo(dtype).max / 2):
+                delta = delta.astype(dtype)  # else: too large for dtype, send float32
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.
             base[lo + changed] += delta.astype(np.float32, copy=False)

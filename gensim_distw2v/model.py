@@ -18,7 +18,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["Word2Vec"]
 
 # Attributes this class adds to gensim's model; never written to disk (ns_conf may hold a key).
-_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "cluster_timeout", "cluster_stats")
+_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "hold_back", "cluster_timeout",
+                      "cluster_stats")
 
 
 class Word2Vec(gensim.models.Word2Vec):
@@ -40,20 +41,27 @@ class Word2Vec(gensim.models.Word2Vec):
     merge : {'sum', 'mean'}, optional
         How the dispatcher merges the workers' updates (see :mod:`gensim_distw2v.merge`);
         ``'mean'`` is plain model averaging, which trains like 1/K of the data.
+    hold_back : float, optional
+        Share of its squared change (the rows that changed least) a worker may keep back in a
+        routine merge, to send later once grown (error feedback); 0 sends every changed row.
+        Epoch ends always merge everything.
     cluster_timeout : float, optional
         Seconds to wait for a first worker, and without any worker during training, before
         ``train()`` raises.
     """
 
-    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", cluster_timeout=30.0,
-                 **kwargs):
+    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", hold_back=0.1,
+                 cluster_timeout=30.0, **kwargs):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, int) or sync_words < 1):
             raise ValueError(f"sync_words must be a positive int (words per worker between merges), got {sync_words!r}")
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
+        if not 0.0 <= hold_back < 1.0:
+            raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
         self.sync_words, self.merge, self.cluster_timeout = sync_words, merge, float(cluster_timeout)
+        self.hold_back = float(hold_back)
         self.cluster_stats = {}
         super().__init__(*args, **kwargs)
 
@@ -98,7 +106,7 @@ class Word2Vec(gensim.models.Word2Vec):
         for callback in callbacks:
             callback.on_train_begin(self)
         session = DistributedTraining(self, self.ns_conf, sync_words=self.sync_words, merge=self.merge,
-                                      wait_workers=self.cluster_timeout)
+                                      hold_back=self.hold_back, wait_workers=self.cluster_timeout)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
                                      callbacks, report_delay=report_delay)
         self.cluster_stats = session.stats
@@ -127,15 +135,15 @@ class Word2Vec(gensim.models.Word2Vec):
             self.__dict__.update(extra)
 
     @classmethod
-    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", cluster_timeout=30.0,
-             **kwargs):
+    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", hold_back=0.1,
+             cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf, sync_words, merge, cluster_timeout
+        distributed, ns_conf, sync_words, merge, hold_back, cluster_timeout
             Settings for further training of the loaded model (see the class).
         """
         model = gensim.models.Word2Vec.load(*args, **kwargs)
@@ -143,5 +151,5 @@ class Word2Vec(gensim.models.Word2Vec):
             model.__class__ = cls
         model.distributed, model.ns_conf = bool(distributed), dict(ns_conf or {})
         model.sync_words, model.merge, model.cluster_stats = sync_words, merge, {}
-        model.cluster_timeout = float(cluster_timeout)
+        model.cluster_timeout, model.hold_back = float(cluster_timeout), float(hold_back)
         return model

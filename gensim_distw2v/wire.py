@@ -10,11 +10,11 @@ Messages
 job
     ``{"id", "epoch", "alpha", "indices": array uint32, "offsets": array int64, "raw_words", "examples"}``
 session config (client -> dispatcher -> workers)
-    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "compute_loss",
-    "rng_state", "epochs"}``
+    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "hold_back",
+    "compute_loss", "rng_state", "epochs"}``
 merge part (worker -> dispatcher)
-    ``{"seen", "lo", "hi", "matrices": {name: {"rows": array uint32, "values": array}}, "final",
-    "jobs": [[id, effective_words], ...], "loss"}``; the reply carries the global rows in ``[lo, hi)``
+    ``{"seen", "lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "final",
+    "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``; the reply carries the global rows in ``[lo, hi)``
     that other workers changed since ``seen``.
 """
 import math
@@ -169,6 +169,8 @@ def check_config(config):
     sync_words = need(config, "sync_words", int, "session config")
     if sync_words < 1:
         raise ValueError(f"sync_words must be >= 1, got {sync_words}")
+    if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
+        raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
     if need(config, "merge", str, "session config") not in MERGE_RULES:
         raise ValueError(f"unknown merge rule {config['merge']!r}; choose one of {MERGE_RULES}")
     need(config, "compute_loss", bool, "session config")
@@ -181,7 +183,14 @@ def check_config(config):
 
 
 def check_merge_part(part, vocab_size, vector_size, weights):
-    """Check a merge part from a worker; return ``(seen, lo, hi, {name: (rows, values)}, final, jobs, loss)``."""
+    """Check a merge part from a worker.
+
+    Returns
+    -------
+    tuple
+        ``(seen, lo, hi, {name: (rows, values)}, final, jobs, loss, merge_seconds)``; ``merge_seconds``
+        is the worker's total time in merge rounds so far.
+    """
     seen = need(part, "seen", int, "merge part")
     lo = need(part, "lo", int, "merge part")
     hi = need(part, "hi", int, "merge part")
@@ -210,4 +219,7 @@ def check_merge_part(part, vocab_size, vector_size, weights):
                 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
             raise ValueError(f"merge part: jobs must be [id, effective_words] pairs, got {entry!r}")
     loss = need(part, "loss", float, "merge part")
-    return seen, lo, hi, deltas, final, jobs, loss
+    seconds = need(part, "merge_seconds", float, "merge part")
+    if seconds < 0:
+        raise ValueError("merge part: merge_seconds must be >= 0")
+    return seen, lo, hi, deltas, final, jobs, loss, seconds

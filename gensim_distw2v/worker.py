@@ -52,6 +52,7 @@ class _Training:
         self.done = []  # [job id, effective words] trained since the last merge round
         self.words_since_merge = 0
         self.loss = 0.0
+        self.merge_seconds = 0.0
         self.busy = 0
         self.error = None
 
@@ -61,6 +62,7 @@ class _Training:
         wire.check_config(config)
         self.params = config["params"]
         self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
+        self.hold_back = config["hold_back"]
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
         arrays = {name: self._download(name, spec) for name, spec in config["arrays"].items()}
@@ -146,7 +148,7 @@ class _Training:
                 working = self.busy > 0 or not self.jobs.empty()
                 idle = not working and bool(self.done)
             if due:
-                self._merge_round()
+                self._merge_round(np.float16, self.hold_back)
             elif self.jobs.qsize() < prefetch:
                 # Idle with unmerged work: don't wait for jobs, merge if there are none. Still
                 # training: wait briefly, so that running dry is noticed soon.
@@ -155,14 +157,17 @@ class _Training:
                 for msg in batch:
                     self.jobs.put(msg)
                 if not batch and idle:
-                    self._merge_round()  # out of jobs: make what was trained count
+                    # out of jobs (end of an epoch): make all that was trained count, exactly
+                    self._merge_round(np.float32, 0.0)
             else:
                 with self.lock:
                     self.lock.wait(0.05)
             if self.error is not None:
                 raise self.error
 
-    def _merge_round(self):
+    def _merge_round(self, dtype, hold_back):
+        """Send this worker's changes (as ``dtype``) and take in the other workers', range by range."""
+        began = time.perf_counter()
         with self.lock:
             jobs, self.done = self.done, []
             loss, self.loss = self.loss, 0.0
@@ -170,9 +175,10 @@ class _Training:
         seen = None
         for i, (lo, hi) in enumerate(self.ranges):
             final = i == len(self.ranges) - 1
-            deltas = self.replica.take_delta(lo, hi)
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back)
             part = {"seen": self.seen, "lo": lo, "hi": hi, "final": final,
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
+                    "merge_seconds": self.merge_seconds + time.perf_counter() - began,
                     "matrices": {n: {"rows": wire.pack_array(r), "values": wire.pack_array(v)}
                                  for n, (r, v) in deltas.items() if len(r)}}
             reply = self.proxy.merge(self.worker.name, self.sid, part)
@@ -190,6 +196,7 @@ class _Training:
             if seen is None:
                 seen = wire.need(reply, "seen", int, "merge reply")
         self.seen = seen
+        self.merge_seconds += time.perf_counter() - began
 
 
 class Worker:

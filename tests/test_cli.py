@@ -17,8 +17,27 @@ def test_train_saves_a_gensim_model(tmp_path):
                    "--epochs", "2", "--vector-size", "20", "--sg", "1", "--evaluate", "--quiet"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert "vocabulary 4844 words" in out.stdout and "analogy accuracy" in out.stdout, out.stdout
+    assert "on a local cluster of 2 workers x 1 threads" in out.stdout and "merges:" in out.stdout, out.stdout
     model = gensim.models.Word2Vec.load(str(output))
     assert type(model) is gensim.models.Word2Vec and model.wv.vectors.shape == (4844, 20) and model.sg == 1
+
+
+def test_train_on_a_running_cluster_and_without_one(tmp_path):
+    from gensim_distw2v import LocalCluster
+
+    with LocalCluster(n_workers=1) as cluster:
+        out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "a.model"),
+                       "--min-count", "2", "--epochs", "1", "--ns-port", str(cluster.ns_conf["port"]), "--quiet"],
+                      tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"on the cluster at 127.0.0.1:{cluster.ns_conf['port']}" in out.stdout
+    out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "b.model"),
+                   "--min-count", "2", "--epochs", "1", "--no-cluster", "--quiet"], tmp_path)
+    assert out.returncode == 0 and "local threads" in out.stdout, out.stderr
+    # no cluster where one is named: a clear error, no traceback
+    out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "c.model"),
+                   "--ns-port", str(cluster.ns_conf["port"]), "--quiet"], tmp_path)
+    assert out.returncode != 0 and "no Pyro4 name server answers" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_train_refuses_bad_input(tmp_path):

@@ -1,0 +1,276 @@
+"""Distributed training against plain gensim, side by side in one run.
+
+For each K in --workers and each seed it trains the same corpus with the same hyper-parameters:
+
+* ``gensim``: ``gensim.models.Word2Vec(workers=K)`` over sentences held in memory;
+* ``gensim_cf``: gensim's ``corpus_file`` mode, ``workers=K``;
+* ``dist``: ``gensim_distw2v.Word2Vec(distributed=True)`` on a LocalCluster of K workers x 1 thread
+  (the client streams the same in-memory sentences).
+
+Each run is a fresh process (so peak RSS is its own; for ``dist`` the client's, the dispatcher's
+and the largest worker's). The vocabulary is built once and shared. ``train()`` wall time excludes
+the per-epoch evaluation that feeds the plots (analogy accuracy at each epoch end; for ``dist``
+the callback also pulls the weights, which is included). Prints a table of means over seeds,
+optionally writes PNG plots (loss and accuracy against time, speed-up against workers) and
+``--json`` prints one JSON object last.
+
+    python benchmarks/compare_gensim.py --corpus /tmp/devmix.txt --workers 1,2,4 --sg 1 --epochs 3 --seeds 2
+"""
+import argparse
+import json
+import logging
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+MODES = ("gensim", "gensim_cf", "dist")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", required=True, help="text file, one sentence per line, tokens separated by spaces")
+    parser.add_argument("--workers", default="1,2,4", help="comma-separated K values (default 1,2,4)")
+    parser.add_argument("--sg", type=int, default=1, choices=(0, 1))
+    parser.add_argument("--hs", type=int, default=0, choices=(0, 1))
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=2, help="seeds 1..N; figures are means over them")
+    parser.add_argument("--vector-size", type=int, default=100)
+    parser.add_argument("--min-count", type=int, default=5)
+    parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
+    parser.add_argument("--merge", default="sum", help="merge rule of the distributed runs")
+    parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K")
+    parser.add_argument("--hold-back", type=float, default=0.1, help="hold-back share of the distributed runs")
+    parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def evaluate(wv):
+    from gensim.test.utils import datapath
+
+    return {"analogy": wv.evaluate_word_analogies(datapath("questions-words.txt"))[0],
+            "ws353": wv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0],
+            "simlex": wv.evaluate_word_pairs(datapath("simlex999.txt"))[1][0]}
+
+
+def rss_mb(pid=None):
+    import psutil
+
+    return psutil.Process(pid).memory_info().rss / 2 ** 20 if pid else \
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_one(args, mode, k, seed, vocab_path, corpus_path):
+    """One run in this fresh process; prints a JSON line."""
+    import gensim.models
+    from gensim.models.callbacks import CallbackAny2Vec
+    from gensim.models.word2vec import LineSentence
+
+    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=logging.WARNING)
+    sentences = None if mode == "gensim_cf" else list(LineSentence(corpus_path))
+    vocab = gensim.models.Word2Vec.load(vocab_path)
+
+    class Curve(CallbackAny2Vec):
+        """Loss and analogy accuracy at each epoch end, against train() time without this callback."""
+
+        def __init__(self):
+            self.points, self.paused, self.start = [], 0.0, None
+
+        def on_train_begin(self, model):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, model):
+            began = time.perf_counter()
+            acc = model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
+                "questions-words.txt"), restrict_vocab=30000)[0]
+            self.points.append({"t": began - self.start - self.paused, "loss": model.get_latest_training_loss(),
+                                "analogy": acc})
+            self.paused += time.perf_counter() - began
+
+    params = dict(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs,
+                  negative=0 if args.hs else 5, epochs=args.epochs, seed=seed, workers=k)
+    cluster, result = None, {"mode": mode, "k": k, "seed": seed}
+    peaks, sampling = {}, threading.Event()
+    try:
+        if mode == "dist":
+            from gensim_distw2v import LocalCluster, Word2Vec
+
+            cluster = LocalCluster(n_workers=k, threads_per_worker=1).start()
+            model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
+                             sync_words=args.sync_words, hold_back=args.hold_back, **params)
+            roles = {p.pid: ("dispatcher" if name == "dispatcher" else "worker") for name, p in
+                     cluster.processes.items() if name != "nameserver"}
+
+            def sample():
+                while not sampling.wait(0.5):
+                    for pid, role in roles.items():
+                        try:
+                            peaks[role] = max(peaks.get(role, 0.0), rss_mb(pid))
+                        except Exception:  # noqa: BLE001 - a process may be gone
+                            pass
+            threading.Thread(target=sample, daemon=True).start()
+        else:
+            model = gensim.models.Word2Vec(**params)
+        model.build_vocab_from_freq({w: vocab.wv.get_vecattr(w, "count") for w in vocab.wv.index_to_key})
+        model.corpus_count, model.corpus_total_words = vocab.corpus_count, vocab.corpus_total_words
+        curve = Curve()
+        start = time.perf_counter()
+        if mode == "gensim_cf":
+            effective, raw = model.train(corpus_file=corpus_path, total_words=model.corpus_total_words,
+                                         epochs=args.epochs, compute_loss=True, callbacks=[curve])
+        else:
+            effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=args.epochs,
+                                         compute_loss=True, callbacks=[curve])
+        seconds = time.perf_counter() - start - curve.paused
+        sampling.set()
+        result.update(seconds=seconds, raw_wps=raw / seconds, effective_wps=effective / seconds,
+                      effective_words=effective, curve=curve.points, **evaluate(model.wv))
+        peaks["client" if mode == "dist" else "process"] = rss_mb()
+        result["peak_rss_mb"] = peaks
+        stats = getattr(model, "cluster_stats", None) or {}
+        if stats:
+            result.update(merge_seconds=stats.get("merge_seconds", 0.0), merges=stats["merges"],
+                          bytes_up_per_word=stats["bytes_up"] / max(1, effective),
+                          bytes_down_per_word=stats["bytes_down"] / max(1, effective),
+                          sync_words=stats["sync_words"])
+    finally:
+        if cluster is not None:
+            cluster.close()
+    print(json.dumps(result))
+
+
+def prepare(args, workdir):
+    """Cut the corpus to --max-words, build the vocabulary once (saved for the runs)."""
+    import gensim.models
+    from gensim.models.word2vec import LineSentence
+
+    corpus_path = args.corpus
+    if args.max_words:
+        corpus_path, words = os.path.join(workdir, "corpus.txt"), 0
+        with open(args.corpus, encoding="utf8") as fin, open(corpus_path, "w", encoding="utf8") as fout:
+            for line in fin:
+                if words >= args.max_words:
+                    break
+                words += len(line.split())
+                fout.write(line)
+    model = gensim.models.Word2Vec(vector_size=args.vector_size, min_count=args.min_count)
+    model.build_vocab(LineSentence(corpus_path))
+    vocab_path = os.path.join(workdir, "vocab.model")
+    model.save(vocab_path)
+    return vocab_path, corpus_path, model.corpus_total_words, len(model.wv)
+
+
+def mean(rows, key):
+    values = [r[key] for r in rows if key in r]
+    return statistics.fmean(values) if values else float("nan")
+
+
+def plot(results, ks, directory):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for (mode, k), rows in sorted(results.items()):
+        curve = rows[0]["curve"]
+        label = f"{mode} K={k}"
+        axes[0].plot([p["t"] for p in curve], [p["loss"] for p in curve], marker="o", label=label)
+        axes[1].plot([p["t"] for p in curve], [p["analogy"] for p in curve], marker="o", label=label)
+    axes[0].set(xlabel="train() seconds", ylabel="training loss (cumulative, per train call)", title="loss")
+    axes[1].set(xlabel="train() seconds", ylabel="analogy accuracy (top 30k words)", title="accuracy")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, "loss_accuracy_vs_time.png"), dpi=100)
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for mode in MODES:
+        if (mode, ks[0]) not in results:
+            continue
+        base = mean(results[(mode, ks[0])], "raw_wps")
+        ax.plot(ks, [mean(results[(mode, k)], "raw_wps") / base for k in ks], marker="o", label=mode)
+    ax.plot(ks, [k / ks[0] for k in ks], "k:", label="linear")
+    ax.set(xlabel="workers K", ylabel=f"raw words/s over K={ks[0]}", title="speed-up (2-core machine)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, "speedup.png"), dpi=100)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args._one:
+        mode, k, seed, vocab, corpus = args._one
+        return run_one(args, mode, int(k), int(seed), vocab, corpus)
+    ks = [int(k) for k in args.workers.split(",")]
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        sys.exit(f"unknown modes {sorted(unknown)}; choose from {MODES}")
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--json")]
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="compare_gensim_") as workdir:
+        vocab_path, corpus_path, words, vocab = prepare(args, workdir)
+        print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
+              f"seeds={args.seeds} merge={args.merge}", flush=True)
+        for seed in range(1, args.seeds + 1):
+            for k in ks:
+                for mode in modes:
+                    out = subprocess.run([sys.executable, os.path.abspath(__file__), *passthrough, "--_one", mode,
+                                          str(k), str(seed), vocab_path, corpus_path],
+                                         capture_output=True, text=True, check=False)
+                    if out.returncode != 0:
+                        sys.exit(f"{mode} K={k} seed={seed} failed:\n{out.stderr[-5000:]}")
+                    row = json.loads(out.stdout.strip().splitlines()[-1])
+                    results.setdefault((mode, k), []).append(row)
+                    print(f"  seed {seed} K={k} {mode:<9} {row['raw_wps']:>9.0f} raw words/s, {row['seconds']:.1f} s, "
+                          f"analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}"
+                          + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down"
+                             if mode == "dist" else ""), flush=True)
+    header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
+              f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}")
+    print(f"\nmeans over {args.seeds} seed(s)\n{header}")
+    table = []
+    for mode in modes:
+        for k in ks:
+            rows = results[(mode, k)]
+            base = mean(results[(mode, ks[0])], "raw_wps")
+            rss = rows[-1]["peak_rss_mb"]
+            entry = {"mode": mode, "k": k, "seconds": mean(rows, "seconds"), "raw_wps": mean(rows, "raw_wps"),
+                     "effective_wps": mean(rows, "effective_wps"), "speedup": mean(rows, "raw_wps") / base,
+                     "merge_seconds": mean(rows, "merge_seconds"), "bytes_up_per_word": mean(rows, "bytes_up_per_word"),
+                     "bytes_down_per_word": mean(rows, "bytes_down_per_word"), "peak_rss_mb": rss,
+                     "analogy": mean(rows, "analogy"), "ws353": mean(rows, "ws353"), "simlex": mean(rows, "simlex")}
+            table.append(entry)
+            rss_text = "/".join(f"{rss[r]:.0f}" for r in ("client", "dispatcher", "worker") if r in rss) \
+                or f"{rss.get('process', 0):.0f}"
+            print(f"{mode:<10}{k:>3}{entry['seconds']:>9.1f}{entry['raw_wps']:>10.0f}{entry['effective_wps']:>10.0f}"
+                  f"{entry['speedup']:>9.2f}{entry['merge_seconds']:>9.1f}{entry['bytes_up_per_word']:>8.0f}"
+                  f"{entry['bytes_down_per_word']:>8.0f}{rss_text:>18}{entry['analogy']:>9.4f}{entry['ws353']:>8.4f}"
+                  f"{entry['simlex']:>8.4f}")
+    print("RSS MB for dist: client/dispatcher/largest worker; merge s: worker time in merge rounds (summed over "
+          "workers, overlapping training)")
+    if "dist" in modes and "gensim" in modes:
+        for k in ks:
+            d, g = results[("dist", k)], results[("gensim", k)]
+            cf = results.get(("gensim_cf", k))
+            print(f"K={k}: dist/gensim raw words/s {mean(d, 'raw_wps') / mean(g, 'raw_wps'):.2f}"
+                  + (f", dist/gensim_cf {mean(d, 'raw_wps') / mean(cf, 'raw_wps'):.2f}" if cf else "")
+                  + f"; quality dist-gensim: analogy {100 * (mean(d, 'analogy') - mean(g, 'analogy')):+.2f} points, "
+                  f"ws353 {mean(d, 'ws353') - mean(g, 'ws353'):+.4f}, simlex {mean(d, 'simlex') - mean(g, 'simlex'):+.4f}")
+    if args.plots:
+        plot(results, ks, args.plots)
+        print(f"plots written to {args.plots}")
+    if args.json:
+        print(json.dumps({"args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "table": table,
+                          "runs": {f"{m}:{k}": rows for (m, k), rows in results.items()}}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Merge rules and replica bookkeeping, in pure numpy (no network)."""
+import numpy as np
+import pytest
+
+from gensim_distw2v.merge import GlobalWeights, Replica, default_sync_words, row_ranges
+
+V, D = 50, 4
+
+
+def initial(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"syn0": rng.uniform(-0.1, 0.1, (V, D)).astype(np.float32), "syn1neg": np.zeros((V, D), np.float32)}
+
+
+def train(replica, rows, scale, seed):
+    """Stand-in for the kernel: change some rows of the replica in place."""
+    rng = np.random.default_rng(seed)
+    for name in replica.replica:
+        replica.replica[name][rows] += (scale * rng.standard_normal((len(rows), D))).astype(np.float32)
+
+
+def merge_round(replica, global_, rank, seen, n_workers, dtype=np.float32, hold_back=0.0, ranges=((0, V),)):
+    new_seen = None
+    for lo, hi in ranges:
+        before, reply = global_.apply(rank, seen, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), n_workers)
+        replica.take_in(reply)
+        new_seen = before if new_seen is None else new_seen
+    return new_seen
+
+
+def test_one_worker_global_equals_replica():
+    g = GlobalWeights({k: v.copy() for k, v in initial().items()})
+    r = Replica(initial())
+    seen = 0
+    for i in range(20):
+        train(r, (np.arange(0, V, 3) + i % 3) % V, 0.01, i)
+        seen = merge_round(r, g, 0, seen, 1, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 160))
+    seen = merge_round(r, g, 0, seen, 1, np.float32)  # the exact end-of-epoch merge
+    for name in r.replica:
+        assert np.abs(g.weights[name] - r.replica[name]).max() <= 1e-6
+        assert np.array_equal(g.weights[name], r.base[name]), "B must track G bit for bit"
+
+
+def test_sum_applies_every_delta_and_spreads_it():
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()})
+    a, b = Replica(init), Replica(init)
+    train(a, np.array([1, 2, 3]), 0.1, 1)
+    train(b, np.array([3, 4]), 0.1, 2)
+    da = {n: a.replica[n] - init[n] for n in init}
+    db = {n: b.replica[n] - init[n] for n in init}
+    seen_a = merge_round(a, g, 0, 0, 2)
+    seen_b = merge_round(b, g, 1, 0, 2)
+    for n in init:
+        np.testing.assert_allclose(g.weights[n], init[n] + da[n] + db[n], atol=1e-6)
+        np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)  # b got a's rows 1-3
+    assert not np.allclose(a.replica["syn0"][4], g.weights["syn0"][4])  # a has not seen b's row 4 yet
+    merge_round(a, g, 0, seen_a, 2)
+    for n in init:
+        np.testing.assert_allclose(a.replica[n], g.weights[n], atol=1e-6)
+    assert seen_b >= seen_a
+
+
+def test_a_workers_own_rows_do_not_come_back():
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()})
+    a = Replica(init)
+    train(a, np.array([5, 6]), 0.1, 1)
+    seen = merge_round(a, g, 0, 0, 2)
+    _before, reply = g.apply(0, seen, 0, V, a.take_delta(0, V), 2)
+    assert all(len(rows) == 0 for rows, _values in reply.values())
+
+
+def test_mean_rule_averages():
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="mean")
+    a, b = Replica(init), Replica(init)
+    train(a, np.arange(V), 0.1, 1)
+    train(b, np.arange(V), 0.1, 2)
+    expected = {n: init[n] + ((a.replica[n] - init[n]) + (b.replica[n] - init[n])) / 2 for n in init}
+    merge_round(a, g, 0, 0, 2)
+    merge_round(b, g, 1, 0, 2)
+    for n in init:
+        np.testing.assert_allclose(g.weights[n], expected[n], atol=1e-6)
+        np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)
+
+
+def test_hold_back_keeps_small_changes_for_later():
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()})
+    r = Replica(init)
+    r.replica["syn0"][0] += 1.0  # a big change
+    r.replica["syn0"][1:4] += 0.01  # small ones: 0.03 % of the squared change
+    sent = r.take_delta(0, V, np.float32, hold_back=0.01)
+    assert sent["syn0"][0].tolist() == [0]
+    g.apply(0, 0, 0, V, sent, 1)
+    assert np.array_equal(g.weights["syn0"][1:4], init["syn0"][1:4])
+    merge_round(r, g, 0, 0, 1)  # no hold-back: the rest goes
+    np.testing.assert_allclose(g.weights["syn0"], r.replica["syn0"], atol=1e-6)
+
+
+def test_float16_overflow_goes_as_float32():
+    r = Replica(initial())
+    r.replica["syn0"][2] += 1e6
+    r.replica["syn1neg"][3] += 0.5
+    sent = r.take_delta(0, V, np.float16)
+    assert sent["syn0"][1].dtype == np.float32 and sent["syn1neg"][1].dtype == np.float16
+
+
+def test_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="unknown merge rule"):
+        GlobalWeights(initial(), rule="median")
+
+
+def test_row_ranges_cover_everything_once():
+    ranges = row_ranges(1001, 400, 4000)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 1001
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(hi - lo <= 10 for lo, hi in ranges)
+
+
+def test_default_sync_words_shrinks_faster_than_one_over_k():
+    assert default_sync_words(1) >= 1_000_000
+    assert 50_000 <= default_sync_words(2) <= 100_000  # 100 k measured fine at K=2
+    assert 10_000 <= default_sync_words(4) < 25_000  # 10 k fine, 25 k not, at K=4
+    assert 1_000 <= default_sync_words(8) <= 3_000  # 3 k fine, 10 k not, at K=8
