@@ -88,6 +88,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
 
         def on_epoch_end(self, model):
             began = time.perf_counter()
+            model.wv.fill_norms(force=True)  # gensim caches norms: the weights changed since the last look
             acc = model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
                 "questions-words.txt"), restrict_vocab=30000)[0]
             self.points.append({"t": began - self.start - self.paused, "loss": model.get_latest_training_loss(),

@@ -383,3 +383,49 @@ cdef class JobTrainer:
                             self.cbow_mean, next_random, self._lockf, self._lockf_len, loss_flag, loss)
 
 
+
+
+def changed_rows(const float[:, ::1] replica, const float[:, ::1] base, Py_ssize_t lo, Py_ssize_t hi):
+    """Rows of ``[lo, hi)`` where ``replica`` differs from ``base``, and their squared change.
+
+    One pass without the GIL (training threads go on meanwhile), instead of numpy's copy,
+    compare and reduce over the whole block.
+
+    Parameters
+    ----------
+    replica, base : numpy.ndarray of float32, C-contiguous, same shape
+        The worker's replica ``R`` and base ``B``.
+    lo, hi : int
+        Row range, ``0 <= lo <= hi <= len(replica)``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        The changed rows (uint32, increasing) and ``sum((R - B)**2)`` of each (float64).
+    """
+    if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
+        raise ValueError(f"replica and base must have the same shape, got ({replica.shape[0]}, {replica.shape[1]}) "
+                         f"and ({base.shape[0]}, {base.shape[1]})")
+    if not 0 <= lo <= hi <= replica.shape[0]:
+        raise ValueError(f"rows [{lo}, {hi}) are outside [0, {replica.shape[0]})")
+    rows = np.empty(hi - lo, dtype=np.uint32)
+    norms = np.empty(hi - lo, dtype=np.float64)
+    cdef cnp.uint32_t[::1] rows_view = rows
+    cdef double[::1] norms_view = norms
+    cdef Py_ssize_t r, j, n = 0, width = replica.shape[1]
+    cdef double total, d
+    cdef bint differs
+    with nogil:
+        for r in range(lo, hi):
+            total = 0.0
+            differs = False
+            for j in range(width):
+                if replica[r, j] != base[r, j]:
+                    differs = True
+                    d = <double>replica[r, j] - <double>base[r, j]
+                    total += d * d
+            if differs:
+                rows_view[n] = <cnp.uint32_t>r
+                norms_view[n] = total
+                n += 1
+    return rows[:n], norms[:n]

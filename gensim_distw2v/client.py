@@ -21,6 +21,7 @@ from gensim_distw2v.merge import RULES, default_sync_words, row_ranges
 logger = logging.getLogger(__name__)
 
 JOBS_PER_CALL = 8
+PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
 
 
 def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
@@ -83,7 +84,8 @@ class DistributedTraining:
         Seconds to wait for a first worker before giving up.
     """
 
-    def __init__(self, model, ns_conf, sync_words=None, merge="sum", hold_back=0.1, wait_workers=30.0):
+    def __init__(self, model, ns_conf, sync_words=None, merge="sum", hold_back=0.1, wait_workers=30.0,
+                 part_bytes=PART_BYTES):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, (int, np.integer)) or sync_words < 1):
@@ -92,6 +94,7 @@ class DistributedTraining:
         if not 0.0 <= hold_back < 1.0:
             raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
         self.sync_words, self.wait_workers, self.hold_back = sync_words, wait_workers, float(hold_back)
+        self.part_bytes = int(part_bytes)
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
@@ -109,7 +112,8 @@ class DistributedTraining:
             "params": params,
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             "sync_words": int(self.sync_words or default_sync_words(n_workers)),
-            "merge": self.merge, "hold_back": self.hold_back, "compute_loss": bool(compute_loss),
+            "merge": self.merge, "hold_back": self.hold_back, "part_bytes": self.part_bytes,
+            "compute_loss": bool(compute_loss),
             "epochs": int(epochs),
             "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
                           "has_gauss": int(state[3]), "cached_gaussian": float(state[4])},
@@ -119,7 +123,7 @@ class DistributedTraining:
     def _upload(self, dispatcher, sid, arrays):
         for name, array in arrays.items():
             row_bytes = max(1, array.nbytes // max(1, len(array)))
-            for lo, hi in row_ranges(len(array), row_bytes, 8 * 1024 * 1024):
+            for lo, hi in row_ranges(len(array), row_bytes, self.part_bytes):
                 dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
 
     def _download_weights(self, dispatcher, sid):
@@ -130,7 +134,7 @@ class DistributedTraining:
         if model.hs:
             targets["syn1"] = model.syn1
         for name, target in targets.items():
-            for lo, hi in row_ranges(len(target), target.shape[1] * 4, 8 * 1024 * 1024):
+            for lo, hi in row_ranges(len(target), target.shape[1] * 4, self.part_bytes):
                 target[lo:hi] = wire.unpack_array(dispatcher.download(sid, name, lo, hi), f"final {name}",
                                                   "float32", shape=(hi - lo, target.shape[1]))
 
@@ -210,18 +214,21 @@ class DistributedTraining:
                 batch = []
         if batch:
             self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
+        dispatcher.end_epoch(sid, epoch)
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
                            "that offers restartable iteration = an iterable).")
         while True:
             progress = dispatcher.progress(sid)
             put, jobs_done, raw, effective, examples = progress["epochs"].get(str(epoch), [0, 0, 0, 0, 0])
-            if jobs_done >= put:
+            # done: every job merged, and every worker flushed what it held back
+            if jobs_done >= put and progress["flushed"] is not None and progress["flushed"] >= epoch:
                 break
             self._check_workers(progress)
             self._report(progress, epoch, start, total_examples, total_words, report_delay)
             time.sleep(0.05)
         elapsed = time.monotonic() - start
+        model.running_training_loss = float(progress["loss"])
         logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, %.0f effective words/s",
                     epoch, raw, effective, elapsed, effective / max(elapsed, 1e-9))
         if total_examples and total_examples != examples:

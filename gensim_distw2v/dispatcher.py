@@ -24,7 +24,6 @@ How it works:
 import argparse
 import collections
 import logging
-import signal
 import threading
 import time
 import uuid
@@ -67,6 +66,7 @@ class _Member:
         self.in_flight = collections.OrderedDict()  # job id -> queued job, handed out, not yet merged
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
         self.merge_seconds = 0.0
+        self.flushed = -1  # last epoch this worker flushed (sent all it had) in the session
         self.joined_at = None
 
 
@@ -89,6 +89,7 @@ class _Session:
         self.next_rank = 0
         self.last_client_contact = time.monotonic()
         self.no_workers_since = None
+        self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.error = None
         self.started = None
 
@@ -149,6 +150,7 @@ class Dispatcher:
         if session is not None and member.rank is not None and session.state == "running":
             session.queue.extendleft(reversed(list(member.in_flight.values())))
             requeued = len(member.in_flight)
+            session.weights.remove_worker(member.rank)
         logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
                        name, reason, requeued, len(self.members))
         self.cond.notify_all()
@@ -282,7 +284,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"session": id, "chunk_bytes": int}``.
+            ``{"session": id}``.
 
         Raises
         ------
@@ -300,12 +302,12 @@ class Dispatcher:
                     f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
             self.session = _Session(config)
             for member in self.members.values():
-                member.rank, member.in_flight = None, collections.OrderedDict()
+                member.rank, member.in_flight, member.flushed = None, collections.OrderedDict(), -1
             logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s, "
                         "sync_words=%i", self.session.id, self.session.vocab_size, self.session.vector_size,
                         config["params"]["sg"], config["params"]["hs"], config["params"]["negative"],
                         config["merge"], config["sync_words"])
-            return {"session": self.session.id, "chunk_bytes": 8 * 1024 * 1024}
+            return {"session": self.session.id}
 
     @transport.expose
     def upload(self, sid, name, lo, array):
@@ -405,8 +407,20 @@ class Dispatcher:
                 "merges": session.weights.merges,
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds]
                             for name, m in self.members.items() if m.rank is not None},
+                "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
                 "no_workers_for": None if session.no_workers_since is None else now - session.no_workers_since,
             }
+
+    @transport.expose
+    def end_epoch(self, sid, epoch):
+        """The client has put every job of ``epoch``: workers flush once they run out of jobs."""
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ValueError("end_epoch: epoch must be an int >= 0")
+        with self.cond:
+            session = self._session(sid)
+            session.last_client_contact = time.monotonic()
+            session.closed_epoch = max(session.closed_epoch, epoch)
+            self.cond.notify_all()
 
     @transport.expose
     def download(self, sid, name, lo, hi):
@@ -443,17 +457,21 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"config", "rank", "seen"}``: the session config, the worker's rank (rank 0 continues
-            the client's random stream) and the global version its download reflects at least.
+            ``{"config", "rank"}``: the session config and the worker's rank (rank 0 continues the
+            client's random stream).
         """
         with self.cond:
             session = self._session(sid)
             member = self._member(name)
+            if member.rank is not None:
+                session.weights.remove_worker(member.rank)
+                session.queue.extendleft(reversed(list(member.in_flight.values())))
             member.rank, member.in_flight = session.next_rank, collections.OrderedDict()
             member.joined_at = time.monotonic()
             session.next_rank += 1
+            session.weights.add_worker(member.rank)
             logger.info("worker %s joined session %s as rank %i", name, sid, member.rank)
-            return {"config": session.config, "rank": member.rank, "seen": session.weights.version}
+            return {"config": session.config, "rank": member.rank}
 
     @transport.expose
     def get_jobs(self, name, sid, max_jobs, wait=0.2):
@@ -461,8 +479,9 @@ class Dispatcher:
 
         Returns
         -------
-        list of dict
-            Job messages (possibly none).
+        dict
+            ``{"jobs": [job messages], "drained": epoch or None}``: ``drained`` is the last epoch
+            the client closed (:meth:`end_epoch`) when the queue is empty: time to flush.
         """
         if not isinstance(max_jobs, int) or not 1 <= max_jobs <= 1024:
             raise ValueError("get_jobs: max_jobs must be an int in [1, 1024]")
@@ -481,7 +500,8 @@ class Dispatcher:
                 out.append(item[0])
             if out:
                 self.cond.notify_all()
-            return out
+            drained = session.closed_epoch if not session.queue and session.closed_epoch >= 0 else None
+            return {"jobs": out, "drained": drained}
 
     @transport.expose
     def merge(self, name, sid, part):
@@ -496,24 +516,27 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"seen": int, "matrices": {name: {"rows", "values"}}}``: the global rows of the part's
-            range that other workers changed since the worker's ``seen``.
+            ``{"matrices": {name: {"rows", "values"}}}``: the global rows of the part's range that
+            other workers changed since this worker last received them.
         """
         with self.cond:
             session = self._session(sid)
             member = self._member(name, sid)
-            weights, n_workers = session.weights, sum(m.rank is not None for m in self.members.values())
-            rank = member.rank
-        seen, lo, hi, deltas, final, jobs, loss, merge_seconds = wire.check_merge_part(
+            weights, rank = session.weights, member.rank
+        lo, hi, deltas, hold_back, final, flush, jobs, loss, merge_seconds = wire.check_merge_part(
             part, session.vocab_size, session.vector_size, list(weights.weights))
-        before, reply = weights.apply(rank, seen, lo, hi, deltas, n_workers)
+        reply = weights.apply(rank, lo, hi, deltas, hold_back)
         packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
                   for name_, (rows, values) in reply.items()}
         with self.cond:
+            if self.members.get(name) is not member or member.rank != rank:
+                raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
+                                 f"re-queued: join again")
             member.bytes_up += sum(r.nbytes + v.nbytes for r, v in deltas.values())
             member.bytes_down += sum(r.nbytes + v.nbytes for r, v in reply.values())
             if final:
                 member.merges += 1
+                member.flushed = max(member.flushed, flush)
                 member.merge_seconds = max(member.merge_seconds, merge_seconds)
                 session.loss += loss
                 for job_id, effective in jobs:
@@ -528,31 +551,21 @@ class Dispatcher:
                     done[3] += examples
                     member.words += raw
                 self.cond.notify_all()
-        return {"seen": before, "matrices": packed}
+        return {"matrices": packed}
 
     def shutdown(self):
         """Stop the monitor thread."""
         self.stopped.set()
 
 
-def _interrupt(signum, frame):
-    """SIGTERM stops the process as Ctrl-C does: cleanly, unregistering from the name server."""
-    raise KeyboardInterrupt
-
-
 def main(argv=None):
     """``python -m gensim_distw2v.dispatcher``: serve until killed."""
     parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.dispatcher", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ns-host", default="127.0.0.1", help="name server host (default 127.0.0.1)")
-    parser.add_argument("--ns-port", type=int, default=transport.DEFAULT_NS_PORT, help="name server port")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a key)")
-    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
-    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {transport.HMAC_ENV})")
+    transport.add_server_arguments(parser)
     parser.add_argument("--worker-timeout", type=float, default=30.0,
                         help="seconds without a heartbeat before a worker is dropped (default 30)")
     parser.add_argument("--client-timeout", type=float, default=120.0,
                         help="seconds without a call before a client's session is aborted (default 120)")
-    parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     try:
@@ -563,15 +576,8 @@ def main(argv=None):
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     logger.info("gensim_distw2v.dispatcher ready at %s", server.uri)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        server.serve()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        dispatcher.shutdown()
-        server.shutdown()
-        logger.info("gensim_distw2v.dispatcher stopped")
+    transport.serve_until_stopped(server, dispatcher.shutdown)
+    logger.info("gensim_distw2v.dispatcher stopped")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
-"""Merge rules and the bookkeeping around them, in pure numpy (no network here).
+"""Merge rules and the bookkeeping around them: numpy and one compiled helper, no network.
 
 The dispatcher holds the global weights ``G`` (:class:`GlobalWeights`); every worker holds a
 replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`). Invariant on
 a worker: ``R = B + what this worker trained and has not sent yet``. A merge round goes through
 the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed with their
-delta ``R - B`` (and sets ``B = R`` there), the dispatcher folds the delta into ``G`` with the
-session's rule and answers with the rows of the range that *other* workers changed since this
-worker last looked, which the worker takes in as ``R += G - B; B = G``.
+delta ``R - B`` (and advances ``B`` by exactly what it sent), the dispatcher folds the delta into
+``G`` with the session's rule and answers with the rows of the range that *other* workers
+changed since this worker last received them, which the worker takes in as
+``R += G - B; B = G``. Both ways, the rows that changed least may be held back for a later
+round (error feedback: nothing is lost, it only arrives later).
 
 Rules (``merge=``):
 
@@ -25,6 +27,8 @@ Rules (``merge=``):
 import threading
 
 import numpy as np
+
+from gensim_distw2v._inner import changed_rows
 
 __all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
 
@@ -52,7 +56,12 @@ def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
 
 
 class GlobalWeights:
-    """The dispatcher's global weights, with a version and a last writer per row.
+    """The dispatcher's global weights, and per worker the change it has not received yet.
+
+    For every worker and row it keeps the squared size of the changes other workers made to the
+    row since the worker last received it (``pending``): a merge reply sends the worker its rows
+    with pending change, holding back the smallest (they stay pending: error feedback on the
+    way down, as :meth:`Replica.take_delta` does on the way up).
 
     Parameters
     ----------
@@ -67,58 +76,71 @@ class GlobalWeights:
         if rule not in RULES:
             raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
         self.weights, self.rule = weights, rule
-        n_rows = next(iter(weights.values())).shape[0]
-        self.row_version = {name: np.zeros(n_rows, dtype=np.int64) for name in weights}
-        self.row_writer = {name: np.full(n_rows, -1, dtype=np.int32) for name in weights}
-        self.version = 0
+        self.n_rows = next(iter(weights.values())).shape[0]
+        self.pending = {}  # worker rank -> {matrix name: float32 array of pending squared change per row}
         self.merges = 0
         self.lock = threading.Lock()
 
-    def apply(self, worker, seen, lo, hi, deltas, n_workers):
-        """Fold one worker's deltas for rows ``[lo, hi)`` into the weights.
+    def add_worker(self, worker):
+        """A worker joined (and downloads the weights as they are now): nothing is pending for it."""
+        with self.lock:
+            self.pending[worker] = {name: np.zeros(self.n_rows, dtype=np.float32) for name in self.weights}
+
+    def remove_worker(self, worker):
+        """A worker left: forget what was pending for it."""
+        with self.lock:
+            self.pending.pop(worker, None)
+
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0):
+        """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
         ----------
         worker : int
-            The worker's rank in the session.
-        seen : int
-            Version up to which the worker knows the global weights.
+            The worker's rank (added with :meth:`add_worker`).
         lo, hi : int
             The row range of this part of the merge round.
         deltas : dict of (str, (numpy.ndarray, numpy.ndarray))
             Per matrix: increasing uint32 rows in ``[lo, hi)`` and their ``R - B`` values.
-        n_workers : int
-            Workers in the session now (the ``mean`` rule divides by it).
+        hold_back : float
+            Keep back (pending) the rows of the reply with the smallest pending change, together
+            up to this share of the range's pending change.
 
         Returns
         -------
-        (int, dict)
-            The version before this part (what the worker knows after its round) and, per matrix,
-            ``(rows, values)`` of the rows in ``[lo, hi)`` that other workers changed since ``seen``
-            (under ``mean``, also the worker's own rows: averaging changed them).
+        dict
+            Per matrix, ``(rows, values)``: global rows of ``[lo, hi)`` that changed by other
+            workers' merges (under ``mean``, also by this worker's own, which averaging scaled).
         """
-        scale = 1.0 if self.rule == "sum" else 1.0 / max(1, n_workers)
         reply = {}
         with self.lock:
-            before = self.version
-            self.version += 1
+            if worker not in self.pending:
+                raise ValueError(f"worker rank {worker} is not part of this session's merges")
+            scale = 1.0 if self.rule == "sum" else 1.0 / len(self.pending)
             for name, weights in self.weights.items():
-                version, writer = self.row_version[name], self.row_writer[name]
-                fresh = (version[lo:hi] > seen) & (writer[lo:hi] != worker)
                 rows, values = deltas.get(name, (None, None))
                 if rows is not None and len(rows):
                     rows = rows.astype(np.intp)
                     update = values.astype(np.float32)
                     if scale != 1.0:
                         update *= np.float32(scale)
-                        fresh[rows - lo] = True
                     weights[rows] += update
-                    version[rows] = self.version
-                    writer[rows] = worker
-                fresh = lo + np.flatnonzero(fresh)
+                    mass = np.einsum("ij,ij->i", update, update)
+                    for other, pending in self.pending.items():
+                        if other != worker or scale != 1.0:
+                            pending[name][rows] += mass
+                pending = self.pending[worker][name]
+                fresh = np.flatnonzero(pending[lo:hi])
+                if hold_back > 0 and len(fresh) > 1:
+                    mass = pending[lo:hi][fresh]
+                    order = np.argsort(mass)
+                    small = np.cumsum(mass[order]) <= hold_back * mass.sum()
+                    fresh = np.sort(fresh[order[~small]])
+                fresh += lo
+                pending[fresh] = 0.0
                 reply[name] = (fresh.astype(np.uint32), weights[fresh])
             self.merges += 1
-        return before, reply
+        return reply
 
 
 class Replica:
@@ -161,21 +183,19 @@ class Replica:
         out = {}
         for name, replica in self.replica.items():
             base = self.base[name]
-            snapshot = replica[lo:hi].copy()
-            changed = np.flatnonzero((snapshot != base[lo:hi]).any(axis=1))
-            delta = snapshot[changed] - base[lo:hi][changed]
+            changed, norms = changed_rows(replica, base, lo, hi)
             if hold_back > 0 and len(changed) > 1:
-                norms = np.einsum("ij,ij->i", delta, delta)
                 order = np.argsort(norms)  # smallest first
                 small = np.cumsum(norms[order]) <= hold_back * norms.sum()
-                keep = np.sort(order[~small])
-                changed, delta = changed[keep], delta[keep]
+                changed = changed[np.sort(order[~small])]
+            rows = changed.astype(np.intp)
+            delta = replica[rows] - base[rows]
             if dtype != np.float32 and (not len(delta) or np.abs(delta).max() < np.finfo(dtype).max / 2):
                 delta = delta.astype(dtype)  # else: too large for dtype, send float32
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.
-            base[lo + changed] += delta.astype(np.float32, copy=False)
-            out[name] = ((lo + changed).astype(np.uint32), delta)
+            base[rows] += delta.astype(np.float32, copy=False)
+            out[name] = (changed, delta)
         return out
 
     def take_in(self, reply):

@@ -50,6 +50,9 @@ class Word2Vec(gensim.models.Word2Vec):
         ``train()`` raises.
     """
 
+    # bytes per message part for arrays and merges (a class attribute: tests shrink it to force parts)
+    _part_bytes = 16 * 1024 * 1024
+
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", hold_back=0.1,
                  cluster_timeout=30.0, **kwargs):
         if merge not in RULES:
@@ -106,7 +109,8 @@ class Word2Vec(gensim.models.Word2Vec):
         for callback in callbacks:
             callback.on_train_begin(self)
         session = DistributedTraining(self, self.ns_conf, sync_words=self.sync_words, merge=self.merge,
-                                      hold_back=self.hold_back, wait_workers=self.cluster_timeout)
+                                      hold_back=self.hold_back, wait_workers=self.cluster_timeout,
+                                      part_bytes=self._part_bytes)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
                                      callbacks, report_delay=report_delay)
         self.cluster_stats = session.stats

@@ -8,6 +8,7 @@ HMAC key, which then signs every message of every daemon, proxy and name-server 
 """
 import logging
 import os
+import signal
 import socket
 import threading
 
@@ -221,3 +222,30 @@ def free_port(host="127.0.0.1"):
 def accepted_serializers():
     """The serializers this process's daemons accept (a test asserts pickle and marshal are not among them)."""
     return set(Pyro4.config.SERIALIZERS_ACCEPTED)
+
+
+def add_server_arguments(parser):
+    """The options every server process takes: where the name server is, what to bind, the key."""
+    parser.add_argument("--ns-host", default="127.0.0.1", help="name server host (default 127.0.0.1)")
+    parser.add_argument("--ns-port", type=int, default=DEFAULT_NS_PORT, help=f"name server port (default {DEFAULT_NS_PORT})")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a key)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
+    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {HMAC_ENV})")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def serve_until_stopped(server, on_stop=None):
+    """Serve until Ctrl-C or SIGTERM, then run ``on_stop`` and unregister (a clean stop either way)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.serve()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if on_stop is not None:
+            on_stop()
+        server.shutdown()

@@ -11,11 +11,13 @@ job
     ``{"id", "epoch", "alpha", "indices": array uint32, "offsets": array int64, "raw_words", "examples"}``
 session config (client -> dispatcher -> workers)
     ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "hold_back",
-    "compute_loss", "rng_state", "epochs"}``
+    "part_bytes", "compute_loss", "rng_state", "epochs"}``; arrays and merges move in parts of at
+    most ``part_bytes`` bytes
 merge part (worker -> dispatcher)
-    ``{"seen", "lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "final",
-    "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``; the reply carries the global rows in ``[lo, hi)``
-    that other workers changed since ``seen``.
+    ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "hold_back",
+    "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``; the reply
+    ``{"matrices": {name: {"rows", "values"}}}`` carries the global rows of ``[lo, hi)`` that other
+    workers changed since this worker last received them.
 """
 import math
 
@@ -173,6 +175,8 @@ def check_config(config):
         raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
     if need(config, "merge", str, "session config") not in MERGE_RULES:
         raise ValueError(f"unknown merge rule {config['merge']!r}; choose one of {MERGE_RULES}")
+    if not 1024 <= need(config, "part_bytes", int, "session config") <= MAX_ARRAY_BYTES // 2:
+        raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {config['part_bytes']}")
     need(config, "compute_loss", bool, "session config")
     need(config, "epochs", int, "session config")
     rng = need(config, "rng_state", dict, "session config")
@@ -188,10 +192,10 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     Returns
     -------
     tuple
-        ``(seen, lo, hi, {name: (rows, values)}, final, jobs, loss, merge_seconds)``; ``merge_seconds``
+        ``(lo, hi, {name: (rows, values)}, hold_back, final, flush, jobs, loss, merge_seconds)``;
+        ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``
         is the worker's total time in merge rounds so far.
     """
-    seen = need(part, "seen", int, "merge part")
     lo = need(part, "lo", int, "merge part")
     hi = need(part, "hi", int, "merge part")
     if not 0 <= lo <= hi <= vocab_size:
@@ -212,7 +216,13 @@ def check_merge_part(part, vocab_size, vector_size, weights):
         if not np.isfinite(values).all():
             raise ValueError(f"merge part: {name} values must be finite")
         deltas[name] = (rows, values)
+    hold_back = need(part, "hold_back", float, "merge part")
+    if not 0.0 <= hold_back < 1.0:
+        raise ValueError(f"merge part: hold_back must be in [0, 1), got {hold_back}")
     final = need(part, "final", bool, "merge part")
+    flush = need(part, "flush", int, "merge part")
+    if flush < -1:
+        raise ValueError(f"merge part: flush must be an epoch or -1, got {flush}")
     jobs = need(part, "jobs", (list, tuple), "merge part")
     for entry in jobs:
         if (not isinstance(entry, (list, tuple)) or len(entry) != 2
@@ -222,4 +232,4 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     seconds = need(part, "merge_seconds", float, "merge part")
     if seconds < 0:
         raise ValueError("merge part: merge_seconds must be >= 0")
-    return seen, lo, hi, deltas, final, jobs, loss, seconds
+    return lo, hi, deltas, hold_back, final, flush, jobs, loss, seconds

@@ -21,7 +21,6 @@ import argparse
 import collections
 import logging
 import os
-import signal
 import queue
 import threading
 import time
@@ -55,14 +54,16 @@ class _Training:
         self.merge_seconds = 0.0
         self.busy = 0
         self.error = None
+        self.drained = None  # the epoch the dispatcher says is fully handed out, once our queue is empty
+        self.flushed = -1  # the last epoch this worker flushed (sent everything, exactly)
 
     def run(self):
         joined = self.proxy.join(self.worker.name, self.sid)
-        config, self.rank, self.seen = joined["config"], joined["rank"], joined["seen"]
+        config, self.rank = joined["config"], joined["rank"]
         wire.check_config(config)
         self.params = config["params"]
         self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
-        self.hold_back = config["hold_back"]
+        self.hold_back, self.part_bytes = config["hold_back"], config["part_bytes"]
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
         arrays = {name: self._download(name, spec) for name, spec in config["arrays"].items()}
@@ -73,18 +74,21 @@ class _Training:
             sg=self.params["sg"], hs=self.params["hs"], negative=self.params["negative"],
             window=self.params["window"], cbow_mean=self.params["cbow_mean"],
             shrink_windows=self.params["shrink_windows"], **self.replica.replica, **arrays)
-        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica))
+        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), config["part_bytes"])
         logger.info("joined session %s as rank %i: %i x %i model fetched in %.1f s; training with %i threads, "
                     "merging every %i words", self.sid, self.rank, vocab, size, time.monotonic() - start,
                     self.worker.threads, self.sync_words)
         threads = [threading.Thread(target=self._train, args=(t, self._rng(config, t)), daemon=True,
                                     name=f"trainer-{t}") for t in range(self.worker.threads)]
+        threads.append(threading.Thread(target=self._merge_loop, daemon=True, name="merger"))
         for thread in threads:
             thread.start()
         try:
-            self._coordinate()
+            self._fetch_loop()
         finally:
             self.stop.set()
+            with self.lock:
+                self.lock.notify_all()
             for thread in threads:
                 thread.join()
 
@@ -104,7 +108,7 @@ class _Training:
     def _download(self, name, spec):
         target = np.zeros(spec["shape"], dtype=spec["dtype"])
         row_bytes = max(1, target.nbytes // max(1, len(target)))
-        for lo, hi in row_ranges(len(target), row_bytes, 8 * 1024 * 1024):
+        for lo, hi in row_ranges(len(target), row_bytes, self.part_bytes):
             self.worker.check_alive(self)
             chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi), f"download of {name}",
                                       target.dtype.name, shape=(hi - lo,) + target.shape[1:])
@@ -127,7 +131,7 @@ class _Training:
                 finally:
                     with self.lock:
                         self.busy -= 1
-            except Exception as err:  # noqa: BLE001 - reported by the coordinator, which ends the session
+            except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
                 logger.exception("trainer thread %i failed on a job", thread)
                 self.error = err
                 self.stop.set()
@@ -138,50 +142,80 @@ class _Training:
                 self.loss += loss
                 self.lock.notify_all()
 
-    def _coordinate(self):
-        """Keep the local queue topped up and merge on schedule, until the session ends."""
-        prefetch = 2 * self.worker.threads
+    def _fetch_loop(self):
+        """Keep the local queue topped up (the merger thread merges meanwhile), until the session ends."""
+        prefetch = 4 * self.worker.threads
         while not self.stop.is_set():
             self.worker.check_alive(self)
-            with self.lock:
-                due = self.words_since_merge >= self.sync_words
-                working = self.busy > 0 or not self.jobs.empty()
-                idle = not working and bool(self.done)
-            if due:
-                self._merge_round(np.float16, self.hold_back)
-            elif self.jobs.qsize() < prefetch:
-                # Idle with unmerged work: don't wait for jobs, merge if there are none. Still
-                # training: wait briefly, so that running dry is noticed soon.
-                batch = self.proxy.get_jobs(self.worker.name, self.sid, prefetch - self.jobs.qsize(),
-                                            0.0 if idle else 0.02 if working else 0.2)
-                for msg in batch:
-                    self.jobs.put(msg)
-                if not batch and idle:
-                    # out of jobs (end of an epoch): make all that was trained count, exactly
-                    self._merge_round(np.float32, 0.0)
-            else:
-                with self.lock:
-                    self.lock.wait(0.05)
             if self.error is not None:
                 raise self.error
+            if self.jobs.qsize() >= prefetch:
+                with self.lock:
+                    self.lock.wait(0.05)
+                continue
+            with self.lock:
+                working = self.busy > 0 or not self.jobs.empty()
+            reply = self.proxy.get_jobs(self.worker.name, self.sid, prefetch - self.jobs.qsize(),
+                                        0.02 if working else 0.2)
+            batch = wire.need(reply, "jobs", list, "get_jobs reply")
+            drained = reply.get("drained")
+            for msg in batch:
+                self.jobs.put(msg)
+            with self.lock:
+                self.drained = drained if isinstance(drained, int) and not batch else None
+                self.lock.notify_all()
+        if self.error is not None:
+            raise self.error
 
-    def _merge_round(self, dtype, hold_back):
-        """Send this worker's changes (as ``dtype``) and take in the other workers', range by range."""
+    def _merge_loop(self):
+        """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush
+        everything exactly once an epoch is drained."""
+        proxy = transport.connect(self.worker.dispatcher_uri, self.worker.hmac_key, timeout=60.0)
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    idle = self.busy == 0 and self.jobs.empty()
+                    flush = idle and self.drained is not None and self.drained > self.flushed
+                    due = self.words_since_merge >= self.sync_words or (idle and bool(self.done))
+                    if not (flush or due):
+                        self.lock.wait(0.05)
+                        continue
+                    epoch = self.drained
+                if flush:
+                    self._merge_round(proxy, np.float32, 0.0, flush_epoch=epoch)
+                    self.flushed = epoch
+                else:
+                    self._merge_round(proxy, np.float16, self.hold_back)
+        except SessionLost:
+            pass
+        except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
+            self.error = err
+            self.stop.set()
+        finally:
+            transport.release(proxy)
+
+    def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None):
+        """Send this worker's changes (as ``dtype``) and take in the other workers', range by range.
+
+        With ``flush_epoch`` the round sends everything (no hold-back, float32) and tells the
+        dispatcher this worker has nothing left of that epoch.
+        """
         began = time.perf_counter()
         with self.lock:
             jobs, self.done = self.done, []
             loss, self.loss = self.loss, 0.0
             self.words_since_merge = 0
-        seen = None
         for i, (lo, hi) in enumerate(self.ranges):
             final = i == len(self.ranges) - 1
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back)
-            part = {"seen": self.seen, "lo": lo, "hi": hi, "final": final,
+            self.worker.check_alive(self)
+            part = {"lo": lo, "hi": hi, "final": final, "hold_back": float(hold_back),
+                    "flush": flush_epoch if final and flush_epoch is not None else -1,
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
                     "merge_seconds": self.merge_seconds + time.perf_counter() - began,
                     "matrices": {n: {"rows": wire.pack_array(r), "values": wire.pack_array(v)}
                                  for n, (r, v) in deltas.items() if len(r)}}
-            reply = self.proxy.merge(self.worker.name, self.sid, part)
+            reply = proxy.merge(self.worker.name, self.sid, part)
             got = {}
             for name, msg in wire.need(reply, "matrices", dict, "merge reply").items():
                 if name not in self.replica.replica:
@@ -193,9 +227,6 @@ class _Training:
                     raise ValueError("merge reply: rows outside the part's range")
                 got[name] = (rows, values)
             self.replica.take_in(got)
-            if seen is None:
-                seen = wire.need(reply, "seen", int, "merge reply")
-        self.seen = seen
         self.merge_seconds += time.perf_counter() - began
 
 
@@ -318,23 +349,13 @@ class Worker:
             self.training = None
 
 
-def _interrupt(signum, frame):
-    """SIGTERM stops the process as Ctrl-C does: cleanly, unregistering from the name server."""
-    raise KeyboardInterrupt
-
-
 def main(argv=None):
     """``python -m gensim_distw2v.worker``: serve until killed."""
     parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.worker", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ns-host", default="127.0.0.1", help="name server host (default 127.0.0.1)")
-    parser.add_argument("--ns-port", type=int, default=transport.DEFAULT_NS_PORT, help="name server port")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a key)")
-    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
+    transport.add_server_arguments(parser)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help=f"trainer threads (default: this node's cores, {os.cpu_count()})")
-    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {transport.HMAC_ENV})")
     parser.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats (default 1)")
-    parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     if args.threads < 1:
@@ -351,16 +372,13 @@ def main(argv=None):
     logger.info("gensim_distw2v.worker %s ready at %s with %i threads", worker.name, server.uri, worker.threads)
     beat = threading.Thread(target=worker.heartbeat_loop, name="heartbeat", daemon=True)
     beat.start()
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        server.serve()
-    except KeyboardInterrupt:
-        pass
-    finally:
+
+    def stop():
         worker.stopped.set()
         beat.join(timeout=5)
-        server.shutdown()
-        logger.info("gensim_distw2v.worker %s stopped", worker.name)
+
+    transport.serve_until_stopped(server, stop)
+    logger.info("gensim_distw2v.worker %s stopped", worker.name)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,29 @@ def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpu
     assert np.array_equal(loaded.wv.vectors, ours.wv.vectors)
 
 
+def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
+    """Force parts of 4 KiB: uploads, joins, merge rounds and the final pull all go in many parts."""
+    params = {**SMALL, "sg": 1, "hs": 1, "negative": 5}
+    ours = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=20_000, **params)
+    ours._part_bytes = 4096
+    ours.build_vocab(lee_corpus)
+    ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=2)
+    assert ours.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
+    assert ours.cluster_stats["merges"] >= 3 and np.isfinite(ours.wv.vectors).all()
+    # the same through one worker is still gensim's result: parts change nothing
+    one = LocalCluster(n_workers=1).start()
+    try:
+        solo = Word2Vec(distributed=True, ns_conf=one.ns_conf, **params)
+        solo._part_bytes = 4096
+        solo.build_vocab(lee_corpus)
+        solo.train(lee_corpus, total_examples=solo.corpus_count, epochs=2)
+    finally:
+        one.close()
+    reference = gensim.models.Word2Vec(lee_corpus, **params)
+    assert np.abs(reference.wv.vectors - solo.wv.vectors).max() <= 1e-6
+    assert np.abs(reference.syn1 - solo.syn1).max() <= 1e-6
+
+
 def test_two_workers_mean_rule(three_workers, lee_corpus):
     ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, merge="mean", sync_words=5000,
                     **{**SMALL, "sg": 1})

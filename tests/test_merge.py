@@ -19,84 +19,99 @@ def train(replica, rows, scale, seed):
         replica.replica[name][rows] += (scale * rng.standard_normal((len(rows), D))).astype(np.float32)
 
 
-def merge_round(replica, global_, rank, seen, n_workers, dtype=np.float32, hold_back=0.0, ranges=((0, V),)):
-    new_seen = None
+def merge_round(replica, global_, rank, dtype=np.float32, hold_back=0.0, ranges=((0, V),)):
     for lo, hi in ranges:
-        before, reply = global_.apply(rank, seen, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), n_workers)
-        replica.take_in(reply)
-        new_seen = before if new_seen is None else new_seen
-    return new_seen
+        replica.take_in(global_.apply(rank, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), hold_back))
+
+
+def cluster(n, rule="sum"):
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule=rule)
+    for rank in range(n):
+        g.add_worker(rank)
+    return init, g, [Replica(init) for _ in range(n)]
 
 
 def test_one_worker_global_equals_replica():
-    g = GlobalWeights({k: v.copy() for k, v in initial().items()})
-    r = Replica(initial())
-    seen = 0
+    _init, g, (r,) = cluster(1)
     for i in range(20):
         train(r, (np.arange(0, V, 3) + i % 3) % V, 0.01, i)
-        seen = merge_round(r, g, 0, seen, 1, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 160))
-    seen = merge_round(r, g, 0, seen, 1, np.float32)  # the exact end-of-epoch merge
+        merge_round(r, g, 0, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 160))
+    merge_round(r, g, 0, np.float32)  # the exact end-of-epoch merge
     for name in r.replica:
         assert np.abs(g.weights[name] - r.replica[name]).max() <= 1e-6
         assert np.array_equal(g.weights[name], r.base[name]), "B must track G bit for bit"
 
 
 def test_sum_applies_every_delta_and_spreads_it():
-    init = initial()
-    g = GlobalWeights({k: v.copy() for k, v in init.items()})
-    a, b = Replica(init), Replica(init)
+    init, g, (a, b) = cluster(2)
     train(a, np.array([1, 2, 3]), 0.1, 1)
     train(b, np.array([3, 4]), 0.1, 2)
     da = {n: a.replica[n] - init[n] for n in init}
     db = {n: b.replica[n] - init[n] for n in init}
-    seen_a = merge_round(a, g, 0, 0, 2)
-    seen_b = merge_round(b, g, 1, 0, 2)
+    merge_round(a, g, 0)
+    merge_round(b, g, 1)
     for n in init:
         np.testing.assert_allclose(g.weights[n], init[n] + da[n] + db[n], atol=1e-6)
         np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)  # b got a's rows 1-3
     assert not np.allclose(a.replica["syn0"][4], g.weights["syn0"][4])  # a has not seen b's row 4 yet
-    merge_round(a, g, 0, seen_a, 2)
+    merge_round(a, g, 0)
     for n in init:
         np.testing.assert_allclose(a.replica[n], g.weights[n], atol=1e-6)
-    assert seen_b >= seen_a
 
 
 def test_a_workers_own_rows_do_not_come_back():
-    init = initial()
-    g = GlobalWeights({k: v.copy() for k, v in init.items()})
-    a = Replica(init)
+    _init, g, (a, _b) = cluster(2)
     train(a, np.array([5, 6]), 0.1, 1)
-    seen = merge_round(a, g, 0, 0, 2)
-    _before, reply = g.apply(0, seen, 0, V, a.take_delta(0, V), 2)
+    merge_round(a, g, 0)
+    train(a, np.array([5, 6]), 0.1, 2)
+    reply = g.apply(0, 0, V, a.take_delta(0, V))
     assert all(len(rows) == 0 for rows, _values in reply.values())
 
 
 def test_mean_rule_averages():
-    init = initial()
-    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="mean")
-    a, b = Replica(init), Replica(init)
+    init, g, (a, b) = cluster(2, rule="mean")
     train(a, np.arange(V), 0.1, 1)
     train(b, np.arange(V), 0.1, 2)
     expected = {n: init[n] + ((a.replica[n] - init[n]) + (b.replica[n] - init[n])) / 2 for n in init}
-    merge_round(a, g, 0, 0, 2)
-    merge_round(b, g, 1, 0, 2)
+    merge_round(a, g, 0)
+    merge_round(b, g, 1)
     for n in init:
         np.testing.assert_allclose(g.weights[n], expected[n], atol=1e-6)
         np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)
 
 
 def test_hold_back_keeps_small_changes_for_later():
-    init = initial()
-    g = GlobalWeights({k: v.copy() for k, v in init.items()})
-    r = Replica(init)
+    init, g, (r,) = cluster(1)
     r.replica["syn0"][0] += 1.0  # a big change
     r.replica["syn0"][1:4] += 0.01  # small ones: 0.03 % of the squared change
     sent = r.take_delta(0, V, np.float32, hold_back=0.01)
     assert sent["syn0"][0].tolist() == [0]
-    g.apply(0, 0, 0, V, sent, 1)
+    g.apply(0, 0, V, sent)
     assert np.array_equal(g.weights["syn0"][1:4], init["syn0"][1:4])
-    merge_round(r, g, 0, 0, 1)  # no hold-back: the rest goes
+    merge_round(r, g, 0)  # no hold-back: the rest goes
     np.testing.assert_allclose(g.weights["syn0"], r.replica["syn0"], atol=1e-6)
+
+
+def test_reply_holds_back_small_changes_until_asked_for_all():
+    _init, g, (a, b) = cluster(2)
+    a.replica["syn0"][0] += 1.0
+    a.replica["syn0"][1:4] += 0.01
+    merge_round(a, g, 0)
+    reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.01)
+    assert reply["syn0"][0].tolist() == [0]  # the small ones stay pending for b
+    b.take_in(reply)
+    reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.0)
+    assert reply["syn0"][0].tolist() == [1, 2, 3]
+    b.take_in(reply)
+    np.testing.assert_allclose(b.replica["syn0"], g.weights["syn0"], atol=1e-6)
+
+
+def test_unknown_worker_is_refused():
+    _init, g, (a,) = cluster(1)
+    g.remove_worker(0)
+    with pytest.raises(ValueError, match="not part of this session"):
+        g.apply(0, 0, V, a.take_delta(0, V))
 
 
 def test_float16_overflow_goes_as_float32():
@@ -124,3 +139,21 @@ def test_default_sync_words_shrinks_faster_than_one_over_k():
     assert 50_000 <= default_sync_words(2) <= 100_000  # 100 k measured fine at K=2
     assert 10_000 <= default_sync_words(4) < 25_000  # 10 k fine, 25 k not, at K=4
     assert 1_000 <= default_sync_words(8) <= 3_000  # 3 k fine, 10 k not, at K=8
+
+
+def test_changed_rows_finds_exactly_the_changed_rows():
+    from gensim_distw2v._inner import changed_rows
+
+    base = np.zeros((6, 3), np.float32)
+    replica = base.copy()
+    replica[1, 2] = 0.5
+    replica[4] = [1, 2, 2]
+    rows, norms = changed_rows(replica, base, 0, 6)
+    assert rows.tolist() == [1, 4] and norms.tolist() == [0.25, 9.0]
+    assert changed_rows(replica, base, 2, 4)[0].tolist() == []
+    with pytest.raises(ValueError, match="same shape"):
+        changed_rows(replica, base[:5], 0, 5)
+    with pytest.raises(ValueError, match="outside"):
+        changed_rows(replica, base, 3, 9)
+    with pytest.raises(ValueError):
+        changed_rows(replica.astype(np.float64), base, 0, 6)
