@@ -516,16 +516,16 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"matrices": {name: {"rows", "values"}}}``: the global rows of the part's range that
-            other workers changed since this worker last received them.
+            ``{"matrices": {name: {"rows", "values"}}}``: the change other workers made to the part's
+            range since this worker last received it, as deltas to add.
         """
         with self.cond:
             session = self._session(sid)
             member = self._member(name, sid)
             weights, rank = session.weights, member.rank
-        lo, hi, deltas, hold_back, final, flush, jobs, loss, merge_seconds = wire.check_merge_part(
+        lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, merge_seconds = wire.check_merge_part(
             part, session.vocab_size, session.vector_size, list(weights.weights))
-        reply = weights.apply(rank, lo, hi, deltas, hold_back)
+        reply = weights.apply(rank, lo, hi, deltas, hold_back, exact)
         packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
                   for name_, (rows, values) in reply.items()}
         with self.cond:

@@ -5,9 +5,8 @@ replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`
 a worker: ``R = B + what this worker trained and has not sent yet``. A merge round goes through
 the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed with their
 delta ``R - B`` (and advances ``B`` by exactly what it sent), the dispatcher folds the delta into
-``G`` with the session's rule and answers with the rows of the range that *other* workers
-changed since this worker last received them, which the worker takes in as
-``R += G - B; B = G``. Both ways, the rows that changed least may be held back for a later
+``G`` with the session's rule and answers with the change *other* workers made to the range
+since this worker last received it, which the worker adds to both ``R`` and ``B``. Both ways, the rows that changed least may be held back for a later
 round (error feedback: nothing is lost, it only arrives later).
 
 Rules (``merge=``):
@@ -58,10 +57,12 @@ def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
 class GlobalWeights:
     """The dispatcher's global weights, and per worker the change it has not received yet.
 
-    For every worker and row it keeps the squared size of the changes other workers made to the
-    row since the worker last received it (``pending``): a merge reply sends the worker its rows
-    with pending change, holding back the smallest (they stay pending: error feedback on the
-    way down, as :meth:`Replica.take_delta` does on the way up).
+    For every worker it keeps ``pending``: the sum of the changes other workers made to each row
+    since the worker last received it (so ``G = B_worker + pending`` on rows the worker has sent
+    everything of), and its squared norm per row. A merge reply sends the worker its pending
+    change as deltas (float16 in routine rounds), holding back the smallest rows; what it holds
+    back and what rounding loses stays pending (error feedback, as :meth:`Replica.take_delta`
+    does on the way up). Memory: one model-sized array per worker and matrix.
 
     Parameters
     ----------
@@ -76,22 +77,22 @@ class GlobalWeights:
         if rule not in RULES:
             raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
         self.weights, self.rule = weights, rule
-        self.n_rows = next(iter(weights.values())).shape[0]
-        self.pending = {}  # worker rank -> {matrix name: float32 array of pending squared change per row}
+        self.pending = {}  # worker rank -> {matrix name: (float32 change array, float32 squared norm per row)}
         self.merges = 0
         self.lock = threading.Lock()
 
     def add_worker(self, worker):
         """A worker joined (and downloads the weights as they are now): nothing is pending for it."""
         with self.lock:
-            self.pending[worker] = {name: np.zeros(self.n_rows, dtype=np.float32) for name in self.weights}
+            self.pending[worker] = {name: (np.zeros_like(w), np.zeros(len(w), dtype=np.float32))
+                                    for name, w in self.weights.items()}
 
     def remove_worker(self, worker):
         """A worker left: forget what was pending for it."""
         with self.lock:
             self.pending.pop(worker, None)
 
-    def apply(self, worker, lo, hi, deltas, hold_back=0.0):
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
@@ -103,14 +104,17 @@ class GlobalWeights:
         deltas : dict of (str, (numpy.ndarray, numpy.ndarray))
             Per matrix: increasing uint32 rows in ``[lo, hi)`` and their ``R - B`` values.
         hold_back : float
-            Keep back (pending) the rows of the reply with the smallest pending change, together
-            up to this share of the range's pending change.
+            Keep back the rows of the reply with the smallest pending change, together up to this
+            share of the range's pending change.
+        exact : bool
+            Reply in float32 (else float16, whose rounding stays pending).
 
         Returns
         -------
         dict
-            Per matrix, ``(rows, values)``: global rows of ``[lo, hi)`` that changed by other
-            workers' merges (under ``mean``, also by this worker's own, which averaging scaled).
+            Per matrix, ``(rows, deltas)`` for the worker to add to its replica and base: the
+            change of ``[lo, hi)`` made by other workers' merges (under ``mean``, also the
+            correction of its own, which averaging scaled).
         """
         reply = {}
         with self.lock:
@@ -121,26 +125,36 @@ class GlobalWeights:
                 rows, values = deltas.get(name, (None, None))
                 if rows is not None and len(rows):
                     rows = rows.astype(np.intp)
-                    update = values.astype(np.float32)
-                    if scale != 1.0:
-                        update *= np.float32(scale)
+                    sent = values.astype(np.float32)
+                    update = sent * np.float32(scale) if scale != 1.0 else sent
                     weights[rows] += update
-                    mass = np.einsum("ij,ij->i", update, update)
-                    for other, pending in self.pending.items():
-                        if other != worker or scale != 1.0:
-                            pending[name][rows] += mass
-                pending = self.pending[worker][name]
-                fresh = np.flatnonzero(pending[lo:hi])
+                    for other, matrices in self.pending.items():
+                        if other != worker:
+                            _add_pending(matrices[name], rows, update)
+                        elif scale != 1.0:
+                            _add_pending(matrices[name], rows, update - sent)
+                change, mass = self.pending[worker][name]
+                fresh = np.flatnonzero(mass[lo:hi])
                 if hold_back > 0 and len(fresh) > 1:
-                    mass = pending[lo:hi][fresh]
-                    order = np.argsort(mass)
-                    small = np.cumsum(mass[order]) <= hold_back * mass.sum()
+                    masses = mass[lo:hi][fresh]
+                    order = np.argsort(masses)
+                    small = np.cumsum(masses[order]) <= hold_back * masses.sum()
                     fresh = np.sort(fresh[order[~small]])
                 fresh += lo
-                pending[fresh] = 0.0
-                reply[name] = (fresh.astype(np.uint32), weights[fresh])
+                out = change[fresh]
+                if not exact and (not len(out) or np.abs(out).max() < np.finfo(np.float16).max / 2):
+                    out = out.astype(np.float16)
+                change[fresh] -= out.astype(np.float32, copy=False)
+                mass[fresh] = np.einsum("ij,ij->i", change[fresh], change[fresh])
+                reply[name] = (fresh.astype(np.uint32), out)
             self.merges += 1
         return reply
+
+
+def _add_pending(pending, rows, update):
+    change, mass = pending
+    change[rows] += update
+    mass[rows] = np.einsum("ij,ij->i", change[rows], change[rows])
 
 
 class Replica:
@@ -199,10 +213,11 @@ class Replica:
         return out
 
     def take_in(self, reply):
-        """Take in global rows changed by other workers: ``R += G - B; B = G`` on those rows."""
+        """Take in the change other workers made: ``R += delta; B += delta`` on those rows."""
         for name, (rows, values) in reply.items():
             if not len(rows):
                 continue
             rows = rows.astype(np.intp)
-            self.replica[name][rows] += values - self.base[name][rows]
-            self.base[name][rows] = values
+            values = values.astype(np.float32, copy=False)
+            self.replica[name][rows] += values
+            self.base[name][rows] += values

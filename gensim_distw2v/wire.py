@@ -15,9 +15,9 @@ session config (client -> dispatcher -> workers)
     most ``part_bytes`` bytes
 merge part (worker -> dispatcher)
     ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "hold_back",
-    "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``; the reply
-    ``{"matrices": {name: {"rows", "values"}}}`` carries the global rows of ``[lo, hi)`` that other
-    workers changed since this worker last received them.
+    "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``; the
+    reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
+    ``[lo, hi)`` since this worker last received it, as deltas.
 """
 import math
 
@@ -192,7 +192,8 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     Returns
     -------
     tuple
-        ``(lo, hi, {name: (rows, values)}, hold_back, final, flush, jobs, loss, merge_seconds)``;
+        ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, merge_seconds)``;
+        ``exact`` asks for a float32 reply;
         ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``
         is the worker's total time in merge rounds so far.
     """
@@ -216,6 +217,7 @@ def check_merge_part(part, vocab_size, vector_size, weights):
         if not np.isfinite(values).all():
             raise ValueError(f"merge part: {name} values must be finite")
         deltas[name] = (rows, values)
+    exact = need(part, "exact", bool, "merge part")
     hold_back = need(part, "hold_back", float, "merge part")
     if not 0.0 <= hold_back < 1.0:
         raise ValueError(f"merge part: hold_back must be in [0, 1), got {hold_back}")
@@ -232,4 +234,4 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     seconds = need(part, "merge_seconds", float, "merge part")
     if seconds < 0:
         raise ValueError("merge part: merge_seconds must be >= 0")
-    return lo, hi, deltas, hold_back, final, flush, jobs, loss, seconds
+    return lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds

@@ -210,6 +210,7 @@ class _Training:
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back)
             self.worker.check_alive(self)
             part = {"lo": lo, "hi": hi, "final": final, "hold_back": float(hold_back),
+                    "exact": flush_epoch is not None,
                     "flush": flush_epoch if final and flush_epoch is not None else -1,
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
                     "merge_seconds": self.merge_seconds + time.perf_counter() - began,
@@ -222,7 +223,7 @@ class _Training:
                     raise ValueError(f"merge reply: unknown matrix {name!r}")
                 rows = wire.unpack_array(wire.need(msg, "rows", dict, "merge reply"), f"{name} rows", "uint32", 1)
                 values = wire.unpack_array(wire.need(msg, "values", dict, "merge reply"), f"{name} values",
-                                           "float32", shape=(len(rows), self.params["vector_size"]))
+                                           ("float32", "float16"), shape=(len(rows), self.params["vector_size"]))
                 if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
                     raise ValueError("merge reply: rows outside the part's range")
                 got[name] = (rows, values)

@@ -21,7 +21,8 @@ def train(replica, rows, scale, seed):
 
 def merge_round(replica, global_, rank, dtype=np.float32, hold_back=0.0, ranges=((0, V),)):
     for lo, hi in ranges:
-        replica.take_in(global_.apply(rank, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), hold_back))
+        replica.take_in(global_.apply(rank, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), hold_back,
+                                      exact=dtype == np.float32))
 
 
 def cluster(n, rule="sum"):
@@ -98,11 +99,12 @@ def test_reply_holds_back_small_changes_until_asked_for_all():
     a.replica["syn0"][0] += 1.0
     a.replica["syn0"][1:4] += 0.01
     merge_round(a, g, 0)
-    reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.01)
+    reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.01, exact=False)
     assert reply["syn0"][0].tolist() == [0]  # the small ones stay pending for b
+    assert reply["syn0"][1].dtype == np.float16
     b.take_in(reply)
     reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.0)
-    assert reply["syn0"][0].tolist() == [1, 2, 3]
+    assert {1, 2, 3} <= set(reply["syn0"][0].tolist())  # (and row 0 float16 rounding, if any)
     b.take_in(reply)
     np.testing.assert_allclose(b.replica["syn0"], g.weights["syn0"], atol=1e-6)
 
