@@ -118,6 +118,13 @@ class _Training:
     def _train(self, thread, rng):
         vocab = self.params["vocab_size"]
         while not self.stop.is_set():
+            with self.lock:
+                # Bounded staleness: once sync_words words are trained since the last merge round
+                # began, wait for the next round to begin; otherwise slow merges would stretch the
+                # real merge interval, and summed deltas blow up beyond it.
+                if self.words_since_merge >= self.sync_words:
+                    self.lock.wait(0.05)
+                    continue
             try:
                 msg = self.jobs.get(timeout=0.2)
             except queue.Empty:
@@ -205,6 +212,7 @@ class _Training:
             jobs, self.done = self.done, []
             loss, self.loss = self.loss, 0.0
             self.words_since_merge = 0
+            self.lock.notify_all()  # trainers waiting for this round may go on
         for i, (lo, hi) in enumerate(self.ranges):
             final = i == len(self.ranges) - 1
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back)
