@@ -159,7 +159,7 @@ class DistributedTraining:
             logger.info("training on a cluster of %i workers (session %s), merge=%s every %i words per worker",
                         n_workers, sid, self.merge, config["sync_words"])
             trained = raw = 0
-            start = time.monotonic()
+            start = self._session_start = time.monotonic()
             job_id = 0
             for epoch in range(epochs):
                 for callback in callbacks:
@@ -266,7 +266,8 @@ class DistributedTraining:
             done = "%.2f%% examples" % (100.0 * examples / total_examples)
         else:
             done = "%.2f%% words" % (100.0 * raw / total_words)
-        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w[0] / elapsed:.0f}"
+        session_elapsed = max(now - self._session_start, 1e-9)  # workers' words count over the session
+        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w[0] / session_elapsed:.0f}"
                                for name, w in sorted(progress["workers"].items()))
         up = sum(w[2] for w in progress["workers"].values()) / 1e6
         down = sum(w[3] for w in progress["workers"].values()) / 1e6

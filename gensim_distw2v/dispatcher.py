@@ -62,12 +62,15 @@ class _Member:
     def __init__(self, name, uri, threads):
         self.name, self.uri, self.threads = name, uri, threads
         self.last_seen = time.monotonic()
-        self.rank = None  # rank in the current session, once joined
-        self.in_flight = collections.OrderedDict()  # job id -> queued job, handed out, not yet merged
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
         self.merge_seconds = 0.0
+        self.leave_session()
+
+    def leave_session(self):
+        """Forget the session: rank, jobs in flight, flushed epoch."""
+        self.rank = None  # rank in the current session, once joined
+        self.in_flight = collections.OrderedDict()  # job id -> queued job, handed out, not yet merged
         self.flushed = -1  # last epoch this worker flushed (sent all it had) in the session
-        self.joined_at = None
 
 
 class _Session:
@@ -90,7 +93,6 @@ class _Session:
         self.last_client_contact = time.monotonic()
         self.no_workers_since = None
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
-        self.error = None
         self.started = None
 
 
@@ -122,8 +124,6 @@ class Dispatcher:
     def _session(self, sid, states=("running",)):
         if self.session is None or self.session.id != sid:
             raise ValueError(f"unknown or closed session {sid!r} (it may have been aborted or replaced)")
-        if self.session.state == "failed":
-            raise RuntimeError(f"session failed: {self.session.error}")
         if self.session.state not in states:
             raise ValueError(f"session {sid} is {self.session.state}, expected {' or '.join(states)}")
         return self.session
@@ -155,6 +155,13 @@ class Dispatcher:
                        name, reason, requeued, len(self.members))
         self.cond.notify_all()
 
+    def _end_session(self):
+        """No session any more; every worker leaves it (caller holds the lock)."""
+        self.session = None
+        for member in self.members.values():
+            member.leave_session()
+        self.cond.notify_all()
+
     def _watch(self):
         """Drop silent workers; abort sessions of silent clients."""
         while not self.stopped.wait(0.5):
@@ -168,13 +175,9 @@ class Dispatcher:
                     if now - session.last_client_contact > self.client_timeout:
                         logger.warning("session %s aborted: no word from its client for %.0f s",
                                        session.id, now - session.last_client_contact)
-                        self.session = None
-                        for member in self.members.values():
-                            member.rank, member.in_flight = None, collections.OrderedDict()
+                        self._end_session()
                     elif session.state == "running":
-                        joined = any(m.rank is not None for m in self.members.values())
-                        if joined or not self.members:
-                            session.no_workers_since = None if joined else (session.no_workers_since or now)
+                        session.no_workers_since = None if self.members else (session.no_workers_since or now)
 
     # ------------------------------------------------------------------ cluster
     @transport.expose
@@ -300,9 +303,8 @@ class Dispatcher:
                 raise RuntimeError(
                     f"the dispatcher is busy with session {self.session.id} of another train() call; wait for it "
                     f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
+            self._end_session()
             self.session = _Session(config)
-            for member in self.members.values():
-                member.rank, member.in_flight, member.flushed = None, collections.OrderedDict(), -1
             logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s, "
                         "sync_words=%i", self.session.id, self.session.vocab_size, self.session.vector_size,
                         config["params"]["sg"], config["params"]["hs"], config["params"]["negative"],
@@ -444,10 +446,7 @@ class Dispatcher:
         with self.cond:
             if self.session is not None and self.session.id == sid:
                 logger.info("session %s closed (%s)", sid, self.session.state)
-                self.session = None
-                for member in self.members.values():
-                    member.rank, member.in_flight = None, collections.OrderedDict()
-                self.cond.notify_all()
+                self._end_session()
 
     # ------------------------------------------------------------------ workers: session work
     @transport.expose
@@ -466,8 +465,8 @@ class Dispatcher:
             if member.rank is not None:
                 session.weights.remove_worker(member.rank)
                 session.queue.extendleft(reversed(list(member.in_flight.values())))
-            member.rank, member.in_flight = session.next_rank, collections.OrderedDict()
-            member.joined_at = time.monotonic()
+            member.leave_session()
+            member.rank = session.next_rank
             session.next_rank += 1
             session.weights.add_worker(member.rank)
             logger.info("worker %s joined session %s as rank %i", name, sid, member.rank)
