@@ -195,12 +195,19 @@ class LocalCluster:
         self.ns_conf = {"host": "127.0.0.1", "port": port}
         if self.hmac_key:
             self.ns_conf["hmac_key"] = self.hmac_key
-        self._start("dispatcher", ["-m", "gensim_distw2v.dispatcher", "--ns-port", str(port),
-                                   "--worker-timeout", str(self.worker_timeout)],
-                    r"gensim_distw2v\.dispatcher ready at")
+        self.start_dispatcher()
         for _ in range(self.n_workers):
             self.add_worker()
         return self
+
+    def start_dispatcher(self):
+        """Start the dispatcher (again, after it stopped or was killed); return once it is registered."""
+        old = self.processes.get("dispatcher")
+        if old is not None and old.alive():
+            raise RuntimeError("the dispatcher is still running: stop or kill it first")
+        self._start("dispatcher", ["-m", "gensim_distw2v.dispatcher", "--ns-port", str(self.ns_conf["port"]),
+                                   "--worker-timeout", str(self.worker_timeout)],
+                    r"gensim_distw2v\.dispatcher ready at")
 
     def add_worker(self, wait=True):
         """Start one more worker; with ``wait``, return once the dispatcher has registered it.

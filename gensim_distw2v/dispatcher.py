@@ -187,14 +187,15 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``versions``, ``workers`` (name -> threads, rank or None, seconds since last heard),
-            ``session`` (id and state, or None).
+            ``versions``, ``workers`` (name -> threads, rank or None, seconds since last heard, jobs in
+            flight, raw words merged in this session), ``session`` (id and state, or None).
         """
         now = time.monotonic()
         with self.cond:
             return {
                 "versions": versions(),
-                "workers": {name: {"threads": m.threads, "rank": m.rank, "silent": now - m.last_seen}
+                "workers": {name: {"threads": m.threads, "rank": m.rank, "silent": now - m.last_seen,
+                                   "in_flight": len(m.in_flight), "words": m.words}
                             for name, m in self.members.items()},
                 "session": None if self.session is None else {"id": self.session.id, "state": self.session.state},
             }

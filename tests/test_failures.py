@@ -1,0 +1,150 @@
+"""Failures through real clusters: workers killed or frozen mid-training, every worker lost, a dead dispatcher.
+
+Each test waits on the cluster's own state (the dispatcher's ``status()`` and its log lines) before it
+breaks something, so the failure lands mid-epoch with jobs in flight, never on a timer.
+"""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gensim_distw2v import LocalCluster, Word2Vec, transport
+from gensim_distw2v.client import find_dispatcher
+
+PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1, sg=1, negative=3)
+TIMEOUT = 3.0  # the dispatcher drops a worker silent for this long
+
+
+@pytest.fixture(scope="module")
+def corpus(lee_corpus):
+    return lee_corpus * 12  # about 230 k words an epoch: a few seconds on two workers
+
+
+def wait_until(what, predicate, timeout=60.0):
+    """Poll ``predicate`` (cheap: a call to the dispatcher) until it returns something true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def busy_worker(dispatcher, rank):
+    """The name of the session's worker of ``rank`` once it has merged words and holds jobs, else None."""
+    for name, info in dispatcher.status()["workers"].items():
+        if info["rank"] == rank and info["words"] > 0 and info["in_flight"] > 0:
+            return name
+    return None
+
+
+def process_of(cluster, worker_name):
+    for name, proc in cluster.processes.items():
+        if name.startswith("worker-") and any(worker_name in line and "ready at" in line for line in proc.lines):
+            return proc
+    raise AssertionError(f"no process runs worker {worker_name}")
+
+
+def train_in_thread(model, corpus, epochs):
+    result = {}
+
+    def run():
+        try:
+            result["counts"] = model.train(corpus, total_examples=model.corpus_count, epochs=epochs)
+        except BaseException as err:  # noqa: B902 - handed to the test thread
+            result["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def expected_words(corpus, epochs):
+    return epochs * sum(len(s) for s in corpus)
+
+
+@pytest.mark.parametrize("how", ["kill", "freeze"])
+def test_lost_worker_jobs_are_retrained(corpus, how):
+    """kill -9 (or SIGSTOP: it stops answering) one of three workers mid-epoch: the others train its jobs."""
+    epochs = 2
+    with LocalCluster(n_workers=3, worker_timeout=TIMEOUT) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        model.build_vocab(corpus)
+        dispatcher_log = cluster.processes["dispatcher"]
+        probe = find_dispatcher(cluster.ns_conf)
+        thread, result = train_in_thread(model, corpus, epochs)
+        victim = wait_until("rank 1 to train", lambda: busy_worker(probe, 1))
+        proc = process_of(cluster, victim)
+        started = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        try:
+            line = dispatcher_log.wait_for(rf"WARNING .*worker {victim} lost \(no heartbeat.*\); (\d+) unmerged jobs go "
+                                           rf"back to the queue; 2 workers left", timeout=TIMEOUT + 10)
+            assert time.monotonic() - started < TIMEOUT + 5
+            thread.join(timeout=120)
+            assert not thread.is_alive(), "train() hangs after losing a worker"
+            assert "error" not in result, result.get("error")
+        finally:
+            if how == "freeze":
+                proc.kill()
+        assert int(line.group(1)) >= 1  # it held jobs: they went back to the queue
+        # every word trained once: the lost worker's unmerged jobs were retrained by the others
+        assert result["counts"][1] == expected_words(corpus, epochs)
+        assert model.cluster_stats["raw_words"] == expected_words(corpus, epochs)
+        assert victim not in model.cluster_stats["workers"] and len(model.cluster_stats["workers"]) == 2
+        assert np.isfinite(model.wv.vectors).all()
+        similar = [w for w, _ in model.wv.most_similar("government", topn=20)]
+        assert similar  # a usable model
+        transport.release(probe)
+
+
+def test_losing_every_worker_raises_within_the_timeout(corpus):
+    with LocalCluster(n_workers=1, worker_timeout=TIMEOUT) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2.0, **PARAMS)
+        model.build_vocab(corpus)
+        before = model.wv.vectors.copy()
+        probe = find_dispatcher(cluster.ns_conf)
+        thread, result = train_in_thread(model, corpus, 3)
+        victim = wait_until("rank 0 to train", lambda: busy_worker(probe, 0))
+        process_of(cluster, victim).kill()
+        started = time.monotonic()
+        thread.join(timeout=TIMEOUT + 2.0 + 20)
+        assert not thread.is_alive(), "train() hangs with no worker left"
+        assert time.monotonic() - started < TIMEOUT + 2.0 + 10
+        assert isinstance(result.get("error"), RuntimeError)
+        assert "all workers lost" in str(result["error"]) and "python -m gensim_distw2v.worker" in str(result["error"])
+        assert (model.wv.vectors == before).all()  # a failed train() leaves the weights alone
+        # a new worker serves the next train()
+        cluster.add_worker()
+        model.train(corpus[:200], total_examples=200, epochs=1)
+        assert model.cluster_stats["raw_words"] == expected_words(corpus[:200], 1)
+        transport.release(probe)
+
+
+def test_dead_dispatcher_gives_a_clear_error_and_a_new_one_serves(corpus):
+    with LocalCluster(n_workers=2, worker_timeout=TIMEOUT) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        model.build_vocab(corpus)
+        probe = find_dispatcher(cluster.ns_conf)
+        thread, result = train_in_thread(model, corpus, 3)
+        wait_until("rank 1 to train", lambda: busy_worker(probe, 1))
+        transport.release(probe)
+        cluster.processes["dispatcher"].kill()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "train() hangs after the dispatcher died"
+        error = result.get("error")
+        assert isinstance(error, transport.ClusterError), error
+        assert "lost the dispatcher" in str(error) and "python -m gensim_distw2v.dispatcher" in str(error)
+        # a restarted dispatcher finds the workers again, and the next train() works
+        marks = {name: len(p.lines) for name, p in cluster.processes.items()}
+        cluster.start_dispatcher()
+        for name in cluster.workers():
+            cluster.processes[name].wait_for("found the dispatcher", timeout=30, start=marks[name])
+        cluster.processes["dispatcher"].wait_for(r"\(2 workers\)", timeout=30)
+        counts = model.train(corpus, total_examples=model.corpus_count, epochs=1)
+        assert counts[1] == expected_words(corpus, 1)
+        assert len(model.cluster_stats["workers"]) == 2
