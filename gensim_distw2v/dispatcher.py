@@ -252,7 +252,11 @@ class Dispatcher:
             ``{"session": id or None}``; ``{"hello": True}`` if the dispatcher does not know the
             worker (it restarted, or dropped the worker).
         """
-        if not isinstance(wait, (int, float)) or not 0 <= wait <= 5:
+        if not isinstance(name, str) or not name.startswith(transport.WORKER_PREFIX):
+            raise ValueError(f"heartbeat: name must be a str starting with {transport.WORKER_PREFIX!r}")
+        if known is not None and not isinstance(known, str):
+            raise ValueError("heartbeat: known must be a session id (str) or None")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 5:
             raise ValueError("heartbeat: wait must be a number of seconds in [0, 5]")
         deadline = time.monotonic() + wait
         with self.cond:
@@ -374,6 +378,10 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
+            late = [c[1] for c in checked if c[1] >= session.config["epochs"]]
+            if late:
+                raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
+                                 f"{session.config['epochs'] - 1}")
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
             while len(session.queue) >= limit and time.monotonic() < deadline and session is self.session:

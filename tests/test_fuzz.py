@@ -1,0 +1,238 @@
+"""Malformed payloads against a running dispatcher and worker (hypothesis): all refused, both keep serving.
+
+One real cluster (name server, dispatcher, one worker) with an open session. A registered member that
+is not a real worker (``gensim_distw2v.worker.fuzz``) sends merge parts, so the deepest checks are
+reached; every payload is a valid message with one defect (wrong type, range, dtype, shape, byte count,
+row order, non-finite value, missing field), or garbage in place of the arguments, or raw bytes on the
+daemons' sockets. Afterwards the dispatcher's memory has not grown much and a real training works.
+"""
+import socket
+
+import numpy as np
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gensim_distw2v import LocalCluster, Word2Vec, transport, wire
+from gensim_distw2v.client import DistributedTraining, find_dispatcher
+from gensim_distw2v.dispatcher import versions
+from gensim_distw2v.jobs import Job
+
+FAKE = transport.WORKER_PREFIX + "fuzz"
+PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
+EXAMPLES = 400  # per test below: 1,200 generated payloads in all, and 200 raw byte strings
+
+garbage = st.recursive(
+    st.none() | st.booleans() | st.integers(-2 ** 63, 2 ** 64 - 1) | st.floats() | st.text(max_size=12)
+    | st.binary(max_size=48),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10)
+not_int = garbage.filter(lambda v: not isinstance(v, int) or isinstance(v, bool))
+not_number = garbage.filter(lambda v: not isinstance(v, (int, float)) or isinstance(v, bool))
+not_bool = garbage.filter(lambda v: not isinstance(v, bool))
+
+
+@pytest.fixture(scope="module")
+def cluster(lee_corpus):
+    with LocalCluster(n_workers=1, worker_timeout=600) as cluster:
+        model = Word2Vec(lee_corpus[:50], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        training = DistributedTraining(model, cluster.ns_conf)
+        proxy = find_dispatcher(cluster.ns_conf)
+        config, arrays = training._config(1, False, 1)
+        sid = proxy.open_session(config)["session"]
+        training._upload(proxy, sid, arrays)
+        proxy.start(sid)
+        proxy.hello(FAKE, "PYRO:fuzz@127.0.0.1:1", {"versions": versions(), "threads": 1})
+        proxy.join(FAKE, sid)
+        cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size,
+                           "proxy": proxy, "model": model}
+        for _ in range(50):  # warm up (imports, caches) before the memory baseline
+            refused(proxy.merge, FAKE, sid, {**valid_part(cluster.session), "lo": -1})
+        cluster.session["rss"] = psutil.Process(cluster.processes["dispatcher"].pid).memory_info().rss
+        yield cluster
+        transport.release(proxy)
+
+
+def valid_part(session):
+    rows = np.array([0, 2, 5], dtype=np.uint32)
+    values = np.full((3, session["size"]), 0.0, dtype=np.float16)
+    return {"lo": 0, "hi": session["vocab"], "final": False, "hold_back": 0.0, "exact": False, "flush": -1,
+            "jobs": [], "loss": 0.0, "merge_seconds": 0.0,
+            "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
+
+
+def valid_job(session):
+    job = Job(indices=np.array([1, 2, 3], dtype=np.uint32), offsets=np.array([0, 3], dtype=np.int64),
+              alpha=0.025, raw_words=3, examples=1)
+    return wire.pack_job(10 ** 6, 0, job)
+
+
+def array_defects(message, allowed, n_rows_bad):
+    """Strategies that spoil one array message."""
+    dtype, shape, data = message["dtype"], message["shape"], bytes(message["data"])
+    wrong_dtypes = [d for d in ("float64", "int8", "uint32", "float32", "float16", "int64", "object", "<U4", "V8",
+                                "complex128", "") if d not in allowed]
+    return st.one_of(
+        st.sampled_from(wrong_dtypes).map(lambda d: {**message, "dtype": d}),
+        st.lists(st.integers(-5, 2 ** 41), min_size=0, max_size=3).filter(lambda s: s != shape)
+        .map(lambda s: {**message, "shape": s}),
+        st.integers(1, max(1, len(data))).map(lambda k: {**message, "data": data[:-k]}),
+        st.binary(min_size=1, max_size=16).map(lambda extra: {**message, "data": data + extra}),
+        not_number.map(lambda v: {**message, "shape": v}),
+        st.sampled_from(["dtype", "shape", "data"]).map(lambda k: {f: v for f, v in message.items() if f != k}),
+        n_rows_bad,
+    )
+
+
+@st.composite
+def bad_merge_part(draw, session):
+    part = valid_part(session)
+    matrix = part["matrices"]["syn1neg"]
+    vocab, size = session["vocab"], session["size"]
+    bad_rows = st.sampled_from([[5, 2, 0], [0, 2, 2], [0, 2, vocab], [0, 2, vocab + 10 ** 6]]).map(
+        lambda r: {**matrix, "rows": wire.pack_array(np.array(r, dtype=np.uint32))})
+    bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
+        lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
+    field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "hold_back", "exact",
+                                  "final", "flush", "jobs", "loss", "merge_seconds", "missing"]))
+    if field == "lo":
+        part["lo"] = draw(not_int | st.integers(-2 ** 63, -1) | st.integers(vocab + 1, 2 ** 63))
+    elif field == "hi":
+        part["hi"] = draw(not_int | st.integers(vocab + 1, 2 ** 63))
+    elif field == "range":  # a valid range that leaves out some of the rows sent
+        part["lo"], part["hi"] = draw(st.sampled_from([(1, vocab), (0, 5), (3, 4)]))
+    elif field == "matrices":
+        part["matrices"] = draw(not_bool.filter(lambda v: not isinstance(v, dict) or v))
+        if isinstance(part["matrices"], dict):
+            part["matrices"] = {"syn0_" + k: v for k, v in part["matrices"].items()}
+    elif field == "name":
+        part["matrices"] = {draw(st.sampled_from(["syn1", "syn0lockf", "cum_table", ""])): matrix}
+    elif field == "rows":
+        part["matrices"]["syn1neg"] = {**matrix, "rows": draw(array_defects(matrix["rows"], ("uint32",), bad_rows))}
+    elif field == "values":
+        part["matrices"]["syn1neg"] = {**matrix, "values": draw(array_defects(
+            matrix["values"], ("float32", "float16"), bad_values))}
+    elif field == "hold_back":
+        part["hold_back"] = draw(not_number | st.floats(1.0, 1e300) | st.floats(-1e300, -1e-9)
+                                 | st.sampled_from([float("nan"), float("inf")]))
+    elif field in ("exact", "final"):
+        part[field] = draw(not_bool)
+    elif field == "flush":
+        part["flush"] = draw(not_int | st.integers(-2 ** 63, -2))
+    elif field == "jobs":
+        part["jobs"] = draw(not_bool.filter(lambda v: not isinstance(v, list) or v).map(
+            lambda v: [v] if isinstance(v, list) else v))
+        if isinstance(part["jobs"], list):
+            part["jobs"] = [draw(st.sampled_from([[1], [1, 2, 3], [-1, 5], [1, True], "xy", [1.5, 2]]))]
+    elif field in ("loss", "merge_seconds"):
+        part[field] = draw(not_number | st.sampled_from([float("nan"), float("inf")])
+                           | (st.floats(-1e300, -1e-9) if field == "merge_seconds" else st.nothing()))
+    else:
+        del part[draw(st.sampled_from(sorted(part)))]
+    return part
+
+
+@st.composite
+def bad_job(draw, session):
+    job = valid_job(session)
+    vocab = session["vocab"]
+    field = draw(st.sampled_from(["id", "epoch", "alpha", "indices", "offsets", "raw_words", "examples", "missing",
+                                  "not a dict"]))
+    if field in ("id", "raw_words", "examples"):
+        job[field] = draw(not_int | st.integers(-2 ** 63, -1))
+    elif field == "epoch":
+        job["epoch"] = draw(not_int | st.integers(-2 ** 63, -1) | st.integers(1, 2 ** 63))  # the session has 1 epoch
+    elif field == "alpha":
+        job["alpha"] = draw(not_number | st.sampled_from([float("nan"), float("inf"), -0.5, 10.0, 1e9]))
+    elif field == "indices":
+        bad = st.sampled_from([[vocab], [1, 2, vocab + 7], [2 ** 32 - 1]]).map(
+            lambda r: {**job["indices"], "data": np.array(r[:1] * 3 if len(r) == 1 else r, dtype=np.uint32).tobytes()})
+        job["indices"] = draw(array_defects(job["indices"], ("uint32",), bad))
+    elif field == "offsets":
+        bad = st.sampled_from([[0, 4], [1, 3], [3, 0], [0, 2, 1]]).map(
+            lambda r: wire.pack_array(np.array(r, dtype=np.int64)))
+        job["offsets"] = draw(array_defects(job["offsets"], ("int64",), bad))
+    elif field == "missing":
+        del job[draw(st.sampled_from(sorted(job)))]
+    else:
+        return draw(not_bool.filter(lambda v: not isinstance(v, dict)))
+    return job
+
+
+def refused(call, *args):
+    with pytest.raises(Exception) as info:  # noqa: PT011 - any remote error; the daemon must survive it
+        call(*args)
+    assert not isinstance(info.value, transport.CommunicationError), f"the daemon dropped the call: {info.value}"
+    return info.value
+
+
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.data_too_large])
+
+
+@SETTINGS
+@given(data=st.data())
+def test_malformed_merge_parts_are_refused(cluster, data):
+    s = cluster.session
+    part = data.draw(bad_merge_part(s))
+    error = refused(s["proxy"].merge, FAKE, s["sid"], part)
+    assert "merge part" in str(error) or "syn" in str(error) or "malformed" in str(error), error
+
+
+@SETTINGS
+@given(data=st.data())
+def test_malformed_jobs_are_refused(cluster, data):
+    s = cluster.session
+    job = data.draw(bad_job(s))
+    refused(s["proxy"].put_jobs, s["sid"], [valid_job(s), job])  # one bad job refuses the whole call
+
+
+METHODS = ["hello", "heartbeat", "open_session", "upload", "start", "put_jobs", "progress", "end_epoch", "download",
+           "join", "get_jobs", "merge", "status", "no_such_method", "_session", "__init__", "shutdown"]
+
+
+@SETTINGS
+@given(method=st.sampled_from(METHODS), args=st.lists(garbage, min_size=1, max_size=4))
+def test_garbage_calls_are_refused(cluster, method, args):
+    s = cluster.session
+    # _pyroInvoke sends the call as it is (the proxy would refuse an unknown method itself)
+    refused(s["proxy"]._pyroInvoke, method, args, {})
+
+
+def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
+    s = cluster.session
+    dispatcher = psutil.Process(cluster.processes["dispatcher"].pid)
+    uris = [str(s["proxy"]._pyroUri)] + [str(transport.lookup(cluster.ns_conf, name)) for name in
+                                         transport.list_names(cluster.ns_conf, transport.WORKER_PREFIX)]
+    rng = np.random.default_rng(0)
+    for i in range(200):
+        host, port = uris[i % len(uris)].split("@")[1].rsplit(":", 1)
+        junk = rng.bytes(int(rng.integers(1, 300)))
+        if i % 4 == 0:
+            junk = b"PYRO" + junk  # looks like Pyro's header, then nonsense
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(junk)
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(5)
+            try:
+                while sock.recv(4096):
+                    pass
+            except OSError:
+                pass  # reset by the daemon: fine, as long as it goes on serving
+    # both daemons alive and serving, a wrong HMAC key is refused, memory did not run away
+    assert s["proxy"].status()["session"]["id"] == s["sid"]
+    for uri in uris[1:]:
+        worker = transport.connect(uri, timeout=10)
+        assert worker.status()["name"].startswith(transport.WORKER_PREFIX)
+        transport.release(worker)
+    stranger = transport.connect(str(s["proxy"]._pyroUri), hmac_key=b"not the key", timeout=10)
+    with pytest.raises(transport.CommunicationError):
+        stranger.status()
+    transport.release(stranger)
+    grown = (dispatcher.memory_info().rss - s["rss"]) / 2 ** 20
+    assert grown < 30, f"the dispatcher's memory grew by {grown:.0f} MB over the fuzzing"
+    s["proxy"].close(s["sid"])
+    model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    assert model.cluster_stats["raw_words"] == sum(len(x) for x in lee_corpus)
