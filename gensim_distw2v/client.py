@@ -183,6 +183,9 @@ class DistributedTraining:
                           "merge_seconds": sum(w[4] for w in final["workers"].values()),
                           "workers": final["workers"], "effective_words": trained, "raw_words": raw,
                           "sync_words": config["sync_words"]}
+            if raw and not trained:
+                logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
+                               "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
                         "word)", final["merges"], up / 1e6, down / 1e6, up / max(1, trained),
                         down / max(1, trained))

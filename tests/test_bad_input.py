@@ -1,0 +1,74 @@
+"""Bad input from users and peers: each refused with a message that names the problem, servers keep serving."""
+import logging
+import sys
+
+import pytest
+
+import gensim_distw2v
+from gensim_distw2v import LocalCluster, Word2Vec, transport
+from gensim_distw2v.cluster import ManagedProcess
+
+PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=1) as cluster:
+        yield cluster
+
+
+def still_serves(cluster, corpus):
+    model = Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    assert model.cluster_stats["raw_words"] == sum(len(s) for s in corpus)
+
+
+def test_user_mistakes_get_gensims_errors_or_a_warning(cluster, lee_corpus, caplog, tmp_path):
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    with pytest.raises(RuntimeError, match="you must first build vocabulary"):
+        model.train(lee_corpus, total_examples=len(lee_corpus), epochs=1)
+    with pytest.raises(RuntimeError, match="you must first build vocabulary"):
+        model.build_vocab([])
+        model.train(lee_corpus, total_examples=len(lee_corpus), epochs=1)
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    model.build_vocab(lee_corpus)
+    with caplog.at_level(logging.WARNING):  # as gensim: a warning (first training only), and (0, 0)
+        assert model.train([], total_examples=1, epochs=1) == (0, 0)
+        assert "train() called with an empty iterator" in caplog.text
+        caplog.clear()
+        assert model.train([["qqzx", "zzqy"]] * 5, total_examples=5, epochs=1) == (0, 10)
+        assert "no word of the corpus is in the vocabulary" in caplog.text
+    missing = tmp_path / "no-such-file.txt"
+    with pytest.raises(TypeError, match="corpus_file must be a valid path"):
+        model.train(corpus_file=str(missing), total_words=10, epochs=1)
+    still_serves(cluster, lee_corpus)
+
+
+def test_different_versions_are_refused_naming_both(cluster, lee_corpus, monkeypatch):
+    # a worker of another release: the dispatcher refuses it and keeps serving the others
+    script = ("import gensim_distw2v, sys; gensim_distw2v.__version__ = '0.0.1+other'; "
+              "from gensim_distw2v.worker import main; sys.exit(main(sys.argv[1:]))")
+    stranger = ManagedProcess("stranger", [sys.executable, "-P", "-c", script, "--ns-port",
+                                           str(cluster.ns_conf["port"]), "--threads", "1"], env=cluster._env())
+    try:
+        line = stranger.wait_for(r"ERROR .*the dispatcher refused this worker: version mismatch: (.*)")
+        assert "gensim_distw2v 0.0.1+other" in line.group(1)
+        assert f"gensim_distw2v {gensim_distw2v.__version__}" in line.group(1)
+        still_serves(cluster, lee_corpus)
+    finally:
+        stranger.stop()
+    # a client of another release: refused at session start, naming both
+    monkeypatch.setattr(gensim_distw2v, "__version__", "0.0.2+other")
+    with pytest.raises(ValueError, match=r"version mismatch: the client runs gensim \S+ / gensim_distw2v "
+                                         r"0\.0\.2\+other, the dispatcher runs .*install the same versions"):
+        Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    monkeypatch.undo()
+    still_serves(cluster, lee_corpus)
+
+
+def test_wrong_hmac_key_is_refused(lee_corpus):
+    with LocalCluster(n_workers=1, hmac_key="the cluster's key") as cluster:
+        for key in ("another key", None):
+            conf = {**cluster.ns_conf, "hmac_key": key} if key else {"port": cluster.ns_conf["port"]}
+            with pytest.raises(transport.ClusterError, match="no Pyro4 name server answers.*hmac"):
+                Word2Vec(lee_corpus, distributed=True, ns_conf=conf, **PARAMS)
+        still_serves(cluster, lee_corpus)
