@@ -1,0 +1,62 @@
+"""Security defaults with real processes: loopback unless keyed, and Pyro4's TLS switched on by environment."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gensim_distw2v import transport
+from gensim_distw2v.cluster import ManagedProcess
+
+
+@pytest.mark.parametrize("module", ["gensim_distw2v.dispatcher", "gensim_distw2v.worker"])
+def test_binding_beyond_loopback_needs_an_hmac_key(module, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in (transport.HMAC_ENV, "PYRO_HMAC_KEY")}
+    done = subprocess.run([sys.executable, "-P", "-m", module, "--host", "0.0.0.0", "--ns-port", "1"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode != 0
+    assert "0.0.0.0" in done.stderr and "HMAC key" in done.stderr and "--hmac-key-file" in done.stderr
+    # with a key it gets past that check (and then waits for a name server that is not there)
+    key = tmp_path / "key"
+    key.write_text("a long random secret\n")
+    proc = ManagedProcess("keyed", [sys.executable, "-P", "-m", module, "--host", "0.0.0.0", "--ns-port",
+                                    str(transport.free_port()), "--hmac-key-file", str(key)], env=env)
+    try:
+        proc.wait_for(r"name server|waiting", timeout=60)
+        assert proc.alive()
+    finally:
+        proc.stop()
+
+
+def test_tls_through_pyro4s_environment(tmp_path):
+    """The README's TLS recipe: certificates in PYRO_SSL_* variables on every process, nothing else."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=120)
+    tls = {"PYRO_SSL": "1", "PYRO_SSL_SERVERCERT": str(cert), "PYRO_SSL_SERVERKEY": str(key),
+           "PYRO_SSL_REQUIRECLIENTCERT": "1", "PYRO_SSL_CLIENTCERT": str(cert), "PYRO_SSL_CLIENTKEY": str(key),
+           "PYRO_SSL_CACERTS": str(cert)}
+    script = textwrap.dedent("""
+        import os, subprocess, sys
+        from gensim.models.word2vec import LineSentence
+        from gensim.test.utils import datapath
+        from gensim_distw2v import LocalCluster, Word2Vec
+        corpus = list(LineSentence(datapath("lee_background.cor")))
+        with LocalCluster(n_workers=1) as cluster:
+            model = Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, vector_size=8, min_count=2, epochs=1)
+            print("trained", model.cluster_stats["raw_words"], flush=True)
+            # a process without the certificates cannot talk to this cluster
+            plain = {k: v for k, v in os.environ.items() if not k.startswith("PYRO_SSL")}
+            probe = ("import sys; from gensim_distw2v import Word2Vec; "
+                     "Word2Vec([['a', 'b']], min_count=1, distributed=True, ns_conf={'port': int(sys.argv[1])})")
+            done = subprocess.run([sys.executable, "-P", "-c", probe, str(cluster.ns_conf["port"])], env=plain,
+                                  capture_output=True, text=True, timeout=120)
+            print("plain client:", done.returncode, done.stderr.strip().splitlines()[-1], flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-P", "-c", script], env={**os.environ, **tls}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trained 59890" in done.stdout
+    assert "plain client: 1" in done.stdout and "ClusterError: no Pyro4 name server answers" in done.stdout
