@@ -32,7 +32,8 @@ def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
     transport.ClusterError
         No name server, or no dispatcher registered in it; the message says how to start it.
     """
-    host, port, _broadcast, _key = transport.ns_settings(ns_conf)
+    host, port, _broadcast, key = transport.ns_settings(ns_conf)
+    hmac_key = hmac_key or key  # the cluster's key, given in ns_conf
     uri = transport.lookup(ns_conf, transport.DISPATCHER_NAME)
     if uri is None:
         raise transport.ClusterError(
