@@ -62,6 +62,7 @@ class _Member:
     def __init__(self, name, uri, threads):
         self.name, self.uri, self.threads = name, uri, threads
         self.last_seen = time.monotonic()
+        self.connection = None  # the connection its hello and heartbeats come in on
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
         self.merge_seconds = 0.0
         self.leave_session()
@@ -162,6 +163,14 @@ class Dispatcher:
             member.leave_session()
         self.cond.notify_all()
 
+    def connection_closed(self, connection):
+        """A client connection closed: if it carried a worker's heartbeats, the worker is gone
+        (its process died, or it is reconnecting and will say hello again as a new worker)."""
+        with self.cond:
+            for name, member in list(self.members.items()):
+                if member.connection is connection:
+                    self._drop(name, "its heartbeat connection closed")
+
     def _watch(self):
         """Drop silent workers; abort sessions of silent clients."""
         while not self.stopped.wait(0.5):
@@ -228,6 +237,7 @@ class Dispatcher:
             if name in self.members:
                 self._drop(name, "it said hello again (restarted, or back after a network cut)")
             self.members[name] = _Member(name, uri, threads)
+            self.members[name].connection = transport.caller()
             logger.info("worker %s registered at %s with %i threads (%i workers)", name, uri, threads,
                         len(self.members))
             self.cond.notify_all()
@@ -265,6 +275,7 @@ class Dispatcher:
                 if member is None:
                     return {"hello": True}
                 member.last_seen = time.monotonic()
+                member.connection = transport.caller()
                 session = self.session
                 current = session.id if session is not None and session.state == "running" else None
                 remaining = deadline - time.monotonic()
@@ -580,7 +591,8 @@ def main(argv=None):
         key = transport.read_hmac_key(args.hmac_key_file)
         dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout)
         server = transport.Server(dispatcher, transport.DISPATCHER_NAME, host=args.host, port=args.port,
-                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key)
+                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
+                                  on_disconnect=dispatcher.connection_closed)
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     logger.info("gensim_distw2v.dispatcher ready at %s", server.uri)

@@ -161,6 +161,21 @@ def release(proxy):
         pass
 
 
+class _Daemon(Pyro4.Daemon):
+    """A daemon that tells its owner when a client connection closes."""
+
+    on_disconnect = None
+
+    def clientDisconnect(self, conn):  # noqa: N802 - Pyro4's hook
+        if self.on_disconnect is not None:
+            self.on_disconnect(conn)
+
+
+def caller():
+    """The connection the current remote call came in on (pass it back to compare in ``on_disconnect``)."""
+    return Pyro4.current_context.client
+
+
 class Server:
     """A Pyro4 daemon serving one object under one name in the name server.
 
@@ -178,15 +193,19 @@ class Server:
         Where the name server is.
     hmac_key : bytes, optional
         Key signing every message.
+    on_disconnect : callable, optional
+        Called with the connection (as :func:`caller` returned it during its calls) when a client
+        connection closes, for whatever reason: the client released it, died, or the network broke.
     """
 
-    def __init__(self, obj, name, host="127.0.0.1", port=0, ns_conf=None, hmac_key=None):
+    def __init__(self, obj, name, host="127.0.0.1", port=0, ns_conf=None, hmac_key=None, on_disconnect=None):
         hmac_key = as_key(hmac_key)
         check_bind(host, hmac_key)
         self.name, self.ns_conf = name, dict(ns_conf or {})
         if hmac_key and not self.ns_conf.get("hmac_key"):
             self.ns_conf["hmac_key"] = hmac_key
-        self.daemon = Pyro4.Daemon(host=host, port=port)
+        self.daemon = _Daemon(host=host, port=port)
+        self.daemon.on_disconnect = on_disconnect
         self.daemon._pyroHmacKey = hmac_key
         self.uri = str(self.daemon.register(obj, objectId=name))
         ns = locate_ns(self.ns_conf)
