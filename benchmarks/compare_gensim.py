@@ -43,7 +43,7 @@ def parse_args(argv=None):
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
     parser.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
-    parser.add_argument("--merge", default="sum", help="merge rule of the distributed runs")
+    parser.add_argument("--merge", default="damp", help="merge rule of the distributed runs (default damp)")
     parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K")
     parser.add_argument("--hold-back", type=float, default=0.1, help="hold-back share of the distributed runs")
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")

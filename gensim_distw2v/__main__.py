@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from gensim_distw2v.wire import MERGE_RULES as RULES
+
 logger = logging.getLogger("gensim_distw2v")
 
 
@@ -43,7 +45,7 @@ def build_parser():
     cluster.add_argument("--ns-host", help="use the running cluster whose name server is on this host")
     cluster.add_argument("--ns-port", type=int, help="... and this port (default 9090)")
     cluster.add_argument("--sync-words", type=int, help="words per worker between merges (default: by workers)")
-    cluster.add_argument("--merge", choices=("sum", "mean"), default="sum", help="merge rule (default sum)")
+    cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule (default damp)")
     cluster.add_argument("--hold-back", type=float, default=0.1,
                          help="share of its squared change a worker may keep back per routine merge (default 0.1)")
     cluster.add_argument("--no-cluster", action="store_true",

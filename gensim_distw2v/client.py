@@ -85,7 +85,7 @@ class DistributedTraining:
         Seconds to wait for a first worker before giving up.
     """
 
-    def __init__(self, model, ns_conf, sync_words=None, merge="sum", hold_back=0.1, wait_workers=30.0,
+    def __init__(self, model, ns_conf, sync_words=None, merge="damp", hold_back=0.1, wait_workers=30.0,
                  part_bytes=PART_BYTES):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")

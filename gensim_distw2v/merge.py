@@ -19,6 +19,14 @@ Rules (``merge=``):
     default, with ``sync_words`` derived from the number of workers by :func:`default_sync_words`.
     Workers send float16 deltas; the part lost to rounding stays in ``R - B`` and goes with the
     next round, so nothing is lost.
+``damp``
+    As ``sum`` for the output vectors (``syn1neg``, ``syn1``); for the input vectors (``syn0``) a
+    worker's delta is first reduced by what it repeats of the change it missed
+    (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against the pending change the
+    dispatcher keeps for the worker anyway): updates of a frequent word that several workers
+    made alike count once, updates that differ all count. Summing counts a frequent word's
+    common drift K times, which is where summed deltas lose quality (see DESIGN.md, step 5, and
+    README.rst for the measurements).
 ``mean``
     ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
     whatever the interval; kept as an option for comparison, never the default.
@@ -28,10 +36,15 @@ import threading
 import numpy as np
 
 from gensim_distw2v._inner import changed_rows
+from gensim_distw2v.wire import MERGE_RULES
 
 __all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
 
-RULES = ("sum", "mean")
+RULES = MERGE_RULES
+
+
+# Rows the ``damp`` rule damps, per matrix (vocabulary order: most frequent first); chosen by measurement
+DAMPED_ROWS = {"syn0": 2 ** 32, "syn1neg": 1000}
 
 
 def default_sync_words(n_workers):
@@ -120,18 +133,26 @@ class GlobalWeights:
         with self.lock:
             if worker not in self.pending:
                 raise ValueError(f"worker rank {worker} is not part of this session's merges")
-            scale = 1.0 if self.rule == "sum" else 1.0 / len(self.pending)
+            scale = 1.0 / len(self.pending) if self.rule == "mean" else 1.0
             for name, weights in self.weights.items():
                 rows, values = deltas.get(name, (None, None))
                 if rows is not None and len(rows):
                     rows = rows.astype(np.intp)
                     sent = values.astype(np.float32)
-                    update = sent * np.float32(scale) if scale != 1.0 else sent
+                    if self.rule == "damp" and name in DAMPED_ROWS:
+                        update = sent
+                        top = np.searchsorted(rows, DAMPED_ROWS[name])  # rows are increasing
+                        if top:
+                            update = sent.copy()
+                            update[:top] = damp_agreeing(sent[:top], *(part[rows[:top]] for part in
+                                                                     self.pending[worker][name]))
+                    else:
+                        update = sent * np.float32(scale) if scale != 1.0 else sent
                     weights[rows] += update
                     for other, matrices in self.pending.items():
                         if other != worker:
                             _add_pending(matrices[name], rows, update)
-                        elif scale != 1.0:
+                        elif update is not sent:
                             _add_pending(matrices[name], rows, update - sent)
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])
@@ -149,6 +170,39 @@ class GlobalWeights:
                 reply[name] = (fresh.astype(np.uint32), out)
             self.merges += 1
         return reply
+
+
+def damp_agreeing(delta, missed, missed_sq):
+    """A worker's delta, less what it repeats of the change it missed (AdaSum's pairwise rule, per row).
+
+    ``missed`` is what the other workers changed in these rows since this worker last received them:
+    both updates started from (about) the same weights. Where they agree (``missed . delta > 0``)
+    the result is ``AdaSum(missed, delta) - missed``: two equal updates count once, orthogonal ones
+    both, partly aligned ones in between; where they disagree or nothing was missed, ``delta`` as is.
+
+    Parameters
+    ----------
+    delta : numpy.ndarray
+        float32 (rows, dim): what the worker sends.
+    missed : numpy.ndarray
+        float32 (rows, dim): the others' change it has not received.
+    missed_sq : numpy.ndarray
+        float32 (rows,): squared norms of ``missed``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 (rows, dim): what to add to the global weights.
+    """
+    dot = np.einsum("ij,ij->i", missed, delta)
+    agree = np.flatnonzero(dot > 0)
+    if not len(agree):
+        return delta
+    out = delta.copy()
+    d, m, dot = delta[agree], missed[agree], dot[agree]
+    delta_sq = np.einsum("ij,ij->i", d, d)
+    out[agree] -= (dot / (2 * missed_sq[agree]))[:, None] * m + (dot / (2 * delta_sq))[:, None] * d
+    return out
 
 
 def _add_pending(pending, rows, update):

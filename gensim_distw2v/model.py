@@ -38,9 +38,11 @@ class Word2Vec(gensim.models.Word2Vec):
     sync_words : int, optional
         Words each worker trains between merges (default: derived from the number of workers,
         see :func:`gensim_distw2v.merge.default_sync_words`).
-    merge : {'sum', 'mean'}, optional
-        How the dispatcher merges the workers' updates (see :mod:`gensim_distw2v.merge`);
-        ``'mean'`` is plain model averaging, which trains like 1/K of the data.
+    merge : {'damp', 'sum', 'mean'}, optional
+        How the dispatcher merges the workers' updates (see :mod:`gensim_distw2v.merge`):
+        ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once
+        (input vectors, and the most frequent output vectors), ``'mean'`` is plain model
+        averaging, which trains like 1/K of the data.
     hold_back : float, optional
         Share of its squared change (the rows that changed least) a worker may keep back in a
         routine merge, to send later once grown (error feedback); 0 sends every changed row.
@@ -53,7 +55,7 @@ class Word2Vec(gensim.models.Word2Vec):
     # bytes per message part for arrays and merges (a class attribute: tests shrink it to force parts)
     _part_bytes = 16 * 1024 * 1024
 
-    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", hold_back=0.1,
+    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
                  cluster_timeout=30.0, **kwargs):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
@@ -139,7 +141,7 @@ class Word2Vec(gensim.models.Word2Vec):
             self.__dict__.update(extra)
 
     @classmethod
-    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="sum", hold_back=0.1,
+    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
              cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 

@@ -30,7 +30,7 @@ __all__ = [
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
 ARRAY_DTYPES = {"float32", "float16", "uint32", "uint8", "int64"}
-MERGE_RULES = ("sum", "mean")
+MERGE_RULES = ("sum", "damp", "mean")
 WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices, merged by the dispatcher
 STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
           "codes": "uint8", "code_offsets": "int64"}

@@ -330,7 +330,13 @@ class Worker:
                 proxy, self.session_wanted = None, None
                 continue
             self.session_wanted = beat.get("session")
-            if self.session_wanted and self.training is None and self.session_wanted not in self.trained_sessions:
+            old = self.training
+            if old is not None and old.sid != self.session_wanted:
+                # its session is over for the dispatcher; it may still be blocked in a call on a dead
+                # connection (after a network cut): stop it and do not wait for it
+                old.stop.set()
+                old = None
+            if self.session_wanted and old is None and self.session_wanted not in self.trained_sessions:
                 self.training = _Training(self, self.session_wanted, None)
                 threading.Thread(target=self._run_session, args=(self.training,), daemon=True,
                                  name="session").start()
@@ -355,7 +361,8 @@ class Worker:
             training.stop.set()
             transport.release(training.proxy)
             self.trained_sessions.append(training.sid)
-            self.training = None
+            if self.training is training:  # a newer session may have started meanwhile
+                self.training = None
 
 
 def main(argv=None):

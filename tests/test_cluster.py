@@ -156,10 +156,19 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     assert np.abs(reference.syn1 - solo.syn1).max() <= 1e-6
 
 
-def test_two_workers_mean_rule(three_workers, lee_corpus):
-    ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, merge="mean", sync_words=5000,
-                    **{**SMALL, "sg": 1})
-    assert np.isfinite(ours.wv.vectors).all() and ours.cluster_stats["merges"] > 3
+def test_merge_rules_through_three_workers(three_workers, lee_corpus):
+    """mean scales every update by 1/K, damp counts agreeing input-vector updates once, sum counts all:
+    the frequent words' input vectors move least under mean and most under sum."""
+    moved = {}
+    for rule in ("mean", "damp", "sum"):
+        ours = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, merge=rule, sync_words=5000,
+                        **{**SMALL, "sg": 1})
+        ours.build_vocab(lee_corpus)
+        start = ours.wv.vectors.copy()
+        ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=ours.epochs)
+        assert np.isfinite(ours.wv.vectors).all() and ours.cluster_stats["merges"] > 3
+        moved[rule] = float(np.linalg.norm(ours.wv.vectors[:50] - start[:50]))
+    assert moved["mean"] < moved["damp"] < moved["sum"], moved
 
 
 def test_workers_started_after_the_dispatcher_join(lee_corpus):

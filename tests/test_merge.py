@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from gensim_distw2v import merge
 from gensim_distw2v.merge import GlobalWeights, Replica, default_sync_words, row_ranges
 
 V, D = 50, 4
@@ -159,3 +160,40 @@ def test_changed_rows_finds_exactly_the_changed_rows():
         changed_rows(replica, base, 3, 9)
     with pytest.raises(ValueError):
         changed_rows(replica.astype(np.float64), base, 0, 6)
+
+
+def test_damp_counts_agreeing_deltas_once_and_sums_the_rest(monkeypatch):
+    monkeypatch.setitem(merge.DAMPED_ROWS, "syn1neg", 3)  # output vectors: only the 3 most frequent are damped
+    init, g, (a, b) = cluster(2, rule="damp")
+    rows = np.array([1, 2, 3, 4])
+    step = np.zeros((V, D), np.float32)
+    step[1] = [0.1, 0, 0, 0]   # both workers make the same update: it counts once
+    step[2] = [0.1, 0, 0, 0]   # orthogonal updates (b's differs): both count
+    step[3] = [0.1, 0, 0, 0]   # opposite updates: both count (they cancel, as summed)
+    step[4] = [0.1, 0, 0, 0]   # half aligned: in between
+    other = step.copy()
+    other[2] = [0, 0.1, 0, 0]
+    other[3] = [-0.1, 0, 0, 0]
+    other[4] = [0.1, 0.1, 0, 0]
+    for replica, change in ((a, step), (b, other)):
+        for name in replica.replica:
+            replica.replica[name][rows] += change[rows]
+    merge_round(a, g, 0)
+    merge_round(b, g, 1)
+    got = g.weights["syn0"] - init["syn0"]
+    np.testing.assert_allclose(got[1], step[1], atol=1e-6)
+    np.testing.assert_allclose(got[2], step[2] + other[2], atol=1e-6)
+    np.testing.assert_allclose(got[3], 0, atol=1e-6)
+    dot = float(step[4] @ other[4])
+    expected = step[4] + other[4] - dot * (step[4] / (2 * step[4] @ step[4]) + other[4] / (2 * other[4] @ other[4]))
+    np.testing.assert_allclose(got[4], expected, atol=1e-6)  # AdaSum of the two
+    # output vectors: damped alike in the top rows, summed beyond
+    out = g.weights["syn1neg"] - init["syn1neg"]
+    np.testing.assert_allclose(out[1:3], got[1:3], atol=1e-6)
+    np.testing.assert_allclose(out[3:5], step[3:5] + other[3:5], atol=1e-6)
+    # the worker whose delta was damped is brought to the global weights by the reply, the other next round
+    np.testing.assert_allclose(b.replica["syn0"], g.weights["syn0"], atol=1e-6)
+    merge_round(a, g, 0)
+    for name in init:
+        np.testing.assert_allclose(a.replica[name], g.weights[name], atol=1e-6)
+        np.testing.assert_array_equal(a.base[name], g.weights[name])

@@ -120,7 +120,7 @@ def test_worker_behind_a_cut_link(namespaces, tmp_path):
         ip("-n", namespaces["b"], "link", "set", namespaces["dev_b"], "up")  # restored: b comes back as new
         dispatcher.wait_for(rf"worker {name_b} registered", timeout=120, start=mark)
         second = driver.wait_for(r"second run: raw words (\d+) expected (\d+) workers training (\d+)", timeout=180)
-        assert second.group(1) == second.group(2) and second.group(3) == "2"
+        assert second.group(1) == second.group(2) and second.group(3) == "2", "\n".join(worker_b.lines[-30:])
     finally:
         for proc in reversed(procs):
             proc.stop()
