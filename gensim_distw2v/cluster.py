@@ -134,6 +134,8 @@ class LocalCluster:
         Trainer threads in each worker.
     worker_timeout : float
         The dispatcher drops a worker silent for this long.
+    client_timeout : float
+        The dispatcher aborts the session of a client silent for this long.
     hmac_key : str or bytes, optional
         Sign every message with this key (given to the processes through the environment).
 
@@ -145,11 +147,11 @@ class LocalCluster:
         ``nameserver``, ``dispatcher``, ``worker-0``...
     """
 
-    def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None):
+    def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None, client_timeout=120.0):
         if n_workers < 0 or threads_per_worker < 1:
             raise ValueError("n_workers must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker = n_workers, threads_per_worker
-        self.worker_timeout = worker_timeout
+        self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
         self.hmac_key = transport.as_key(hmac_key)
         self.processes = {}
         self.ns_conf = None
@@ -206,7 +208,8 @@ class LocalCluster:
         if old is not None and old.alive():
             raise RuntimeError("the dispatcher is still running: stop or kill it first")
         self._start("dispatcher", ["-m", "gensim_distw2v.dispatcher", "--ns-port", str(self.ns_conf["port"]),
-                                   "--worker-timeout", str(self.worker_timeout)],
+                                   "--worker-timeout", str(self.worker_timeout),
+                                   "--client-timeout", str(self.client_timeout)],
                     r"gensim_distw2v\.dispatcher ready at")
 
     def add_worker(self, wait=True):

@@ -2,6 +2,7 @@
 import logging
 import sys
 
+import numpy as np
 import pytest
 
 import gensim_distw2v
@@ -72,3 +73,22 @@ def test_wrong_hmac_key_is_refused(lee_corpus):
             with pytest.raises(transport.ClusterError, match="no Pyro4 name server answers.*hmac"):
                 Word2Vec(lee_corpus, distributed=True, ns_conf=conf, **PARAMS)
         still_serves(cluster, lee_corpus)
+
+
+def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
+    from gensim_distw2v.client import find_dispatcher
+    from gensim_distw2v.jobs import Job
+    from gensim_distw2v import wire
+
+    model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    proxy = find_dispatcher(cluster.ns_conf)
+    old = "0" * 32  # no such session (any finished one looks the same to the dispatcher)
+    job = wire.pack_job(0, 0, Job(indices=np.array([1, 2], dtype=np.uint32), offsets=np.array([0, 2], dtype=np.int64),
+                                  alpha=0.025, raw_words=2, examples=1))
+    for call, args in ((proxy.put_jobs, (old, [job])), (proxy.progress, (old,)), (proxy.end_epoch, (old, 0)),
+                       (proxy.download, (old, "syn0", 0, 1))):
+        with pytest.raises(ValueError, match="session"):
+            call(*args)
+    transport.release(proxy)
+    still_serves(cluster, lee_corpus)
+    assert model.cluster_stats["raw_words"] > 0

@@ -3,8 +3,12 @@
 Each test waits on the cluster's own state (the dispatcher's ``status()`` and its log lines) before it
 breaks something, so the failure lands mid-epoch with jobs in flight, never on a timer.
 """
+import _thread
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -150,3 +154,53 @@ def test_dead_dispatcher_gives_a_clear_error_and_a_new_one_serves(corpus):
         counts = model.train(corpus, total_examples=model.corpus_count, epochs=1)
         assert counts[1] == expected_words(corpus, 1)
         assert len(model.cluster_stats["workers"]) == 2
+
+
+def test_ctrl_c_in_the_client_ends_the_session_and_the_next_train_works(corpus):
+    with LocalCluster(n_workers=2, worker_timeout=TIMEOUT) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        model.build_vocab(corpus)
+        probe = find_dispatcher(cluster.ns_conf)
+
+        def interrupt():  # Ctrl-C, once both workers train
+            wait_until("rank 1 to train", lambda: busy_worker(probe, 1))
+            _thread.interrupt_main()
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            model.train(corpus, total_examples=model.corpus_count, epochs=3)
+        cluster.processes["dispatcher"].wait_for(r"session \S+ closed \(running\)", timeout=10)
+        assert probe.status()["session"] is None
+        counts = model.train(corpus[:300], total_examples=300, epochs=1)
+        assert counts[1] == expected_words(corpus[:300], 1)
+        transport.release(probe)
+
+
+def test_a_dead_clients_session_times_out_and_the_next_client_trains(corpus, tmp_path):
+    """kill -9 of a client mid-training: the dispatcher aborts its session after client_timeout."""
+    with LocalCluster(n_workers=2, worker_timeout=TIMEOUT, client_timeout=3.0) as cluster:
+        script = tmp_path / "client.py"
+        script.write_text(textwrap.dedent(f"""
+            from gensim.models.word2vec import LineSentence
+            from gensim.test.utils import datapath
+            from gensim_distw2v import Word2Vec
+            corpus = list(LineSentence(datapath("lee_background.cor"))) * 30
+            Word2Vec(corpus, distributed=True, ns_conf={{"port": {cluster.ns_conf["port"]}}}, epochs=5,
+                     vector_size=16, min_count=2, sg=1, workers=1)
+        """))
+        client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, env=cluster._env())
+        try:
+            probe = find_dispatcher(cluster.ns_conf)
+            wait_until("the client's workers to train", lambda: busy_worker(probe, 1))
+            client.kill()
+            client.wait()
+            killed = time.monotonic()
+            cluster.processes["dispatcher"].wait_for(r"WARNING .*session \S+ aborted: no word from its client",
+                                                     timeout=20)
+            assert time.monotonic() - killed < 3.0 + 5
+            model = Word2Vec(corpus[:300], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+            assert model.cluster_stats["raw_words"] == expected_words(corpus[:300], PARAMS.get("epochs", 5))
+            transport.release(probe)
+        finally:
+            client.kill()
