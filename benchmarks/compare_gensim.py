@@ -147,6 +147,18 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
     print(json.dumps(result))
 
 
+def head(source, target, max_words):
+    """Copy the first lines of ``source`` to ``target``, up to ``max_words`` words; return the word count."""
+    words = 0
+    with open(source, encoding="utf8") as fin, open(target, "w", encoding="utf8") as fout:
+        for line in fin:
+            if words >= max_words:
+                break
+            words += len(line.split())
+            fout.write(line)
+    return words
+
+
 def prepare(args, workdir):
     """Cut the corpus to --max-words, build the vocabulary once (saved for the runs)."""
     import gensim.models
@@ -154,13 +166,8 @@ def prepare(args, workdir):
 
     corpus_path = args.corpus
     if args.max_words:
-        corpus_path, words = os.path.join(workdir, "corpus.txt"), 0
-        with open(args.corpus, encoding="utf8") as fin, open(corpus_path, "w", encoding="utf8") as fout:
-            for line in fin:
-                if words >= args.max_words:
-                    break
-                words += len(line.split())
-                fout.write(line)
+        corpus_path = os.path.join(workdir, "corpus.txt")
+        head(args.corpus, corpus_path, args.max_words)
     model = gensim.models.Word2Vec(vector_size=args.vector_size, min_count=args.min_count)
     model.build_vocab(LineSentence(corpus_path))
     vocab_path = os.path.join(workdir, "vocab.model")

@@ -102,14 +102,12 @@ def main():
     if args._one:
         run_one(args, *args._one)
         return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compare_gensim import head
+
     with tempfile.TemporaryDirectory() as workdir:
-        corpus_path, words = os.path.join(workdir, "corpus.txt"), 0
-        with open(args.corpus, encoding="utf8") as fin, open(corpus_path, "w", encoding="utf8") as fout:
-            for line in fin:
-                if words >= args.max_words:
-                    break
-                words += len(line.split())
-                fout.write(line)
+        corpus_path = os.path.join(workdir, "corpus.txt")
+        words = head(args.corpus, corpus_path, args.max_words)
         runs = {"clean": [], "faulty": []}
         for repeat in range(args.repeats):
             for kind in ("clean", "faulty"):  # interleaved: the machine's drift hits both alike
