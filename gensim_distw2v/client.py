@@ -196,9 +196,9 @@ class DistributedTraining:
             dispatcher._pyroTimeout = 2.0  # it may hang: do not wait long to close the session
             raise transport.ClusterError(
                 f"lost the dispatcher during training ({type(err).__name__}: {err}); this train() call did not "
-                f"finish and the model keeps the weights it had before it (or at the last epoch end, with callbacks). Once a dispatcher runs again (python -m "
-                f"gensim_distw2v.dispatcher --ns-host {host} --ns-port {port}), the workers rejoin it by themselves: "
-                f"call train() again") from None
+                f"finish and the model keeps the weights it had before it (or at the last epoch end, with "
+                f"callbacks). Once a dispatcher runs again (python -m gensim_distw2v.dispatcher --ns-host {host} "
+                f"--ns-port {port}), the workers rejoin it by themselves: call train() again") from None
         finally:
             if sid is not None:
                 try:

@@ -415,7 +415,8 @@ class Dispatcher:
         dict
             ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
             ``queued``, ``in_flight``, ``loss``, ``merges``, ``workers`` (name -> raw words, merge
-            rounds, bytes up, bytes down, seconds in merge rounds), ``no_workers_for`` (seconds without any worker, or None).
+            rounds, bytes up, bytes down, seconds in merge rounds), ``no_workers_for`` (seconds
+            without any worker, or None).
         """
         with self.cond:
             session = self._session(sid)

@@ -6,8 +6,9 @@ a worker: ``R = B + what this worker trained and has not sent yet``. A merge rou
 the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed with their
 delta ``R - B`` (and advances ``B`` by exactly what it sent), the dispatcher folds the delta into
 ``G`` with the session's rule and answers with the change *other* workers made to the range
-since this worker last received it, which the worker adds to both ``R`` and ``B``. Both ways, the rows that changed least may be held back for a later
-round (error feedback: nothing is lost, it only arrives later).
+since this worker last received it, which the worker adds to both ``R`` and ``B``. Both ways,
+the rows that changed least may be held back for a later round (error feedback: nothing is
+lost, it only arrives later).
 
 Rules (``merge=``):
 
@@ -15,13 +16,14 @@ Rules (``merge=``):
     ``G += delta``: every worker's update is applied, as a parameter server applying every
     push (Hogwild across nodes). Matches gensim's quality while the merge interval is short:
     measured (DESIGN.md, step 5), it holds only while merges are frequent (100 k words per
-    worker at K=2, 10 k at K=4, 3 k at K=8); beyond that the most frequent rows blow up. The
-    default, with ``sync_words`` derived from the number of workers by :func:`default_sync_words`.
-    Workers send float16 deltas; the part lost to rounding stays in ``R - B`` and goes with the
-    next round, so nothing is lost.
-``damp``
-    As ``sum`` for the output vectors (``syn1neg``, ``syn1``); for the input vectors (``syn0``) a
-    worker's delta is first reduced by what it repeats of the change it missed
+    worker at K=2, 10 k at K=4, 3 k at K=8); beyond that the most frequent rows blow up, and on
+    devmix at K=4 it loses simlex even at 2.5 k. ``sync_words`` is derived from the number of
+    workers by :func:`default_sync_words`. Workers send float16 deltas; the part lost to
+    rounding stays in ``R - B`` and goes with the next round, so nothing is lost.
+``damp`` (the default)
+    As ``sum``, except on the rows of :data:`DAMPED_ROWS` (every input vector, ``syn0``, and the
+    1,000 most frequent output vectors, ``syn1neg``; ``syn1`` is summed): there a worker's delta
+    is first reduced by what it repeats of the change it missed
     (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against the pending change the
     dispatcher keeps for the worker anyway): updates of a frequent word that several workers
     made alike count once, updates that differ all count. Summing counts a frequent word's
