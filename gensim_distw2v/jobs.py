@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gensim_distw2v._encode import encode_sentences  # compiled: the client's per-token lookups
+
 __all__ = ["Job", "encode_sentences", "next_alpha", "iter_epoch_jobs"]
 
 
@@ -20,28 +22,6 @@ class Job(NamedTuple):
     alpha: float  #: learning rate of the whole job
     raw_words: int  #: tokens before dropping out-of-vocabulary words (gensim's raw word count)
     examples: int  #: sentences in the job
-
-
-def encode_sentences(sentences, key_to_index):
-    """Encode sentences into ``(indices, offsets)``, dropping out-of-vocabulary tokens.
-
-    Parameters
-    ----------
-    sentences : list of list of str
-        The job's sentences.
-    key_to_index : dict of (str, int)
-        gensim's ``wv.key_to_index``.
-
-    Returns
-    -------
-    (numpy.ndarray, numpy.ndarray)
-        uint32 indices and int64 offsets (``len(sentences) + 1`` entries).
-    """
-    flat, offsets = [], [0]
-    for sentence in sentences:
-        flat.extend([key_to_index[token] for token in sentence if token in key_to_index])
-        offsets.append(len(flat))
-    return np.array(flat, dtype=np.uint32), np.array(offsets, dtype=np.int64)
 
 
 def next_alpha(start_alpha, end_alpha, cur_epoch, epochs, epoch_progress):

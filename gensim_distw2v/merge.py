@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._inner import changed_rows
+from gensim_distw2v._rows import add_rows, changed_rows, from_half, row_diff, to_half
 from gensim_distw2v.wire import MERGE_RULES
 
 __all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
@@ -139,23 +139,27 @@ class GlobalWeights:
             for name, weights in self.weights.items():
                 rows, values = deltas.get(name, (None, None))
                 if rows is not None and len(rows):
-                    rows = rows.astype(np.intp)
-                    sent = values.astype(np.float32)
+                    rows = np.ascontiguousarray(rows, dtype=np.uint32)
+                    sent = from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
+                    update, own_scale = sent, 0.0  # own pending += own_scale * sent, besides damping
                     if self.rule == "damp" and name in DAMPED_ROWS:
-                        update = sent
                         top = np.searchsorted(rows, DAMPED_ROWS[name])  # rows are increasing
                         if top:
                             update = sent.copy()
                             update[:top] = damp_agreeing(sent[:top], *(part[rows[:top]] for part in
                                                                      self.pending[worker][name]))
-                    else:
-                        update = sent * np.float32(scale) if scale != 1.0 else sent
-                    weights[rows] += update
+                    elif scale != 1.0:
+                        own_scale = scale - 1.0  # averaging scaled the worker's own update
+                    add_rows(weights, rows, update, scale)
                     for other, matrices in self.pending.items():
                         if other != worker:
-                            _add_pending(matrices[name], rows, update)
-                        elif update is not sent:
-                            _add_pending(matrices[name], rows, update - sent)
+                            other_change, other_mass = matrices[name]
+                            add_rows(other_change, rows, update, scale, other_mass)
+                    change, mass = self.pending[worker][name]
+                    if update is not sent:
+                        add_rows(change, rows, update - sent, 1.0, mass)
+                    elif own_scale:
+                        add_rows(change, rows, sent, own_scale, mass)
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])
                 if hold_back > 0 and len(fresh) > 1:
@@ -163,13 +167,13 @@ class GlobalWeights:
                     order = np.argsort(masses)
                     small = np.cumsum(masses[order]) <= hold_back * masses.sum()
                     fresh = np.sort(fresh[order[~small]])
-                fresh += lo
-                out = change[fresh]
+                fresh = (fresh + lo).astype(np.uint32)
+                out = sent_back = change[fresh]
                 if not exact and (not len(out) or np.abs(out).max() < np.finfo(np.float16).max / 2):
-                    out = out.astype(np.float16)
-                change[fresh] -= out.astype(np.float32, copy=False)
-                mass[fresh] = np.einsum("ij,ij->i", change[fresh], change[fresh])
-                reply[name] = (fresh.astype(np.uint32), out)
+                    out = to_half(out)
+                    sent_back = from_half(out)
+                add_rows(change, fresh, sent_back, -1.0, mass)
+                reply[name] = (fresh, out)
             self.merges += 1
         return reply
 
@@ -205,12 +209,6 @@ def damp_agreeing(delta, missed, missed_sq):
     delta_sq = np.einsum("ij,ij->i", d, d)
     out[agree] -= (dot / (2 * missed_sq[agree]))[:, None] * m + (dot / (2 * delta_sq))[:, None] * d
     return out
-
-
-def _add_pending(pending, rows, update):
-    change, mass = pending
-    change[rows] += update
-    mass[rows] = np.einsum("ij,ij->i", change[rows], change[rows])
 
 
 class Replica:
@@ -258,13 +256,13 @@ class Replica:
                 order = np.argsort(norms)  # smallest first
                 small = np.cumsum(norms[order]) <= hold_back * norms.sum()
                 changed = changed[np.sort(order[~small])]
-            rows = changed.astype(np.intp)
-            delta = replica[rows] - base[rows]
+            delta = sent = row_diff(replica, base, changed)
             if dtype != np.float32 and (not len(delta) or np.abs(delta).max() < np.finfo(dtype).max / 2):
-                delta = delta.astype(dtype)  # else: too large for dtype, send float32
+                delta = to_half(delta)  # else: too large for float16, send float32
+                sent = from_half(delta)
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.
-            base[rows] += delta.astype(np.float32, copy=False)
+            add_rows(base, changed, sent)
             out[name] = (changed, delta)
         return out
 
@@ -273,7 +271,7 @@ class Replica:
         for name, (rows, values) in reply.items():
             if not len(rows):
                 continue
-            rows = rows.astype(np.intp)
-            values = values.astype(np.float32, copy=False)
-            self.replica[name][rows] += values
-            self.base[name][rows] += values
+            rows = np.ascontiguousarray(rows, dtype=np.uint32)
+            values = from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
+            add_rows(self.replica[name], rows, values)
+            add_rows(self.base[name], rows, values)

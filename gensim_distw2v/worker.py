@@ -52,6 +52,8 @@ class _Training:
         self.words_since_merge = 0
         self.loss = 0.0
         self.merge_seconds = 0.0
+        self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
+        self.trained_words = 0
         self.busy = 0
         self.error = None
         self.drained = None  # the epoch the dispatcher says is fully handed out, once our queue is empty
@@ -91,6 +93,9 @@ class _Training:
                 self.lock.notify_all()
             for thread in threads:
                 thread.join()
+            logger.info("left session %s: trained %i words in %.1f s of kernel CPU (%.0f words/s per thread); "
+                        "merge rounds took %.1f s of CPU", self.sid, self.trained_words, self.train_cpu,
+                        self.trained_words / max(self.train_cpu, 1e-9), self.merge_cpu)
 
     def _rng(self, config, thread):
         """Rank 0's first thread continues the client's random stream (so 1 worker x 1 thread
@@ -133,11 +138,14 @@ class _Training:
                 job_id, _epoch, alpha, indices, offsets, raw, _examples = wire.unpack_job(msg, vocab)
                 with self.lock:
                     self.busy += 1
+                cpu = time.thread_time()
                 try:
                     effective, loss = self.trainer.train_job(indices, offsets, alpha, rng, self.compute_loss)
                 finally:
+                    cpu = time.thread_time() - cpu
                     with self.lock:
                         self.busy -= 1
+                        self.train_cpu += cpu
             except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
                 logger.exception("trainer thread %i failed on a job", thread)
                 self.error = err
@@ -146,6 +154,7 @@ class _Training:
             with self.lock:
                 self.done.append([job_id, effective])
                 self.words_since_merge += raw
+                self.trained_words += raw
                 self.loss += loss
                 self.lock.notify_all()
 
@@ -207,7 +216,7 @@ class _Training:
         With ``flush_epoch`` the round sends everything (no hold-back, float32) and tells the
         dispatcher this worker has nothing left of that epoch.
         """
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         with self.lock:
             jobs, self.done = self.done, []
             loss, self.loss = self.loss, 0.0
@@ -237,6 +246,7 @@ class _Training:
                 got[name] = (rows, values)
             self.replica.take_in(got)
         self.merge_seconds += time.perf_counter() - began
+        self.merge_cpu += time.thread_time() - cpu
 
 
 class Worker:

@@ -158,7 +158,9 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
 
 def test_merge_rules_through_three_workers(three_workers, lee_corpus):
     """mean scales every update by 1/K, damp counts agreeing input-vector updates once, sum counts all:
-    the frequent words' input vectors move least under mean and most under sum."""
+    the frequent words' input vectors move most under sum. (mean and damp come close when the three
+    workers' updates of a frequent word all agree - three thirds against one - so their order is left
+    to the unit tests of the rules.)"""
     moved = {}
     for rule in ("mean", "damp", "sum"):
         ours = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, merge=rule, sync_words=5000,
@@ -168,7 +170,7 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
         ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=ours.epochs)
         assert np.isfinite(ours.wv.vectors).all() and ours.cluster_stats["merges"] > 3
         moved[rule] = float(np.linalg.norm(ours.wv.vectors[:50] - start[:50]))
-    assert moved["mean"] < moved["damp"] < moved["sum"], moved
+    assert moved["mean"] < 0.8 * moved["sum"] and moved["damp"] < moved["sum"], moved
 
 
 def test_workers_started_after_the_dispatcher_join(lee_corpus):

@@ -236,3 +236,18 @@ def test_bad_parameters_are_refused(small_model, params, message):
 def test_model_without_vocabulary_is_refused():
     with pytest.raises(RuntimeError, match="build vocabulary"):
         trainer_for_model(gensim.models.Word2Vec(vector_size=8))
+
+
+def test_encoder_matches_dictionary_lookups():
+    from gensim_distw2v.jobs import encode_sentences
+
+    vocab = {"a": 0, "b": 7, "ü": 3, 5: 2}
+    sentences = [["a", "x", "b"], [], ("ü", "a"), ["zz"], iter(["b", 5, "b"])]
+    indices, offsets = encode_sentences(sentences, vocab)
+    assert indices.dtype == np.uint32 and offsets.dtype == np.int64
+    assert indices.tolist() == [0, 7, 3, 0, 7, 2, 7]
+    assert offsets.tolist() == [0, 2, 2, 4, 4, 7]
+    indices, offsets = encode_sentences([], vocab)
+    assert indices.tolist() == [] and offsets.tolist() == [0]
+    with pytest.raises(TypeError):
+        encode_sentences([[["unhashable"]]], vocab)

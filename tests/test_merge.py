@@ -145,7 +145,7 @@ def test_default_sync_words_shrinks_faster_than_one_over_k():
 
 
 def test_changed_rows_finds_exactly_the_changed_rows():
-    from gensim_distw2v._inner import changed_rows
+    from gensim_distw2v._rows import changed_rows
 
     base = np.zeros((6, 3), np.float32)
     replica = base.copy()
@@ -197,3 +197,50 @@ def test_damp_counts_agreeing_deltas_once_and_sums_the_rest(monkeypatch):
     for name in init:
         np.testing.assert_allclose(a.replica[name], g.weights[name], atol=1e-6)
         np.testing.assert_array_equal(a.base[name], g.weights[name])
+
+
+def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
+    from gensim_distw2v._rows import add_rows, row_diff
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((50, 7), dtype=np.float32)
+    b = rng.standard_normal((50, 7), dtype=np.float32)
+    rows = np.array([0, 3, 17, 49], dtype=np.uint32)
+    np.testing.assert_array_equal(row_diff(a, b, rows), a[rows] - b[rows])
+    values = rng.standard_normal((4, 7), dtype=np.float32)
+    expected = a.copy()
+    expected[rows] += np.float32(-0.5) * values
+    norms = np.zeros(50, np.float32)
+    add_rows(a, rows, values, -0.5, norms)
+    np.testing.assert_array_equal(a, expected)
+    np.testing.assert_allclose(norms[rows], (expected[rows] ** 2).sum(1), rtol=1e-5)
+    assert not norms[np.setdiff1d(np.arange(50), rows)].any()
+    tiny = np.zeros((1, 7), np.float32)
+    tiny[0, 0] = 1e-30  # its square underflows float32: the norm must still say "changed"
+    b[5] = 0
+    add_rows(b, np.array([5], np.uint32), tiny, 1.0, norms)
+    assert norms[5] > 0
+    with pytest.raises(ValueError, match="row 50 is outside"):
+        add_rows(a, np.array([1, 50], np.uint32), values[:2])
+    with pytest.raises(ValueError, match="row 99 is outside"):
+        row_diff(a, b, np.array([99], np.uint32))
+    with pytest.raises(ValueError, match="values must have shape"):
+        add_rows(a, rows, values[:3])
+    with pytest.raises(ValueError, match="norms must have"):
+        add_rows(a, rows, values, 1.0, norms[:10])
+
+
+def test_half_conversion_is_numpys_bit_for_bit():
+    from gensim_distw2v._rows import from_half, to_half
+
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.standard_normal(1001).astype(np.float32) * scale for scale in (1e-9, 1e-6, 1e-3, 1, 1e3)])
+    values = np.concatenate([values, np.float32([0, -0.0, 6.1e-5, 5.96e-8, 2.98e-8, 65504, 65520, 1e6, -1e6])])[::-1]  # edge values kept
+    values = values[:5013].reshape(-1, 3)  # 2-D, as deltas are
+    half = to_half(values)
+    assert half.dtype == np.float16 and half.shape == values.shape
+    np.testing.assert_array_equal(half.view(np.uint16), values.astype(np.float16).view(np.uint16))
+    back = from_half(half)
+    assert back.dtype == np.float32
+    np.testing.assert_array_equal(back, half.astype(np.float32))
+    assert to_half(np.zeros((0, 4), np.float32)).shape == (0, 4)

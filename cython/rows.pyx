@@ -1,0 +1,182 @@
+# cython: language_level=3
+# cython: boundscheck=False
+# cython: wraparound=False
+# cython: cdivision=True
+"""Row arithmetic of the merge protocol, one pass per call and without the GIL.
+
+A merge round touches a few thousand rows of each matrix on the worker (which rows changed,
+their deltas, advancing the base) and, on the dispatcher, the global weights and one pending
+array per worker. numpy does each step as a gather, a temporary and a scatter, with the GIL
+held; these loops do it in place, so training threads (and the dispatcher's other calls) go
+on meanwhile. The callers (:mod:`gensim_distw2v.merge`) check shapes and ranges; the functions
+here check them again and raise ``ValueError`` rather than touch memory they do not own.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+
+def changed_rows(const float[:, ::1] replica, const float[:, ::1] base, Py_ssize_t lo, Py_ssize_t hi):
+    """Rows of ``[lo, hi)`` where ``replica`` differs from ``base``, and their squared change.
+
+    Parameters
+    ----------
+    replica, base : numpy.ndarray of float32, C-contiguous, same shape
+        The worker's replica ``R`` and base ``B``.
+    lo, hi : int
+        Row range, ``0 <= lo <= hi <= len(replica)``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        The changed rows (uint32, increasing) and ``sum((R - B)**2)`` of each (float64).
+    """
+    if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
+        raise ValueError(f"replica and base must have the same shape, got ({replica.shape[0]}, {replica.shape[1]}) "
+                         f"and ({base.shape[0]}, {base.shape[1]})")
+    if not 0 <= lo <= hi <= replica.shape[0]:
+        raise ValueError(f"rows [{lo}, {hi}) are outside [0, {replica.shape[0]})")
+    rows = np.empty(hi - lo, dtype=np.uint32)
+    norms = np.empty(hi - lo, dtype=np.float64)
+    cdef cnp.uint32_t[::1] rows_view = rows
+    cdef double[::1] norms_view = norms
+    cdef Py_ssize_t r, j, n = 0, width = replica.shape[1]
+    cdef double total, d
+    cdef bint differs
+    with nogil:
+        for r in range(lo, hi):
+            total = 0.0
+            differs = False
+            for j in range(width):
+                if replica[r, j] != base[r, j]:
+                    differs = True
+                    d = <double>replica[r, j] - <double>base[r, j]
+                    total += d * d
+            if differs:
+                rows_view[n] = <cnp.uint32_t>r
+                norms_view[n] = total
+                n += 1
+    return rows[:n], norms[:n]
+
+
+cdef int _check_rows(const cnp.uint32_t[::1] rows, Py_ssize_t n_rows) except -1:
+    cdef Py_ssize_t i
+    cdef cnp.uint32_t bad = 0
+    cdef bint out = False
+    with nogil:
+        for i in range(rows.shape[0]):
+            if rows[i] >= n_rows:
+                out, bad = True, rows[i]
+                break
+    if out:
+        raise ValueError(f"row {bad} is outside [0, {n_rows})")
+    return 0
+
+
+def row_diff(const float[:, ::1] a, const float[:, ::1] b, const cnp.uint32_t[::1] rows):
+    """``a[rows] - b[rows]`` as a new float32 array, in one pass.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray of float32, C-contiguous, same shape
+    rows : numpy.ndarray of uint32
+        Rows of ``a`` and ``b``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, ``(len(rows), a.shape[1])``.
+    """
+    if a.shape[0] != b.shape[0] or a.shape[1] != b.shape[1]:
+        raise ValueError("a and b must have the same shape")
+    _check_rows(rows, a.shape[0])
+    out = np.empty((rows.shape[0], a.shape[1]), dtype=np.float32)
+    cdef float[:, ::1] out_view = out
+    cdef Py_ssize_t i, j, r, width = a.shape[1]
+    with nogil:
+        for i in range(rows.shape[0]):
+            r = rows[i]
+            for j in range(width):
+                out_view[i, j] = a[r, j] - b[r, j]
+    return out
+
+
+def add_rows(float[:, ::1] matrix, const cnp.uint32_t[::1] rows, const float[:, ::1] values, float scale=1.0,
+             float[::1] norms=None):
+    """``matrix[rows] += scale * values`` in place; with ``norms``, also ``norms[rows] = |matrix[rows]|**2``.
+
+    Parameters
+    ----------
+    matrix : numpy.ndarray of float32, C-contiguous
+        Updated in place.
+    rows : numpy.ndarray of uint32
+        Distinct rows of ``matrix`` (a repeated row is added to twice).
+    values : numpy.ndarray of float32, C-contiguous, ``(len(rows), matrix.shape[1])``
+    scale : float
+    norms : numpy.ndarray of float32, optional
+        ``len(matrix)`` squared row norms, kept up to date for the rows touched.
+    """
+    if values.shape[0] != rows.shape[0] or values.shape[1] != matrix.shape[1]:
+        raise ValueError(f"values must have shape ({rows.shape[0]}, {matrix.shape[1]}), "
+                         f"got ({values.shape[0]}, {values.shape[1]})")
+    if norms is not None and norms.shape[0] != matrix.shape[0]:
+        raise ValueError(f"norms must have {matrix.shape[0]} entries, got {norms.shape[0]}")
+    _check_rows(rows, matrix.shape[0])
+    cdef Py_ssize_t i, j, r, width = matrix.shape[1]
+    cdef bint with_norms = norms is not None
+    cdef float x
+    cdef double total
+    with nogil:
+        for i in range(rows.shape[0]):
+            r = rows[i]
+            total = 0.0
+            for j in range(width):
+                x = matrix[r, j] + scale * values[i, j]
+                matrix[r, j] = x
+                total = total + <double>x * x
+            if with_norms:
+                # a row that is not all zeros keeps a non-zero norm (float32 would underflow)
+                norms[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+
+
+cdef extern from "half.h" nogil:
+    int dw2v_f16c()
+    void dw2v_to_half(const float *src, cnp.uint16_t *dst, Py_ssize_t n)
+    void dw2v_from_half(const cnp.uint16_t *src, float *dst, Py_ssize_t n)
+
+cdef bint F16C = dw2v_f16c()
+
+
+def to_half(values):
+    """``values.astype(numpy.float16)``, with the CPU's F16C instructions where it has them.
+
+    numpy converts to float16 one element at a time (about 30 times slower than a copy); a merge
+    round converts every delta it sends. Same rounding (to nearest, ties to even), same result.
+    """
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    if not F16C:
+        return values.astype(np.float16)
+    out = np.empty(values.shape, dtype=np.float16)
+    cdef const float[::1] src = values.reshape(-1)
+    cdef cnp.uint16_t[::1] dst = out.reshape(-1).view(np.uint16)
+    if src.shape[0]:
+        with nogil:
+            dw2v_to_half(&src[0], &dst[0], src.shape[0])
+    return out
+
+
+def from_half(values):
+    """``values.astype(numpy.float32)`` for float16 ``values`` (F16C where the CPU has it)."""
+    values = np.ascontiguousarray(values, dtype=np.float16)
+    if not F16C:
+        return values.astype(np.float32)
+    out = np.empty(values.shape, dtype=np.float32)
+    cdef const cnp.uint16_t[::1] src = values.reshape(-1).view(np.uint16)
+    cdef float[::1] dst = out.reshape(-1)
+    if src.shape[0]:
+        with nogil:
+            dw2v_from_half(&src[0], &dst[0], src.shape[0])
+    return out
