@@ -64,6 +64,12 @@ def wait_for_workers(dispatcher, ns_conf, timeout):
         time.sleep(0.2)
 
 
+def _per_word(worker):
+    """``"up/down B/w"``: a worker's bytes sent and received per raw word it trained (merged)."""
+    words, _merges, up, down = worker[:4]
+    return f"{up / max(1, words):.0f}/{down / max(1, words):.0f} B/w"
+
+
 class DistributedTraining:
     """One ``train()`` call of a model on a cluster.
 
@@ -112,7 +118,7 @@ class DistributedTraining:
             "versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
             "params": params,
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
-            "sync_words": int(self.sync_words or default_sync_words(n_workers)),
+            "sync_words": int(self.sync_words or default_sync_words(n_workers, sg=bool(model.sg))),
             "merge": self.merge, "hold_back": self.hold_back, "part_bytes": self.part_bytes,
             "compute_loss": bool(compute_loss),
             "epochs": int(epochs),
@@ -188,8 +194,10 @@ class DistributedTraining:
                 logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
-                        "word)", final["merges"], up / 1e6, down / 1e6, up / max(1, trained),
-                        down / max(1, trained))
+                        "word); per worker, bytes per word it trained up/down: %s", final["merges"], up / 1e6,
+                        down / 1e6, up / max(1, trained), down / max(1, trained),
+                        ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
+                                  for name, w in sorted(final["workers"].items())) or "-")
             return trained, raw
         except transport.CommunicationError as err:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
@@ -279,12 +287,12 @@ class DistributedTraining:
         else:
             done = "%.2f%% words" % (100.0 * raw / total_words)
         session_elapsed = max(now - self._session_start, 1e-9)  # workers' words count over the session
-        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w[0] / session_elapsed:.0f}"
+        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w[0] / session_elapsed:.0f} w/s {_per_word(w)}"
                                for name, w in sorted(progress["workers"].items()))
         up = sum(w[2] for w in progress["workers"].values()) / 1e6
         down = sum(w[3] for w in progress["workers"].values()) / 1e6
-        logger.info("EPOCH %i - PROGRESS: at %s, %.0f words/s, in_qsize %i, out_qsize %i; %i workers (raw words/s: "
-                    "%s); %i merges, %.1f MB up, %.1f MB down", epoch, done, effective / elapsed,
+        logger.info("EPOCH %i - PROGRESS: at %s, %.0f words/s, in_qsize %i, out_qsize %i; %i workers (raw words/s, "
+                    "bytes per word up/down: %s); %i merges, %.1f MB up, %.1f MB down", epoch, done, effective / elapsed,
                     progress["queued"], progress["in_flight"], len(progress["workers"]), per_worker or "-",
                     progress["merges"], up, down)
 

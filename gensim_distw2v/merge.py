@@ -49,18 +49,25 @@ RULES = MERGE_RULES
 DAMPED_ROWS = {"syn0": 2 ** 32, "syn1neg": 1000}
 
 
-def default_sync_words(n_workers):
-    """Words each worker trains between merges, for the default ``sum`` rule.
+def default_sync_words(n_workers, sg=True):
+    """Words each worker trains between merges, by default.
 
-    Summing deltas holds gensim's quality only while merges are frequent enough, and the bound
-    falls faster than 1/K: measured (DESIGN.md, step 5) 100 k words per worker is fine at K=2,
-    10 k is fine but 25 k is not at K=4, 3 k is fine but 10 k is not at K=8. ``400 k / K**2.5``
-    passes through all of those with some margin: 71 k at K=2, 12.5 k at K=4, 2.2 k at K=8.
-    One worker merges rarely: its merges only make progress durable, they do not change the model.
+    Merges must come the more often the more workers there are, faster than 1/K: measured
+    (DESIGN.md, step 5) with summed deltas, 100 k words per worker is fine at K=2, 10 k is fine
+    but 25 k is not at K=4, 3 k is fine but 10 k is not at K=8. Skip-gram: ``400 k / K**2.5``
+    (71 k at K=2, 12.5 k at K=4, 2.2 k at K=8) holds gensim's quality with the ``damp`` rule at
+    K=2 and K=4 through the real cluster. CBOW updates every context word's input vector with
+    each centre word, so a frequent row moves more per word trained: at 71 k words, K=2 missed
+    the analogy tolerance (-1.5 points, mean of 2 seeds); CBOW takes ``min(400 k / K**2.5,
+    100 k / K**1.5)`` (35 k at K=2, 12.5 k at K=4, 2.2 k at K=8). One worker merges rarely: its
+    merges only make progress durable, they do not change the model.
     """
     if n_workers <= 1:
         return 1_000_000
-    return max(1_000, int(400_000 / n_workers ** 2.5))
+    words = 400_000 / n_workers ** 2.5
+    if not sg:
+        words = min(words, 100_000 / n_workers ** 1.5)
+    return max(1_000, int(words))
 
 
 def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):

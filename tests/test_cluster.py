@@ -1,5 +1,7 @@
 """Distributed training through real clusters: name server, dispatcher and workers as processes."""
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,13 +115,20 @@ def _quality(model, corpus):
     return float(np.mean([model.wv.similarity(a, b) for a, b in pairs]))
 
 
-def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpus, tmp_path):
+def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpus, tmp_path, caplog):
     params = {**SMALL, "sg": 1, "negative": 5, "epochs": 5}
     untrained = gensim.models.Word2Vec(**params)
     untrained.build_vocab(lee_corpus)
     reference = gensim.models.Word2Vec(lee_corpus, **params)
-    ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, **params)
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+        ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, **params)
     stats = ours.cluster_stats
+    summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster training:")]
+    per_worker = re.findall(r"(\w+) (\d+)/(\d+) B/w", summary[0].split("per worker")[1])
+    assert len(per_worker) == 3, summary  # bytes per trained word, each direction, for each worker
+    for name, up, _down in per_worker:
+        words, _merges, sent = next(w for n, w in stats["workers"].items() if n.endswith(name))[:3]
+        assert int(up) == round(sent / words)
     assert len(stats["workers"]) == 3
     assert all(w[0] > 0 for w in stats["workers"].values()), f"every worker trained: {stats['workers']}"
     assert sum(w[0] for w in stats["workers"].values()) == 5 * sum(len(s) for s in lee_corpus)

@@ -142,6 +142,9 @@ def test_default_sync_words_shrinks_faster_than_one_over_k():
     assert 50_000 <= default_sync_words(2) <= 100_000  # 100 k measured fine at K=2
     assert 10_000 <= default_sync_words(4) < 25_000  # 10 k fine, 25 k not, at K=4
     assert 1_000 <= default_sync_words(8) <= 3_000  # 3 k fine, 10 k not, at K=8
+    # CBOW: shorter at K=2 (71 k missed analogy by a hair), never longer than skip-gram's
+    assert 25_000 <= default_sync_words(2, sg=False) <= 50_000
+    assert all(default_sync_words(k, sg=False) <= default_sync_words(k) for k in range(1, 33))
 
 
 def test_changed_rows_finds_exactly_the_changed_rows():
@@ -234,12 +237,16 @@ def test_half_conversion_is_numpys_bit_for_bit():
     from gensim_distw2v._rows import from_half, to_half
 
     rng = np.random.default_rng(5)
-    values = np.concatenate([rng.standard_normal(1001).astype(np.float32) * scale for scale in (1e-9, 1e-6, 1e-3, 1, 1e3)])
-    values = np.concatenate([values, np.float32([0, -0.0, 6.1e-5, 5.96e-8, 2.98e-8, 65504, 65520, 1e6, -1e6])])[::-1]  # edge values kept
+    values = np.concatenate([rng.standard_normal(1001).astype(np.float32) * scale
+                             for scale in (1e-9, 1e-6, 1e-3, 1, 1e3)])
+    edges = np.float32([0, -0.0, 6.1e-5, 5.96e-8, 2.98e-8, 65504, 65520, 1e6, -1e6])  # subnormal, max, overflow
+    values = np.concatenate([values, edges])[::-1]  # reversed: the edge values survive the cut below
     values = values[:5013].reshape(-1, 3)  # 2-D, as deltas are
     half = to_half(values)
     assert half.dtype == np.float16 and half.shape == values.shape
-    np.testing.assert_array_equal(half.view(np.uint16), values.astype(np.float16).view(np.uint16))
+    with np.errstate(over="ignore"):  # 1e6 overflows to inf, in both
+        expected = values.astype(np.float16)
+    np.testing.assert_array_equal(half.view(np.uint16), expected.view(np.uint16))
     back = from_half(half)
     assert back.dtype == np.float32
     np.testing.assert_array_equal(back, half.astype(np.float32))
