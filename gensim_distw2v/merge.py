@@ -1,4 +1,4 @@
-"""Merge rules and the bookkeeping around them: numpy and one compiled helper, no network.
+"""Merge rules and their bookkeeping: numpy and compiled row arithmetic (``_rows``), no network.
 
 The dispatcher holds the global weights ``G`` (:class:`GlobalWeights`); every worker holds a
 replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`). Invariant on
