@@ -81,24 +81,25 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         """Loss and analogy accuracy at each epoch end, against train() time without this callback."""
 
         def __init__(self):
-            self.points, self.paused, self.start = [], 0.0, None
+            self.points, self.paused, self.paused_cpu, self.start = [], 0.0, 0.0, None
 
         def on_train_begin(self, model):
             self.start = time.perf_counter()
 
         def on_epoch_end(self, model):
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             model.wv.fill_norms(force=True)  # gensim caches norms: the weights changed since the last look
             acc = model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
                 "questions-words.txt"), restrict_vocab=30000)[0]
             self.points.append({"t": began - self.start - self.paused, "loss": model.get_latest_training_loss(),
                                 "analogy": acc})
             self.paused += time.perf_counter() - began
+            self.paused_cpu += time.process_time() - began_cpu
 
     params = dict(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs,
                   negative=0 if args.hs else 5, epochs=args.epochs, seed=seed, workers=k)
     cluster, result = None, {"mode": mode, "k": k, "seed": seed}
-    peaks, sampling = {}, threading.Event()
+    peaks, sampling, roles = {}, threading.Event(), {}  # roles: cluster pid -> dispatcher/worker
     try:
         if mode == "dist":
             from gensim_distw2v import LocalCluster, Word2Vec
@@ -122,6 +123,17 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         model.build_vocab_from_freq({w: vocab.wv.get_vecattr(w, "count") for w in vocab.wv.index_to_key})
         model.corpus_count, model.corpus_total_words = vocab.corpus_count, vocab.corpus_total_words
         curve = Curve()
+
+        def cpu_seconds():  # per role, of the cluster's processes (dist only)
+            import psutil
+
+            out = {}
+            for pid, role in roles.items():
+                times = psutil.Process(pid).cpu_times()
+                out[role] = out.get(role, 0.0) + times.user + times.system
+            return out
+
+        cpu_before, client_cpu = cpu_seconds(), time.process_time()
         start = time.perf_counter()
         if mode == "gensim_cf":
             effective, raw = model.train(corpus_file=corpus_path, total_words=model.corpus_total_words,
@@ -131,6 +143,9 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                                          compute_loss=True, callbacks=[curve])
         seconds = time.perf_counter() - start - curve.paused
         sampling.set()
+        if mode == "dist":  # CPU seconds of train(), the client's without the evaluation callback
+            cpu = {role: after - cpu_before.get(role, 0.0) for role, after in cpu_seconds().items()}
+            result["cpu_seconds"] = {"client": time.process_time() - client_cpu - curve.paused_cpu, **cpu}
         result.update(seconds=seconds, raw_wps=raw / seconds, effective_wps=effective / seconds,
                       effective_words=effective, curve=curve.points, **evaluate(model.wv))
         peaks["client" if mode == "dist" else "process"] = rss_mb()
@@ -239,7 +254,9 @@ def main(argv=None):
                     results.setdefault((mode, k), []).append(row)
                     print(f"  seed {seed} K={k} {mode:<9} {row['raw_wps']:>9.0f} raw words/s, {row['seconds']:.1f} s, "
                           f"analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}"
-                          + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down"
+                          + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down, CPU s "
+                             + "/".join(f"{role} {row['cpu_seconds'].get(role, 0):.1f}"
+                                        for role in ("client", "dispatcher", "worker"))
                              if mode == "dist" else ""), flush=True)
     header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
               f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}")

@@ -30,8 +30,11 @@ import mergesim  # noqa: E402 - the workplace's simulator
 orig = mergesim.merge
 
 
-def adasum2(a, b):
+def adasum2(a, b, positive=False):
+    """AdaSum of two row-wise deltas; ``positive``: disagreement (negative dot) counts as none."""
     dot = np.einsum("ij,ij->i", a, b)[:, None]
+    if positive:
+        dot = np.maximum(dot, 0)
     na = np.einsum("ij,ij->i", a, a)[:, None]
     nb = np.einsum("ij,ij->i", b, b)[:, None]
     ca = np.where(na > 0, dot / (2 * np.where(na > 0, na, 1)), 0)
@@ -40,13 +43,7 @@ def adasum2(a, b):
 
 
 def adasum_pos2(a, b):
-    dot = np.einsum("ij,ij->i", a, b)[:, None]
-    dot = np.maximum(dot, 0)
-    na = np.einsum("ij,ij->i", a, a)[:, None]
-    nb = np.einsum("ij,ij->i", b, b)[:, None]
-    ca = np.where(na > 0, dot / (2 * np.where(na > 0, na, 1)), 0)
-    cb = np.where(nb > 0, dot / (2 * np.where(nb > 0, nb, 1)), 0)
-    return a * (1 - ca) + b * (1 - cb)
+    return adasum2(a, b, positive=True)
 
 
 def tree(f, ds):

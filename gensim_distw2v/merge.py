@@ -70,6 +70,29 @@ def default_sync_words(n_workers, sg=True):
     return max(1_000, int(words))
 
 
+def _kept(norms, hold_back):
+    """Indices into ``norms`` that go now: all but the smallest, which together carry up to
+    ``hold_back`` of the sum (they wait for a later round: error feedback), in increasing order."""
+    if hold_back <= 0 or len(norms) <= 1:
+        return np.arange(len(norms))
+    order = np.argsort(norms)  # smallest first
+    small = np.cumsum(norms[order]) <= hold_back * norms.sum()
+    return np.sort(order[~small])
+
+
+def _compact(values, half):
+    """``(values for the wire, their float32 equivalent)``: float16 when ``half`` and it fits."""
+    if half and (not len(values) or np.abs(values).max() < np.finfo(np.float16).max / 2):
+        wire_values = to_half(values)
+        return wire_values, from_half(wire_values)
+    return values, values  # float32, or too large for float16
+
+
+def _as_float32(values):
+    """Received deltas (float16 or float32) as C-contiguous float32."""
+    return from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
+
+
 def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
     """Split ``[0, n_rows)`` into ranges of at most ``max_bytes`` worth of full rows."""
     step = max(1, max_bytes // max(1, row_bytes))
@@ -147,7 +170,7 @@ class GlobalWeights:
                 rows, values = deltas.get(name, (None, None))
                 if rows is not None and len(rows):
                     rows = np.ascontiguousarray(rows, dtype=np.uint32)
-                    sent = from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
+                    sent = _as_float32(values)
                     update, own_scale = sent, 0.0  # own pending += own_scale * sent, besides damping
                     if self.rule == "damp" and name in DAMPED_ROWS:
                         top = np.searchsorted(rows, DAMPED_ROWS[name])  # rows are increasing
@@ -169,16 +192,8 @@ class GlobalWeights:
                         add_rows(change, rows, sent, own_scale, mass)
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])
-                if hold_back > 0 and len(fresh) > 1:
-                    masses = mass[lo:hi][fresh]
-                    order = np.argsort(masses)
-                    small = np.cumsum(masses[order]) <= hold_back * masses.sum()
-                    fresh = np.sort(fresh[order[~small]])
-                fresh = (fresh + lo).astype(np.uint32)
-                out = sent_back = change[fresh]
-                if not exact and (not len(out) or np.abs(out).max() < np.finfo(np.float16).max / 2):
-                    out = to_half(out)
-                    sent_back = from_half(out)
+                fresh = (fresh[_kept(mass[lo:hi][fresh], hold_back)] + lo).astype(np.uint32)
+                out, sent_back = _compact(change[fresh], half=not exact)
                 add_rows(change, fresh, sent_back, -1.0, mass)
                 reply[name] = (fresh, out)
             self.merges += 1
@@ -259,14 +274,8 @@ class Replica:
         for name, replica in self.replica.items():
             base = self.base[name]
             changed, norms = changed_rows(replica, base, lo, hi)
-            if hold_back > 0 and len(changed) > 1:
-                order = np.argsort(norms)  # smallest first
-                small = np.cumsum(norms[order]) <= hold_back * norms.sum()
-                changed = changed[np.sort(order[~small])]
-            delta = sent = row_diff(replica, base, changed)
-            if dtype != np.float32 and (not len(delta) or np.abs(delta).max() < np.finfo(dtype).max / 2):
-                delta = to_half(delta)  # else: too large for float16, send float32
-                sent = from_half(delta)
+            changed = changed[_kept(norms, hold_back)]
+            delta, sent = _compact(row_diff(replica, base, changed), half=dtype != np.float32)
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.
             add_rows(base, changed, sent)
@@ -279,6 +288,6 @@ class Replica:
             if not len(rows):
                 continue
             rows = np.ascontiguousarray(rows, dtype=np.uint32)
-            values = from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
+            values = _as_float32(values)
             add_rows(self.replica[name], rows, values)
             add_rows(self.base[name], rows, values)
