@@ -5,7 +5,9 @@ For each K in --workers and each seed it trains the same corpus with the same hy
 * ``gensim``: ``gensim.models.Word2Vec(workers=K)`` over sentences held in memory;
 * ``gensim_cf``: gensim's ``corpus_file`` mode, ``workers=K``;
 * ``dist``: ``gensim_distw2v.Word2Vec(distributed=True)`` on a LocalCluster of K workers x 1 thread
-  (the client streams the same in-memory sentences).
+  (the client streams the same in-memory sentences);
+* ``dist_cf``: the same cluster in ``corpus_file`` mode (every worker reads its byte ranges of the
+  file itself).
 
 Each run is a fresh process (so peak RSS is its own; for ``dist`` the client's, the dispatcher's
 and the largest worker's). The vocabulary is built once and shared. ``train()`` wall time excludes
@@ -15,6 +17,7 @@ optionally writes PNG plots (loss and accuracy against time, speed-up against wo
 ``--json`` prints one JSON object last.
 
     python benchmarks/compare_gensim.py --corpus /tmp/devmix.txt --workers 1,2,4 --sg 1 --epochs 3 --seeds 2
+    python benchmarks/compare_gensim.py --corpus /tmp/devmix.txt --workers 1,2 --modes gensim,gensim_cf,dist_cf
 """
 import argparse
 import json
@@ -28,7 +31,8 @@ import tempfile
 import threading
 import time
 
-MODES = ("gensim", "gensim_cf", "dist")
+MODES = ("gensim", "gensim_cf", "dist", "dist_cf")
+CLUSTER_MODES = ("dist", "dist_cf")
 
 
 def parse_args(argv=None):
@@ -74,7 +78,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
     from gensim.models.word2vec import LineSentence
 
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=logging.WARNING)
-    sentences = None if mode == "gensim_cf" else list(LineSentence(corpus_path))
+    sentences = None if mode.endswith("_cf") else list(LineSentence(corpus_path))
     vocab = gensim.models.Word2Vec.load(vocab_path)
 
     class Curve(CallbackAny2Vec):
@@ -101,7 +105,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
     cluster, result = None, {"mode": mode, "k": k, "seed": seed}
     peaks, sampling, roles = {}, threading.Event(), {}  # roles: cluster pid -> dispatcher/worker
     try:
-        if mode == "dist":
+        if mode in CLUSTER_MODES:
             from gensim_distw2v import LocalCluster, Word2Vec
 
             cluster = LocalCluster(n_workers=k, threads_per_worker=1).start()
@@ -135,7 +139,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
 
         cpu_before, client_cpu = cpu_seconds(), time.process_time()
         start = time.perf_counter()
-        if mode == "gensim_cf":
+        if mode.endswith("_cf"):
             effective, raw = model.train(corpus_file=corpus_path, total_words=model.corpus_total_words,
                                          epochs=args.epochs, compute_loss=True, callbacks=[curve])
         else:
@@ -143,12 +147,12 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                                          compute_loss=True, callbacks=[curve])
         seconds = time.perf_counter() - start - curve.paused
         sampling.set()
-        if mode == "dist":  # CPU seconds of train(), the client's without the evaluation callback
+        if mode in CLUSTER_MODES:  # CPU seconds of train(), the client's without the evaluation callback
             cpu = {role: after - cpu_before.get(role, 0.0) for role, after in cpu_seconds().items()}
             result["cpu_seconds"] = {"client": time.process_time() - client_cpu - curve.paused_cpu, **cpu}
         result.update(seconds=seconds, raw_wps=raw / seconds, effective_wps=effective / seconds,
                       effective_words=effective, curve=curve.points, **evaluate(model.wv))
-        peaks["client" if mode == "dist" else "process"] = rss_mb()
+        peaks["client" if mode in CLUSTER_MODES else "process"] = rss_mb()
         result["peak_rss_mb"] = peaks
         stats = getattr(model, "cluster_stats", None) or {}
         if stats:
@@ -257,7 +261,7 @@ def main(argv=None):
                           + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down, CPU s "
                              + "/".join(f"{role} {row['cpu_seconds'].get(role, 0):.1f}"
                                         for role in ("client", "dispatcher", "worker"))
-                             if mode == "dist" else ""), flush=True)
+                             if mode in CLUSTER_MODES else ""), flush=True)
     header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
               f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}")
     print(f"\nmeans over {args.seeds} seed(s)\n{header}")
@@ -281,6 +285,16 @@ def main(argv=None):
                   f"{entry['simlex']:>8.4f}")
     print("RSS MB for dist: client/dispatcher/largest worker; merge s: worker time in merge rounds (summed over "
           "workers, overlapping training)")
+    if "dist_cf" in modes and "gensim_cf" in modes:
+        for k in ks:
+            d, g = results[("dist_cf", k)], results[("gensim_cf", k)]
+            one = results.get(("gensim", 1))
+            print(f"K={k}: dist_cf/gensim_cf raw words/s {mean(d, 'raw_wps') / mean(g, 'raw_wps'):.2f}; quality "
+                  f"dist_cf-gensim_cf: analogy {100 * (mean(d, 'analogy') - mean(g, 'analogy')):+.2f} points, "
+                  f"ws353 {mean(d, 'ws353') - mean(g, 'ws353'):+.4f}, simlex {mean(d, 'simlex') - mean(g, 'simlex'):+.4f}"
+                  + (f"; dist_cf-gensim K=1: analogy {100 * (mean(d, 'analogy') - mean(one, 'analogy')):+.2f} points, "
+                     f"ws353 {mean(d, 'ws353') - mean(one, 'ws353'):+.4f}, "
+                     f"simlex {mean(d, 'simlex') - mean(one, 'simlex'):+.4f}" if one else ""))
     if "dist" in modes and "gensim" in modes:
         for k in ks:
             d, g = results[("dist", k)], results[("gensim", k)]

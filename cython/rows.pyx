@@ -142,6 +142,64 @@ def add_rows(float[:, ::1] matrix, const cnp.uint32_t[::1] rows, const float[:, 
                 norms[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
 
 
+def damp_rows(const float[:, ::1] sent, const cnp.uint32_t[::1] rows, Py_ssize_t top, float[:, ::1] missed,
+              float[::1] missed_sq):
+    """The ``damp`` rule in one pass: :func:`gensim_distw2v.merge.damp_agreeing` on ``sent[:top]``.
+
+    Parameters
+    ----------
+    sent : numpy.ndarray of float32, C-contiguous, ``(len(rows), dim)``
+        A worker's deltas.
+    rows : numpy.ndarray of uint32
+        Their rows.
+    top : int
+        Damp ``sent[:top]`` (the rest is summed as it is).
+    missed : numpy.ndarray of float32, C-contiguous, ``(n_rows, dim)``
+        The change the worker has not received (its pending change); where the rule takes part
+        of ``sent`` back, that part is added here (and ``missed_sq`` updated): the worker keeps
+        it, as it keeps the rest of its replica.
+    missed_sq : numpy.ndarray of float32, ``(n_rows,)``
+        Squared norms of ``missed``'s rows.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, like ``sent``: what to add to the global weights.
+    """
+    if sent.shape[0] != rows.shape[0] or sent.shape[1] != missed.shape[1] or missed_sq.shape[0] != missed.shape[0]:
+        raise ValueError("damp_rows: sent must be (len(rows), dim), missed (n_rows, dim), missed_sq (n_rows,)")
+    if not 0 <= top <= rows.shape[0]:
+        raise ValueError(f"damp_rows: top={top} is outside [0, {rows.shape[0]}]")
+    _check_rows(rows, missed.shape[0])
+    out = np.array(sent, dtype=np.float32, order="C")
+    cdef float[:, ::1] update = out
+    cdef Py_ssize_t i, j, r, width = sent.shape[1]
+    cdef double dot, delta_sq, a, b, total
+    cdef float x
+    with nogil:
+        for i in range(top):
+            r = rows[i]
+            if missed_sq[r] <= 0:
+                continue
+            dot = 0.0
+            delta_sq = 0.0
+            for j in range(width):
+                dot = dot + <double>missed[r, j] * sent[i, j]
+                delta_sq = delta_sq + <double>sent[i, j] * sent[i, j]
+            if dot <= 0:
+                continue  # they disagree: the whole delta counts
+            a = dot / (2 * <double>missed_sq[r])
+            b = dot / (2 * delta_sq)
+            total = 0.0
+            for j in range(width):
+                update[i, j] = <float>(sent[i, j] - a * missed[r, j] - b * sent[i, j])
+                x = missed[r, j] + (update[i, j] - sent[i, j])
+                missed[r, j] = x
+                total = total + <double>x * x
+            missed_sq[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+    return out
+
+
 cdef extern from "half.h" nogil:
     int dw2v_f16c()
     void dw2v_to_half(const float *src, cnp.uint16_t *dst, Py_ssize_t n)

@@ -3,10 +3,12 @@
 :class:`DistributedTraining` runs one ``train()`` call of a :class:`gensim_distw2v.Word2Vec` on a
 cluster: it opens a session on the dispatcher with the model's hyper-parameters and arrays,
 streams the corpus as encoded jobs with gensim's cuts and learning rates (never holding more
-than a few jobs), logs gensim-style progress, runs the epoch callbacks, and copies the merged
-weights back into the model.
+than a few jobs) or, with ``corpus_file``, lets the workers read the shared file's byte ranges
+themselves, logs gensim-style progress, runs the epoch callbacks, and copies the merged weights
+back into the model.
 """
 import logging
+import os
 import time
 
 import gensim
@@ -14,7 +16,8 @@ import numpy as np
 
 import gensim_distw2v
 from gensim_distw2v import transport, wire
-from gensim_distw2v.jobs import iter_epoch_jobs
+from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
+from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
 from gensim_distw2v.merge import RULES, default_sync_words, row_ranges
 
@@ -105,9 +108,11 @@ class DistributedTraining:
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
-    def _config(self, n_workers, compute_loss, epochs):
+    def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None):
         model = self.model
         params, arrays = model_arrays(model)
+        if corpus_file is not None:
+            arrays["vocab_bytes"], arrays["vocab_offsets"] = vocab_arrays(model.wv.index_to_key)
         params.update(sample=bool(model.sample), vector_size=int(model.wv.vector_size),
                       vocab_size=len(model.wv), seed=int(model.seed) & 0xFFFFFFFF)
         if not params["sample"]:
@@ -125,6 +130,14 @@ class DistributedTraining:
             "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
                           "has_gauss": int(state[3]), "cached_gaussian": float(state[4])},
         }
+        if corpus_file is not None:
+            path = os.path.abspath(corpus_file)
+            config["corpus_file"] = dict(
+                fingerprint(path), path=path, total_words=int(total_words), start_alpha=float(model.alpha),
+                end_alpha=float(model.min_alpha))
+            # ranges of about batch_words words: the unit of work and of load balancing
+            config["corpus_file"]["range_bytes"] = max(
+                1, round(model.batch_words * config["corpus_file"]["size"] / max(1, total_words)))
         return config, arrays
 
     def _upload(self, dispatcher, sid, arrays):
@@ -146,8 +159,9 @@ class DistributedTraining:
                                                   "float32", shape=(hi - lo, target.shape[1]))
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
-              report_delay=1.0):
-        """Train ``epochs`` passes over ``corpus_iterable`` on the cluster.
+              report_delay=1.0, corpus_file=None):
+        """Train ``epochs`` passes over ``corpus_iterable`` (or over ``corpus_file``, which every
+        worker reads at the same path) on the cluster.
 
         Returns
         -------
@@ -159,21 +173,30 @@ class DistributedTraining:
         sid = None
         try:
             n_workers = wait_for_workers(dispatcher, self.ns_conf, self.wait_workers)
-            config, arrays = self._config(n_workers, compute_loss, epochs)
+            config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words)
             sid = dispatcher.open_session(config)["session"]
             self._upload(dispatcher, sid, arrays)
             dispatcher.start(sid)
             logger.info("training on a cluster of %i workers (session %s), merge=%s every %i words per worker",
                         n_workers, sid, self.merge, config["sync_words"])
+            if corpus_file is not None:
+                self._check_file(dispatcher, sid, config["corpus_file"])
             trained = raw = 0
             start = self._session_start = time.monotonic()
             job_id = 0
             for epoch in range(epochs):
                 for callback in callbacks:
                     callback.on_epoch_begin(model)
-                job_id, epoch_trained, epoch_raw = self._train_epoch(
-                    dispatcher, sid, corpus_iterable, epoch, epochs, total_examples, total_words, job_id,
-                    report_delay)
+                if corpus_file is not None:
+                    dispatcher.open_file_epoch(sid, epoch)
+                    self._next_report = time.monotonic() + report_delay
+                    epoch_trained, epoch_raw = self._finish_epoch(
+                        dispatcher, sid, epoch, time.monotonic(), total_examples, total_words, report_delay)
+                    model.min_alpha_yet_reached = next_alpha(model.alpha, model.min_alpha, epoch + 1, epochs, 0.0)
+                else:
+                    job_id, epoch_trained, epoch_raw = self._train_epoch(
+                        dispatcher, sid, corpus_iterable, epoch, epochs, total_examples, total_words, job_id,
+                        report_delay)
                 trained += epoch_trained
                 raw += epoch_raw
                 if callbacks:
@@ -238,6 +261,37 @@ class DistributedTraining:
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
                            "that offers restartable iteration = an iterable).")
+        effective, raw = self._finish_epoch(dispatcher, sid, epoch, start, total_examples, total_words, report_delay)
+        return job_id, effective, raw
+
+    def _check_file(self, dispatcher, sid, spec):
+        """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
+        deadline = time.monotonic() + self.wait_workers
+        while True:
+            checks = dispatcher.progress(sid)["file_checks"]
+            workers = set(dispatcher.status()["workers"])
+            problems = {name: problem for name, problem in checks.items() if problem}
+            if (checks and workers <= set(checks)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if problems:
+            raise ValueError(
+                f"corpus_file {spec['path']}: {len(problems)} of {len(workers | set(checks))} workers do not see the "
+                f"file this client sees ({spec['size']} bytes) at that path: "
+                + "; ".join(f"worker {name}: {problem}" for name, problem in sorted(problems.items()))
+                + ". Every worker must read the same file at the same path (a shared filesystem, or the same "
+                  "copy at that path on every node); nothing was trained")
+        if not checks:
+            raise transport.ClusterError(
+                f"no worker checked the corpus file {spec['path']} within {self.wait_workers:.0f} s: are the workers "
+                f"alive? (python -m gensim_distw2v.worker)")
+        logger.info("corpus_file %s (%i bytes, %i ranges of %i bytes per epoch) is the same on all %i workers",
+                    spec["path"], spec["size"], -(-spec["size"] // spec["range_bytes"]), spec["range_bytes"],
+                    len(checks))
+
+    def _finish_epoch(self, dispatcher, sid, epoch, start, total_examples, total_words, report_delay):
+        """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
+        model = self.model
         while True:
             progress = dispatcher.progress(sid)
             put, jobs_done, raw, effective, examples = progress["epochs"].get(str(epoch), [0, 0, 0, 0, 0])
@@ -257,7 +311,7 @@ class DistributedTraining:
         if total_words and total_words != raw:
             logger.warning("EPOCH %i: supplied raw word count (%i) did not equal expected count (%i)", epoch, raw,
                            total_words)
-        return job_id, effective, raw
+        return effective, raw
 
     def _put(self, dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay):
         while batch:

@@ -12,7 +12,10 @@ How it works:
 2. A client opens a session (:meth:`Dispatcher.open_session`), uploads the arrays in chunks and
    starts it. Every live worker joins: it fetches the config and the arrays in chunks.
 3. The client streams jobs in (:meth:`Dispatcher.put_jobs`, which pushes back when the queue
-   is full); workers pull them (:meth:`Dispatcher.get_jobs`) and merge their updates every
+   is full), or, training from a shared corpus file, opens each epoch (:meth:`Dispatcher.open_file_epoch`)
+   and the dispatcher cuts the file into byte ranges as workers ask for work, once each worker
+   has shown it sees the client's file (:meth:`Dispatcher.file_check`); workers pull jobs
+   (:meth:`Dispatcher.get_jobs`) and merge their updates every
    ``sync_words`` words (:meth:`Dispatcher.merge`, rules in :mod:`gensim_distw2v.merge`). A
    job counts as trained only once its updates are merged.
 4. A worker that misses heartbeats for ``worker_timeout`` seconds is dropped; its jobs go back
@@ -33,6 +36,7 @@ import numpy as np
 
 import gensim_distw2v
 from gensim_distw2v import transport, wire
+from gensim_distw2v.jobs import next_alpha
 from gensim_distw2v.merge import GlobalWeights
 
 logger = logging.getLogger(__name__)
@@ -95,6 +99,39 @@ class _Session:
         self.no_workers_since = None
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.started = None
+        self.file = config.get("corpus_file")  # corpus_file training: ranges cut here, lazily
+        self.file_checks = {}  # worker name -> None (sees the client's file) or what is wrong
+        self.cursor = {}  # epoch -> first byte not yet cut into a range
+        self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
+        self.ranges_done = collections.Counter()  # epoch -> bytes of ranges merged
+        self.next_job = 0
+
+    def file_work_left(self):
+        """Bytes of the open file epoch not yet cut into ranges."""
+        if self.file is None or self.closed_epoch < 0:
+            return 0
+        return self.file["size"] - self.cursor.get(self.closed_epoch, self.file["size"])
+
+    def queued(self):
+        """Jobs waiting: queued ones, and ranges of the open file epoch not yet cut."""
+        left = self.file_work_left()
+        return len(self.queue) + (-(-left // self.file["range_bytes"]) if left else 0)
+
+    def cut_range(self):
+        """The next byte range of the open epoch as a queued job, with the learning rate of the
+        words trained so far in the epoch (merged words, plus those of ranges out, estimated)."""
+        spec, epoch = self.file, self.closed_epoch
+        lo = self.cursor[epoch]
+        hi = min(spec["size"], lo + spec["range_bytes"])
+        self.cursor[epoch] = hi
+        pending = self.ranges_out[epoch] - self.ranges_done[epoch]
+        words = self.done[epoch][1] + pending * spec["total_words"] / max(1, spec["size"])
+        alpha = next_alpha(spec["start_alpha"], spec["end_alpha"], epoch, self.config["epochs"],
+                           min(1.0, words / spec["total_words"]))
+        self.ranges_out[epoch] += hi - lo
+        msg = {"id": self.next_job, "epoch": epoch, "alpha": alpha, "lo": lo, "hi": hi}
+        self.next_job += 1
+        return (msg, epoch, None, None)
 
 
 class Dispatcher:
@@ -362,7 +399,7 @@ class Dispatcher:
             if missing:
                 raise ValueError(f"start: arrays not fully uploaded: {missing}")
             params = session.config["params"]
-            arrays = dict(session.arrays)
+            arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
             if not params["sample"]:
                 arrays.pop("sample_int", None)
             JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
@@ -388,6 +425,9 @@ class Dispatcher:
             raise ValueError("put_jobs: jobs must be a list of job messages")
         with self.cond:
             session = self._session(sid)
+            if session.file is not None:
+                raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with "
+                                 "open_file_epoch")
             checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
             late = [c[1] for c in checked if c[1] >= session.config["epochs"]]
             if late:
@@ -424,7 +464,7 @@ class Dispatcher:
             session.last_client_contact = now
             return {
                 "epochs": {str(e): [session.put[e]] + list(session.done[e]) for e in session.put},
-                "queued": len(session.queue),
+                "queued": session.queued(),
                 "in_flight": sum(len(m.in_flight) for m in self.members.values()),
                 "loss": session.loss,
                 "merges": session.weights.merges,
@@ -432,6 +472,7 @@ class Dispatcher:
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
                 "no_workers_for": None if session.no_workers_since is None else now - session.no_workers_since,
+                "file_checks": dict(session.file_checks),
             }
 
     @transport.expose
@@ -443,6 +484,61 @@ class Dispatcher:
             session = self._session(sid)
             session.last_client_contact = time.monotonic()
             session.closed_epoch = max(session.closed_epoch, epoch)
+            self.cond.notify_all()
+
+    @transport.expose
+    def open_file_epoch(self, sid, epoch):
+        """Train ``epoch`` over the session's corpus file: its byte ranges are handed out from now on.
+
+        Returns
+        -------
+        int
+            The number of ranges of the epoch.
+        """
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError("open_file_epoch: epoch must be an int >= 0")
+        with self.cond:
+            session = self._session(sid)
+            session.last_client_contact = time.monotonic()
+            if session.file is None:
+                raise ValueError("open_file_epoch: this session trains on jobs the client puts, not a corpus file")
+            if epoch >= session.config["epochs"] or epoch in session.cursor or epoch <= session.closed_epoch:
+                raise ValueError(f"open_file_epoch: epoch {epoch} was opened before, or is not one of the "
+                                 f"session's {session.config['epochs']}")
+            from gensim_distw2v.corpusfile import ranges
+
+            session.cursor[epoch] = 0
+            session.put[epoch] = ranges(session.file["size"], session.file["range_bytes"])
+            session.closed_epoch = epoch  # every range of it is there to be cut
+            self.cond.notify_all()
+            return session.put[epoch]
+
+    @transport.expose
+    def file_check(self, name, sid, problem):
+        """A worker's verdict on the session's corpus file: None if it sees the client's file.
+
+        A worker that does not leaves the session (it gets no ranges); the client refuses to
+        train while any worker reports a problem (:meth:`progress` lists them).
+
+        Parameters
+        ----------
+        name, sid : str
+            The worker and the session.
+        problem : str or None
+            What is wrong with the file on the worker (see :func:`gensim_distw2v.corpusfile.check_file`).
+        """
+        if problem is not None and not isinstance(problem, str):
+            raise ValueError("file_check: problem must be a str or None")
+        with self.cond:
+            session = self._session(sid)
+            member = self._member(name, sid)
+            if session.file is None:
+                raise ValueError("file_check: this session does not train from a corpus file")
+            session.file_checks[name] = problem[:1000] if problem else None
+            if problem:
+                logger.warning("worker %s cannot train session %s: %s", name, sid, problem)
+                session.weights.remove_worker(member.rank)
+                member.leave_session()
             self.cond.notify_all()
 
     @transport.expose
@@ -510,17 +606,20 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             member = self._member(name, sid)
-            if not session.queue and wait:
+            if session.file is not None and name not in session.file_checks:
+                raise ValueError(f"worker {name} has not checked the corpus file of session {sid}: call file_check")
+            if not session.queue and not session.file_work_left() and wait:
                 self.cond.wait(wait)
                 session = self._session(sid)
             out = []
-            while session.queue and len(out) < max_jobs:
-                item = session.queue.popleft()
+            while len(out) < max_jobs and (session.queue or session.file_work_left()):
+                item = session.queue.popleft() if session.queue else session.cut_range()
                 member.in_flight[item[0]["id"]] = item
                 out.append(item[0])
             if out:
                 self.cond.notify_all()
-            drained = session.closed_epoch if not session.queue and session.closed_epoch >= 0 else None
+            drained = session.closed_epoch if not session.queue and not session.file_work_left() \
+                and session.closed_epoch >= 0 else None
             return {"jobs": out, "drained": drained}
 
     @transport.expose
@@ -559,11 +658,14 @@ class Dispatcher:
                 member.flushed = max(member.flushed, flush)
                 member.merge_seconds = max(member.merge_seconds, merge_seconds)
                 session.loss += loss
-                for job_id, effective in jobs:
+                for job_id, effective, *counts in jobs:
                     item = member.in_flight.pop(job_id, None)
                     if item is None:
                         continue  # not (or no longer) this worker's: already re-queued elsewhere
-                    _msg, epoch, raw, examples = item
+                    msg, epoch, raw, examples = item
+                    if raw is None:  # a range: its worker counted its words
+                        raw, examples = counts if counts else (0, 0)
+                        session.ranges_done[epoch] += msg["hi"] - msg["lo"]
                     done = session.done[epoch]
                     done[0] += 1
                     done[1] += raw

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import add_rows, changed_rows, from_half, row_diff, to_half
+from gensim_distw2v._rows import add_rows, changed_rows, damp_rows, from_half, row_diff, to_half
 from gensim_distw2v.wire import MERGE_RULES
 
 __all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
@@ -174,10 +174,8 @@ class GlobalWeights:
                     update, own_scale = sent, 0.0  # own pending += own_scale * sent, besides damping
                     if self.rule == "damp" and name in DAMPED_ROWS:
                         top = np.searchsorted(rows, DAMPED_ROWS[name])  # rows are increasing
-                        if top:
-                            update = sent.copy()
-                            update[:top] = damp_agreeing(sent[:top], *(part[rows[:top]] for part in
-                                                                     self.pending[worker][name]))
+                        if top:  # damp_agreeing, compiled; what it takes back stays the worker's (pending)
+                            update = damp_rows(sent, rows, top, *self.pending[worker][name])
                     elif scale != 1.0:
                         own_scale = scale - 1.0  # averaging scaled the worker's own update
                     add_rows(weights, rows, update, scale)
@@ -186,9 +184,7 @@ class GlobalWeights:
                             other_change, other_mass = matrices[name]
                             add_rows(other_change, rows, update, scale, other_mass)
                     change, mass = self.pending[worker][name]
-                    if update is not sent:
-                        add_rows(change, rows, update - sent, 1.0, mass)
-                    elif own_scale:
+                    if own_scale:
                         add_rows(change, rows, sent, own_scale, mass)
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])

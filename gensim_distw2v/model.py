@@ -76,7 +76,10 @@ class Word2Vec(gensim.models.Word2Vec):
         """Train as :meth:`gensim.models.Word2Vec.train` does (same arguments, same return value).
 
         With ``distributed=True`` the jobs are trained by the cluster's workers; statistics of
-        the cluster run (merges, bytes moved, seconds) are left in ``model.cluster_stats``.
+        the cluster run (merges, bytes moved, seconds) are left in ``model.cluster_stats``. With
+        ``corpus_file``, every worker reads the file itself, at the same path (a shared
+        filesystem): the dispatcher hands out byte ranges of it, and refuses to train if a worker
+        sees no file or another file there.
 
         Returns
         -------
@@ -96,10 +99,8 @@ class Word2Vec(gensim.models.Word2Vec):
         self.epochs = epochs
         self._check_training_sanity(epochs=epochs, total_examples=total_examples, total_words=total_words)
         self._check_corpus_sanity(corpus_iterable=corpus_iterable, corpus_file=corpus_file, passes=epochs)
-        if corpus_file is not None:
-            raise NotImplementedError(
-                "corpus_file= with distributed=True is not available yet; pass the sentences as an iterable "
-                "(for example gensim.models.word2vec.LineSentence(path))")
+        if corpus_file is not None and not total_words:
+            raise ValueError("total_words must be provided alongside corpus_file argument.")
         self.add_lifecycle_event(
             "train",
             msg=(f"training model on a cluster on {len(self.wv)} vocabulary and {self.layer1_size} features, "
@@ -114,7 +115,7 @@ class Word2Vec(gensim.models.Word2Vec):
                                       hold_back=self.hold_back, wait_workers=self.cluster_timeout,
                                       part_bytes=self._part_bytes)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
-                                     callbacks, report_delay=report_delay)
+                                     callbacks, report_delay=report_delay, corpus_file=corpus_file)
         self.cluster_stats = session.stats
         elapsed = max(session.stats.get("seconds", 0.0), 1e-9)
         self.total_train_time += elapsed

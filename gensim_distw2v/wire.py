@@ -9,13 +9,20 @@ Messages
 --------
 job
     ``{"id", "epoch", "alpha", "indices": array uint32, "offsets": array int64, "raw_words", "examples"}``
+range job (``corpus_file`` sessions; the dispatcher cuts them)
+    ``{"id", "epoch", "alpha", "lo", "hi"}``: train the lines of the corpus file that start in
+    bytes ``[lo, hi)``
 session config (client -> dispatcher -> workers)
     ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "hold_back",
-    "part_bytes", "compute_loss", "rng_state", "epochs"}``; arrays and merges move in parts of at
-    most ``part_bytes`` bytes
+    "part_bytes", "compute_loss", "rng_state", "epochs"}`` and, for ``corpus_file`` training,
+    ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
+    "end_alpha"}`` (the vocabulary then travels as arrays ``vocab_bytes`` and ``vocab_offsets``);
+    arrays and merges move in parts of at most ``part_bytes`` bytes
 merge part (worker -> dispatcher)
     ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "hold_back",
-    "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``; the
+    "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``
+    (a range job's entry is ``[id, effective_words, raw_words, examples]``: only its worker
+    knows them); the
     reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
     ``[lo, hi)`` since this worker last received it, as deltas.
 """
@@ -25,7 +32,7 @@ import numpy as np
 
 __all__ = [
     "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "pack_job",
-    "unpack_job", "check_config", "check_merge_part", "need",
+    "unpack_job", "unpack_range_job", "check_config", "check_merge_part", "need",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
@@ -33,7 +40,7 @@ ARRAY_DTYPES = {"float32", "float16", "uint32", "uint8", "int64"}
 MERGE_RULES = ("sum", "damp", "mean")
 WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices, merged by the dispatcher
 STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
-          "codes": "uint8", "code_offsets": "int64"}
+          "codes": "uint8", "code_offsets": "int64", "vocab_bytes": "uint8", "vocab_offsets": "int64"}
 MAX_JOB_WORDS = 1_000_000  # a job is about batch_words (10,000) words; refuse absurd ones
 MAX_ARRAY_BYTES = 128 * 1024 * 1024  # one message's array (arrays move in chunks below this)
 
@@ -135,6 +142,32 @@ def unpack_job(msg, vocab_size):
     return job_id, epoch, alpha, indices, offsets, raw_words, examples
 
 
+def unpack_range_job(msg, size):
+    """Check a range job message; return ``(id, epoch, alpha, lo, hi)`` with ``0 <= lo < hi <= size``."""
+    job_id = need(msg, "id", int, "range job")
+    epoch = need(msg, "epoch", int, "range job")
+    alpha = need(msg, "alpha", float, "range job")
+    lo, hi = need(msg, "lo", int, "range job"), need(msg, "hi", int, "range job")
+    if job_id < 0 or epoch < 0 or not 0 <= alpha < 10 or not 0 <= lo < hi <= size:
+        raise ValueError(f"range job: id and epoch must be >= 0, alpha in [0, 10) and 0 <= lo < hi <= {size}, got "
+                         f"{job_id}, {epoch}, {alpha}, {lo}, {hi}")
+    return job_id, epoch, alpha, lo, hi
+
+
+def _check_corpus_file(spec):
+    for key in ("path", "digest"):
+        need(spec, key, str, "corpus_file")
+    for key in ("size", "range_bytes", "total_words"):
+        need(spec, key, int, "corpus_file")
+    for key in ("start_alpha", "end_alpha"):
+        need(spec, key, float, "corpus_file")
+    if spec["size"] < 0 or spec["range_bytes"] < 1 or spec["total_words"] < 1:
+        raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {spec['size']}, "
+                         f"{spec['range_bytes']}, {spec['total_words']}")
+    if not spec["path"] or "\0" in spec["path"]:
+        raise ValueError("corpus_file: path must be a non-empty str without NUL")
+
+
 def check_config(config):
     """Check a session config from a client; return it (plain data, validated).
 
@@ -157,7 +190,12 @@ def check_config(config):
     arrays = need(config, "arrays", dict, "session config")
     wanted = {"syn0", "lockf"} | ({"syn1neg", "cum_table"} if params["negative"] else set()) \
         | ({"sample_int"} if params["sample"] else set()) \
-        | ({"syn1", "points", "codes", "code_offsets"} if params["hs"] else set())
+        | ({"syn1", "points", "codes", "code_offsets"} if params["hs"] else set()) \
+        | ({"vocab_bytes", "vocab_offsets"} if config.get("corpus_file") is not None else set())
+    if config.get("corpus_file") is not None:
+        _check_corpus_file(need(config, "corpus_file", dict, "session config"))
+        if list(need(arrays.get("vocab_offsets"), "shape", (list, tuple), "array vocab_offsets")) != [vocab + 1]:
+            raise ValueError(f"array vocab_offsets must have vocab_size + 1 = {vocab + 1} entries")
     if set(arrays) != wanted:
         raise ValueError(f"session config: arrays must be exactly {sorted(wanted)}, got {sorted(arrays)}")
     for name, spec in arrays.items():
@@ -227,9 +265,10 @@ def check_merge_part(part, vocab_size, vector_size, weights):
         raise ValueError(f"merge part: flush must be an epoch or -1, got {flush}")
     jobs = need(part, "jobs", (list, tuple), "merge part")
     for entry in jobs:
-        if (not isinstance(entry, (list, tuple)) or len(entry) != 2
+        if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
                 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
-            raise ValueError(f"merge part: jobs must be [id, effective_words] pairs, got {entry!r}")
+            raise ValueError(f"merge part: jobs must be [id, effective_words] or [id, effective_words, raw_words, "
+                             f"examples], got {entry!r}")
     loss = need(part, "loss", float, "merge part")
     seconds = need(part, "merge_seconds", float, "merge part")
     if seconds < 0:

@@ -11,7 +11,9 @@ How it works:
    or forgets it).
 2. A heartbeat thread tells the dispatcher it is alive and learns of training sessions.
 3. For a session it fetches the config and the arrays in chunks, builds its replica, and runs
-   T trainer threads on jobs pulled from the dispatcher with a small prefetch.
+   T trainer threads on jobs pulled from the dispatcher with a small prefetch. Training from a
+   shared corpus file, it first checks that it sees the client's file, and its jobs are byte
+   ranges of the file that it reads and encodes itself (:mod:`gensim_distw2v.corpusfile`).
 4. Every ``sync_words`` words (and whenever it runs out of jobs) it merges: it sends the rows it
    changed and takes in the rows other workers changed (:mod:`gensim_distw2v.merge`), while its
    trainer threads go on.
@@ -30,6 +32,7 @@ import numpy as np
 
 from gensim_distw2v import transport, wire
 from gensim_distw2v._inner import JobTrainer
+from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
 from gensim_distw2v.merge import Replica, row_ranges
 
@@ -48,7 +51,7 @@ class _Training:
         self.stop = threading.Event()
         self.jobs = queue.Queue()
         self.lock = threading.Condition()
-        self.done = []  # [job id, effective words] trained since the last merge round
+        self.done = []  # [job id, effective words(, raw words, examples)] trained since the last merge round
         self.words_since_merge = 0
         self.loss = 0.0
         self.merge_seconds = 0.0
@@ -63,6 +66,12 @@ class _Training:
         joined = self.proxy.join(self.worker.name, self.sid)
         config, self.rank = joined["config"], joined["rank"]
         wire.check_config(config)
+        self.file = config.get("corpus_file")
+        if self.file is not None:
+            problem = check_file(self.file["path"], self.file)
+            self.proxy.file_check(self.worker.name, self.sid, problem)
+            if problem:
+                raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
         self.params = config["params"]
         self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
         self.hold_back, self.part_bytes = config["hold_back"], config["part_bytes"]
@@ -72,6 +81,10 @@ class _Training:
         self.replica = Replica({n: arrays.pop(n) for n in wire.WEIGHTS if n in arrays})
         if not self.params["sample"]:
             arrays.pop("sample_int", None)
+        if self.file is not None:
+            self.vocab = vocab_lookup(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
+            if len(self.vocab) != vocab:
+                raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
         self.trainer = JobTrainer(
             sg=self.params["sg"], hs=self.params["hs"], negative=self.params["negative"],
             window=self.params["window"], cbow_mean=self.params["cbow_mean"],
@@ -122,41 +135,67 @@ class _Training:
 
     def _train(self, thread, rng):
         vocab = self.params["vocab_size"]
-        while not self.stop.is_set():
-            with self.lock:
-                # Bounded staleness: once sync_words words are trained since the last merge round
-                # began, wait for the next round to begin; otherwise slow merges would stretch the
-                # real merge interval, and summed deltas blow up beyond it.
-                if self.words_since_merge >= self.sync_words:
-                    self.lock.wait(0.05)
+        try:
+            reader = RangeReader(self.file["path"], self.vocab) if self.file is not None else None
+        except OSError as err:  # checked at join, gone since
+            self.error = RuntimeError(f"cannot open the corpus file {self.file['path']}: {err}")
+            self.stop.set()
+            return
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    # Bounded staleness: once sync_words words are trained since the last merge round
+                    # began, wait for the next round to begin; otherwise slow merges would stretch the
+                    # real merge interval, and summed deltas blow up beyond it.
+                    if self.words_since_merge >= self.sync_words:
+                        self.lock.wait(0.05)
+                        continue
+                try:
+                    msg = self.jobs.get(timeout=0.2)
+                except queue.Empty:
                     continue
-            try:
-                msg = self.jobs.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            try:
-                job_id, _epoch, alpha, indices, offsets, raw, _examples = wire.unpack_job(msg, vocab)
                 with self.lock:
                     self.busy += 1
                 cpu = time.thread_time()
                 try:
-                    effective, loss = self.trainer.train_job(indices, offsets, alpha, rng, self.compute_loss)
+                    if reader is not None:
+                        job_id, effective, loss, raw, examples = self._train_range(msg, reader, rng)
+                        entry = [job_id, effective, raw, examples]
+                    else:
+                        job_id, _epoch, alpha, indices, offsets, raw, _examples = wire.unpack_job(msg, vocab)
+                        effective, loss = self.trainer.train_job(indices, offsets, alpha, rng, self.compute_loss)
+                        entry = [job_id, effective]
+                except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
+                    logger.exception("trainer thread %i failed on a job", thread)
+                    self.error = err
+                    self.stop.set()
+                    return
                 finally:
                     cpu = time.thread_time() - cpu
                     with self.lock:
                         self.busy -= 1
                         self.train_cpu += cpu
-            except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
-                logger.exception("trainer thread %i failed on a job", thread)
-                self.error = err
-                self.stop.set()
-                return
-            with self.lock:
-                self.done.append([job_id, effective])
-                self.words_since_merge += raw
-                self.trained_words += raw
-                self.loss += loss
-                self.lock.notify_all()
+                with self.lock:
+                    self.done.append(entry)
+                    self.words_since_merge += raw
+                    self.trained_words += raw
+                    self.loss += loss
+                    self.lock.notify_all()
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _train_range(self, msg, reader, rng):
+        """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples)``."""
+        job_id, _epoch, alpha, lo, hi = wire.unpack_range_job(msg, self.file["size"])
+        indices, offsets, starts, raw, examples = reader.read(lo, hi)
+        effective, loss = 0, 0.0
+        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            words, job_loss = self.trainer.train_job(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
+                                                     alpha, rng, self.compute_loss)
+            effective += words
+            loss += job_loss
+        return job_id, effective, loss, raw, examples
 
     def _fetch_loop(self):
         """Keep the local queue topped up (the merger thread merges meanwhile), until the session ends."""

@@ -233,6 +233,34 @@ def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
         add_rows(a, rows, values, 1.0, norms[:10])
 
 
+def test_compiled_damp_is_the_reference_rule():
+    """damp_rows (the dispatcher's, compiled) against damp_agreeing (numpy, the readable rule)."""
+    from gensim_distw2v._rows import damp_rows
+
+    rng = np.random.default_rng(5)
+    missed = rng.standard_normal((40, 9), dtype=np.float32)
+    missed[[3, 7]] = 0  # nothing missed there: sent as is
+    missed_sq = (missed.astype(np.float64) ** 2).sum(1).astype(np.float32)
+    rows = np.array([1, 3, 7, 8, 20, 31, 39], dtype=np.uint32)
+    sent = rng.standard_normal((7, 9), dtype=np.float32)
+    sent[3] = missed[8]  # the same update: counts once
+    sent[4] = -missed[20]  # opposite: all of it counts
+    top = 6  # row 39 is beyond the damped rows
+    expected = sent.copy()
+    expected[:top] = merge.damp_agreeing(sent[:top], missed[rows[:top]], missed_sq[rows[:top]])
+    kept = missed.copy()
+    kept[rows] += expected - sent
+    got = damp_rows(sent, rows, top, missed, missed_sq)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(missed, kept, rtol=1e-5, atol=1e-6)  # what it took back stays pending
+    np.testing.assert_allclose(missed_sq, (kept.astype(np.float64) ** 2).sum(1), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(got[4], sent[4])
+    with pytest.raises(ValueError, match="top=8 is outside"):
+        damp_rows(sent, rows, 8, missed, missed_sq)
+    with pytest.raises(ValueError, match="row 40 is outside"):
+        damp_rows(sent, np.array([1, 3, 7, 8, 20, 31, 40], np.uint32), 6, missed, missed_sq)
+
+
 def test_half_conversion_is_numpys_bit_for_bit():
     from gensim_distw2v._rows import from_half, to_half
 

@@ -1,0 +1,134 @@
+# cython: language_level=3
+# cython: boundscheck=False
+# cython: wraparound=False
+"""Lines of a corpus file to vocabulary indices: ``corpus_file`` mode's per-token work, compiled.
+
+A worker reads a byte range of the corpus file and hands the bytes here. Lines are split as
+gensim's ``LineSentence`` splits them (which is what built the vocabulary): at ``b"\\n"``, then
+into tokens at every character Python's ``str.split()`` counts as whitespace (ASCII spaces,
+tabs, ``\\r``, ``\\x1c``-``\\x1f``, and the Unicode spaces U+0085, U+00A0, U+1680,
+U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 in their UTF-8 form), and a line longer
+than ``max_sentence_length`` tokens becomes several sentences of at most that many. Tokens are
+looked up as UTF-8 bytes in a ``dict`` of the vocabulary; unknown tokens are dropped.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from libc.string cimport memchr
+
+cnp.import_array()
+
+
+cdef inline Py_ssize_t _space(const unsigned char *p, Py_ssize_t i, Py_ssize_t end) noexcept nogil:
+    """Length in bytes of the whitespace character at ``p[i]`` (as ``str.split()`` sees it), or 0.
+
+    Safe to call at any byte: UTF-8 continuation bytes (0x80-0xBF) never match a lead byte below.
+    """
+    cdef unsigned char c = p[i], c1, c2
+    if c == 32 or 9 <= c <= 13 or 28 <= c <= 31:
+        return 1
+    if c == 0xC2:
+        return 2 if i + 1 < end and (p[i + 1] == 0x85 or p[i + 1] == 0xA0) else 0
+    if c < 0xE1 or c > 0xE3 or i + 2 >= end:
+        return 0
+    c1, c2 = p[i + 1], p[i + 2]
+    if c == 0xE1:
+        return 3 if c1 == 0x9A and c2 == 0x80 else 0
+    if c == 0xE3:
+        return 3 if c1 == 0x80 and c2 == 0x80 else 0
+    if c1 == 0x80 and (0x80 <= c2 <= 0x8A or c2 == 0xA8 or c2 == 0xA9 or c2 == 0xAF):
+        return 3
+    if c1 == 0x81 and c2 == 0x9F:
+        return 3
+    return 0
+
+
+def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop, dict vocab,
+                 Py_ssize_t max_sentence_length=10000, Py_ssize_t max_job_words=10000):
+    """Encode the lines of ``buf`` that start in ``[first, stop)``.
+
+    Parameters
+    ----------
+    buf : bytes-like
+        File bytes; ``first`` must be a line start (or ``len(buf)``). The last line starting
+        before ``stop`` must be complete in ``buf`` (end with ``b"\\n"``, or at the end of file).
+    first, stop : int
+        Positions in ``buf``: every line whose first byte lies in ``[first, stop)`` is encoded.
+    vocab : dict of (bytes, int)
+        UTF-8 bytes of each vocabulary word -> its index.
+    max_sentence_length : int
+        Tokens per sentence at most (gensim's ``LineSentence`` cut; 10,000).
+    max_job_words : int
+        In-vocabulary words per job at most (the kernel trains at most 10,000 words of a job).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, numpy.ndarray, int, int)
+        ``indices`` (uint32), ``offsets`` (int64, sentences + 1 entries), ``jobs`` (int64: the
+        sentence each job starts at, then the number of sentences), raw words (tokens, in the
+        vocabulary or not) and examples (sentences, as ``LineSentence`` yields them: empty lines
+        yield none).
+    """
+    cdef Py_ssize_t size = buf.shape[0]
+    if not 0 <= first <= size or stop < 0:
+        raise ValueError(f"encode_lines: first={first} and stop={stop} do not fit a buffer of {size} bytes")
+    if max_sentence_length < 1 or max_job_words < 1:
+        raise ValueError("encode_lines: max_sentence_length and max_job_words must be >= 1")
+    if stop > size:
+        stop = size
+    cdef Py_ssize_t capacity = (size - first) // 2 + 2  # a token and its separator take >= 2 bytes
+    indices = np.empty(capacity, dtype=np.uint32)
+    offsets = np.empty(capacity + 1, dtype=np.int64)
+    jobs = np.empty(capacity + 1, dtype=np.int64)
+    cdef cnp.uint32_t[::1] out = indices
+    cdef cnp.int64_t[::1] ends = offsets
+    cdef cnp.int64_t[::1] starts = jobs
+    cdef const unsigned char *p = &buf[0] if size else NULL
+    cdef Py_ssize_t pos = first, line_end, i, j, w, n = 0, sentences = 0, n_jobs = 1, job_words = 0
+    cdef Py_ssize_t raw = 0, in_piece = 0, length
+    cdef const void *newline
+    cdef PyObject *found
+    ends[0] = 0
+    starts[0] = 0
+    while pos < stop:
+        newline = memchr(p + pos, 10, size - pos)
+        line_end = (<const unsigned char *>newline - p) if newline != NULL else size
+        i = pos
+        in_piece = 0
+        while True:
+            while i < line_end:
+                w = _space(p, i, line_end)
+                if w == 0:
+                    break
+                i += w
+            if i < line_end:  # a token [i, j)
+                j = i + 1
+                while j < line_end and _space(p, j, line_end) == 0:
+                    j += 1
+                found = PyDict_GetItem(vocab, PyBytes_FromStringAndSize(<const char *>(p + i), j - i))
+                if found != NULL:
+                    out[n] = <cnp.uint32_t>(<object>found)
+                    n += 1
+                raw += 1
+                in_piece += 1
+                i = j
+            # close a sentence at the line's end, or once it holds max_sentence_length tokens
+            if in_piece and (in_piece == max_sentence_length or i >= line_end):
+                length = n - ends[sentences]
+                if job_words and job_words + length > max_job_words:
+                    starts[n_jobs] = sentences
+                    n_jobs += 1
+                    job_words = 0
+                job_words += length
+                sentences += 1
+                ends[sentences] = n
+                in_piece = 0
+            if i >= line_end:
+                break
+        pos = line_end + 1
+    starts[n_jobs] = sentences
+    return indices[:n], offsets[:sentences + 1], jobs[:n_jobs + 1], raw, sentences

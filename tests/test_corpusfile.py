@@ -1,0 +1,295 @@
+"""``corpus_file`` mode: byte ranges read by the workers, every line trained exactly once per epoch.
+
+The reader is checked against gensim's ``LineSentence`` (which builds the vocabulary) under every
+cut of awkward files; the cluster is checked end to end with ranges cut mid-line, with a worker
+killed mid-epoch, and with a worker that sees no file, or another file, at the client's path
+(a mount namespace of its own: the same path, a different filesystem view, as on another host).
+"""
+import logging
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import gensim.models
+import numpy as np
+import pytest
+from gensim.models.word2vec import LineSentence
+from gensim.test.utils import datapath
+
+from gensim_distw2v import LocalCluster, Word2Vec, transport
+from gensim_distw2v._lines import encode_lines
+from gensim_distw2v.client import find_dispatcher
+from gensim_distw2v.cluster import ManagedProcess
+from gensim_distw2v.corpusfile import RangeReader, check_file, fingerprint, ranges, vocab_arrays, vocab_lookup
+
+SPACES = [" ", "\t", "\r", "\x0b", "\x1c", "\u0085", "\u00a0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000", "  "]
+WORDS = ["a", "bb", "ccc", "é", "日本語", "naïve", "Ωmega", "ŀl", "x\u2010y", "\u0100", "rare"]
+
+
+def awkward_text(rng, lines=200):
+    """Empty lines, Unicode whitespace and tokens, CRLF, lines over 10,000 tokens, no final newline."""
+    out = []
+    for _ in range(lines):
+        kind = rng.random()
+        if kind < 0.1:
+            out.append(rng.choice(["", " ", "\t\u3000"]))
+        elif kind < 0.13:
+            out.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(10_000, 21_000))))
+        else:
+            out.append("".join(rng.choice(WORDS) + rng.choice(SPACES) for _ in range(rng.randint(1, 40))))
+    return "\n".join(out) + rng.choice(["", "\r\n"])
+
+
+def encoded(path, keys):
+    """What LineSentence gives, as vocabulary indices (unknown words dropped)."""
+    index = {k: i for i, k in enumerate(keys)}
+    return [[index[t] for t in s if t in index] for s in LineSentence(path)]
+
+
+def read_all(path, vocab, cuts):
+    """Read a file as the ranges between ``cuts``; sentences, raw words and examples."""
+    sentences, raw, examples = [], 0, 0
+    with RangeReader(path, vocab) as reader:
+        for lo, hi in zip(cuts, cuts[1:]):
+            indices, offsets, jobs, words, pieces = reader.read(lo, hi)
+            assert len(offsets) == pieces + 1 and jobs[0] == 0 and jobs[-1] == pieces
+            assert all(offsets[b] - offsets[a] <= 10_000 for a, b in zip(jobs[:-1], jobs[1:]))
+            sentences += [indices[offsets[s]:offsets[s + 1]].tolist() for s in range(pieces)]
+            raw += words
+            examples += pieces
+    return sentences, raw, examples
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed):
+    rng = random.Random(seed)
+    path = str(tmp_path / "awkward.txt")
+    with open(path, "w", encoding="utf8", newline="") as fout:
+        fout.write(awkward_text(rng))
+    expected_tokens = list(LineSentence(path))
+    keys = sorted({t for s in expected_tokens for t in s} - {"rare"})  # "rare" is out of the vocabulary
+    vocab = vocab_lookup(*vocab_arrays(keys))
+    expected = encoded(path, keys)
+    size = os.path.getsize(path)
+    cut_sets = [list(range(0, size, step)) + [size] for step in (1, 3, 64, 4096, size)]
+    cut_sets += [[0] + sorted(rng.sample(range(1, size), 40)) + [size] for _ in range(5)]
+    for cuts in cut_sets:
+        sentences, raw, examples = read_all(path, vocab, cuts)
+        assert sentences == expected, f"cuts every {cuts[1] - cuts[0]} bytes"
+        assert raw == sum(len(s) for s in expected_tokens)
+        assert examples == len(expected_tokens)
+
+
+def test_reader_edge_files(tmp_path):
+    vocab = vocab_lookup(*vocab_arrays(["a", "b"]))
+    cases = {"empty": b"", "newlines": b"\n\n\n", "one": b"a", "crlf": b"a b\r\nb\r\n", "long line": b"a " * 600_000}
+    for name, data in cases.items():
+        path = tmp_path / name.replace(" ", "_")
+        path.write_bytes(data)
+        expected = encoded(str(path), ["a", "b"])
+        for step in (1, 5, 1 << 20):
+            cuts = list(range(0, len(data), step)) + [len(data)]
+            sentences, raw, _ = read_all(str(path), vocab, cuts if len(data) else [])
+            assert sentences == expected, name
+            assert raw == sum(len(s) for s in LineSentence(str(path)))
+    with pytest.raises(ValueError, match="do not fit a buffer of 3 bytes"):
+        encode_lines(b"a b", 4, 3, {})
+    with pytest.raises(ValueError, match="vocab_offsets must run"):
+        vocab_lookup(np.frombuffer(b"ab", np.uint8), np.array([0, 3], np.int64))
+
+
+def test_file_fingerprint_tells_files_apart(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"x" * 300_000)
+    mine = fingerprint(str(path))
+    assert check_file(str(path), mine) is None
+    assert check_file(str(tmp_path / "nope.txt"), mine) == f"no file at {tmp_path / 'nope.txt'}"
+    assert "is a directory" in check_file(str(tmp_path), mine)
+    path.write_bytes(b"x" * 299_999)
+    assert "has 299999 bytes here, the client's has 300000" in check_file(str(path), mine)
+    path.write_bytes(b"x" * 150_000 + b"y" + b"x" * 149_999)  # one byte differs, inside a sampled block
+    assert "other content" in check_file(str(path), mine)
+    assert ranges(10, 3) == 4 and ranges(0, 3) == 0 and ranges(9, 3) == 3
+
+
+# ---------------------------------------------------------------------------------------------- cluster
+PARAMS = dict(vector_size=16, min_count=1, seed=7, workers=1, sg=1, negative=3, epochs=2)
+
+
+@pytest.fixture(scope="module")
+def counted_file(tmp_path_factory):
+    """Lines of 3**i tokens (i = 0..9; the last is cut into two sentences), mixed with empty lines, non-ASCII
+    tokens and a final line without a newline: a line trained twice or skipped shows in the word count."""
+    rng = random.Random(11)
+    lines = []
+    for i in rng.sample(range(10), 10):
+        lines.append(" ".join(rng.choice(WORDS[:-1]) + str(j % 50) for j in range(3 ** i)))
+        lines.append(rng.choice(["", "\u3000", " "]))
+    path = tmp_path_factory.mktemp("cf") / "counted.txt"
+    path.write_text("\n".join(lines), encoding="utf8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    with LocalCluster(n_workers=2, threads_per_worker=1) as cluster:
+        yield cluster
+
+
+def test_ranges_cut_mid_line_train_every_line_once(two_workers, counted_file, caplog):
+    total = (3 ** 10 - 1) // 2
+    # batch_words=29: ranges of about 29 words (~180 bytes) cut every line of more than one range
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+        model = Word2Vec(corpus_file=counted_file, distributed=True, ns_conf=two_workers.ns_conf, batch_words=29,
+                         **PARAMS)
+    assert model.corpus_total_words == total and model.corpus_count == 11  # 10 lines, one cut in two
+    stats = model.cluster_stats
+    assert stats["raw_words"] == 2 * total
+    assert all(w[0] > 0 for w in stats["workers"].values()), "both workers read ranges"
+    assert not [r for r in caplog.records if "did not equal expected count" in r.getMessage()]
+    epochs = [r.getMessage() for r in caplog.records if re.match(r"EPOCH \d: training on", r.getMessage())]
+    assert epochs == [m for m in epochs if f"on {total} raw words" in m] and len(epochs) == 2
+    assert any("ranges of" in r.getMessage() and "the same on all 2 workers" in r.getMessage() for r in caplog.records)
+    assert np.isfinite(model.wv.vectors).all()
+    # train() as in gensim: corpus_file and total_words; effective and raw words back
+    effective, raw = model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)
+    assert raw == total and 0 < effective <= total
+    with pytest.raises(ValueError, match="total_words must be provided alongside corpus_file"):
+        model.train(corpus_file=counted_file, total_examples=model.corpus_count, epochs=1)
+
+
+def test_corpus_file_model_learns_and_loads_in_gensim(two_workers, lee_corpus, tmp_path):
+    params = dict(vector_size=32, min_count=2, seed=3, workers=1, sg=1, negative=5, epochs=5)
+    path = datapath("lee_background.cor")
+    ours = Word2Vec(corpus_file=path, distributed=True, ns_conf=two_workers.ns_conf, **params)
+    reference = gensim.models.Word2Vec(corpus_file=path, **params)
+    untrained = gensim.models.Word2Vec(**params)
+    untrained.build_vocab(corpus_file=path)
+    assert ours.wv.index_to_key == reference.wv.index_to_key  # gensim's own vocabulary building
+
+    def quality(model):  # mean similarity of adjacent words: the corpus's structure, learned or not
+        pairs = [(a, b) for s in lee_corpus[:100] for a, b in zip(s, s[1:])
+                 if a in model.wv.key_to_index and b in model.wv.key_to_index and a != b]
+        return float(np.mean([model.wv.similarity(a, b) for a, b in pairs]))
+
+    assert quality(ours) > quality(untrained) + 0.2
+    assert quality(ours) > quality(reference) - 0.1
+    ours.save(str(tmp_path / "cf.model"))
+    loaded = gensim.models.Word2Vec.load(str(tmp_path / "cf.model"))
+    assert type(loaded) is gensim.models.Word2Vec and np.array_equal(loaded.wv.vectors, ours.wv.vectors)
+
+
+def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file):
+    total = (3 ** 10 - 1) // 2
+    with LocalCluster(n_workers=3, worker_timeout=3.0) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, batch_words=29, **{**PARAMS, "epochs": 8})
+        model.build_vocab(corpus_file=counted_file)
+        probe = find_dispatcher(cluster.ns_conf)
+        result = {}
+
+        def run():
+            try:
+                result["counts"] = model.train(corpus_file=counted_file, total_words=total, epochs=8)
+            except BaseException as err:  # noqa: B902 - handed to the test thread
+                result["error"] = err
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        victim = None
+        while victim is None and thread.is_alive():
+            for name, info in probe.status()["workers"].items():
+                if info["rank"] == 1 and info["words"] > 0 and info["in_flight"] > 0:
+                    victim = name
+            time.sleep(0.01)
+        assert victim is not None, "rank 1 never held ranges"
+        proc = next(p for n, p in cluster.processes.items()
+                    if n.startswith("worker-") and any(victim in line for line in p.lines))
+        os.kill(proc.pid, signal.SIGKILL)
+        line = cluster.processes["dispatcher"].wait_for(rf"worker {victim} lost .*; (\d+) unmerged jobs go back",
+                                                        timeout=15)
+        thread.join(timeout=120)
+        assert not thread.is_alive() and "error" not in result, result.get("error")
+        assert int(line.group(1)) >= 1
+        assert result["counts"][1] == 8 * total  # its ranges were read again by the others, none twice
+        transport.release(probe)
+
+
+def start_namespaced_worker(cluster, name, setup):
+    """A worker in a mount namespace of its own, where ``setup`` (shell) changed what it sees."""
+    port = cluster.ns_conf["port"]
+    command = f"{setup} && exec {sys.executable} -P -m gensim_distw2v.worker --ns-port {port} --threads 1"
+    proc = ManagedProcess(name, ["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
+                          env=cluster._env())
+    cluster.processes[name] = proc
+    return proc.wait_for(r"gensim_distw2v\.worker (\S+) ready at", timeout=60).group(1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="a worker with another view of the filesystem needs Linux, root and unshare")
+@pytest.mark.parametrize("view", ["missing", "other"])
+def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    path = shared / "corpus.txt"
+    shutil.copy(datapath("lee_background.cor"), path)
+    other = tmp_path / "other.txt"  # same size, one word changed
+    data = path.read_bytes()
+    other.write_bytes(data[:1000] + data[1000:1005].upper() + data[1005:])
+    setup = f"mount -t tmpfs none {shared}" if view == "missing" else f"mount --bind {other} {path}"
+    with LocalCluster(n_workers=1) as cluster:
+        blind = start_namespaced_worker(cluster, "worker-blind", setup)
+        cluster.processes["dispatcher"].wait_for(rf"worker {re.escape(blind)} registered", timeout=60)
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        model.build_vocab(corpus_file=str(path))
+        before = model.wv.vectors.copy()
+        with pytest.raises(ValueError) as err:
+            model.train(corpus_file=str(path), total_words=model.corpus_total_words, epochs=1)
+        message = str(err.value)
+        assert f"corpus_file {path}: 1 of 2 workers do not see the file" in message
+        reason = f"no file at {path}" if view == "missing" else f"{path} has the client's size (360082 bytes) but other content"
+        assert f"worker {blind}: {reason}" in message and "must read the same file at the same path" in message
+        assert (model.wv.vectors == before).all()  # nothing trained
+        cluster.processes["worker-blind"].kill()
+        cluster.processes["dispatcher"].wait_for(rf"worker {re.escape(blind)} lost", timeout=30)
+        # the cluster keeps serving: with the blind worker gone, the same call trains
+        _effective, raw = model.train(corpus_file=str(path), total_words=model.corpus_total_words, epochs=1)
+        assert raw == sum(len(s) for s in lee_corpus)
+
+
+def test_file_session_refuses_misuse(two_workers, counted_file):
+    dispatcher = find_dispatcher(two_workers.ns_conf)
+    model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, **PARAMS)
+    model.build_vocab(corpus_file=counted_file)
+    from gensim_distw2v.client import DistributedTraining
+
+    session = DistributedTraining(model, two_workers.ns_conf)
+    config, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)
+    sid = dispatcher.open_session(config)["session"]
+    try:
+        session._upload(dispatcher, sid, arrays)
+        dispatcher.start(sid)
+        with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):
+            dispatcher.put_jobs(sid, [])
+        assert dispatcher.open_file_epoch(sid, 0) == -(-config["corpus_file"]["size"]
+                                                       // config["corpus_file"]["range_bytes"])
+        with pytest.raises(ValueError, match="epoch 0 was opened before"):
+            dispatcher.open_file_epoch(sid, 0)
+        with pytest.raises(ValueError, match="is not one of the session's 1"):
+            dispatcher.open_file_epoch(sid, 1)
+        with pytest.raises(ValueError, match="problem must be a str or None"):
+            dispatcher.file_check("gensim_distw2v.worker.x", sid, 5)
+    finally:
+        dispatcher.close(sid)
+        transport.release(dispatcher)
+    bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))
+    with pytest.raises(ValueError, match="range_bytes and total_words >= 1"):
+        find_dispatcher(two_workers.ns_conf).open_session(bad)
+    # and it still trains
+    assert model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)[1] == \
+        model.corpus_total_words
