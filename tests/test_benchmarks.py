@@ -26,10 +26,11 @@ def test_compare_gensim_runs_every_mode():
     out = run("compare_gensim.py", "--corpus", datapath("lee_background.cor"), "--workers", "1,2", "--epochs", "1",
               "--seeds", "1", "--vector-size", "20", "--json")
     table = {(row["mode"], row["k"]): row for row in json.loads(out.strip().splitlines()[-1])["table"]}
-    assert set(table) == {(m, k) for m in ("gensim", "gensim_cf", "dist") for k in (1, 2)}
+    assert set(table) == {(m, k) for m in ("gensim", "gensim_cf", "dist", "dist_cf") for k in (1, 2)}
     for row in table.values():
         assert row["raw_wps"] > 0 and -1 <= row["ws353"] <= 1
-    assert table[("dist", 2)]["bytes_up_per_word"] > 0 and table[("dist", 2)]["bytes_down_per_word"] > 0
+    for mode in ("dist", "dist_cf"):
+        assert table[(mode, 2)]["bytes_up_per_word"] > 0 and table[(mode, 2)]["bytes_down_per_word"] > 0
 
 
 def test_multihost_builds_its_network_and_removes_it():
