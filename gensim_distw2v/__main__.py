@@ -4,7 +4,8 @@ Reads a text file with one sentence per line and tokens separated by spaces (gen
 ``LineSentence`` format), trains ``gensim_distw2v.Word2Vec`` with gensim's options on a cluster
 (a :class:`~gensim_distw2v.LocalCluster` started for the run, unless ``--ns-host``/``--ns-port``
 name a running one), saves a model that ``gensim.models.Word2Vec.load`` opens, and prints a
-summary.
+summary. With ``--corpus-file`` the workers read the file themselves (gensim's ``corpus_file``
+mode: the file must be at the same path on every worker).
 """
 import argparse
 import logging
@@ -48,6 +49,9 @@ def build_parser():
     cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule (default damp)")
     cluster.add_argument("--hold-back", type=float, default=0.1,
                          help="share of its squared change a worker may keep back per routine merge (default 0.1)")
+    cluster.add_argument("--corpus-file", action="store_true",
+                         help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
+                              "faster; the file must be at the same path on every worker (a shared filesystem)")
     cluster.add_argument("--no-cluster", action="store_true",
                          help="train in this process with gensim's threads (--workers) instead")
     train.add_argument("--evaluate", action="store_true",
@@ -83,7 +87,10 @@ def train(args):
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
         merge=args.merge, hold_back=args.hold_back)
-    model.build_vocab(sentences)
+    if args.corpus_file:
+        model.build_vocab(corpus_file=args.corpus)
+    else:
+        model.build_vocab(sentences)
     if not len(model.wv):
         sys.exit(f"error: no word of {args.corpus!r} occurs {args.min_count} times or more; lower --min-count")
     vocab_seconds = time.perf_counter() - start
@@ -100,7 +107,11 @@ def train(args):
             model.ns_conf = cluster.ns_conf
             where = f"a local cluster of {args.local_workers} workers x {args.threads_per_worker} threads"
         start = time.perf_counter()
-        effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
+        if args.corpus_file:
+            effective, raw = model.train(corpus_file=os.path.abspath(args.corpus), total_examples=model.corpus_count,
+                                         total_words=model.corpus_total_words, epochs=model.epochs)
+        else:
+            effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
         train_seconds = time.perf_counter() - start
     finally:
         if cluster is not None:
@@ -129,7 +140,7 @@ def main(argv=None):
 
         try:
             train(args)
-        except ClusterError as err:
+        except (ClusterError, ValueError) as err:  # a cluster part missing, a worker that does not see the file
             sys.exit(f"error: {err}")
 
 

@@ -76,8 +76,9 @@ def _kept(norms, hold_back):
     if hold_back <= 0 or len(norms) <= 1:
         return np.arange(len(norms))
     order = np.argsort(norms)  # smallest first
-    small = np.cumsum(norms[order]) <= hold_back * norms.sum()
-    return np.sort(order[~small])
+    keep = np.ones(len(norms), dtype=bool)
+    keep[order[np.cumsum(norms[order]) <= hold_back * norms.sum()]] = False
+    return np.flatnonzero(keep)
 
 
 def _compact(values, half):

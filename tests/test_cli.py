@@ -22,6 +22,15 @@ def test_train_saves_a_gensim_model(tmp_path):
     assert type(model) is gensim.models.Word2Vec and model.wv.vectors.shape == (4844, 20) and model.sg == 1
 
 
+def test_train_with_workers_reading_the_file(tmp_path):
+    output = tmp_path / "cf.model"
+    out = run_cli(["train", datapath("lee_background.cor"), "--output", str(output), "--min-count", "2",
+                   "--epochs", "2", "--vector-size", "20", "--corpus-file", "--quiet"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "vocabulary 4844 words" in out.stdout and "119780 raw" in out.stdout, out.stdout  # 2 epochs, every word
+    assert gensim.models.Word2Vec.load(str(output)).wv.vectors.shape == (4844, 20)
+
+
 def test_train_on_a_running_cluster_and_without_one(tmp_path):
     from gensim_distw2v import LocalCluster
 
