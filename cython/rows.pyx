@@ -15,6 +15,7 @@ here check them again and raise ``ValueError`` rather than touch memory they do 
 import numpy as np
 
 cimport numpy as cnp
+from libc.string cimport memcmp
 
 cnp.import_array()
 
@@ -48,6 +49,8 @@ def changed_rows(const float[:, ::1] replica, const float[:, ::1] base, Py_ssize
     cdef bint differs
     with nogil:
         for r in range(lo, hi):
+            if width == 0 or memcmp(&replica[r, 0], &base[r, 0], width * sizeof(float)) == 0:
+                continue  # bit-identical: unchanged (memcmp is vectorized; most rows are, for rare words)
             total = 0.0
             differs = False
             for j in range(width):
@@ -206,6 +209,7 @@ cdef extern from "half.h" nogil:
     void dw2v_from_half(const cnp.uint16_t *src, float *dst, Py_ssize_t n)
 
 cdef bint F16C = dw2v_f16c()
+HAS_F16C = bool(F16C)  #: the CPU converts float16 in hardware (the fused steps below need it)
 
 
 def to_half(values):
@@ -238,3 +242,161 @@ def from_half(values):
         with nogil:
             dw2v_from_half(&src[0], &dst[0], src.shape[0])
     return out
+
+
+# Fused merge steps: one pass over the rows of a matrix instead of a gather, conversions and a
+# scatter each. float16 through F16C only (callers use the separate steps above without it).
+HALF_LIMIT = 32752.0  # |values| below this fit float16 with room to round (numpy's max is 65504)
+
+
+cdef inline void _round_to_half(float *row, cnp.uint16_t *out, Py_ssize_t width) noexcept nogil:
+    """``out = float16(row)``, then ``row = float32(out)``: the row becomes what the wire carries."""
+    cdef Py_ssize_t j
+    for j in range(width):  # never inf: a value beyond float16's range goes as its largest value
+        if row[j] > 65504.0:
+            row[j] = 65504.0
+        elif row[j] < -65504.0:
+            row[j] = -65504.0
+    dw2v_to_half(row, out, width)
+    dw2v_from_half(out, row, width)
+
+
+def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, bint half):
+    """A worker's deltas ``replica[rows] - base[rows]`` for the wire, and ``base[rows] +=`` what they carry.
+
+    One pass: ``row_diff``, float16 rounding and ``add_rows(base, ...)`` of the value sent, so
+    that the base advances by exactly what the dispatcher receives (float16 rounding stays in
+    ``replica - base`` for the next round).
+
+    Parameters
+    ----------
+    replica, base : numpy.ndarray of float32, C-contiguous, same shape
+    rows : numpy.ndarray of uint32
+        Distinct rows.
+    half : bool
+        float16 values (needs F16C, see :data:`HAS_F16C`), else float32.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(rows), width)`` float16 or float32.
+    """
+    if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
+        raise ValueError("replica and base must have the same shape")
+    if half and not F16C:
+        raise ValueError("send_rows: float16 needs the CPU's F16C instructions; use to_half instead")
+    _check_rows(rows, replica.shape[0])
+    cdef Py_ssize_t i, j, r, n = rows.shape[0], width = replica.shape[1]
+    out = np.empty((n, width), dtype=np.float16 if half else np.float32)
+    cdef cnp.uint16_t[:, ::1] out16
+    cdef float[:, ::1] out32
+    cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
+    if half:
+        out16 = out.view(np.uint16)
+    else:
+        out32 = out
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            for j in range(width):
+                scratch[j] = replica[r, j] - base[r, j]
+            if half:
+                _round_to_half(&scratch[0], &out16[i, 0], width)
+            else:
+                for j in range(width):
+                    out32[i, j] = scratch[j]
+            for j in range(width):
+                base[r, j] = base[r, j] + scratch[j]
+    return out
+
+
+def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1] rows, bint half):
+    """The dispatcher's reply: ``pending[rows]`` for the wire, less what it carries, norms kept.
+
+    One pass: gather, float16 rounding, ``pending[rows] -=`` the value sent and the squared
+    norms of what is left (float16 rounding stays pending for the next round).
+
+    Parameters
+    ----------
+    pending : numpy.ndarray of float32, C-contiguous
+    norms : numpy.ndarray of float32
+        Squared row norms of ``pending`` (``len(pending)`` entries), updated for ``rows``.
+    rows : numpy.ndarray of uint32
+    half : bool
+        float16 values (needs F16C), else float32.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(rows), width)`` float16 or float32.
+    """
+    if norms.shape[0] != pending.shape[0]:
+        raise ValueError(f"norms must have {pending.shape[0]} entries, got {norms.shape[0]}")
+    if half and not F16C:
+        raise ValueError("send_pending: float16 needs the CPU's F16C instructions; use to_half instead")
+    _check_rows(rows, pending.shape[0])
+    cdef Py_ssize_t i, j, r, n = rows.shape[0], width = pending.shape[1]
+    out = np.empty((n, width), dtype=np.float16 if half else np.float32)
+    cdef cnp.uint16_t[:, ::1] out16
+    cdef float[:, ::1] out32
+    cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
+    cdef double total
+    cdef float x
+    if half:
+        out16 = out.view(np.uint16)
+    else:
+        out32 = out
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            for j in range(width):
+                scratch[j] = pending[r, j]
+            if half:
+                _round_to_half(&scratch[0], &out16[i, 0], width)
+            else:
+                for j in range(width):
+                    out32[i, j] = scratch[j]
+            total = 0.0
+            for j in range(width):
+                x = pending[r, j] - scratch[j]
+                pending[r, j] = x
+                total = total + <double>x * x
+            norms[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+    return out
+
+
+def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, values):
+    """``replica[rows] += values; base[rows] += values`` in one pass, ``values`` float16 or float32.
+
+    float16 needs F16C (see :data:`HAS_F16C`).
+    """
+    if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
+        raise ValueError("replica and base must have the same shape")
+    cdef Py_ssize_t i, j, r, n = rows.shape[0], width = replica.shape[1]
+    if values.ndim != 2 or values.shape[0] != n or values.shape[1] != width:
+        raise ValueError(f"values must have shape ({n}, {width}), got {values.shape}")
+    cdef bint half = values.dtype == np.float16
+    if half and not F16C:
+        raise ValueError("take_rows: float16 needs the CPU's F16C instructions; use from_half instead")
+    if not half and values.dtype != np.float32:
+        raise ValueError(f"values must be float16 or float32, got {values.dtype}")
+    _check_rows(rows, replica.shape[0])
+    values = np.ascontiguousarray(values)
+    cdef const cnp.uint16_t[:, ::1] in16
+    cdef const float[:, ::1] in32
+    cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
+    if half:
+        in16 = values.view(np.uint16)
+    else:
+        in32 = values
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            if half:
+                dw2v_from_half(&in16[i, 0], &scratch[0], width)
+            else:
+                for j in range(width):
+                    scratch[j] = in32[i, j]
+            for j in range(width):
+                replica[r, j] = replica[r, j] + scratch[j]
+                base[r, j] = base[r, j] + scratch[j]

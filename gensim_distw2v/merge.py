@@ -37,7 +37,8 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import add_rows, changed_rows, damp_rows, from_half, row_diff, to_half
+from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, damp_rows, from_half, row_diff,
+                                  send_pending, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES
 
 __all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
@@ -87,6 +88,11 @@ def _compact(values, half):
         wire_values = to_half(values)
         return wire_values, from_half(wire_values)
     return values, values  # float32, or too large for float16
+
+
+def _fits_half(norms):
+    """Whether rows of these squared norms fit float16 (every value below :data:`HALF_LIMIT`)."""
+    return not len(norms) or float(norms.max()) < HALF_LIMIT ** 2
 
 
 def _as_float32(values):
@@ -190,8 +196,11 @@ class GlobalWeights:
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])
                 fresh = (fresh[_kept(mass[lo:hi][fresh], hold_back)] + lo).astype(np.uint32)
-                out, sent_back = _compact(change[fresh], half=not exact)
-                add_rows(change, fresh, sent_back, -1.0, mass)
+                if HAS_F16C:  # one pass: gather, round, subtract what goes
+                    out = send_pending(change, mass, fresh, not exact and _fits_half(mass[fresh]))
+                else:
+                    out, sent_back = _compact(change[fresh], half=not exact)
+                    add_rows(change, fresh, sent_back, -1.0, mass)
                 reply[name] = (fresh, out)
             self.merges += 1
         return reply
@@ -271,11 +280,15 @@ class Replica:
         for name, replica in self.replica.items():
             base = self.base[name]
             changed, norms = changed_rows(replica, base, lo, hi)
-            changed = changed[_kept(norms, hold_back)]
-            delta, sent = _compact(row_diff(replica, base, changed), half=dtype != np.float32)
+            kept = _kept(norms, hold_back)
+            changed = changed[kept]
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.
-            add_rows(base, changed, sent)
+            if HAS_F16C:  # one pass: difference, rounding, advancing B
+                delta = send_rows(replica, base, changed, dtype != np.float32 and _fits_half(norms[kept]))
+            else:
+                delta, sent = _compact(row_diff(replica, base, changed), half=dtype != np.float32)
+                add_rows(base, changed, sent)
             out[name] = (changed, delta)
         return out
 
@@ -285,6 +298,9 @@ class Replica:
             if not len(rows):
                 continue
             rows = np.ascontiguousarray(rows, dtype=np.uint32)
-            values = _as_float32(values)
-            add_rows(self.replica[name], rows, values)
-            add_rows(self.base[name], rows, values)
+            if HAS_F16C or values.dtype == np.float32:
+                take_rows(self.replica[name], self.base[name], rows, values)
+            else:
+                values = _as_float32(values)
+                add_rows(self.replica[name], rows, values)
+                add_rows(self.base[name], rows, values)

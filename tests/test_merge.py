@@ -261,6 +261,59 @@ def test_compiled_damp_is_the_reference_rule():
         damp_rows(sent, np.array([1, 3, 7, 8, 20, 31, 40], np.uint32), 6, missed, missed_sq)
 
 
+def test_fused_merge_steps_equal_the_separate_ones():
+    """send_rows / send_pending / take_rows (one pass each) against row_diff, to_half and add_rows."""
+    from gensim_distw2v._rows import (HAS_F16C, add_rows, from_half, row_diff, send_pending, send_rows, take_rows,
+                                      to_half)
+
+    rng = np.random.default_rng(9)
+    replica = rng.standard_normal((60, 13), dtype=np.float32)
+    base = replica - rng.standard_normal((60, 13), dtype=np.float32) * 1e-3
+    rows = np.array([0, 4, 5, 31, 59], dtype=np.uint32)
+    if not HAS_F16C:  # the callers use the separate steps then
+        with pytest.raises(ValueError, match="F16C"):
+            send_rows(replica, base, rows, True)
+        return
+    for half in (True, False):
+        b_fused, b_steps = base.copy(), base.copy()
+        diff = row_diff(replica, b_steps, rows)
+        wire = to_half(diff) if half else diff
+        add_rows(b_steps, rows, from_half(wire) if half else wire)
+        got = send_rows(replica, b_fused, rows, half)
+        assert got.dtype == wire.dtype
+        np.testing.assert_array_equal(got, wire)
+        np.testing.assert_array_equal(b_fused, b_steps)  # B advances by exactly what was sent
+    pending = rng.standard_normal((60, 13), dtype=np.float32) * 1e-2
+    for half in (True, False):
+        p_fused, p_steps = pending.copy(), pending.copy()
+        n_fused, n_steps = np.zeros(60, np.float32), np.zeros(60, np.float32)
+        wire = to_half(p_steps[rows]) if half else p_steps[rows].copy()
+        add_rows(p_steps, rows, from_half(wire) if half else wire, -1.0, n_steps)
+        np.testing.assert_array_equal(send_pending(p_fused, n_fused, rows, half), wire)
+        np.testing.assert_array_equal(p_fused, p_steps)
+        np.testing.assert_allclose(n_fused, n_steps, rtol=1e-6)
+    for values in (to_half(pending[rows]), pending[rows]):
+        r_fused, b_fused, r_steps, b_steps = replica.copy(), base.copy(), replica.copy(), base.copy()
+        take_rows(r_fused, b_fused, rows, values)
+        add_rows(r_steps, rows, values.astype(np.float32))
+        add_rows(b_steps, rows, values.astype(np.float32))
+        np.testing.assert_array_equal(r_fused, r_steps)
+        np.testing.assert_array_equal(b_fused, b_steps)
+    # beyond float16's range: the largest float16 goes, the rest stays in R - B for later
+    big = base.copy()
+    replica2 = base.copy()
+    replica2[4, 2] += 1e6
+    sent = send_rows(replica2, big, np.array([4], np.uint32), True)
+    assert sent[0, 2] == np.float16(65504) and np.isfinite(sent).all()
+    assert replica2[4, 2] - big[4, 2] == pytest.approx(1e6 - 65504, rel=1e-3)
+    with pytest.raises(ValueError, match="row 60 is outside"):
+        send_rows(replica, base, np.array([60], np.uint32), True)
+    with pytest.raises(ValueError, match="values must have shape"):
+        take_rows(replica, base, rows, pending[:2])
+    with pytest.raises(ValueError, match="norms must have 60 entries"):
+        send_pending(pending, np.zeros(5, np.float32), rows, True)
+
+
 def test_half_conversion_is_numpys_bit_for_bit():
     from gensim_distw2v._rows import from_half, to_half
 
