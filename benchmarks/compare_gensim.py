@@ -291,7 +291,8 @@ def main(argv=None):
             one = results.get(("gensim", 1))
             print(f"K={k}: dist_cf/gensim_cf raw words/s {mean(d, 'raw_wps') / mean(g, 'raw_wps'):.2f}; quality "
                   f"dist_cf-gensim_cf: analogy {100 * (mean(d, 'analogy') - mean(g, 'analogy')):+.2f} points, "
-                  f"ws353 {mean(d, 'ws353') - mean(g, 'ws353'):+.4f}, simlex {mean(d, 'simlex') - mean(g, 'simlex'):+.4f}"
+                  f"ws353 {mean(d, 'ws353') - mean(g, 'ws353'):+.4f}, "
+                  f"simlex {mean(d, 'simlex') - mean(g, 'simlex'):+.4f}"
                   + (f"; dist_cf-gensim K=1: analogy {100 * (mean(d, 'analogy') - mean(one, 'analogy')):+.2f} points, "
                      f"ws353 {mean(d, 'ws353') - mean(one, 'ws353'):+.4f}, "
                      f"simlex {mean(d, 'simlex') - mean(one, 'simlex'):+.4f}" if one else ""))

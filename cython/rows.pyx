@@ -15,6 +15,7 @@ here check them again and raise ``ValueError`` rather than touch memory they do 
 import numpy as np
 
 cimport numpy as cnp
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
 cnp.import_array()
@@ -143,64 +144,6 @@ def add_rows(float[:, ::1] matrix, const cnp.uint32_t[::1] rows, const float[:, 
             if with_norms:
                 # a row that is not all zeros keeps a non-zero norm (float32 would underflow)
                 norms[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
-
-
-def damp_rows(const float[:, ::1] sent, const cnp.uint32_t[::1] rows, Py_ssize_t top, float[:, ::1] missed,
-              float[::1] missed_sq):
-    """The ``damp`` rule in one pass: :func:`gensim_distw2v.merge.damp_agreeing` on ``sent[:top]``.
-
-    Parameters
-    ----------
-    sent : numpy.ndarray of float32, C-contiguous, ``(len(rows), dim)``
-        A worker's deltas.
-    rows : numpy.ndarray of uint32
-        Their rows.
-    top : int
-        Damp ``sent[:top]`` (the rest is summed as it is).
-    missed : numpy.ndarray of float32, C-contiguous, ``(n_rows, dim)``
-        The change the worker has not received (its pending change); where the rule takes part
-        of ``sent`` back, that part is added here (and ``missed_sq`` updated): the worker keeps
-        it, as it keeps the rest of its replica.
-    missed_sq : numpy.ndarray of float32, ``(n_rows,)``
-        Squared norms of ``missed``'s rows.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32, like ``sent``: what to add to the global weights.
-    """
-    if sent.shape[0] != rows.shape[0] or sent.shape[1] != missed.shape[1] or missed_sq.shape[0] != missed.shape[0]:
-        raise ValueError("damp_rows: sent must be (len(rows), dim), missed (n_rows, dim), missed_sq (n_rows,)")
-    if not 0 <= top <= rows.shape[0]:
-        raise ValueError(f"damp_rows: top={top} is outside [0, {rows.shape[0]}]")
-    _check_rows(rows, missed.shape[0])
-    out = np.array(sent, dtype=np.float32, order="C")
-    cdef float[:, ::1] update = out
-    cdef Py_ssize_t i, j, r, width = sent.shape[1]
-    cdef double dot, delta_sq, a, b, total
-    cdef float x
-    with nogil:
-        for i in range(top):
-            r = rows[i]
-            if missed_sq[r] <= 0:
-                continue
-            dot = 0.0
-            delta_sq = 0.0
-            for j in range(width):
-                dot = dot + <double>missed[r, j] * sent[i, j]
-                delta_sq = delta_sq + <double>sent[i, j] * sent[i, j]
-            if dot <= 0:
-                continue  # they disagree: the whole delta counts
-            a = dot / (2 * <double>missed_sq[r])
-            b = dot / (2 * delta_sq)
-            total = 0.0
-            for j in range(width):
-                update[i, j] = <float>(sent[i, j] - a * missed[r, j] - b * sent[i, j])
-                x = missed[r, j] + (update[i, j] - sent[i, j])
-                missed[r, j] = x
-                total = total + <double>x * x
-            missed_sq[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
-    return out
 
 
 cdef extern from "half.h" nogil:
@@ -400,3 +343,127 @@ def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
             for j in range(width):
                 replica[r, j] = replica[r, j] + scratch[j]
                 base[r, j] = base[r, j] + scratch[j]
+
+
+def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ssize_t top, float[:, ::1] own,
+              float[::1] own_sq, list others, float scale=1.0, float own_scale=0.0):
+    """The dispatcher's side of a worker's merge part, for one matrix, in one pass over its rows.
+
+    For each row ``r = rows[i]`` with ``d = values[i]`` (float16 or float32): ``u = d``, damped
+    as :func:`gensim_distw2v.merge.damp_agreeing` does when ``i < top`` (what it takes back is
+    added to ``own``, the worker's pending change); then ``weights[r] += scale * u``, every other
+    worker's pending change ``+= scale * u`` (its squared norms kept), and ``own[r] += own_scale
+    * d`` (averaging scaled the worker's own update; 0 otherwise).
+
+    Parameters
+    ----------
+    weights : numpy.ndarray of float32, C-contiguous ``(n_rows, dim)``
+        The global weights.
+    rows : numpy.ndarray of uint32
+        Distinct rows.
+    values : numpy.ndarray of float16 or float32, ``(len(rows), dim)``
+        The worker's deltas (float16 needs F16C).
+    top : int
+        Damp ``values[:top]``.
+    own, own_sq : numpy.ndarray of float32
+        The worker's pending change and its squared row norms.
+    others : list of (numpy.ndarray, numpy.ndarray)
+        The other workers' pending changes and squared row norms.
+    scale, own_scale : float
+
+    Returns
+    -------
+    int
+        How many rows the damp rule took part of (their deltas agreed with what the worker missed).
+    """
+    cdef Py_ssize_t n = rows.shape[0], width = weights.shape[1], i, j, k, r, n_others = len(others), damped = 0
+    if own.shape[0] != weights.shape[0] or own.shape[1] != width or own_sq.shape[0] != weights.shape[0]:
+        raise ValueError("fold_rows: own and own_sq must match weights")
+    if values.ndim != 2 or values.shape[0] != n or values.shape[1] != width:
+        raise ValueError(f"fold_rows: values must have shape ({n}, {width}), got {values.shape}")
+    cdef bint half = values.dtype == np.float16
+    if (half and not F16C) or (not half and values.dtype != np.float32):
+        raise ValueError(f"fold_rows: values must be float32, or float16 with F16C; got {values.dtype}")
+    if not 0 <= top <= n:
+        raise ValueError(f"fold_rows: top={top} is outside [0, {n}]")
+    _check_rows(rows, weights.shape[0])
+    values = np.ascontiguousarray(values)
+    keep = []  # memoryviews whose buffers the pointers below point into
+    cdef float[:, ::1] change
+    cdef float[::1] mass
+    for other in others:
+        change, mass = other
+        if change.shape[0] != weights.shape[0] or change.shape[1] != width or mass.shape[0] != weights.shape[0]:
+            raise ValueError("fold_rows: every other pending change must match weights")
+        keep.append((change, mass))
+    cdef float **changes = <float **>malloc(max(1, n_others) * sizeof(float *))
+    cdef float **masses = <float **>malloc(max(1, n_others) * sizeof(float *))
+    cdef float *sent = <float *>malloc(max(1, width) * sizeof(float))
+    cdef float *update = <float *>malloc(max(1, width) * sizeof(float))
+    if changes == NULL or masses == NULL or sent == NULL or update == NULL:
+        free(changes); free(masses); free(sent); free(update)
+        raise MemoryError()
+    for k in range(n_others):
+        change, mass = keep[k]
+        changes[k] = &change[0, 0]
+        masses[k] = &mass[0]
+    cdef const cnp.uint16_t[:, ::1] in16
+    cdef const float[:, ::1] in32
+    if half:
+        in16 = values.view(np.uint16)
+    else:
+        in32 = values
+    cdef double dot, delta_sq, a, b, total
+    cdef float x
+    cdef float *row
+    try:
+        with nogil:
+            for i in range(n):
+                r = rows[i]
+                if half:
+                    dw2v_from_half(&in16[i, 0], sent, width)
+                else:
+                    for j in range(width):
+                        sent[j] = in32[i, j]
+                for j in range(width):
+                    update[j] = sent[j]
+                if i < top and own_sq[r] > 0:  # damp: AdaSum's pairwise rule against what it missed
+                    dot = 0.0
+                    delta_sq = 0.0
+                    for j in range(width):
+                        dot = dot + <double>own[r, j] * sent[j]
+                        delta_sq = delta_sq + <double>sent[j] * sent[j]
+                    if dot > 0:
+                        damped = damped + 1
+                        a = dot / (2 * <double>own_sq[r])
+                        b = dot / (2 * delta_sq)
+                        total = 0.0
+                        for j in range(width):
+                            update[j] = <float>(sent[j] - a * own[r, j] - b * sent[j])
+                            x = own[r, j] + (update[j] - sent[j])
+                            own[r, j] = x
+                            total = total + <double>x * x
+                        own_sq[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                for j in range(width):
+                    weights[r, j] = weights[r, j] + scale * update[j]
+                for k in range(n_others):
+                    row = changes[k] + r * width
+                    total = 0.0
+                    for j in range(width):
+                        x = row[j] + scale * update[j]
+                        row[j] = x
+                        total = total + <double>x * x
+                    masses[k][r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                if own_scale != 0:
+                    total = 0.0
+                    for j in range(width):
+                        x = own[r, j] + own_scale * sent[j]
+                        own[r, j] = x
+                        total = total + <double>x * x
+                    own_sq[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+    finally:
+        free(changes)
+        free(masses)
+        free(sent)
+        free(update)
+    return damped

@@ -209,7 +209,8 @@ class DistributedTraining:
             elapsed = time.monotonic() - start
             up = sum(w[2] for w in final["workers"].values())
             down = sum(w[3] for w in final["workers"].values())
-            self.stats = {"seconds": elapsed, "merges": final["merges"], "bytes_up": up, "bytes_down": down,
+            self.stats = {"seconds": elapsed, "merges": final["merges"], "damped_rows": final["damped_rows"],
+                          "bytes_up": up, "bytes_down": down,
                           "merge_seconds": sum(w[4] for w in final["workers"].values()),
                           "workers": final["workers"], "effective_words": trained, "raw_words": raw,
                           "sync_words": config["sync_words"]}

@@ -454,7 +454,8 @@ class Dispatcher:
         -------
         dict
             ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
-            ``queued``, ``in_flight``, ``loss``, ``merges``, ``workers`` (name -> raw words, merge
+            ``queued``, ``in_flight``, ``loss``, ``merges``, ``damped_rows`` (rows the ``damp`` rule
+            took part of), ``workers`` (name -> raw words, merge
             rounds, bytes up, bytes down, seconds in merge rounds), ``no_workers_for`` (seconds
             without any worker, or None).
         """
@@ -468,6 +469,7 @@ class Dispatcher:
                 "in_flight": sum(len(m.in_flight) for m in self.members.values()),
                 "loss": session.loss,
                 "merges": session.weights.merges,
+                "damped_rows": session.weights.damped,
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds]
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, damp_rows, from_half, row_diff,
+from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half, row_diff,
                                   send_pending, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES
 
@@ -131,6 +131,7 @@ class GlobalWeights:
         self.weights, self.rule = weights, rule
         self.pending = {}  # worker rank -> {matrix name: (float32 change array, float32 squared norm per row)}
         self.merges = 0
+        self.damped = 0  # rows the damp rule took part of
         self.lock = threading.Lock()
 
     def add_worker(self, worker):
@@ -176,23 +177,16 @@ class GlobalWeights:
             for name, weights in self.weights.items():
                 rows, values = deltas.get(name, (None, None))
                 if rows is not None and len(rows):
-                    rows = np.ascontiguousarray(rows, dtype=np.uint32)
-                    sent = _as_float32(values)
-                    update, own_scale = sent, 0.0  # own pending += own_scale * sent, besides damping
-                    if self.rule == "damp" and name in DAMPED_ROWS:
-                        top = np.searchsorted(rows, DAMPED_ROWS[name])  # rows are increasing
-                        if top:  # damp_agreeing, compiled; what it takes back stays the worker's (pending)
-                            update = damp_rows(sent, rows, top, *self.pending[worker][name])
-                    elif scale != 1.0:
-                        own_scale = scale - 1.0  # averaging scaled the worker's own update
-                    add_rows(weights, rows, update, scale)
-                    for other, matrices in self.pending.items():
-                        if other != worker:
-                            other_change, other_mass = matrices[name]
-                            add_rows(other_change, rows, update, scale, other_mass)
-                    change, mass = self.pending[worker][name]
-                    if own_scale:
-                        add_rows(change, rows, sent, own_scale, mass)
+                    # damp (the first rows, most frequent first) or sum; under mean, averaging scaled the
+                    # worker's own update, which its pending change corrects: one compiled pass
+                    damped = self.rule == "damp" and name in DAMPED_ROWS
+                    top = int(np.searchsorted(rows, DAMPED_ROWS[name])) if damped else 0  # rows are increasing
+                    if values.dtype == np.float16 and not HAS_F16C:
+                        values = _as_float32(values)
+                    self.damped += fold_rows(weights, np.ascontiguousarray(rows, dtype=np.uint32), values, top,
+                              *self.pending[worker][name],
+                              [matrices[name] for other, matrices in self.pending.items() if other != worker],
+                              scale, scale - 1.0 if self.rule == "mean" else 0.0)
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])
                 fresh = (fresh[_kept(mass[lo:hi][fresh], hold_back)] + lo).astype(np.uint32)

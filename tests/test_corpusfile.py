@@ -252,7 +252,8 @@ def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus
             model.train(corpus_file=str(path), total_words=model.corpus_total_words, epochs=1)
         message = str(err.value)
         assert f"corpus_file {path}: 1 of 2 workers do not see the file" in message
-        reason = f"no file at {path}" if view == "missing" else f"{path} has the client's size (360082 bytes) but other content"
+        reason = (f"no file at {path}" if view == "missing"
+                  else f"{path} has the client's size (360082 bytes) but other content")
         assert f"worker {blind}: {reason}" in message and "must read the same file at the same path" in message
         assert (model.wv.vectors == before).all()  # nothing trained
         cluster.processes["worker-blind"].kill()

@@ -233,9 +233,9 @@ def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
         add_rows(a, rows, values, 1.0, norms[:10])
 
 
-def test_compiled_damp_is_the_reference_rule():
-    """damp_rows (the dispatcher's, compiled) against damp_agreeing (numpy, the readable rule)."""
-    from gensim_distw2v._rows import damp_rows
+def test_compiled_fold_is_the_reference_rule():
+    """fold_rows (the dispatcher's, compiled) against damp_agreeing (numpy, the readable rule) and add_rows."""
+    from gensim_distw2v._rows import add_rows, fold_rows
 
     rng = np.random.default_rng(5)
     missed = rng.standard_normal((40, 9), dtype=np.float32)
@@ -246,19 +246,36 @@ def test_compiled_damp_is_the_reference_rule():
     sent[3] = missed[8]  # the same update: counts once
     sent[4] = -missed[20]  # opposite: all of it counts
     top = 6  # row 39 is beyond the damped rows
-    expected = sent.copy()
-    expected[:top] = merge.damp_agreeing(sent[:top], missed[rows[:top]], missed_sq[rows[:top]])
+    update = sent.copy()
+    update[:top] = merge.damp_agreeing(sent[:top], missed[rows[:top]], missed_sq[rows[:top]])
     kept = missed.copy()
-    kept[rows] += expected - sent
-    got = damp_rows(sent, rows, top, missed, missed_sq)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(missed, kept, rtol=1e-5, atol=1e-6)  # what it took back stays pending
+    kept[rows] += update - sent  # what the rule took back stays the worker's
+    weights = rng.standard_normal((40, 9), dtype=np.float32)
+    other, other_sq = rng.standard_normal((40, 9), dtype=np.float32), np.zeros(40, np.float32)
+    expected_weights, expected_other, expected_sq = weights.copy(), other.copy(), other_sq.copy()
+    add_rows(expected_weights, rows, update)
+    add_rows(expected_other, rows, update, 1.0, expected_sq)
+    agreeing = int(((missed[rows[:top]] * sent[:top]).sum(1) > 0).sum())
+    assert 0 < agreeing < top  # the case is worth its name: some agree, some do not
+    assert fold_rows(weights, rows, sent, top, missed, missed_sq, [(other, other_sq)]) == agreeing
+    np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(other, expected_other, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(other_sq, expected_sq, rtol=1e-5)
+    np.testing.assert_allclose(missed, kept, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(missed_sq, (kept.astype(np.float64) ** 2).sum(1), rtol=1e-4, atol=1e-6)
-    np.testing.assert_array_equal(got[4], sent[4])
+    np.testing.assert_array_equal(weights[20], expected_weights[20])  # opposite: summed as is
+    # mean: scaled, and the worker's own pending corrects its own update
+    own, own_sq = np.zeros((40, 9), np.float32), np.zeros(40, np.float32)
+    before = weights.copy()
+    assert fold_rows(weights, rows, sent, 0, own, own_sq, [], 0.5, -0.5) == 0
+    np.testing.assert_allclose(weights[rows] - before[rows], 0.5 * sent, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(own[rows], -0.5 * sent, rtol=1e-6)
     with pytest.raises(ValueError, match="top=8 is outside"):
-        damp_rows(sent, rows, 8, missed, missed_sq)
+        fold_rows(weights, rows, sent, 8, own, own_sq, [])
     with pytest.raises(ValueError, match="row 40 is outside"):
-        damp_rows(sent, np.array([1, 3, 7, 8, 20, 31, 40], np.uint32), 6, missed, missed_sq)
+        fold_rows(weights, np.array([1, 3, 7, 8, 20, 31, 40], np.uint32), sent, 0, own, own_sq, [])
+    with pytest.raises(ValueError, match="every other pending change must match"):
+        fold_rows(weights, rows, sent, 0, own, own_sq, [(other[:5], other_sq)])
 
 
 def test_fused_merge_steps_equal_the_separate_ones():
