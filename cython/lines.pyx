@@ -9,16 +9,16 @@ into tokens at every character Python's ``str.split()`` counts as whitespace (AS
 tabs, ``\\r``, ``\\x1c``-``\\x1f``, and the Unicode spaces U+0085, U+00A0, U+1680,
 U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 in their UTF-8 form), and a line longer
 than ``max_sentence_length`` tokens becomes several sentences of at most that many. Tokens are
-looked up as UTF-8 bytes in a ``dict`` of the vocabulary; unknown tokens are dropped.
+looked up as UTF-8 bytes in a :class:`VocabTable` (a hash table of the vocabulary that needs no
+Python objects, so the whole loop runs without the GIL and the worker's merge thread runs
+meanwhile); unknown tokens are dropped.
 """
 
 import numpy as np
 
 cimport numpy as cnp
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject
-from libc.string cimport memchr
+from libc.stdint cimport uint64_t
+from libc.string cimport memchr, memcmp
 
 cnp.import_array()
 
@@ -47,7 +47,87 @@ cdef inline Py_ssize_t _space(const unsigned char *p, Py_ssize_t i, Py_ssize_t e
     return 0
 
 
-def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop, dict vocab,
+cdef inline uint64_t _hash(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """FNV-1a, 64 bits."""
+    cdef uint64_t h = 14695981039346656037ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 1099511628211ULL
+    return h
+
+
+cdef class VocabTable:
+    """The vocabulary as an open-addressing hash table: UTF-8 bytes -> index, without the GIL.
+
+    Parameters
+    ----------
+    vocab_bytes : numpy.ndarray of uint8
+        Every word's UTF-8 bytes, back to back (:func:`gensim_distw2v.corpusfile.vocab_arrays`).
+    vocab_offsets : numpy.ndarray of int64
+        ``len(words) + 1`` offsets into ``vocab_bytes``: word ``i`` is
+        ``vocab_bytes[offsets[i]:offsets[i + 1]]``.
+
+    Raises
+    ------
+    ValueError
+        The offsets do not run non-decreasing from 0 to ``len(vocab_bytes)``.
+    """
+    cdef readonly Py_ssize_t n_words
+    cdef object _data, _offsets, _slots  # the owners of the buffers below
+    cdef const unsigned char *data
+    cdef const cnp.int64_t *offsets
+    cdef cnp.int64_t *slots  # a word's index, or -1: an empty slot
+    cdef uint64_t mask
+
+    def __init__(self, vocab_bytes, vocab_offsets):
+        data = np.ascontiguousarray(vocab_bytes, dtype=np.uint8)
+        offsets = np.ascontiguousarray(vocab_offsets, dtype=np.int64)
+        if (data.ndim != 1 or offsets.ndim != 1 or not len(offsets) or offsets[0] != 0
+                or offsets[-1] != len(data) or (np.diff(offsets) < 0).any()):
+            raise ValueError(f"vocab_offsets must run non-decreasing from 0 to {len(data)}")
+        self.n_words = len(offsets) - 1
+        cdef Py_ssize_t capacity = 16
+        while capacity < 2 * self.n_words:
+            capacity *= 2
+        slots = np.full(capacity, -1, dtype=np.int64)
+        self._data, self._offsets, self._slots = data, offsets, slots
+        cdef const cnp.int64_t[::1] offsets_view = offsets
+        cdef cnp.int64_t[::1] slots_view = slots
+        self.data = <const unsigned char *>cnp.PyArray_DATA(data)
+        self.offsets = &offsets_view[0]
+        self.slots = &slots_view[0]
+        self.mask = capacity - 1
+        cdef Py_ssize_t i
+        for i in range(self.n_words):
+            # a repeated word: the last index wins, as in a dict
+            self.slots[self._slot(self.data + self.offsets[i], self.offsets[i + 1] - self.offsets[i])] = i
+
+    cdef inline uint64_t _slot(self, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+        """The slot holding these bytes, or the empty slot where they would go (the table is at
+        most half full, so there is one)."""
+        cdef uint64_t at = _hash(p, n) & self.mask
+        cdef cnp.int64_t word
+        while True:
+            word = self.slots[at]
+            if word < 0 or (self.offsets[word + 1] - self.offsets[word] == n
+                            and memcmp(self.data + self.offsets[word], p, n) == 0):
+                return at
+            at = (at + 1) & self.mask
+
+    cdef inline cnp.int64_t find(self, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+        """The index of the word with these UTF-8 bytes, or -1."""
+        return self.slots[self._slot(p, n)]
+
+    def get(self, bytes word):
+        """The index of ``word`` (UTF-8 bytes), or None."""
+        cdef cnp.int64_t found = self.find(<const unsigned char *>word, len(word))
+        return None if found < 0 else found
+
+    def __len__(self):
+        return self.n_words
+
+
+def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop, VocabTable vocab not None,
                  Py_ssize_t max_sentence_length=10000, Py_ssize_t max_job_words=10000):
     """Encode the lines of ``buf`` that start in ``[first, stop)``.
 
@@ -58,8 +138,8 @@ def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop
         before ``stop`` must be complete in ``buf`` (end with ``b"\\n"``, or at the end of file).
     first, stop : int
         Positions in ``buf``: every line whose first byte lies in ``[first, stop)`` is encoded.
-    vocab : dict of (bytes, int)
-        UTF-8 bytes of each vocabulary word -> its index.
+    vocab : VocabTable
+        The vocabulary.
     max_sentence_length : int
         Tokens per sentence at most (gensim's ``LineSentence`` cut; 10,000).
     max_job_words : int
@@ -91,44 +171,45 @@ def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop
     cdef Py_ssize_t pos = first, line_end, i, j, w, n = 0, sentences = 0, n_jobs = 1, job_words = 0
     cdef Py_ssize_t raw = 0, in_piece = 0, length
     cdef const void *newline
-    cdef PyObject *found
+    cdef cnp.int64_t found
     ends[0] = 0
     starts[0] = 0
-    while pos < stop:
-        newline = memchr(p + pos, 10, size - pos)
-        line_end = (<const unsigned char *>newline - p) if newline != NULL else size
-        i = pos
-        in_piece = 0
-        while True:
-            while i < line_end:
-                w = _space(p, i, line_end)
-                if w == 0:
+    with nogil:
+        while pos < stop:
+            newline = memchr(p + pos, 10, size - pos)
+            line_end = (<const unsigned char *>newline - p) if newline != NULL else size
+            i = pos
+            in_piece = 0
+            while True:
+                while i < line_end:
+                    w = _space(p, i, line_end)
+                    if w == 0:
+                        break
+                    i += w
+                if i < line_end:  # a token [i, j)
+                    j = i + 1
+                    while j < line_end and _space(p, j, line_end) == 0:
+                        j += 1
+                    found = vocab.find(p + i, j - i)
+                    if found >= 0:
+                        out[n] = <cnp.uint32_t>found
+                        n += 1
+                    raw += 1
+                    in_piece += 1
+                    i = j
+                # close a sentence at the line's end, or once it holds max_sentence_length tokens
+                if in_piece and (in_piece == max_sentence_length or i >= line_end):
+                    length = n - ends[sentences]
+                    if job_words and job_words + length > max_job_words:
+                        starts[n_jobs] = sentences
+                        n_jobs += 1
+                        job_words = 0
+                    job_words += length
+                    sentences += 1
+                    ends[sentences] = n
+                    in_piece = 0
+                if i >= line_end:
                     break
-                i += w
-            if i < line_end:  # a token [i, j)
-                j = i + 1
-                while j < line_end and _space(p, j, line_end) == 0:
-                    j += 1
-                found = PyDict_GetItem(vocab, PyBytes_FromStringAndSize(<const char *>(p + i), j - i))
-                if found != NULL:
-                    out[n] = <cnp.uint32_t>(<object>found)
-                    n += 1
-                raw += 1
-                in_piece += 1
-                i = j
-            # close a sentence at the line's end, or once it holds max_sentence_length tokens
-            if in_piece and (in_piece == max_sentence_length or i >= line_end):
-                length = n - ends[sentences]
-                if job_words and job_words + length > max_job_words:
-                    starts[n_jobs] = sentences
-                    n_jobs += 1
-                    job_words = 0
-                job_words += length
-                sentences += 1
-                ends[sentences] = n
-                in_piece = 0
-            if i >= line_end:
-                break
-        pos = line_end + 1
+            pos = line_end + 1
     starts[n_jobs] = sentences
     return indices[:n], offsets[:sentences + 1], jobs[:n_jobs + 1], raw, sentences

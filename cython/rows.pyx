@@ -15,8 +15,8 @@ here check them again and raise ``ValueError`` rather than touch memory they do 
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcmp
+from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memcmp, memcpy
 
 cnp.import_array()
 
@@ -467,3 +467,92 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
         free(sent)
         free(update)
     return damped
+
+
+cdef struct _Entry:
+    double value
+    Py_ssize_t index
+
+
+cdef int _by_value(const void *a, const void *b) noexcept nogil:
+    cdef double x = (<const _Entry *>a).value, y = (<const _Entry *>b).value
+    return -1 if x < y else (1 if x > y else 0)
+
+
+cdef inline Py_ssize_t _bucket(double value) noexcept nogil:
+    """The leading 16 bits of a non-negative double: increasing with the value."""
+    cdef cnp.uint64_t bits
+    memcpy(&bits, &value, sizeof(double))
+    return <Py_ssize_t>(bits >> 48)
+
+
+def kept_rows(norms, double hold_back):
+    """Indices of the rows that go now: all but the smallest, which together carry up to
+    ``hold_back`` of the sum of ``norms`` (they are held back), in increasing order.
+
+    The selection of a sort (smallest first, the longest prefix whose sum stays within the
+    budget) in linear time: a histogram of the values' leading bits finds the bucket where the
+    budget runs out, and only that bucket is sorted.
+
+    Parameters
+    ----------
+    norms : numpy.ndarray
+        Squared row norms (non-negative, finite), one per candidate row.
+    hold_back : float
+        Share of the sum that may be held back; 0 holds back nothing.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+    """
+    cdef const double[::1] v = np.ascontiguousarray(norms, dtype=np.float64)
+    cdef Py_ssize_t n = v.shape[0], i, b, top = -1, count = 0
+    if hold_back <= 0 or n <= 1:
+        return np.arange(n, dtype=np.int64)
+    held_array = np.zeros(n, dtype=np.uint8)
+    cdef cnp.uint8_t[::1] held = held_array
+    cdef double total = 0.0, budget, cum = 0.0
+    cdef double *sums = <double *>malloc(65536 * sizeof(double))
+    cdef _Entry *edge = NULL
+    if sums == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for b in range(65536):
+                sums[b] = 0.0
+            for i in range(n):
+                total = total + v[i]
+                sums[_bucket(v[i])] += v[i]
+            budget = hold_back * total
+            for b in range(65536):  # buckets below top are held whole
+                if cum + sums[b] > budget:
+                    top = b
+                    break
+                cum = cum + sums[b]
+            for i in range(n):
+                if top < 0 or _bucket(v[i]) < top:
+                    held[i] = 1
+                elif _bucket(v[i]) == top:
+                    count += 1
+        if top >= 0 and count:
+            edge = <_Entry *>malloc(count * sizeof(_Entry))
+            if edge == NULL:
+                raise MemoryError()
+            with nogil:
+                count = 0
+                for i in range(n):
+                    if _bucket(v[i]) == top:
+                        edge[count].value = v[i]
+                        edge[count].index = i
+                        count += 1
+                qsort(edge, count, sizeof(_Entry), _by_value)
+                for i in range(count):  # the top bucket: its smallest, while the budget lasts
+                    if cum + edge[i].value > budget:
+                        break
+                    cum = cum + edge[i].value
+                    held[edge[i].index] = 1
+    finally:
+        free(sums)
+        free(edge)
+    return np.flatnonzero(held_array == 0)
+

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from gensim_distw2v._lines import encode_lines
+from gensim_distw2v._lines import VocabTable, encode_lines
 
 __all__ = ["fingerprint", "check_file", "ranges", "vocab_arrays", "vocab_lookup", "RangeReader"]
 
@@ -104,18 +104,15 @@ def vocab_arrays(index_to_key):
 
 
 def vocab_lookup(vocab_bytes, vocab_offsets):
-    """``{utf8 bytes: index}`` from :func:`vocab_arrays`' two arrays.
+    """The vocabulary's lookup table (UTF-8 bytes -> index, usable without the GIL) from
+    :func:`vocab_arrays`' two arrays.
 
     Raises
     ------
     ValueError
         The offsets do not run non-decreasing from 0 to ``len(vocab_bytes)``.
     """
-    data = vocab_bytes.tobytes()
-    bounds = vocab_offsets.tolist()
-    if not bounds or bounds[0] != 0 or bounds[-1] != len(data) or any(a > b for a, b in zip(bounds, bounds[1:])):
-        raise ValueError(f"vocab_offsets must run non-decreasing from 0 to {len(data)}")
-    return {data[bounds[i]:bounds[i + 1]]: i for i in range(len(bounds) - 1)}
+    return VocabTable(vocab_bytes, vocab_offsets)
 
 
 class RangeReader:
@@ -125,7 +122,7 @@ class RangeReader:
     ----------
     path : str
         The corpus file.
-    vocab : dict of (bytes, int)
+    vocab : gensim_distw2v._lines.VocabTable
         :func:`vocab_lookup` of the vocabulary.
     max_job_words : int
         In-vocabulary words per job at most.

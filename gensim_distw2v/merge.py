@@ -37,8 +37,8 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half, row_diff,
-                                  send_pending, send_rows, take_rows, to_half)
+from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half, kept_rows,
+                                  row_diff, send_pending, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES
 
 __all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
@@ -73,13 +73,9 @@ def default_sync_words(n_workers, sg=True):
 
 def _kept(norms, hold_back):
     """Indices into ``norms`` that go now: all but the smallest, which together carry up to
-    ``hold_back`` of the sum (they wait for a later round: error feedback), in increasing order."""
-    if hold_back <= 0 or len(norms) <= 1:
-        return np.arange(len(norms))
-    order = np.argsort(norms)  # smallest first
-    keep = np.ones(len(norms), dtype=bool)
-    keep[order[np.cumsum(norms[order]) <= hold_back * norms.sum()]] = False
-    return np.flatnonzero(keep)
+    ``hold_back`` of the sum (they wait for a later round: error feedback), in increasing order
+    (compiled, linear time: :func:`gensim_distw2v._rows.kept_rows`)."""
+    return kept_rows(norms, hold_back)
 
 
 def _compact(values, half):

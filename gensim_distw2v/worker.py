@@ -56,6 +56,7 @@ class _Training:
         self.loss = 0.0
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
+        self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
         self.busy = 0
         self.error = None
@@ -107,8 +108,9 @@ class _Training:
             for thread in threads:
                 thread.join()
             logger.info("left session %s: trained %i words in %.1f s of kernel CPU (%.0f words/s per thread); "
-                        "merge rounds took %.1f s of CPU", self.sid, self.trained_words, self.train_cpu,
-                        self.trained_words / max(self.train_cpu, 1e-9), self.merge_cpu)
+                        "merge rounds took %.1f s of CPU; trainers waited %.1f s for merge rounds", self.sid,
+                        self.trained_words, self.train_cpu, self.trained_words / max(self.train_cpu, 1e-9),
+                        self.merge_cpu, self.stalled)
 
     def _rng(self, config, thread):
         """Rank 0's first thread continues the client's random stream (so 1 worker x 1 thread
@@ -148,7 +150,9 @@ class _Training:
                     # began, wait for the next round to begin; otherwise slow merges would stretch the
                     # real merge interval, and summed deltas blow up beyond it.
                     if self.words_since_merge >= self.sync_words:
+                        waited = time.perf_counter()
                         self.lock.wait(0.05)
+                        self.stalled += time.perf_counter() - waited
                         continue
                 try:
                     msg = self.jobs.get(timeout=0.2)

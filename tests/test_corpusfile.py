@@ -99,9 +99,22 @@ def test_reader_edge_files(tmp_path):
             assert sentences == expected, name
             assert raw == sum(len(s) for s in LineSentence(str(path)))
     with pytest.raises(ValueError, match="do not fit a buffer of 3 bytes"):
-        encode_lines(b"a b", 4, 3, {})
+        encode_lines(b"a b", 4, 3, vocab)
     with pytest.raises(ValueError, match="vocab_offsets must run"):
         vocab_lookup(np.frombuffer(b"ab", np.uint8), np.array([0, 3], np.int64))
+
+
+def test_vocab_table_finds_every_word_and_nothing_else():
+    rng = random.Random(7)
+    alphabet = "abcdefghijéß中Ж"
+    keys = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(20_000)})
+    table = vocab_lookup(*vocab_arrays(keys))
+    assert len(table) == len(keys)
+    assert all(table.get(k.encode("utf8")) == i for i, k in enumerate(keys))
+    assert table.get(b"") is None and table.get(b"zz") is None and table.get(keys[0].encode("utf8") + b"k") is None
+    assert table.get("é".encode("latin-1")) is None  # other bytes, not the UTF-8 word
+    empty = vocab_lookup(*vocab_arrays([]))
+    assert len(empty) == 0 and empty.get(b"a") is None
 
 
 def test_file_fingerprint_tells_files_apart(tmp_path):

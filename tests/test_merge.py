@@ -110,6 +110,32 @@ def test_reply_holds_back_small_changes_until_asked_for_all():
     np.testing.assert_allclose(b.replica["syn0"], g.weights["syn0"], atol=1e-6)
 
 
+def test_hold_back_selection_is_the_sorted_prefix():
+    """kept_rows (linear time) holds back what a sort would: the smallest values, as many as fit the budget."""
+    from gensim_distw2v._rows import kept_rows
+
+    rng = np.random.default_rng(3)
+    cases = [rng.random(1000) ** 8, rng.lognormal(0, 3, 5000), np.repeat([1e-3, 2e-3, 5.0], 300),
+             np.zeros(10), np.array([0.0, 1.0]), np.array([2.0]), rng.random(2000).astype(np.float32)]
+    for norms in cases:
+        for share in (0.0, 0.01, 0.1, 0.5, 0.99):
+            kept = kept_rows(norms, share)
+            assert (np.diff(kept) > 0).all() and kept.dtype == np.int64
+            held = np.setdiff1d(np.arange(len(norms)), kept)
+            values = np.asarray(norms, dtype=np.float64)
+            budget = share * values.sum()
+            if share == 0.0 or len(norms) <= 1:
+                assert len(held) == 0
+                continue
+            assert values[held].sum() <= budget * (1 + 1e-12)
+            if len(held) and len(kept):
+                assert values[held].max() <= values[kept].min()
+            if len(kept):  # the longest such prefix: one more row would not fit
+                assert values[held].sum() + values[kept].min() > budget * (1 - 1e-12)
+            by_sort = np.sort(values)  # as many rows as the sorted prefix within the budget
+            assert len(held) == int(np.searchsorted(np.cumsum(by_sort), budget * (1 + 1e-12), side="right"))
+
+
 def test_unknown_worker_is_refused():
     _init, g, (a,) = cluster(1)
     g.remove_worker(0)
