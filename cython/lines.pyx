@@ -72,22 +72,29 @@ cdef class VocabTable:
     ValueError
         The offsets do not run non-decreasing from 0 to ``len(vocab_bytes)``.
     """
-    cdef readonly Py_ssize_t n_words
+    cdef readonly Py_ssize_t n_words  # distinct words
     cdef object _data, _offsets, _slots  # the owners of the buffers below
     cdef const unsigned char *data
     cdef const cnp.int64_t *offsets
     cdef cnp.int64_t *slots  # a word's index, or -1: an empty slot
     cdef uint64_t mask
 
+    def __cinit__(self):
+        self.slots = NULL
+        self.mask = 0
+        self.n_words = 0
+
     def __init__(self, vocab_bytes, vocab_offsets):
-        data = np.ascontiguousarray(vocab_bytes, dtype=np.uint8)
-        offsets = np.ascontiguousarray(vocab_offsets, dtype=np.int64)
+        if self.slots != NULL:
+            raise RuntimeError("a VocabTable is built once; make a new one")
+        data = np.array(vocab_bytes, dtype=np.uint8, copy=True)  # private copies: nobody changes them
+        offsets = np.array(vocab_offsets, dtype=np.int64, copy=True)
         if (data.ndim != 1 or offsets.ndim != 1 or not len(offsets) or offsets[0] != 0
                 or offsets[-1] != len(data) or (np.diff(offsets) < 0).any()):
             raise ValueError(f"vocab_offsets must run non-decreasing from 0 to {len(data)}")
-        self.n_words = len(offsets) - 1
+        cdef Py_ssize_t words = len(offsets) - 1
         cdef Py_ssize_t capacity = 16
-        while capacity < 2 * self.n_words:
+        while capacity < 2 * words:
             capacity *= 2
         slots = np.full(capacity, -1, dtype=np.int64)
         self._data, self._offsets, self._slots = data, offsets, slots
@@ -98,9 +105,12 @@ cdef class VocabTable:
         self.slots = &slots_view[0]
         self.mask = capacity - 1
         cdef Py_ssize_t i
-        for i in range(self.n_words):
-            # a repeated word: the last index wins, as in a dict
-            self.slots[self._slot(self.data + self.offsets[i], self.offsets[i + 1] - self.offsets[i])] = i
+        cdef uint64_t at
+        for i in range(words):
+            at = self._slot(self.data + self.offsets[i], self.offsets[i + 1] - self.offsets[i])
+            if self.slots[at] < 0:
+                self.n_words += 1
+            self.slots[at] = i  # a repeated word: the last index wins, as in a dict
 
     cdef inline uint64_t _slot(self, const unsigned char *p, Py_ssize_t n) noexcept nogil:
         """The slot holding these bytes, or the empty slot where they would go (the table is at
@@ -120,10 +130,13 @@ cdef class VocabTable:
 
     def get(self, bytes word):
         """The index of ``word`` (UTF-8 bytes), or None."""
+        if self.slots == NULL:
+            raise ValueError("this VocabTable was never built")
         cdef cnp.int64_t found = self.find(<const unsigned char *>word, len(word))
         return None if found < 0 else found
 
     def __len__(self):
+        """The number of distinct words."""
         return self.n_words
 
 
@@ -158,6 +171,8 @@ def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop
         raise ValueError(f"encode_lines: first={first} and stop={stop} do not fit a buffer of {size} bytes")
     if max_sentence_length < 1 or max_job_words < 1:
         raise ValueError("encode_lines: max_sentence_length and max_job_words must be >= 1")
+    if vocab.slots == NULL:
+        raise ValueError("encode_lines: the VocabTable was never built")
     if stop > size:
         stop = size
     cdef Py_ssize_t capacity = (size - first) // 2 + 2  # a token and its separator take >= 2 bytes

@@ -16,6 +16,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdlib cimport free, malloc, qsort
+from libc.math cimport INFINITY
 from libc.string cimport memcmp, memcpy
 
 cnp.import_array()
@@ -400,23 +401,22 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     cdef float **masses = <float **>malloc(max(1, n_others) * sizeof(float *))
     cdef float *sent = <float *>malloc(max(1, width) * sizeof(float))
     cdef float *update = <float *>malloc(max(1, width) * sizeof(float))
-    if changes == NULL or masses == NULL or sent == NULL or update == NULL:
-        free(changes); free(masses); free(sent); free(update)
-        raise MemoryError()
-    for k in range(n_others):
-        change, mass = keep[k]
-        changes[k] = &change[0, 0]
-        masses[k] = &mass[0]
     cdef const cnp.uint16_t[:, ::1] in16
     cdef const float[:, ::1] in32
-    if half:
-        in16 = values.view(np.uint16)
-    else:
-        in32 = values
     cdef double dot, delta_sq, a, b, total
     cdef float x
     cdef float *row
     try:
+        if changes == NULL or masses == NULL or sent == NULL or update == NULL:
+            raise MemoryError()
+        for k in range(n_others):
+            change, mass = keep[k]
+            changes[k] = &change[0, 0]
+            masses[k] = &mass[0]
+        if half:
+            in16 = values.view(np.uint16)
+        else:
+            in32 = values
         with nogil:
             for i in range(n):
                 r = rows[i]
@@ -504,10 +504,19 @@ def kept_rows(norms, double hold_back):
     Returns
     -------
     numpy.ndarray of int64
+        With a norm that is NaN, negative or infinite, every index (nothing is held back).
     """
     cdef const double[::1] v = np.ascontiguousarray(norms, dtype=np.float64)
     cdef Py_ssize_t n = v.shape[0], i, b, top = -1, count = 0
-    if hold_back <= 0 or n <= 1:
+    if not hold_back > 0 or n <= 1:  # (a NaN share holds nothing back)
+        return np.arange(n, dtype=np.int64)
+    cdef bint odd = False
+    with nogil:
+        for i in range(n):
+            if not v[i] >= 0 or v[i] == INFINITY:  # NaN, negative or infinite
+                odd = True
+                break
+    if odd:  # send everything: the receiver refuses what is not finite, naming it
         return np.arange(n, dtype=np.int64)
     held_array = np.zeros(n, dtype=np.uint8)
     cdef cnp.uint8_t[::1] held = held_array

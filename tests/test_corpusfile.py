@@ -115,6 +115,10 @@ def test_vocab_table_finds_every_word_and_nothing_else():
     assert table.get("é".encode("latin-1")) is None  # other bytes, not the UTF-8 word
     empty = vocab_lookup(*vocab_arrays([]))
     assert len(empty) == 0 and empty.get(b"a") is None
+    twice = vocab_lookup(*vocab_arrays(["a", "b", "a"]))
+    assert len(twice) == 2 and twice.get(b"a") == 2  # distinct words (the worker checks the count); last index
+    with pytest.raises(RuntimeError, match="built once"):
+        twice.__init__(*vocab_arrays(["c"]))
 
 
 def test_file_fingerprint_tells_files_apart(tmp_path):

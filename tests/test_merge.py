@@ -134,6 +134,11 @@ def test_hold_back_selection_is_the_sorted_prefix():
                 assert values[held].sum() + values[kept].min() > budget * (1 - 1e-12)
             by_sort = np.sort(values)  # as many rows as the sorted prefix within the budget
             assert len(held) == int(np.searchsorted(np.cumsum(by_sort), budget * (1 + 1e-12), side="right"))
+    for odd in (np.nan, -1.0, np.inf):  # nothing held back: the receiver refuses what is not finite
+        norms = rng.random(100)
+        norms[7] = odd
+        np.testing.assert_array_equal(kept_rows(norms, 0.5), np.arange(100))
+    np.testing.assert_array_equal(kept_rows(rng.random(10), float("nan")), np.arange(10))
 
 
 def test_unknown_worker_is_refused():
@@ -261,7 +266,7 @@ def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
 
 def test_compiled_fold_is_the_reference_rule():
     """fold_rows (the dispatcher's, compiled) against damp_agreeing (numpy, the readable rule) and add_rows."""
-    from gensim_distw2v._rows import add_rows, fold_rows
+    from gensim_distw2v._rows import HAS_F16C, add_rows, fold_rows
 
     rng = np.random.default_rng(5)
     missed = rng.standard_normal((40, 9), dtype=np.float32)
@@ -296,6 +301,15 @@ def test_compiled_fold_is_the_reference_rule():
     assert fold_rows(weights, rows, sent, 0, own, own_sq, [], 0.5, -0.5) == 0
     np.testing.assert_allclose(weights[rows] - before[rows], 0.5 * sent, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(own[rows], -0.5 * sent, rtol=1e-6)
+    if HAS_F16C:  # float16 deltas: converted in the pass, the same as converting first
+        from gensim_distw2v._rows import from_half, to_half
+        half = to_half(sent)
+        w16, w32 = weights.copy(), weights.copy()
+        o16, o32 = (other.copy(), other_sq.copy()), (other.copy(), other_sq.copy())
+        m16, m32 = (missed.copy(), missed_sq.copy()), (missed.copy(), missed_sq.copy())
+        assert fold_rows(w16, rows, half, top, *m16, [o16]) == fold_rows(w32, rows, from_half(half), top, *m32, [o32])
+        for got, want in ((w16, w32), (o16[0], o32[0]), (o16[1], o32[1]), (m16[0], m32[0]), (m16[1], m32[1])):
+            np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="top=8 is outside"):
         fold_rows(weights, rows, sent, 8, own, own_sq, [])
     with pytest.raises(ValueError, match="row 40 is outside"):
