@@ -269,12 +269,14 @@ class DistributedTraining:
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
         deadline = time.monotonic() + self.wait_workers
         while True:
-            checks = dispatcher.progress(sid)["file_checks"]
+            progress = dispatcher.progress(sid)
+            checks, quit_ = progress["file_checks"], progress.get("quit") or {}
             workers = set(dispatcher.status()["workers"])
             problems = {name: problem for name, problem in checks.items() if problem}
-            if (checks and workers <= set(checks)) or time.monotonic() > deadline:
+            if ((checks or quit_) and workers <= set(checks) | set(quit_)) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
+        self._check_workers(progress)  # the session failed on every worker (before its check, say)
         if problems:
             raise ValueError(
                 f"corpus_file {spec['path']}: {len(problems)} of {len(workers | set(checks))} workers do not see the "
@@ -324,7 +326,12 @@ class DistributedTraining:
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
-        gone = progress["no_workers_for"]
+        gone, quit_ = progress["no_workers_for"], progress.get("quit") or {}
+        if gone is not None and quit_:
+            raise RuntimeError(
+                "training failed on every worker of the session, so nothing trains it: "
+                + "; ".join(f"worker {name}: {reason}" for name, reason in sorted(quit_.items()))
+                + ". The workers' logs have the details; they keep serving other sessions")
         if gone is not None and gone > self.wait_workers:
             raise RuntimeError(
                 f"all workers lost: none has been registered with the dispatcher for {gone:.0f} s; the jobs not "

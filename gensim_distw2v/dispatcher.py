@@ -97,6 +97,7 @@ class _Session:
         self.next_rank = 0
         self.last_client_contact = time.monotonic()
         self.no_workers_since = None
+        self.quit = {}  # worker name -> why the session failed on it (it does not come back)
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.started = None
         self.file = config.get("corpus_file")  # corpus_file training: ranges cut here, lazily
@@ -183,15 +184,22 @@ class Dispatcher:
         member = self.members.pop(name, None)
         if member is None:
             return
+        requeued = self._release(member)
+        logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
+                       name, reason, requeued, len(self.members))
+        self.cond.notify_all()
+
+    def _release(self, member):
+        """Take a worker out of the running session: its unmerged jobs go back to the front of the
+        queue, its pending change is forgotten; returns how many jobs (caller holds the lock)."""
         session = self.session
         requeued = 0
         if session is not None and member.rank is not None and session.state == "running":
             session.queue.extendleft(reversed(list(member.in_flight.values())))
             requeued = len(member.in_flight)
             session.weights.remove_worker(member.rank)
-        logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
-                       name, reason, requeued, len(self.members))
-        self.cond.notify_all()
+        member.leave_session()
+        return requeued
 
     def _end_session(self):
         """No session any more; every worker leaves it (caller holds the lock)."""
@@ -223,7 +231,8 @@ class Dispatcher:
                                        session.id, now - session.last_client_contact)
                         self._end_session()
                     elif session.state == "running":
-                        session.no_workers_since = None if self.members else (session.no_workers_since or now)
+                        available = any(name not in session.quit for name in self.members)
+                        session.no_workers_since = None if available else (session.no_workers_since or now)
 
     # ------------------------------------------------------------------ cluster
     @transport.expose
@@ -326,6 +335,30 @@ class Dispatcher:
         with self.cond:
             if name in self.members:
                 self._drop(name, "it shut down")
+
+    @transport.expose
+    def quit_session(self, name, sid, reason):
+        """The session failed on a worker (it logged why): it leaves the session for good, its
+        unmerged jobs go back to the queue, and the client learns why (:meth:`progress`, ``quit``).
+        The worker stays registered for later sessions.
+
+        Parameters
+        ----------
+        name, sid : str
+            The worker and the session.
+        reason : str
+            What went wrong, for the client's error message.
+        """
+        if not isinstance(reason, str):
+            raise ValueError("quit_session: reason must be a str")
+        with self.cond:
+            session = self._session(sid)
+            member = self._member(name)
+            session.quit[name] = reason[:1000]
+            requeued = self._release(member)
+            logger.warning("worker %s quit session %s (%s); %i unmerged jobs go back to the queue", name, sid,
+                           reason[:1000], requeued)
+            self.cond.notify_all()
 
     # ------------------------------------------------------------------ client: session set-up
     @transport.expose
@@ -457,7 +490,8 @@ class Dispatcher:
             ``queued``, ``in_flight``, ``loss``, ``merges``, ``damped_rows`` (rows the ``damp`` rule
             took part of), ``workers`` (name -> raw words, merge
             rounds, bytes up, bytes down, seconds in merge rounds), ``no_workers_for`` (seconds
-            without any worker, or None).
+            without any worker that is or may still join the session, or None), ``quit`` (worker ->
+            why the session failed on it).
         """
         with self.cond:
             session = self._session(sid)
@@ -473,8 +507,10 @@ class Dispatcher:
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds]
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
-                "no_workers_for": None if session.no_workers_since is None else now - session.no_workers_since,
+                "no_workers_for": None if any(name not in session.quit for name in self.members)
+                else now - (session.no_workers_since or now),
                 "file_checks": dict(session.file_checks),
+                "quit": {name: reason for name, reason in session.quit.items()},
             }
 
     @transport.expose

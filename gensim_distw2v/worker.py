@@ -406,16 +406,28 @@ class Worker:
             training.run()
         except SessionLost:
             logger.info("session %s ended", training.sid)
-        except (transport.PyroError, ValueError, RuntimeError) as err:
+        except transport.PyroError as err:  # the dispatcher is gone, or drops this worker as its link closed
             logger.warning("session %s stopped on this worker: %s", training.sid, err)
-        except Exception:  # noqa: BLE001 - a worker keeps serving whatever one session did
+        except (ValueError, RuntimeError) as err:
+            logger.warning("session %s stopped on this worker: %s", training.sid, err)
+            self._quit(training, f"{err}")
+        except Exception as err:  # noqa: BLE001 - a worker keeps serving whatever one session did
             logger.exception("session %s failed on this worker", training.sid)
+            self._quit(training, f"{type(err).__name__}: {err}")
         finally:
             training.stop.set()
             transport.release(training.proxy)
             self.trained_sessions.append(training.sid)
             if self.training is training:  # a newer session may have started meanwhile
                 self.training = None
+
+    def _quit(self, training, reason):
+        """Tell the dispatcher the session failed here, so that its jobs go to other workers and
+        the client stops waiting for this one."""
+        try:
+            training.proxy.quit_session(self.name, training.sid, reason)
+        except (transport.PyroError, ValueError) as err:  # the session or the dispatcher is gone already
+            logger.info("could not tell the dispatcher that session %s failed here: %s", training.sid, err)
 
 
 def main(argv=None):

@@ -280,6 +280,24 @@ def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus
         assert raw == sum(len(s) for s in lee_corpus)
 
 
+def test_session_that_fails_on_every_worker_ends_with_their_reasons(two_workers, counted_file):
+    """A worker on which a session fails tells the dispatcher: its jobs go back to the queue, and when no
+    worker is left the client raises with every worker's reason instead of waiting; the workers serve on."""
+    model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, **PARAMS)
+    model.build_vocab(corpus_file=counted_file)
+    keys = list(model.wv.index_to_key)
+    model.wv.index_to_key[1] = keys[0]  # one word twice: every worker refuses this vocabulary at join
+    before = model.wv.vectors.copy()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="training failed on every worker of the session") as err:
+        model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)
+    assert time.monotonic() - started < 20
+    assert str(err.value).count("distinct words, not") == 2 and (model.wv.vectors == before).all()
+    model.wv.index_to_key[1] = keys[1]
+    assert model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)[1] == \
+        model.corpus_total_words
+
+
 def test_file_session_refuses_misuse(two_workers, counted_file):
     dispatcher = find_dispatcher(two_workers.ns_conf)
     model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, **PARAMS)
