@@ -43,6 +43,8 @@ def parse_args(argv=None):
     parser.add_argument("--hs", type=int, default=0, choices=(0, 1))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=2, help="seeds 1..N; figures are means over them")
+    parser.add_argument("--first-seed", type=int, default=1,
+                        help="start at this seed: --first-seed 2 --seeds 1 runs seed 2 alone (to extend a run)")
     parser.add_argument("--vector-size", type=int, default=100)
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
@@ -50,6 +52,8 @@ def parse_args(argv=None):
     parser.add_argument("--merge", default="damp", help="merge rule of the distributed runs (default damp)")
     parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K")
     parser.add_argument("--hold-back", type=float, default=0.1, help="hold-back share of the distributed runs")
+    parser.add_argument("--bytes-per-word", type=float, default=None,
+                        help="traffic budget of the distributed runs' routine merges (default: none)")
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
@@ -110,7 +114,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
 
             cluster = LocalCluster(n_workers=k, threads_per_worker=1).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
-                             sync_words=args.sync_words, hold_back=args.hold_back, **params)
+                             sync_words=args.sync_words, hold_back=args.hold_back,
+                             bytes_per_word=args.bytes_per_word, **params)
             roles = {p.pid: ("dispatcher" if name == "dispatcher" else "worker") for name, p in
                      cluster.processes.items() if name != "nameserver"}
 
@@ -245,8 +250,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="compare_gensim_") as workdir:
         vocab_path, corpus_path, words, vocab = prepare(args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
-              f"seeds={args.seeds} merge={args.merge}", flush=True)
-        for seed in range(1, args.seeds + 1):
+              f"seeds={args.seeds} merge={args.merge} bytes_per_word={args.bytes_per_word}", flush=True)
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:
                 for mode in modes:
                     out = subprocess.run([sys.executable, os.path.abspath(__file__), *passthrough, "--_one", mode,

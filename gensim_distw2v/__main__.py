@@ -49,6 +49,8 @@ def build_parser():
     cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule (default damp)")
     cluster.add_argument("--hold-back", type=float, default=0.1,
                          help="share of its squared change a worker may keep back per routine merge (default 0.1)")
+    cluster.add_argument("--bytes-per-word", type=float, default=None,
+                         help="traffic budget of routine merges, bytes per trained word each way (default: none)")
     cluster.add_argument("--corpus-file", action="store_true",
                          help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
                               "faster; the file must be at the same path on every worker (a shared filesystem)")
@@ -86,7 +88,7 @@ def train(args):
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
-        merge=args.merge, hold_back=args.hold_back)
+        merge=args.merge, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word)
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)
     else:

@@ -19,7 +19,7 @@ from gensim_distw2v import transport, wire
 from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
-from gensim_distw2v.merge import RULES, default_sync_words, row_ranges
+from gensim_distw2v.merge import RULES, check_budget, default_sync_words, row_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -90,12 +90,14 @@ class DistributedTraining:
     hold_back : float
         Share of its squared change a worker may keep back in a routine merge (the rows that
         changed least; they go later, see :meth:`gensim_distw2v.merge.Replica.take_delta`).
+    bytes_per_word : float, optional
+        Traffic budget of routine merges, each way, per word trained (None: no budget).
     wait_workers : float
         Seconds to wait for a first worker before giving up.
     """
 
     def __init__(self, model, ns_conf, sync_words=None, merge="damp", hold_back=0.1, wait_workers=30.0,
-                 part_bytes=PART_BYTES):
+                 part_bytes=PART_BYTES, bytes_per_word=None):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, (int, np.integer)) or sync_words < 1):
@@ -104,7 +106,7 @@ class DistributedTraining:
         if not 0.0 <= hold_back < 1.0:
             raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
         self.sync_words, self.wait_workers, self.hold_back = sync_words, wait_workers, float(hold_back)
-        self.part_bytes = int(part_bytes)
+        self.part_bytes, self.bytes_per_word = int(part_bytes), check_budget(bytes_per_word)
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
@@ -125,6 +127,7 @@ class DistributedTraining:
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             "sync_words": int(self.sync_words or default_sync_words(n_workers, sg=bool(model.sg))),
             "merge": self.merge, "hold_back": self.hold_back, "part_bytes": self.part_bytes,
+            "bytes_per_word": float(self.bytes_per_word or 0.0),
             "compute_loss": bool(compute_loss),
             "epochs": int(epochs),
             "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),

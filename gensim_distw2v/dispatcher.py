@@ -67,9 +67,15 @@ class _Member:
         self.name, self.uri, self.threads = name, uri, threads
         self.last_seen = time.monotonic()
         self.connection = None  # the connection its hello and heartbeats come in on
+        self.session_id = None  # the session its counters below are of
+        self.count_session(None)
+        self.leave_session()
+
+    def count_session(self, sid):
+        """Start this worker's traffic and work counters afresh for session ``sid``."""
+        self.session_id = sid
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
         self.merge_seconds = 0.0
-        self.leave_session()
 
     def leave_session(self):
         """Forget the session: rank, jobs in flight, flushed epoch."""
@@ -621,6 +627,8 @@ class Dispatcher:
                 session.weights.remove_worker(member.rank)
                 session.queue.extendleft(reversed(list(member.in_flight.values())))
             member.leave_session()
+            if member.session_id != sid:  # its counters are per session (a re-join keeps them)
+                member.count_session(sid)
             member.rank = session.next_rank
             session.next_rank += 1
             session.weights.add_worker(member.rank)
@@ -680,9 +688,9 @@ class Dispatcher:
             session = self._session(sid)
             member = self._member(name, sid)
             weights, rank = session.weights, member.rank
-        lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, merge_seconds = wire.check_merge_part(
+        lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, merge_seconds, max_rows = wire.check_merge_part(
             part, session.vocab_size, session.vector_size, list(weights.weights))
-        reply = weights.apply(rank, lo, hi, deltas, hold_back, exact)
+        reply = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows)
         packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
                   for name_, (rows, values) in reply.items()}
         with self.cond:

@@ -33,6 +33,7 @@ Rules (``merge=``):
     ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
     whatever the interval; kept as an option for comparison, never the default.
 """
+import math
 import threading
 
 import numpy as np
@@ -41,7 +42,7 @@ from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, 
                                   row_diff, send_pending, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES
 
-__all__ = ["RULES", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
+__all__ = ["RULES", "budget_rows", "check_budget", "default_sync_words", "GlobalWeights", "Replica", "row_ranges"]
 
 RULES = MERGE_RULES
 
@@ -71,11 +72,39 @@ def default_sync_words(n_workers, sg=True):
     return max(1_000, int(words))
 
 
-def _kept(norms, hold_back):
-    """Indices into ``norms`` that go now: all but the smallest, which together carry up to
-    ``hold_back`` of the sum (they wait for a later round: error feedback), in increasing order
-    (compiled, linear time: :func:`gensim_distw2v._rows.kept_rows`)."""
-    return kept_rows(norms, hold_back)
+def _kept(norms, hold_back, max_rows=None):
+    """Indices into ``norms`` that go now, in increasing order: all but the smallest, which
+    together carry up to ``hold_back`` of the sum (they wait for a later round: error feedback;
+    compiled, linear time: :func:`gensim_distw2v._rows.kept_rows`), and of those at most
+    ``max_rows``, the largest (the traffic budget; ``None``: no limit)."""
+    kept = kept_rows(norms, hold_back)
+    if max_rows is not None and len(kept) > max_rows:
+        if max_rows <= 0:
+            return kept[:0]
+        largest = np.argpartition(norms[kept], len(kept) - max_rows)[len(kept) - max_rows:]
+        kept = np.sort(kept[largest])
+    return kept
+
+
+def check_budget(bytes_per_word):
+    """``bytes_per_word`` as a float, or None (no budget); a clear error for anything else."""
+    if bytes_per_word is None:
+        return None
+    if isinstance(bytes_per_word, bool) or not isinstance(bytes_per_word, (int, float, np.integer, np.floating)) \
+            or not 0 < bytes_per_word < math.inf:
+        raise ValueError(f"bytes_per_word must be a positive number of bytes per trained word (or None: no "
+                         f"budget), got {bytes_per_word!r}")
+    return float(bytes_per_word)
+
+
+def budget_rows(bytes_per_word, words, lo, hi, n_rows, n_matrices, vector_size):
+    """Rows per matrix a routine merge part of rows ``[lo, hi)`` may move to stay within
+    ``bytes_per_word`` (float16 values and a uint32 index per row) for ``words`` trained words;
+    ``None`` (no limit) when ``bytes_per_word`` is 0."""
+    if not bytes_per_word:
+        return None
+    share = (hi - lo) / max(1, n_rows) / max(1, n_matrices)
+    return int(bytes_per_word * words * share // (2 * vector_size + 4))
 
 
 def _compact(values, half):
@@ -141,7 +170,7 @@ class GlobalWeights:
         with self.lock:
             self.pending.pop(worker, None)
 
-    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True):
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
@@ -157,6 +186,9 @@ class GlobalWeights:
             share of the range's pending change.
         exact : bool
             Reply in float32 (else float16, whose rounding stays pending).
+        max_rows : int, optional
+            Reply with at most this many rows per matrix (those with the largest pending change;
+            the rest stays pending): the traffic budget. Default: no limit.
 
         Returns
         -------
@@ -185,7 +217,7 @@ class GlobalWeights:
                               scale, scale - 1.0 if self.rule == "mean" else 0.0)
                 change, mass = self.pending[worker][name]
                 fresh = np.flatnonzero(mass[lo:hi])
-                fresh = (fresh[_kept(mass[lo:hi][fresh], hold_back)] + lo).astype(np.uint32)
+                fresh = (fresh[_kept(mass[lo:hi][fresh], hold_back, max_rows)] + lo).astype(np.uint32)
                 if HAS_F16C:  # one pass: gather, round, subtract what goes
                     out = send_pending(change, mass, fresh, not exact and _fits_half(mass[fresh]))
                 else:
@@ -243,7 +275,7 @@ class Replica:
         self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
         self.base = {name: w.copy() for name, w in self.replica.items()}
 
-    def take_delta(self, lo, hi, dtype=np.float32, hold_back=0.0):
+    def take_delta(self, lo, hi, dtype=np.float32, hold_back=0.0, max_rows=None):
         """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
 
         Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
@@ -260,6 +292,9 @@ class Replica:
             Keep back the rows with the smallest changes that together carry up to this share of
             the squared delta (per matrix): they stay in ``R - B`` and go in a later round, once
             grown (error feedback). 0 sends every changed row.
+        max_rows : int, optional
+            Of those, send at most this many rows per matrix, the largest changes (the traffic
+            budget: the rest waits in ``R - B`` too). Default: no limit.
 
         Returns
         -------
@@ -270,7 +305,7 @@ class Replica:
         for name, replica in self.replica.items():
             base = self.base[name]
             changed, norms = changed_rows(replica, base, lo, hi)
-            kept = _kept(norms, hold_back)
+            kept = _kept(norms, hold_back, max_rows)
             changed = changed[kept]
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.

@@ -11,15 +11,15 @@ import logging
 
 import gensim.models
 
-from gensim_distw2v.merge import RULES
+from gensim_distw2v.merge import RULES, check_budget
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Word2Vec"]
 
 # Attributes this class adds to gensim's model; never written to disk (ns_conf may hold a key).
-_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "hold_back", "cluster_timeout",
-                      "cluster_stats")
+_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "hold_back", "bytes_per_word",
+                      "cluster_timeout", "cluster_stats")
 
 
 class Word2Vec(gensim.models.Word2Vec):
@@ -47,6 +47,10 @@ class Word2Vec(gensim.models.Word2Vec):
         Share of its squared change (the rows that changed least) a worker may keep back in a
         routine merge, to send later once grown (error feedback); 0 sends every changed row.
         Epoch ends always merge everything.
+    bytes_per_word : float, optional
+        Traffic budget: a routine merge moves at most this many bytes per word the worker trained
+        since its last merge, each way (the rows that changed most; the rest waits, as held-back
+        rows do). Default: no budget.
     cluster_timeout : float, optional
         Seconds to wait for a first worker, and without any worker during training, before
         ``train()`` raises.
@@ -56,7 +60,7 @@ class Word2Vec(gensim.models.Word2Vec):
     _part_bytes = 16 * 1024 * 1024
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
-                 cluster_timeout=30.0, **kwargs):
+                 bytes_per_word=None, cluster_timeout=30.0, **kwargs):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, int) or sync_words < 1):
@@ -66,7 +70,7 @@ class Word2Vec(gensim.models.Word2Vec):
         if not 0.0 <= hold_back < 1.0:
             raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
         self.sync_words, self.merge, self.cluster_timeout = sync_words, merge, float(cluster_timeout)
-        self.hold_back = float(hold_back)
+        self.hold_back, self.bytes_per_word = float(hold_back), check_budget(bytes_per_word)
         self.cluster_stats = {}
         super().__init__(*args, **kwargs)
 
@@ -112,7 +116,8 @@ class Word2Vec(gensim.models.Word2Vec):
         for callback in callbacks:
             callback.on_train_begin(self)
         session = DistributedTraining(self, self.ns_conf, sync_words=self.sync_words, merge=self.merge,
-                                      hold_back=self.hold_back, wait_workers=self.cluster_timeout,
+                                      hold_back=self.hold_back, bytes_per_word=self.bytes_per_word,
+                                      wait_workers=self.cluster_timeout,
                                       part_bytes=self._part_bytes)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
                                      callbacks, report_delay=report_delay, corpus_file=corpus_file)
@@ -143,14 +148,14 @@ class Word2Vec(gensim.models.Word2Vec):
 
     @classmethod
     def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
-             cluster_timeout=30.0, **kwargs):
+             bytes_per_word=None, cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf, sync_words, merge, hold_back, cluster_timeout
+        distributed, ns_conf, sync_words, merge, hold_back, bytes_per_word, cluster_timeout
             Settings for further training of the loaded model (see the class).
         """
         model = gensim.models.Word2Vec.load(*args, **kwargs)
@@ -159,4 +164,5 @@ class Word2Vec(gensim.models.Word2Vec):
         model.distributed, model.ns_conf = bool(distributed), dict(ns_conf or {})
         model.sync_words, model.merge, model.cluster_stats = sync_words, merge, {}
         model.cluster_timeout, model.hold_back = float(cluster_timeout), float(hold_back)
+        model.bytes_per_word = check_budget(bytes_per_word)
         return model

@@ -14,13 +14,13 @@ range job (``corpus_file`` sessions; the dispatcher cuts them)
     bytes ``[lo, hi)``
 session config (client -> dispatcher -> workers)
     ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "hold_back",
-    "part_bytes", "compute_loss", "rng_state", "epochs"}`` and, for ``corpus_file`` training,
+    "bytes_per_word", "part_bytes", "compute_loss", "rng_state", "epochs"}`` and, for ``corpus_file`` training,
     ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
     "end_alpha"}`` (the vocabulary then travels as arrays ``vocab_bytes`` and ``vocab_offsets``);
     arrays and merges move in parts of at most ``part_bytes`` bytes
 merge part (worker -> dispatcher)
     ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "hold_back",
-    "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``
+    "max_rows", "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``
     (a range job's entry is ``[id, effective_words, raw_words, examples]``: only its worker
     knows them); the
     reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
@@ -211,6 +211,8 @@ def check_config(config):
         raise ValueError(f"sync_words must be >= 1, got {sync_words}")
     if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
         raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
+    if not need(config, "bytes_per_word", float, "session config") >= 0.0:
+        raise ValueError(f"bytes_per_word must be >= 0 (0: no budget), got {config['bytes_per_word']}")
     if need(config, "merge", str, "session config") not in MERGE_RULES:
         raise ValueError(f"unknown merge rule {config['merge']!r}; choose one of {MERGE_RULES}")
     if not 1024 <= need(config, "part_bytes", int, "session config") <= MAX_ARRAY_BYTES // 2:
@@ -238,8 +240,9 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     Returns
     -------
     tuple
-        ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, merge_seconds)``;
-        ``exact`` asks for a float32 reply;
+        ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, merge_seconds,
+        max_rows)``; ``exact`` asks for a float32 reply; ``max_rows`` caps the reply's rows per
+        matrix (None: no cap);
         ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``
         is the worker's total time in merge rounds so far.
     """
@@ -267,6 +270,9 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     hold_back = need(part, "hold_back", float, "merge part")
     if not 0.0 <= hold_back < 1.0:
         raise ValueError(f"merge part: hold_back must be in [0, 1), got {hold_back}")
+    max_rows = need(part, "max_rows", int, "merge part")
+    if max_rows < -1:
+        raise ValueError(f"merge part: max_rows must be >= 0, or -1 for no limit, got {max_rows}")
     final = need(part, "final", bool, "merge part")
     flush = need(part, "flush", int, "merge part")
     if flush < -1:
@@ -281,4 +287,4 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     seconds = need(part, "merge_seconds", float, "merge part")
     if seconds < 0:
         raise ValueError("merge part: merge_seconds must be >= 0")
-    return lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds
+    return lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, None if max_rows < 0 else max_rows

@@ -34,7 +34,7 @@ from gensim_distw2v import transport, wire
 from gensim_distw2v._inner import JobTrainer
 from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
-from gensim_distw2v.merge import Replica, row_ranges
+from gensim_distw2v.merge import Replica, budget_rows, row_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ class _Training:
         self.params = config["params"]
         self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
         self.hold_back, self.part_bytes = config["hold_back"], config["part_bytes"]
+        self.bytes_per_word = config["bytes_per_word"]
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
         arrays = {name: self._download(name, spec) for name, spec in config["arrays"].items()}
@@ -145,15 +146,8 @@ class _Training:
             return
         try:
             while not self.stop.is_set():
-                with self.lock:
-                    # Bounded staleness: once sync_words words are trained since the last merge round
-                    # began, wait for the next round to begin; otherwise slow merges would stretch the
-                    # real merge interval, and summed deltas blow up beyond it.
-                    if self.words_since_merge >= self.sync_words:
-                        waited = time.perf_counter()
-                        self.lock.wait(0.05)
-                        self.stalled += time.perf_counter() - waited
-                        continue
+                if not self._wait_for_round():
+                    continue
                 try:
                     msg = self.jobs.get(timeout=0.2)
                 except queue.Empty:
@@ -167,7 +161,7 @@ class _Training:
                         entry = [job_id, effective, raw, examples]
                     else:
                         job_id, _epoch, alpha, indices, offsets, raw, _examples = wire.unpack_job(msg, vocab)
-                        effective, loss = self.trainer.train_job(indices, offsets, alpha, rng, self.compute_loss)
+                        effective, loss = self._train_pieces(indices, offsets, raw, alpha, rng)
                         entry = [job_id, effective]
                 except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
                     logger.exception("trainer thread %i failed on a job", thread)
@@ -180,8 +174,7 @@ class _Training:
                         self.busy -= 1
                         self.train_cpu += cpu
                 with self.lock:
-                    self.done.append(entry)
-                    self.words_since_merge += raw
+                    self.done.append(entry)  # its words counted towards the merge interval as trained
                     self.trained_words += raw
                     self.loss += loss
                     self.lock.notify_all()
@@ -193,13 +186,72 @@ class _Training:
         """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples)``."""
         job_id, _epoch, alpha, lo, hi = wire.unpack_range_job(msg, self.file["size"])
         indices, offsets, starts, raw, examples = reader.read(lo, hi)
-        effective, loss = 0, 0.0
+        effective, loss, counted, total = 0, 0.0, 0, len(indices)
         for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
-            words, job_loss = self.trainer.train_job(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
-                                                     alpha, rng, self.compute_loss)
+            # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
+            share = (raw * int(offsets[b]) // total if total else raw) - counted
+            counted += share
+            words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
+                                                 share, alpha, rng)
             effective += words
             loss += job_loss
+        if counted < raw:  # no chunk (a range of empty or unknown-word lines)
+            with self.lock:
+                self.words_since_merge += raw - counted
+                self.lock.notify_all()
         return job_id, effective, loss, raw, examples
+
+    def _wait_for_round(self):
+        """Bounded staleness: once ``sync_words`` words are trained since the last merge round
+        began, wait for the next round to begin; otherwise slow merges would stretch the real merge
+        interval, and summed deltas blow up beyond it. True when training may go on; False after
+        waiting a while (the caller checks ``stop`` and calls again)."""
+        with self.lock:
+            if self.words_since_merge < self.sync_words:
+                return True
+            waited = time.perf_counter()
+            self.lock.wait(0.05)
+            self.stalled += time.perf_counter() - waited
+            return self.words_since_merge < self.sync_words
+
+    def _train_pieces(self, indices, offsets, raw, alpha, rng):
+        """Train a job, in pieces of whole sentences cut where the merge interval runs out.
+
+        A job (about ``batch_words`` words) may be longer than ``sync_words`` (2.2 k words at K=8):
+        trained in one go, it would stretch the interval to the job's length. Each piece counts its
+        share of the job's ``raw`` words towards the interval as soon as it is trained, and the next
+        waits for the merge round that share made due. A job that fits the interval left is trained
+        in one call, as gensim would (one worker, the default interval: gensim's exact numbers).
+        Returns ``(effective words, loss)``; a piece's words are partly in the next round.
+        """
+        total, n_sent = len(indices), len(offsets) - 1
+        effective, loss, counted, a = 0, 0.0, 0, 0
+        while True:
+            with self.lock:
+                room = max(1, self.sync_words - self.words_since_merge)  # raw words left in this interval
+            if a == 0 and (raw <= room or total == 0):
+                b = n_sent
+            else:  # the first sentence boundary past `room` raw words (in-vocabulary words scaled to raw)
+                reach = int(offsets[a]) + -(-room * total // raw)
+                b = min(n_sent, max(a + 1, int(np.searchsorted(offsets, reach, side="left"))))
+            if b > a:
+                lo, hi = int(offsets[a]), int(offsets[b])
+                words, piece_loss = self.trainer.train_job(
+                    indices if (a, b) == (0, n_sent) else indices[lo:hi],
+                    offsets if (a, b) == (0, n_sent) else offsets[a:b + 1] - lo, alpha, rng, self.compute_loss)
+                effective += words
+                loss += piece_loss
+            share = (raw * int(offsets[b]) // total if b < n_sent else raw) - counted
+            counted += share
+            with self.lock:
+                self.words_since_merge += share
+                self.lock.notify_all()
+            a = b
+            if a >= n_sent:
+                return effective, loss
+            while not self._wait_for_round():
+                if self.stop.is_set():  # the session ends: the rest of the job is not trained here
+                    return effective, loss
 
     def _fetch_loop(self):
         """Keep the local queue topped up (the merger thread merges meanwhile), until the session ends."""
@@ -263,13 +315,18 @@ class _Training:
         with self.lock:
             jobs, self.done = self.done, []
             loss, self.loss = self.loss, 0.0
-            self.words_since_merge = 0
+            words, self.words_since_merge = self.words_since_merge, 0
             self.lock.notify_all()  # trainers waiting for this round may go on
         for i, (lo, hi) in enumerate(self.ranges):
             final = i == len(self.ranges) - 1
-            deltas = self.replica.take_delta(lo, hi, dtype, hold_back)
+            # the traffic budget, each way, for the words this round carries (flushes are exact)
+            max_rows = None if flush_epoch is not None else budget_rows(
+                self.bytes_per_word, words, lo, hi, self.params["vocab_size"], len(self.replica.replica),
+                self.params["vector_size"])
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows)
             self.worker.check_alive(self)
             part = {"lo": lo, "hi": hi, "final": final, "hold_back": float(hold_back),
+                    "max_rows": -1 if max_rows is None else max_rows,
                     "exact": flush_epoch is not None,
                     "flush": flush_epoch if final and flush_epoch is not None else -1,
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,

@@ -13,6 +13,7 @@ import gensim.models
 import numpy as np
 import psutil
 import pytest
+from gensim.test.utils import datapath
 
 from gensim_distw2v import LocalCluster, Word2Vec, transport
 from gensim_distw2v.cluster import ManagedProcess
@@ -163,6 +164,43 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     reference = gensim.models.Word2Vec(lee_corpus, **params)
     assert np.abs(reference.wv.vectors - solo.wv.vectors).max() <= 1e-6
     assert np.abs(reference.syn1 - solo.syn1).max() <= 1e-6
+
+
+@pytest.mark.parametrize("mode", ["iterable", "corpus_file"])
+def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode):
+    """sync_words below batch_words (jobs of 10,000 words): the worker trains a job in pieces and merges
+    between them, every ~sync_words words rather than once a job, and still trains every word once."""
+    params = {**SMALL, "sg": 0, "negative": 5}
+    model = Word2Vec(distributed=True, ns_conf=one_worker.ns_conf, sync_words=1000, **params)
+    if mode == "iterable":
+        model.build_vocab(lee_corpus)
+        model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+    else:
+        model.build_vocab(corpus_file=datapath("lee_background.cor"))
+        model.train(corpus_file=datapath("lee_background.cor"), total_words=model.corpus_total_words, epochs=2)
+    raw = model.cluster_stats["raw_words"]
+    assert raw == 2 * sum(len(s) for s in lee_corpus)
+    # once a job would be about raw / 10,000 = 12 merges; once per 1,000 words about 120
+    assert model.cluster_stats["merges"] >= 0.8 * raw / 1000, model.cluster_stats
+    assert np.isfinite(model.wv.vectors).all()
+
+
+def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
+    """bytes_per_word through the cluster: routine rounds move at most the budget's rows each way, so far
+    fewer bytes than without one; every word is still trained and the epoch flushes deliver the rest."""
+    params = {**SMALL, "sg": 1, "negative": 5}
+    stats = {}
+    for budget in (None, 20.0):
+        model = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=2000,
+                         bytes_per_word=budget, **params)
+        assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
+        assert np.isfinite(model.wv.vectors).all()
+        stats[budget] = model.cluster_stats
+    for way in ("bytes_up", "bytes_down"):  # (per session: the workers served the first run too)
+        assert stats[20.0][way] < 0.6 * stats[None][way], (way, stats)
+        assert sum(w[0] for w in stats[20.0]["workers"].values()) == stats[20.0]["raw_words"]
+    with pytest.raises(ValueError, match="bytes_per_word must be a positive number"):
+        Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, bytes_per_word=-5)
 
 
 def test_merge_rules_through_three_workers(three_workers, lee_corpus):
