@@ -190,15 +190,16 @@ def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
     fewer bytes than without one; every word is still trained and the epoch flushes deliver the rest."""
     params = {**SMALL, "sg": 1, "negative": 5}
     stats = {}
-    for budget in (None, 20.0):
+    for budget in (None, 5.0):  # (the epochs' exact float32 flushes, which the budget leaves alone, dominate
+        # the rest on this small corpus: about 0.4x the bytes each way)
         model = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=2000,
                          bytes_per_word=budget, **params)
         assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
         assert np.isfinite(model.wv.vectors).all()
         stats[budget] = model.cluster_stats
     for way in ("bytes_up", "bytes_down"):  # (per session: the workers served the first run too)
-        assert stats[20.0][way] < 0.6 * stats[None][way], (way, stats)
-        assert sum(w[0] for w in stats[20.0]["workers"].values()) == stats[20.0]["raw_words"]
+        assert stats[5.0][way] < 0.6 * stats[None][way], (way, stats)
+        assert sum(w[0] for w in stats[5.0]["workers"].values()) == stats[5.0]["raw_words"]
     with pytest.raises(ValueError, match="bytes_per_word must be a positive number"):
         Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, bytes_per_word=-5)
 
