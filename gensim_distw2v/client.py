@@ -273,7 +273,7 @@ class DistributedTraining:
         deadline = time.monotonic() + self.wait_workers
         while True:
             progress = dispatcher.progress(sid)
-            checks, quit_ = progress["file_checks"], progress.get("quit") or {}
+            checks, quit_ = progress["file_checks"], progress["quit"]
             workers = set(dispatcher.status()["workers"])
             problems = {name: problem for name, problem in checks.items() if problem}
             if ((checks or quit_) and workers <= set(checks) | set(quit_)) or time.monotonic() > deadline:
@@ -329,7 +329,7 @@ class DistributedTraining:
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
-        gone, quit_ = progress["no_workers_for"], progress.get("quit") or {}
+        gone, quit_ = progress["no_workers_for"], progress["quit"]
         if gone is not None and quit_:
             raise RuntimeError(
                 "training failed on every worker of the session, so nothing trains it: "

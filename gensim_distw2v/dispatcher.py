@@ -207,6 +207,10 @@ class Dispatcher:
         member.leave_session()
         return requeued
 
+    def _available(self, session):
+        """Whether any registered worker has not quit ``session`` (caller holds the lock)."""
+        return any(name not in session.quit for name in self.members)
+
     def _end_session(self):
         """No session any more; every worker leaves it (caller holds the lock)."""
         self.session = None
@@ -237,8 +241,8 @@ class Dispatcher:
                                        session.id, now - session.last_client_contact)
                         self._end_session()
                     elif session.state == "running":
-                        available = any(name not in session.quit for name in self.members)
-                        session.no_workers_since = None if available else (session.no_workers_since or now)
+                        session.no_workers_since = None if self._available(session) else \
+                            (session.no_workers_since or now)
 
     # ------------------------------------------------------------------ cluster
     @transport.expose
@@ -513,8 +517,7 @@ class Dispatcher:
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds]
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
-                "no_workers_for": None if any(name not in session.quit for name in self.members)
-                else now - (session.no_workers_since or now),
+                "no_workers_for": None if self._available(session) else now - (session.no_workers_since or now),
                 "file_checks": dict(session.file_checks),
                 "quit": {name: reason for name, reason in session.quit.items()},
             }

@@ -218,15 +218,18 @@ class _Training:
         """Train a job, in pieces of whole sentences cut where the merge interval runs out.
 
         A job (about ``batch_words`` words) may be longer than ``sync_words`` (2.2 k words at K=8):
-        trained in one go, it would stretch the interval to the job's length. Each piece counts its
-        share of the job's ``raw`` words towards the interval as soon as it is trained, and the next
-        waits for the merge round that share made due. A job that fits the interval left is trained
+        trained in one go, it would stretch the interval to the job's length. Each piece waits for a
+        merge round while the interval is used up, then counts its share of the job's ``raw`` words
+        towards the interval as soon as it is trained. A job that fits the interval left is trained
         in one call, as gensim would (one worker, the default interval: gensim's exact numbers).
         Returns ``(effective words, loss)``; a piece's words are partly in the next round.
         """
         total, n_sent = len(indices), len(offsets) - 1
         effective, loss, counted, a = 0, 0.0, 0, 0
         while True:
+            while not self._wait_for_round():
+                if self.stop.is_set():  # the session ends: the rest of the job is not trained here
+                    return effective, loss
             with self.lock:
                 room = max(1, self.sync_words - self.words_since_merge)  # raw words left in this interval
             if a == 0 and (raw <= room or total == 0):
@@ -236,9 +239,8 @@ class _Training:
                 b = min(n_sent, max(a + 1, int(np.searchsorted(offsets, reach, side="left"))))
             if b > a:
                 lo, hi = int(offsets[a]), int(offsets[b])
-                words, piece_loss = self.trainer.train_job(
-                    indices if (a, b) == (0, n_sent) else indices[lo:hi],
-                    offsets if (a, b) == (0, n_sent) else offsets[a:b + 1] - lo, alpha, rng, self.compute_loss)
+                words, piece_loss = self.trainer.train_job(indices[lo:hi], offsets[a:b + 1] - lo, alpha, rng,
+                                                           self.compute_loss)
                 effective += words
                 loss += piece_loss
             share = (raw * int(offsets[b]) // total if b < n_sent else raw) - counted
@@ -249,9 +251,6 @@ class _Training:
             a = b
             if a >= n_sent:
                 return effective, loss
-            while not self._wait_for_round():
-                if self.stop.is_set():  # the session ends: the rest of the job is not trained here
-                    return effective, loss
 
     def _fetch_loop(self):
         """Keep the local queue topped up (the merger thread merges meanwhile), until the session ends."""
