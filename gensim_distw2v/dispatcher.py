@@ -747,8 +747,8 @@ def main(argv=None):
                                   on_disconnect=dispatcher.connection_closed)
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
-    logger.info("gensim_distw2v.dispatcher ready at %s", server.uri)
-    transport.serve_until_stopped(server, dispatcher.shutdown)
+    transport.serve_until_stopped(server, dispatcher.shutdown,
+                                  on_ready=lambda: logger.info("gensim_distw2v.dispatcher ready at %s", server.uri))
     logger.info("gensim_distw2v.dispatcher stopped")
 
 

@@ -257,10 +257,16 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def serve_until_stopped(server, on_stop=None):
-    """Serve until Ctrl-C or SIGTERM, then run ``on_stop`` and unregister (a clean stop either way)."""
+def serve_until_stopped(server, on_stop=None, on_ready=None):
+    """Serve until Ctrl-C or SIGTERM, then run ``on_stop`` and unregister (a clean stop either way).
+
+    ``on_ready`` runs first (it logs the "ready" line that supervisors wait on): the SIGTERM handler is
+    installed before it, so a SIGTERM sent as soon as that line appears still unregisters the server.
+    """
     signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if on_ready is not None:
+            on_ready()
         server.serve()
     except KeyboardInterrupt:
         pass

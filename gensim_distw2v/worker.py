@@ -506,15 +506,18 @@ def main(argv=None):
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     worker.uri = server.uri
-    logger.info("gensim_distw2v.worker %s ready at %s with %i threads", worker.name, server.uri, worker.threads)
     beat = threading.Thread(target=worker.heartbeat_loop, name="heartbeat", daemon=True)
-    beat.start()
+
+    def ready():
+        logger.info("gensim_distw2v.worker %s ready at %s with %i threads", worker.name, server.uri, worker.threads)
+        beat.start()
 
     def stop():
         worker.stopped.set()
-        beat.join(timeout=5)
+        if beat.is_alive():
+            beat.join(timeout=5)
 
-    transport.serve_until_stopped(server, stop)
+    transport.serve_until_stopped(server, stop, on_ready=ready)
     logger.info("gensim_distw2v.worker %s stopped", worker.name)
 
 
