@@ -19,7 +19,7 @@ from gensim_distw2v import transport, wire
 from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
-from gensim_distw2v.merge import RULES, check_budget, default_sync_words, row_ranges
+from gensim_distw2v.merge import RULES, check_budget, damped_rows, default_sync_words, row_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -121,11 +121,16 @@ class DistributedTraining:
             arrays.pop("sample_int", None)
         state = model.random.get_state() if isinstance(model.random, np.random.RandomState) else \
             np.random.RandomState(model.seed).get_state()
+        sync_words = int(self.sync_words or default_sync_words(n_workers, sg=bool(model.sg)))
+        counts = model.wv.expandos.get("count")
+        if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
+            counts = np.zeros(len(model.wv))
         config = {
             "versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
             "params": params,
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
-            "sync_words": int(self.sync_words or default_sync_words(n_workers, sg=bool(model.sg))),
+            "sync_words": sync_words,
+            "damp_rows": damped_rows(counts, sync_words),
             "merge": self.merge, "hold_back": self.hold_back, "part_bytes": self.part_bytes,
             "bytes_per_word": float(self.bytes_per_word or 0.0),
             "compute_loss": bool(compute_loss),
@@ -216,7 +221,7 @@ class DistributedTraining:
                           "bytes_up": up, "bytes_down": down,
                           "merge_seconds": sum(w[4] for w in final["workers"].values()),
                           "workers": final["workers"], "effective_words": trained, "raw_words": raw,
-                          "sync_words": config["sync_words"]}
+                          "sync_words": config["sync_words"], "damp_rows": config["damp_rows"]}
             if raw and not trained:
                 logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)

@@ -401,10 +401,11 @@ class Dispatcher:
                     f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
             self._end_session()
             self.session = _Session(config)
-            logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s, "
-                        "sync_words=%i", self.session.id, self.session.vocab_size, self.session.vector_size,
-                        config["params"]["sg"], config["params"]["hs"], config["params"]["negative"],
-                        config["merge"], config["sync_words"])
+            logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
+                        "(damp: %i syn0 / %i syn1neg rows), sync_words=%i", self.session.id,
+                        self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
+                        config["params"]["hs"], config["params"]["negative"], config["merge"],
+                        config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["sync_words"])
             return {"session": self.session.id}
 
     @transport.expose
@@ -448,7 +449,7 @@ class Dispatcher:
             JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
                        cbow_mean=params["cbow_mean"], shrink_windows=params["shrink_windows"], **arrays)
             session.weights = GlobalWeights({n: session.arrays[n] for n in wire.WEIGHTS if n in session.arrays},
-                                            rule=session.config["merge"])
+                                            rule=session.config["merge"], damp_rows=session.config["damp_rows"])
             session.state, session.started = "running", time.monotonic()
             session.last_client_contact = time.monotonic()
             self.cond.notify_all()

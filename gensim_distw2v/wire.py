@@ -13,8 +13,9 @@ range job (``corpus_file`` sessions; the dispatcher cuts them)
     ``{"id", "epoch", "alpha", "lo", "hi"}``: train the lines of the corpus file that start in
     bytes ``[lo, hi)``
 session config (client -> dispatcher -> workers)
-    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "merge", "hold_back",
-    "bytes_per_word", "part_bytes", "compute_loss", "rng_state", "epochs"}`` and, for ``corpus_file`` training,
+    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "damp_rows", "merge",
+    "hold_back", "bytes_per_word", "part_bytes", "compute_loss", "rng_state", "epochs"}`` and, for
+    ``corpus_file`` training,
     ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
     "end_alpha"}`` (the vocabulary then travels as arrays ``vocab_bytes`` and ``vocab_offsets``);
     arrays and merges move in parts of at most ``part_bytes`` bytes
@@ -209,6 +210,11 @@ def check_config(config):
     sync_words = need(config, "sync_words", int, "session config")
     if sync_words < 1:
         raise ValueError(f"sync_words must be >= 1, got {sync_words}")
+    damp_rows = need(config, "damp_rows", dict, "session config")
+    if set(damp_rows) != {"syn0", "syn1neg"} or any(not isinstance(n, int) or isinstance(n, bool) or n < 0
+                                                      for n in damp_rows.values()):
+        raise ValueError(f"session config: damp_rows must be {{'syn0': int >= 0, 'syn1neg': int >= 0}}, "
+                         f"got {damp_rows!r}")
     if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
         raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
     if not need(config, "bytes_per_word", float, "session config") >= 0.0:

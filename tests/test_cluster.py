@@ -15,7 +15,7 @@ import psutil
 import pytest
 from gensim.test.utils import datapath
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport
+from gensim_distw2v import LocalCluster, Word2Vec, merge, transport
 from gensim_distw2v.cluster import ManagedProcess
 from gensim_distw2v.kernel import train_like_gensim
 
@@ -220,6 +220,12 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
         assert np.isfinite(ours.wv.vectors).all() and ours.cluster_stats["merges"] > 3
         moved[rule] = float(np.linalg.norm(ours.wv.vectors[:50] - start[:50]))
         damped[rule] = ours.cluster_stats["damped_rows"]
+        if rule == "damp":  # the rows a worker sees 1.5 times per 5,000 words: some, not all
+            hot = ours.cluster_stats["damp_rows"]
+            assert hot == merge.damped_rows(ours.wv.expandos["count"], 5000)
+            assert 0 < hot["syn1neg"] == hot["syn0"] < len(ours.wv), hot
+            three_workers.processes["dispatcher"].wait_for(
+                rf"merge=damp \(damp: {hot['syn0']} syn0 / {hot['syn1neg']} syn1neg rows\)", timeout=5)
     assert moved["mean"] < 0.8 * moved["sum"], moved
     assert damped["damp"] > 0 and damped["sum"] == damped["mean"] == 0, damped
 

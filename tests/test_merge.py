@@ -230,15 +230,20 @@ def test_changed_rows_finds_exactly_the_changed_rows():
         changed_rows(replica.astype(np.float64), base, 0, 6)
 
 
-def test_damp_counts_agreeing_deltas_once_and_sums_the_rest(monkeypatch):
-    monkeypatch.setitem(merge.DAMPED_ROWS, "syn1neg", 3)  # output vectors: only the 3 most frequent are damped
-    init, g, (a, b) = cluster(2, rule="damp")
-    rows = np.array([1, 2, 3, 4])
+def test_damp_counts_agreeing_deltas_once_and_sums_the_rest():
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="damp",
+                      damp_rows={"syn0": 5, "syn1neg": 3})  # rows 0-4 of syn0 damped, 0-2 of syn1neg
+    for rank in range(2):
+        g.add_worker(rank)
+    a, b = Replica(init), Replica(init)
+    rows = np.array([1, 2, 3, 4, 6])
     step = np.zeros((V, D), np.float32)
     step[1] = [0.1, 0, 0, 0]   # both workers make the same update: it counts once
     step[2] = [0.1, 0, 0, 0]   # orthogonal updates (b's differs): both count
     step[3] = [0.1, 0, 0, 0]   # opposite updates: both count (they cancel, as summed)
     step[4] = [0.1, 0, 0, 0]   # half aligned: in between
+    step[6] = [0.1, 0, 0, 0]   # the same update beyond the damped rows: summed
     other = step.copy()
     other[2] = [0, 0.1, 0, 0]
     other[3] = [-0.1, 0, 0, 0]
@@ -255,16 +260,42 @@ def test_damp_counts_agreeing_deltas_once_and_sums_the_rest(monkeypatch):
     dot = float(step[4] @ other[4])
     expected = step[4] + other[4] - dot * (step[4] / (2 * step[4] @ step[4]) + other[4] / (2 * other[4] @ other[4]))
     np.testing.assert_allclose(got[4], expected, atol=1e-6)  # AdaSum of the two
-    # output vectors: damped alike in the top rows, summed beyond
+    np.testing.assert_allclose(got[6], 2 * step[6], atol=1e-6)
+    # output vectors: damped alike in their 3 damped rows, summed beyond
     out = g.weights["syn1neg"] - init["syn1neg"]
     np.testing.assert_allclose(out[1:3], got[1:3], atol=1e-6)
-    np.testing.assert_allclose(out[3:5], step[3:5] + other[3:5], atol=1e-6)
+    np.testing.assert_allclose(out[3:7], step[3:7] + other[3:7], atol=1e-6)
     # the worker whose delta was damped is brought to the global weights by the reply, the other next round
     np.testing.assert_allclose(b.replica["syn0"], g.weights["syn0"], atol=1e-6)
     merge_round(a, g, 0)
     for name in init:
         np.testing.assert_allclose(a.replica[name], g.weights[name], atol=1e-6)
         np.testing.assert_array_equal(a.base[name], g.weights[name])
+
+
+def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
+    def hot(counts, sync_words):
+        rows = merge.damped_rows(counts, sync_words)
+        assert rows["syn1neg"] == min(rows["syn0"], merge.OUTPUT_DAMP_MOST)
+        return rows["syn0"]
+
+    counts = np.array([500, 300, 100, 60, 30, 10])  # 1,000 words; a worker must expect 1.5 sightings per interval
+    assert hot(counts, 10) == 2  # expects 5, 3, 1, ... sightings in 10 words
+    assert hot(counts, 5) == 2  # 2.5, 1.5 (just), 0.5
+    assert hot(counts, 4) == 1  # 2.0, 1.2
+    assert hot(counts, 2) == 0  # 1.0
+    assert hot(counts, 100) == 5  # ..., 3, 1
+    assert hot(counts, 10 ** 6) == 6
+    assert hot([], 1000) == 0 and hot([0, 0], 1000) == 0
+    # an unsorted vocabulary: the damped rows are the first ones, up to the first word below the threshold
+    assert hot([500, 10, 300, 190], 10) == 1
+    # the measured shape on a Zipf vocabulary: shorter intervals damp fewer rows; output rows at most 1,000
+    zipf = 1e6 / np.arange(1, 50_001)
+    at = [merge.damped_rows(zipf, s) for s in (2_209, 12_500, 70_710)]
+    assert at[0]["syn0"] < at[1]["syn0"] < at[2]["syn0"] and at[2]["syn1neg"] == merge.OUTPUT_DAMP_MOST, at
+    for bad in (-1, {"syn0": 3}, {"syn0": 3, "syn1neg": -1}, {"syn0": 3, "syn1neg": True}, {"syn0": 1.5, "syn1neg": 1}):
+        with pytest.raises(ValueError, match="damp_rows must be"):
+            GlobalWeights(initial(), rule="damp", damp_rows=bad)
 
 
 def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
