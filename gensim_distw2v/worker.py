@@ -220,9 +220,12 @@ class _Training:
         A job (about ``batch_words`` words) may be longer than ``sync_words`` (2.2 k words at K=8):
         trained in one go, it would stretch the interval to the job's length. Each piece waits for a
         merge round while the interval is used up, then counts its share of the job's ``raw`` words
-        towards the interval as soon as it is trained. A job that fits the interval left is trained
-        in one call, as gensim would (one worker, the default interval: gensim's exact numbers).
-        Returns ``(effective words, loss)``; a piece's words are partly in the next round.
+        towards the interval as soon as it is trained. A job that fits the interval left, or
+        overruns it by at most a tenth of the interval, is trained in one call, as gensim would:
+        cutting a job changes the order of its random draws (gensim draws the job's down-sampling
+        before its windows), so one worker at its default interval (1 M words) reproduces gensim's
+        exact numbers on a corpus of any length. Returns ``(effective words, loss)``; a piece's
+        words are partly in the next round.
         """
         total, n_sent = len(indices), len(offsets) - 1
         effective, loss, counted, a = 0, 0.0, 0, 0
@@ -232,7 +235,7 @@ class _Training:
                     return effective, loss
             with self.lock:
                 room = max(1, self.sync_words - self.words_since_merge)  # raw words left in this interval
-            if a == 0 and (raw <= room or total == 0):
+            if a == 0 and (raw <= room + self.sync_words // 10 or total == 0):
                 b = n_sent
             else:  # the first sentence boundary past `room` raw words (in-vocabulary words scaled to raw)
                 reach = int(offsets[a]) + -(-room * total // raw)

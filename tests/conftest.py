@@ -14,5 +14,5 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 @pytest.fixture(scope="session")
 def lee_corpus():
-    """``lee_background.cor`` from gensim's test data: 300 documents, about 19,000 words."""
+    """``lee_background.cor`` from gensim's test data: 300 documents, about 60,000 words."""
     return list(LineSentence(datapath("lee_background.cor")))

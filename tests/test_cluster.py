@@ -55,6 +55,19 @@ def test_one_worker_reproduces_gensim(one_worker, lee_corpus, variant):
     assert ours.cluster_stats["merges"] >= 1 and ours.cluster_stats["bytes_up"] > 0
 
 
+def test_one_worker_reproduces_gensim_across_merges_within_an_epoch(one_worker, lee_corpus):
+    """A merge round inside each epoch (100,000 words of 180,000; jobs of up to 10,000 words straddle
+    it): one worker still trains every job in one call, so the numbers stay gensim's (cutting a job
+    at the round would reorder its random draws)."""
+    corpus = lee_corpus * 3
+    params = {**SMALL, **VARIANTS["sg+neg"], "sample": 1e-3}
+    reference = gensim.models.Word2Vec(corpus, **params)
+    ours = Word2Vec(corpus, distributed=True, ns_conf=one_worker.ns_conf, sync_words=100_000, **params)
+    assert ours.cluster_stats["merges"] >= 4, ours.cluster_stats["merges"]  # 2 inside the epochs, 2 flushes
+    assert np.abs(reference.wv.vectors - ours.wv.vectors).max() <= 1e-6
+    assert np.abs(reference.syn1neg - ours.syn1neg).max() <= 1e-6
+
+
 def test_train_returns_gensim_counts_loss_and_runs_callbacks(one_worker, lee_corpus):
     from gensim.models.callbacks import CallbackAny2Vec
 
