@@ -40,7 +40,7 @@ import numpy as np
 
 from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half, kept_rows,
                                   row_diff, send_pending, send_rows, take_rows, to_half)
-from gensim_distw2v.wire import MERGE_RULES
+from gensim_distw2v.wire import MERGE_RULES, check_damp_rows
 
 __all__ = ["RULES", "budget_rows", "check_budget", "damped_rows", "default_sync_words", "GlobalWeights",
            "Replica", "row_ranges"]
@@ -91,14 +91,6 @@ def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES):
         is_hot = counts * sync_words >= occurrences * total
         hot = len(counts) if is_hot.all() else int(np.argmin(is_hot))
     return {"syn0": hot, "syn1neg": min(hot, OUTPUT_DAMP_MOST)}
-
-
-def _check_damp_rows(damp_rows):
-    """``damp_rows`` as ``{"syn0": int, "syn1neg": int}``; a clear error for anything else."""
-    if not isinstance(damp_rows, dict) or set(damp_rows) != {"syn0", "syn1neg"} or any(
-            isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in damp_rows.values()):
-        raise ValueError(f"damp_rows must be {{'syn0': int >= 0, 'syn1neg': int >= 0}}, got {damp_rows!r}")
-    return {name: int(n) for name, n in damp_rows.items()}
 
 
 def default_sync_words(n_workers, sg=True):
@@ -207,8 +199,8 @@ class GlobalWeights:
         if rule not in RULES:
             raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
         n_rows = len(next(iter(weights.values()))) if weights else 0
-        self.damp_rows = _check_damp_rows(damp_rows if damp_rows is not None else
-                                          {"syn0": n_rows, "syn1neg": min(n_rows, OUTPUT_DAMP_MOST)})
+        self.damp_rows = check_damp_rows(damp_rows if damp_rows is not None else
+                                         {"syn0": n_rows, "syn1neg": min(n_rows, OUTPUT_DAMP_MOST)}, "GlobalWeights")
         self.weights, self.rule = weights, rule
         self.pending = {}  # worker rank -> {matrix name: (float32 change array, float32 squared norm per row)}
         self.merges = 0

@@ -169,6 +169,15 @@ def _check_corpus_file(spec):
         raise ValueError("corpus_file: path must be a non-empty str without NUL")
 
 
+def check_damp_rows(damp_rows, what="session config"):
+    """``damp_rows`` (how many first rows of ``syn0`` and ``syn1neg`` the damp rule damps) as plain
+    ints; ValueError naming the problem otherwise."""
+    if not isinstance(damp_rows, dict) or set(damp_rows) != {"syn0", "syn1neg"} or any(
+            isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in damp_rows.values()):
+        raise ValueError(f"{what}: damp_rows must be {{'syn0': int >= 0, 'syn1neg': int >= 0}}, got {damp_rows!r}")
+    return {name: int(n) for name, n in damp_rows.items()}
+
+
 def check_config(config):
     """Check a session config from a client; return it (plain data, validated).
 
@@ -210,11 +219,7 @@ def check_config(config):
     sync_words = need(config, "sync_words", int, "session config")
     if sync_words < 1:
         raise ValueError(f"sync_words must be >= 1, got {sync_words}")
-    damp_rows = need(config, "damp_rows", dict, "session config")
-    if set(damp_rows) != {"syn0", "syn1neg"} or any(not isinstance(n, int) or isinstance(n, bool) or n < 0
-                                                      for n in damp_rows.values()):
-        raise ValueError(f"session config: damp_rows must be {{'syn0': int >= 0, 'syn1neg': int >= 0}}, "
-                         f"got {damp_rows!r}")
+    check_damp_rows(need(config, "damp_rows", dict, "session config"))
     if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
         raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
     if not need(config, "bytes_per_word", float, "session config") >= 0.0:

@@ -326,6 +326,11 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))
     with pytest.raises(ValueError, match="range_bytes and total_words >= 1"):
         find_dispatcher(two_workers.ns_conf).open_session(bad)
+    for damp_rows in ({"syn0": 5}, {"syn0": 5, "syn1neg": -1}, {"syn0": 5, "syn1neg": "5"}, [5, 5]):
+        with pytest.raises(ValueError, match="damp_rows'? must be"):
+            find_dispatcher(two_workers.ns_conf).open_session(dict(config, damp_rows=damp_rows))
+    with pytest.raises(ValueError, match="bytes_per_word must be >= 0"):
+        find_dispatcher(two_workers.ns_conf).open_session(dict(config, bytes_per_word=-1.0))
     # and it still trains
     assert model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)[1] == \
         model.corpus_total_words
