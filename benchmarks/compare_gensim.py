@@ -54,6 +54,8 @@ def parse_args(argv=None):
     parser.add_argument("--hold-back", type=float, default=0.1, help="hold-back share of the distributed runs")
     parser.add_argument("--bytes-per-word", type=float, default=None,
                         help="traffic budget of the distributed runs' routine merges (default: none)")
+    parser.add_argument("--cold-every", type=int, default=None,
+                        help="merge the rows of rare words every n-th round (default: the package's; 1: every round)")
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
@@ -115,7 +117,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
             cluster = LocalCluster(n_workers=k, threads_per_worker=1).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words, hold_back=args.hold_back,
-                             bytes_per_word=args.bytes_per_word, **params)
+                             bytes_per_word=args.bytes_per_word,
+                             **({} if args.cold_every is None else {"cold_every": args.cold_every}), **params)
             roles = {p.pid: ("dispatcher" if name == "dispatcher" else "worker") for name, p in
                      cluster.processes.items() if name != "nameserver"}
 
@@ -250,7 +253,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="compare_gensim_") as workdir:
         vocab_path, corpus_path, words, vocab = prepare(args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
-              f"seeds={args.seeds} merge={args.merge} bytes_per_word={args.bytes_per_word}", flush=True)
+              f"seeds={args.seeds} merge={args.merge} bytes_per_word={args.bytes_per_word} "
+              f"cold_every={args.cold_every}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:
                 for mode in modes:

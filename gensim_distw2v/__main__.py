@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from gensim_distw2v.merge import COLD_EVERY
 from gensim_distw2v.wire import MERGE_RULES as RULES
 
 logger = logging.getLogger("gensim_distw2v")
@@ -51,6 +52,8 @@ def build_parser():
                          help="share of its squared change a worker may keep back per routine merge (default 0.1)")
     cluster.add_argument("--bytes-per-word", type=float, default=None,
                          help="traffic budget of routine merges, bytes per trained word each way (default: none)")
+    cluster.add_argument("--cold-every", type=int, default=COLD_EVERY,
+                         help=f"merge the rows of rare words every n-th round (default {COLD_EVERY}; 1: every round)")
     cluster.add_argument("--corpus-file", action="store_true",
                          help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
                               "faster; the file must be at the same path on every worker (a shared filesystem)")
@@ -88,7 +91,7 @@ def train(args):
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
-        merge=args.merge, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word)
+        merge=args.merge, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word, cold_every=args.cold_every)
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)
     else:

@@ -402,10 +402,11 @@ class Dispatcher:
             self._end_session()
             self.session = _Session(config)
             logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
-                        "(damp: %i syn0 / %i syn1neg rows), sync_words=%i", self.session.id,
-                        self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
+                        "(damp: %i syn0 / %i syn1neg rows), sync_words=%i (rows after %i every %i rounds)",
+                        self.session.id, self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
                         config["params"]["hs"], config["params"]["negative"], config["merge"],
-                        config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["sync_words"])
+                        config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["sync_words"],
+                        config["hot_rows"], config["cold_every"])
             return {"session": self.session.id}
 
     @transport.expose
@@ -692,9 +693,9 @@ class Dispatcher:
             session = self._session(sid)
             member = self._member(name, sid)
             weights, rank = session.weights, member.rank
-        lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, merge_seconds, max_rows = wire.check_merge_part(
-            part, session.vocab_size, session.vector_size, list(weights.weights))
-        reply = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows)
+        (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, merge_seconds, max_rows,
+         hot_rows) = wire.check_merge_part(part, session.vocab_size, session.vector_size, list(weights.weights))
+        reply = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows, hot_rows)
         packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
                   for name_, (rows, values) in reply.items()}
         with self.cond:

@@ -220,6 +220,10 @@ def check_config(config):
     if sync_words < 1:
         raise ValueError(f"sync_words must be >= 1, got {sync_words}")
     check_damp_rows(need(config, "damp_rows", dict, "session config"))
+    if not 0 <= need(config, "hot_rows", int, "session config") <= vocab:
+        raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {config['hot_rows']}")
+    if not 1 <= need(config, "cold_every", int, "session config") <= 1000:
+        raise ValueError(f"cold_every must be in [1, 1000], got {config['cold_every']}")
     if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
         raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
     if not need(config, "bytes_per_word", float, "session config") >= 0.0:
@@ -252,8 +256,9 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     -------
     tuple
         ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, merge_seconds,
-        max_rows)``; ``exact`` asks for a float32 reply; ``max_rows`` caps the reply's rows per
-        matrix (None: no cap);
+        max_rows, hot_rows)``; ``exact`` asks for a float32 reply; ``max_rows`` caps the reply's rows per
+        matrix (None: no cap); ``hot_rows`` limits the reply's ``syn0`` and ``syn1neg`` rows to those
+        below it (a round that skips the cold rows; None: every row);
         ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``
         is the worker's total time in merge rounds so far.
     """
@@ -284,6 +289,9 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     max_rows = need(part, "max_rows", int, "merge part")
     if max_rows < -1:
         raise ValueError(f"merge part: max_rows must be >= 0, or -1 for no limit, got {max_rows}")
+    hot_rows = need(part, "hot_rows", int, "merge part")
+    if hot_rows < -1:
+        raise ValueError(f"merge part: hot_rows must be >= 0, or -1 for every row, got {hot_rows}")
     final = need(part, "final", bool, "merge part")
     flush = need(part, "flush", int, "merge part")
     if flush < -1:
@@ -298,4 +306,5 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     seconds = need(part, "merge_seconds", float, "merge part")
     if seconds < 0:
         raise ValueError("merge part: merge_seconds must be >= 0")
-    return lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, None if max_rows < 0 else max_rows
+    return (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, None if max_rows < 0 else max_rows,
+            None if hot_rows < 0 else hot_rows)

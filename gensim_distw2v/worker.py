@@ -76,6 +76,7 @@ class _Training:
         self.params = config["params"]
         self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
         self.hold_back, self.part_bytes = config["hold_back"], config["part_bytes"]
+        self.hot_rows, self.cold_every, self.rounds = config["hot_rows"], config["cold_every"], 0
         self.bytes_per_word = config["bytes_per_word"]
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
@@ -319,16 +320,23 @@ class _Training:
             loss, self.loss = self.loss, 0.0
             words, self.words_since_merge = self.words_since_merge, 0
             self.lock.notify_all()  # trainers waiting for this round may go on
-        for i, (lo, hi) in enumerate(self.ranges):
-            final = i == len(self.ranges) - 1
+        # every cold_every-th round and every flush merges every row; the others only the hot rows
+        # of syn0 and syn1neg (merge.hot_rows): parts beyond them are skipped unless hs's syn1 needs them
+        self.rounds += 1
+        every_row = flush_epoch is not None or self.rounds % self.cold_every == 0
+        hot = -1 if every_row else self.hot_rows
+        parts = self.ranges if every_row or "syn1" in self.replica.replica else \
+            [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
+        for i, (lo, hi) in enumerate(parts):
+            final = i == len(parts) - 1
             # the traffic budget, each way, for the words this round carries (flushes are exact)
             max_rows = None if flush_epoch is not None else budget_rows(
                 self.bytes_per_word, words, lo, hi, self.params["vocab_size"], len(self.replica.replica),
                 self.params["vector_size"])
-            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows)
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows, hot)
             self.worker.check_alive(self)
             part = {"lo": lo, "hi": hi, "final": final, "hold_back": float(hold_back),
-                    "max_rows": -1 if max_rows is None else max_rows,
+                    "max_rows": -1 if max_rows is None else max_rows, "hot_rows": hot,
                     "exact": flush_epoch is not None,
                     "flush": flush_epoch if final and flush_epoch is not None else -1,
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,

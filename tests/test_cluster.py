@@ -198,6 +198,29 @@ def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode)
     assert np.isfinite(model.wv.vectors).all()
 
 
+def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
+    """Routine rounds skip the rows of rare words (merged every cold_every-th round and at epoch ends):
+    fewer bytes move, and the model is the same as with every row merged in every round (one worker:
+    the dispatcher's replies never change its training, so the two runs train alike and differ only
+    if a cold row's change were lost)."""
+    params = {**SMALL, "sg": 0, "negative": 5}
+    runs = {}
+    for cold_every in (1, 3):
+        model = Word2Vec(distributed=True, ns_conf=one_worker.ns_conf, sync_words=2000, cold_every=cold_every,
+                         **params)
+        model.build_vocab(lee_corpus)
+        model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+        runs[cold_every] = model
+    stats = runs[3].cluster_stats
+    assert stats["hot_rows"] == merge.hot_rows(runs[3].wv.expandos["count"], 2000, 1, 3)
+    assert 0 < stats["hot_rows"] < len(runs[3].wv) and stats["cold_every"] == 3, stats
+    assert runs[1].cluster_stats["hot_rows"] == len(runs[1].wv)
+    one_worker.processes["dispatcher"].wait_for(rf"rows after {stats['hot_rows']} every 3 rounds", timeout=5)
+    assert stats["bytes_up"] < 0.8 * runs[1].cluster_stats["bytes_up"], (stats, runs[1].cluster_stats)
+    assert np.abs(runs[1].wv.vectors - runs[3].wv.vectors).max() <= 1e-6
+    assert np.abs(runs[1].syn1neg - runs[3].syn1neg).max() <= 1e-6
+
+
 def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
     """bytes_per_word through the cluster: routine rounds move at most the budget's rows each way, so far
     fewer bytes than without one; every word is still trained and the epoch flushes deliver the rest."""
@@ -239,6 +262,7 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
             assert 0 < hot["syn1neg"] == hot["syn0"] < len(ours.wv), hot
             three_workers.processes["dispatcher"].wait_for(
                 rf"merge=damp \(damp: {hot['syn0']} syn0 / {hot['syn1neg']} syn1neg rows\)", timeout=5)
+            assert ours.cluster_stats["hot_rows"] == merge.hot_rows(ours.wv.expandos["count"], 5000, 3)
     assert moved["mean"] < 0.8 * moved["sum"], moved
     assert damped["damp"] > 0 and damped["sum"] == damped["mean"] == 0, damped
 

@@ -57,8 +57,8 @@ def cluster(lee_corpus):
 def valid_part(session):
     rows = np.array([0, 2, 5], dtype=np.uint32)
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
-    return {"lo": 0, "hi": session["vocab"], "final": False, "hold_back": 0.0, "max_rows": -1, "exact": False, "flush": -1,
-            "jobs": [], "loss": 0.0, "merge_seconds": 0.0,
+    return {"lo": 0, "hi": session["vocab"], "final": False, "hold_back": 0.0, "max_rows": -1, "hot_rows": -1,
+            "exact": False, "flush": -1, "jobs": [], "loss": 0.0, "merge_seconds": 0.0,
             "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
 
 
@@ -94,8 +94,8 @@ def bad_merge_part(draw, session):
         lambda r: {**matrix, "rows": wire.pack_array(np.array(r, dtype=np.uint32))})
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
-    field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "hold_back", "max_rows", "exact",
-                                  "final", "flush", "jobs", "loss", "merge_seconds", "missing"]))
+    field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "hold_back", "max_rows",
+                                  "hot_rows", "exact", "final", "flush", "jobs", "loss", "merge_seconds", "missing"]))
     if field == "lo":
         part["lo"] = draw(not_int | st.integers(-2 ** 63, -1) | st.integers(vocab + 1, 2 ** 63))
     elif field == "hi":
@@ -116,8 +116,8 @@ def bad_merge_part(draw, session):
     elif field == "hold_back":
         part["hold_back"] = draw(not_number | st.floats(1.0, 1e300) | st.floats(-1e300, -1e-9)
                                  | st.sampled_from([float("nan"), float("inf")]))
-    elif field == "max_rows":
-        part["max_rows"] = draw(not_int | st.integers(-2 ** 63, -2))
+    elif field in ("max_rows", "hot_rows"):
+        part[field] = draw(not_int | st.integers(-2 ** 63, -2))
     elif field in ("exact", "final"):
         part[field] = draw(not_bool)
     elif field == "flush":

@@ -298,6 +298,56 @@ def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
             GlobalWeights(initial(), rule="damp", damp_rows=bad)
 
 
+def test_hot_rows_are_the_words_the_cluster_sees_while_a_cold_row_waits():
+    counts = np.array([500, 300, 100, 60, 30, 10])  # 1,000 words; hot: one expected sighting per cold period
+    assert merge.hot_rows(counts, 10, 1, 1) == 3  # 10 words: 5, 3, 1 (just), 0.6, ... sightings
+    assert merge.hot_rows(counts, 10, 2, 4) == 5  # 80 words (2 workers, 4 intervals): from 12.5 counts on
+    assert merge.hot_rows(counts, 10, 4, 4) == 6  # 160 words: every row
+    assert merge.hot_rows(counts, 2, 1, 1) == 1 and merge.hot_rows(counts, 1, 1, 1) == 0
+    # an unsorted vocabulary: up to the last hot word, so that no hot row is ever skipped
+    assert merge.hot_rows([10, 500, 30, 300, 60, 100], 10, 1, 1) == 6
+    assert merge.hot_rows([500, 10, 300, 30, 10, 10], 10, 1, 1) == 3
+    # no counts (a vocabulary built by hand): no row is known to be cold
+    assert merge.hot_rows([0, 0, 0], 1000, 2) == 3 and merge.hot_rows([], 1000, 2) == 0
+    # on a Zipf vocabulary: more workers, longer intervals or longer waits make more rows hot
+    zipf = 1e6 / np.arange(1, 50_001)
+    assert merge.hot_rows(zipf, 2_209, 8) < merge.hot_rows(zipf, 12_500, 4) < merge.hot_rows(zipf, 70_710, 2) < 50_000
+    assert merge.hot_rows(zipf, 12_500, 4, 2) < merge.hot_rows(zipf, 12_500, 4, 4)
+    for bad in (0, -1, 1.5, True, "4", 1001):
+        with pytest.raises(ValueError, match="cold_every must be an int"):
+            merge.check_cold_every(bad)
+
+
+def test_cold_rows_wait_for_a_round_of_every_row_and_nothing_is_lost():
+    init, g, (a, b) = cluster(2)
+    hot = 10
+    for i in range(3):  # routine rounds that skip the rows from 10 on, both ways
+        train(a, np.array([1, 2, 20, 30]), 0.1, 10 + i)
+        train(b, np.array([2, 3, 30, 40]), 0.1, 20 + i)
+        for rank, r in ((0, a), (1, b)):
+            sent = r.take_delta(0, V, np.float32, hot_rows=hot)
+            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values in sent.values()), sent
+            reply = g.apply(rank, 0, V, sent, hot_rows=hot)
+            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values in reply.values()), reply
+            r.take_in(reply)
+    a.take_in(g.apply(0, 0, V, a.take_delta(0, V, hot_rows=hot), hot_rows=hot))  # a takes b's last round in
+    for n in init:  # the cold rows have not moved on the dispatcher yet; the hot ones agree everywhere
+        assert np.array_equal(g.weights[n][hot:], init[n][hot:])
+        np.testing.assert_allclose(a.replica[n][:hot], g.weights[n][:hot], atol=1e-6)
+        np.testing.assert_allclose(b.replica[n][:hot], g.weights[n][:hot], atol=1e-6)
+    trained = {n: (a.replica[n] - init[n]) + (b.replica[n] - init[n]) for n in init}
+    for rank, r in ((0, a), (1, b), (0, a)):  # rounds of every row: both workers' cold rows arrive
+        merge_round(r, g, rank)
+    for n in init:
+        np.testing.assert_allclose(g.weights[n][hot:], init[n][hot:] + trained[n][hot:], atol=1e-6)
+        np.testing.assert_allclose(a.replica[n], g.weights[n], atol=1e-6)
+        np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)
+    # hierarchical softmax's syn1 (tree nodes, not in frequency order) is never skipped
+    r = Replica({"syn1": init["syn0"]})
+    r.replica["syn1"][V - 1] += 1.0
+    assert r.take_delta(0, V, hot_rows=hot)["syn1"][0].tolist() == [V - 1]
+
+
 def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
     from gensim_distw2v._rows import add_rows, row_diff
 
