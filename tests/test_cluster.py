@@ -216,7 +216,7 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
     assert 0 < stats["hot_rows"] < len(runs[3].wv) and stats["cold_every"] == 3, stats
     assert runs[1].cluster_stats["hot_rows"] == len(runs[1].wv)
     one_worker.processes["dispatcher"].wait_for(rf"rows after {stats['hot_rows']} every 3 rounds", timeout=5)
-    assert stats["bytes_up"] < 0.8 * runs[1].cluster_stats["bytes_up"], (stats, runs[1].cluster_stats)
+    assert stats["bytes_up"] < 0.9 * runs[1].cluster_stats["bytes_up"], (stats, runs[1].cluster_stats)  # measured 0.73
     assert np.abs(runs[1].wv.vectors - runs[3].wv.vectors).max() <= 1e-6
     assert np.abs(runs[1].syn1neg - runs[3].syn1neg).max() <= 1e-6
 
@@ -227,9 +227,10 @@ def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
     params = {**SMALL, "sg": 1, "negative": 5}
     stats = {}
     for budget in (None, 5.0):  # (the epochs' exact float32 flushes, which the budget leaves alone, dominate
-        # the rest on this small corpus: about 0.4x the bytes each way)
+        # the rest on this small corpus: about 0.4x the bytes each way; cold rows, which cut the routine
+        # rounds' bytes too, are off so that the budget alone is measured)
         model = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=2000,
-                         bytes_per_word=budget, **params)
+                         bytes_per_word=budget, cold_every=1, **params)
         assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
         assert np.isfinite(model.wv.vectors).all()
         stats[budget] = model.cluster_stats
