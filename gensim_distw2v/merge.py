@@ -42,7 +42,7 @@ import numpy as np
 
 from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half, kept_rows,
                                   row_diff, send_pending, send_rows, take_rows, to_half)
-from gensim_distw2v.wire import MERGE_RULES, check_damp_rows
+from gensim_distw2v.wire import MERGE_RULES, check_cold_every, check_damp_rows
 
 __all__ = ["RULES", "budget_rows", "check_budget", "check_cold_every", "damped_rows", "default_sync_words",
            "GlobalWeights", "hot_rows", "Replica", "row_ranges"]
@@ -91,19 +91,17 @@ def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES):
     dict of (str, int)
         ``{"syn0": n, "syn1neg": min(n, OUTPUT_DAMP_MOST)}``.
     """
-    hot = _seen_prefix(counts, sync_words, occurrences)
+    seen = _seen(counts, sync_words, occurrences)
+    hot = 0 if seen is None else len(seen) if seen.all() else int(np.argmin(seen))
     return {"syn0": hot, "syn1neg": min(hot, OUTPUT_DAMP_MOST)}
 
 
-def _seen_prefix(counts, sync_words, times):
-    """How many first rows (a prefix, vocabulary order) belong to words a worker expects to see at
-    least ``times`` times in ``sync_words`` trained words, from their counts."""
+def _seen(counts, words, times):
+    """Per row, whether a worker training ``words`` words expects to see its word at least
+    ``times`` times (from the counts); None when there are no counts."""
     counts = np.asarray(counts, dtype=np.float64)
     total = float(counts.sum())
-    if not len(counts) or total <= 0:
-        return 0
-    seen = counts * sync_words >= times * total
-    return len(counts) if seen.all() else int(np.argmin(seen))
+    return None if total <= 0 else counts * float(words) >= times * total
 
 
 def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=COLD_SIGHTINGS):
@@ -139,21 +137,11 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=COL
         Rows up to the last hot one (with an unsorted vocabulary, ``sorted_vocab=0``, every hot
         row is below it, with cold ones among them); every row when there are no counts.
     """
-    counts = np.asarray(counts, dtype=np.float64)
-    total = float(counts.sum())
-    if total <= 0:  # no counts (a vocabulary built by hand): no row is known to be cold
+    seen = _seen(counts, float(sync_words) * max(1, n_workers) * max(1, cold_every), sightings)
+    if seen is None:  # no counts (a vocabulary built by hand): no row is known to be cold
         return len(counts)
-    words = float(sync_words) * max(1, n_workers) * max(1, cold_every)
-    hot = np.flatnonzero(counts * words >= sightings * total)
+    hot = np.flatnonzero(seen)
     return int(hot[-1]) + 1 if len(hot) else 0
-
-
-def check_cold_every(cold_every):
-    """``cold_every`` as an int >= 1 (1: every row merges in every round); a clear error otherwise."""
-    if isinstance(cold_every, bool) or not isinstance(cold_every, (int, np.integer)) or not 1 <= cold_every <= 1000:
-        raise ValueError(f"cold_every must be an int in [1, 1000] (merge the rows of rare words every n-th round; "
-                         f"1: in every round), got {cold_every!r}")
-    return int(cold_every)
 
 
 def default_sync_words(n_workers, sg=True):

@@ -178,6 +178,16 @@ def check_damp_rows(damp_rows, what="session config"):
     return {name: int(n) for name, n in damp_rows.items()}
 
 
+def check_cold_every(cold_every, what=None):
+    """``cold_every`` (merge the rows of rare words every n-th round) as an int in [1, 1000];
+    ValueError naming the problem otherwise."""
+    if isinstance(cold_every, bool) or not isinstance(cold_every, (int, np.integer)) or not 1 <= cold_every <= 1000:
+        where = f"{what}: " if what else ""
+        raise ValueError(f"{where}cold_every must be an int in [1, 1000] (merge the rows of rare words every "
+                         f"n-th round; 1: in every round), got {cold_every!r}")
+    return int(cold_every)
+
+
 def check_config(config):
     """Check a session config from a client; return it (plain data, validated).
 
@@ -222,8 +232,7 @@ def check_config(config):
     check_damp_rows(need(config, "damp_rows", dict, "session config"))
     if not 0 <= need(config, "hot_rows", int, "session config") <= vocab:
         raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {config['hot_rows']}")
-    if not 1 <= need(config, "cold_every", int, "session config") <= 1000:
-        raise ValueError(f"cold_every must be in [1, 1000], got {config['cold_every']}")
+    check_cold_every(need(config, "cold_every", int, "session config"), "session config")
     if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
         raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
     if not need(config, "bytes_per_word", float, "session config") >= 0.0:
