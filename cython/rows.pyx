@@ -22,6 +22,50 @@ from libc.string cimport memcmp, memcpy
 cnp.import_array()
 
 
+# Squared norms in double through eight independent partial sums: one running sum waits for
+# every add before the next (a chain of ``width`` adds per row, the slowest step of the merge loops)
+cdef inline double _sq_sum(const float *x, Py_ssize_t n) noexcept nogil:
+    """``sum(x**2)`` in double."""
+    cdef double s[8]
+    cdef Py_ssize_t j, k
+    for k in range(8):
+        s[k] = 0.0
+    j = 0
+    while j + 8 <= n:
+        for k in range(8):
+            s[k] += <double>x[j + k] * x[j + k]
+        j += 8
+    while j < n:
+        s[0] += <double>x[j] * x[j]
+        j += 1
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+
+
+cdef inline double _diff_sq_sum(const float *a, const float *b, Py_ssize_t n) noexcept nogil:
+    """``sum((a - b)**2)`` in double (each difference exact)."""
+    cdef double s[8]
+    cdef double d
+    cdef Py_ssize_t j, k
+    for k in range(8):
+        s[k] = 0.0
+    j = 0
+    while j + 8 <= n:
+        for k in range(8):
+            d = <double>a[j + k] - <double>b[j + k]
+            s[k] += d * d
+        j += 8
+    while j < n:
+        d = <double>a[j] - <double>b[j]
+        s[0] += d * d
+        j += 1
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+
+
+cdef inline float _norm_floor(double total) noexcept nogil:
+    """A squared norm as float32: a row that is not all zeros keeps a non-zero norm (float32 would underflow)."""
+    return <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+
+
 def changed_rows(const float[:, ::1] replica, const float[:, ::1] base, Py_ssize_t lo, Py_ssize_t hi):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base``, and their squared change.
 
@@ -47,20 +91,13 @@ def changed_rows(const float[:, ::1] replica, const float[:, ::1] base, Py_ssize
     cdef cnp.uint32_t[::1] rows_view = rows
     cdef double[::1] norms_view = norms
     cdef Py_ssize_t r, j, n = 0, width = replica.shape[1]
-    cdef double total, d
-    cdef bint differs
+    cdef double total
     with nogil:
         for r in range(lo, hi):
             if width == 0 or memcmp(&replica[r, 0], &base[r, 0], width * sizeof(float)) == 0:
                 continue  # bit-identical: unchanged (memcmp is vectorized; most rows are, for rare words)
-            total = 0.0
-            differs = False
-            for j in range(width):
-                if replica[r, j] != base[r, j]:
-                    differs = True
-                    d = <double>replica[r, j] - <double>base[r, j]
-                    total += d * d
-            if differs:
+            total = _diff_sq_sum(&replica[r, 0], &base[r, 0], width)
+            if total != 0.0:  # not just -0.0 against 0.0 (a NaN counts as changed)
                 rows_view[n] = <cnp.uint32_t>r
                 norms_view[n] = total
                 n += 1
@@ -132,19 +169,13 @@ def add_rows(float[:, ::1] matrix, const cnp.uint32_t[::1] rows, const float[:, 
     _check_rows(rows, matrix.shape[0])
     cdef Py_ssize_t i, j, r, width = matrix.shape[1]
     cdef bint with_norms = norms is not None
-    cdef float x
-    cdef double total
     with nogil:
         for i in range(rows.shape[0]):
             r = rows[i]
-            total = 0.0
             for j in range(width):
-                x = matrix[r, j] + scale * values[i, j]
-                matrix[r, j] = x
-                total = total + <double>x * x
+                matrix[r, j] = matrix[r, j] + scale * values[i, j]
             if with_norms:
-                # a row that is not all zeros keeps a non-zero norm (float32 would underflow)
-                norms[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                norms[r] = _norm_floor(_sq_sum(&matrix[r, 0], width))
 
 
 cdef extern from "half.h" nogil:
@@ -209,11 +240,11 @@ HALF_LIMIT = 32752.0  # |values| below this fit float16 with room to round (nump
 cdef inline void _round_to_half(float *row, cnp.uint16_t *out, Py_ssize_t width) noexcept nogil:
     """``out = float16(row)``, then ``row = float32(out)``: the row becomes what the wire carries."""
     cdef Py_ssize_t j
-    for j in range(width):  # never inf: a value beyond float16's range goes as its largest value
-        if row[j] > 65504.0:
-            row[j] = 65504.0
-        elif row[j] < -65504.0:
-            row[j] = -65504.0
+    cdef float x
+    for j in range(width):  # never inf: a value beyond float16's range goes as its largest value (branch-free)
+        x = row[j]
+        x = 65504.0 if x > 65504.0 else x
+        row[j] = -65504.0 if x < -65504.0 else x
     dw2v_to_half(row, out, width)
     dw2v_from_half(out, row, width)
 
@@ -300,8 +331,6 @@ def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1
     cdef cnp.uint16_t[:, ::1] out16
     cdef float[:, ::1] out32
     cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
-    cdef double total
-    cdef float x
     if half:
         out16 = out.view(np.uint16)
     else:
@@ -318,12 +347,9 @@ def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1
             else:
                 for j in range(width):
                     out32[i, j] = scratch[j]
-            total = 0.0
             for j in range(width):
-                x = pending[r, j] - scratch[j]
-                pending[r, j] = x
-                total = total + <double>x * x
-            norms[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                pending[r, j] = pending[r, j] - scratch[j]
+            norms[r] = _norm_floor(_sq_sum(&pending[r, 0], width))
     return out
 
 
@@ -424,8 +450,7 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     cdef float *update = <float *>malloc(max(1, width) * sizeof(float))
     cdef const cnp.uint16_t[:, ::1] in16
     cdef const float[:, ::1] in32
-    cdef double dot, delta_sq, a, b, total
-    cdef float x
+    cdef double dot, delta_sq, a, b
     cdef float *row
     try:
         if changes == NULL or masses == NULL or sent == NULL or update == NULL:
@@ -465,30 +490,21 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
                         damped = damped + 1
                         a = dot / (2 * <double>own_sq[r])
                         b = dot / (2 * delta_sq)
-                        total = 0.0
                         for j in range(width):
                             update[j] = <float>(sent[j] - a * own[r, j] - b * sent[j])
-                            x = own[r, j] + (update[j] - sent[j])
-                            own[r, j] = x
-                            total = total + <double>x * x
-                        own_sq[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                            own[r, j] = own[r, j] + (update[j] - sent[j])
+                        own_sq[r] = _norm_floor(_sq_sum(&own[r, 0], width))
                 for j in range(width):
                     weights[r, j] = weights[r, j] + scale * update[j]
                 for k in range(n_others):
                     row = changes[k] + r * width
-                    total = 0.0
                     for j in range(width):
-                        x = row[j] + scale * update[j]
-                        row[j] = x
-                        total = total + <double>x * x
-                    masses[k][r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                        row[j] = row[j] + scale * update[j]
+                    masses[k][r] = _norm_floor(_sq_sum(row, width))
                 if own_scale != 0:
-                    total = 0.0
                     for j in range(width):
-                        x = own[r, j] + own_scale * sent[j]
-                        own[r, j] = x
-                        total = total + <double>x * x
-                    own_sq[r] = <float>total if total == 0.0 or total > 1e-30 else <float>1e-30
+                        own[r, j] = own[r, j] + own_scale * sent[j]
+                    own_sq[r] = _norm_floor(_sq_sum(&own[r, 0], width))
     finally:
         free(changes)
         free(masses)

@@ -334,6 +334,8 @@ class DistributedTraining:
         return effective, raw
 
     def _put(self, dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay):
+        """Queue ``batch`` (the dispatcher takes a call whole, waiting while its queue is full);
+        progress is asked for only when a report is due or the queue stays full (workers gone?)."""
         while batch:
             taken = dispatcher.put_jobs(sid, batch)
             batch = batch[taken:]

@@ -42,6 +42,8 @@ from gensim_distw2v.merge import GlobalWeights
 logger = logging.getLogger(__name__)
 
 STATIC_ARRAYS = tuple(wire.STATIC)
+# jobs one put_jobs call may carry (the client sends 8): the queue's overshoot beyond its limit
+MAX_JOBS_PER_CALL = 64
 
 
 def versions():
@@ -459,37 +461,46 @@ class Dispatcher:
     # ------------------------------------------------------------------ client: jobs and progress
     @transport.expose
     def put_jobs(self, sid, jobs):
-        """Queue jobs; waits up to a second while the queue is full.
+        """Queue jobs; waits up to a second while the queue is full, then takes the whole call.
+
+        The queue holds at most its limit (``max_queue_jobs`` per live trainer thread) plus one
+        call's jobs (at most :data:`MAX_JOBS_PER_CALL`): a call is taken whole or not at all, so
+        no job crosses the wire twice.
 
         Returns
         -------
         int
-            How many of ``jobs`` (from the front) were queued; the client sends the rest again.
+            How many of ``jobs`` were queued: all of them, or 0 when the queue stayed full (the
+            client sends them again).
         """
         if not isinstance(jobs, (list, tuple)):
             raise ValueError("put_jobs: jobs must be a list of job messages")
+        if len(jobs) > MAX_JOBS_PER_CALL:
+            raise ValueError(f"put_jobs: {len(jobs)} jobs in one call, at most {MAX_JOBS_PER_CALL}")
         with self.cond:
             session = self._session(sid)
             if session.file is not None:
                 raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with "
                                  "open_file_epoch")
-            checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
-            late = [c[1] for c in checked if c[1] >= session.config["epochs"]]
-            if late:
-                raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
-                                 f"{session.config['epochs'] - 1}")
+        checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
+        late = [c[1] for c in checked if c[1] >= session.config["epochs"]]
+        if late:
+            raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
+                             f"{session.config['epochs'] - 1}")
+        with self.cond:
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
             while len(session.queue) >= limit and time.monotonic() < deadline and session is self.session:
                 self.cond.wait(deadline - time.monotonic())
             session = self._session(sid)
             session.last_client_contact = time.monotonic()
-            room = max(0, limit - len(session.queue))
-            for msg, epoch, _alpha, _idx, _off, raw, examples in checked[:room]:
+            if len(session.queue) >= limit:
+                return 0
+            for msg, epoch, _alpha, _idx, _off, raw, examples in checked:
                 session.queue.append((msg, epoch, raw, examples))
                 session.put[epoch] += 1
             self.cond.notify_all()
-            return min(room, len(checked))
+            return len(checked)
 
     @transport.expose
     def progress(self, sid):

@@ -257,13 +257,15 @@ class _Training:
                 return effective, loss
 
     def _fetch_loop(self):
-        """Keep the local queue topped up (the merger thread merges meanwhile), until the session ends."""
+        """Keep the local queue topped up (the merger thread merges meanwhile), until the session
+        ends: once it is down to half of ``prefetch`` jobs, fetch up to ``prefetch`` (fewer calls
+        than one per job)."""
         prefetch = 4 * self.worker.threads
         while not self.stop.is_set():
             self.worker.check_alive(self)
             if self.error is not None:
                 raise self.error
-            if self.jobs.qsize() >= prefetch:
+            if self.jobs.qsize() > prefetch // 2:
                 with self.lock:
                     self.lock.wait(0.05)
                 continue

@@ -222,6 +222,20 @@ def test_changed_rows_finds_exactly_the_changed_rows():
     rows, norms = changed_rows(replica, base, 0, 6)
     assert rows.tolist() == [1, 4] and norms.tolist() == [0.25, 9.0]
     assert changed_rows(replica, base, 2, 4)[0].tolist() == []
+    # rows as wide as real vectors (the eight-way partial sums and their tail), against numpy in float64
+    rng = np.random.default_rng(4)
+    for width in (100, 21, 8, 1):
+        wide_base = rng.standard_normal((40, width), dtype=np.float32)
+        wide = wide_base.copy()
+        wide[[2, 7, 39]] += rng.standard_normal((3, width), dtype=np.float32) * np.float32(1e-3)
+        wide[11, -1] = np.nextafter(wide_base[11, -1], np.float32(9))  # one ulp in the last column
+        wide_base[20, 0], wide[20, 0] = 0.0, -0.0  # bits differ, values do not: unchanged
+        wide[30, 0] = np.nan  # a NaN counts as changed
+        rows, norms = changed_rows(wide, wide_base, 0, 40)
+        assert rows.tolist() == [2, 7, 11, 30, 39]
+        expected = ((wide.astype(np.float64) - wide_base.astype(np.float64)) ** 2).sum(1)[[2, 7, 11, 39]]
+        np.testing.assert_allclose(norms[[0, 1, 2, 4]], expected, rtol=1e-12)
+        assert norms[2] > 0 and np.isnan(norms[3])
     with pytest.raises(ValueError, match="same shape"):
         changed_rows(replica, base[:5], 0, 5)
     with pytest.raises(ValueError, match="outside"):
@@ -475,9 +489,17 @@ def test_fused_merge_steps_equal_the_separate_ones():
     big = base.copy()
     replica2 = base.copy()
     replica2[4, 2] += 1e6
+    replica2[4, 5] -= 1e6
     sent = send_rows(replica2, big, np.array([4], np.uint32), True)
-    assert sent[0, 2] == np.float16(65504) and np.isfinite(sent).all()
+    assert sent[0, 2] == np.float16(65504) and sent[0, 5] == np.float16(-65504) and np.isfinite(sent).all()
     assert replica2[4, 2] - big[4, 2] == pytest.approx(1e6 - 65504, rel=1e-3)
+    assert replica2[4, 5] - big[4, 5] == pytest.approx(-(1e6 - 65504), rel=1e-3)
+    # norms of vector-wide rows (the eight-way partial sums and their tail) against numpy
+    wide = rng.standard_normal((30, 100), dtype=np.float32)
+    wide_norms = np.zeros(30, np.float32)
+    wide_rows = np.array([1, 8, 29], np.uint32)
+    send_pending(wide, wide_norms, wide_rows, True)
+    np.testing.assert_allclose(wide_norms[wide_rows], (wide[wide_rows].astype(np.float64) ** 2).sum(1), rtol=1e-6)
     with pytest.raises(ValueError, match="row 60 is outside"):
         send_rows(replica, base, np.array([60], np.uint32), True)
     with pytest.raises(ValueError, match="values must have shape"):
