@@ -639,10 +639,10 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             member = self._member(name)
-            if member.rank is not None:
-                session.weights.remove_worker(member.rank)
-                session.queue.extendleft(reversed(list(member.in_flight.values())))
-            member.leave_session()
+            requeued = self._release(member)  # joining again: what it had not merged goes back to the queue
+            if requeued:
+                logger.info("worker %s joins session %s again; its %i unmerged jobs go back to the queue", name, sid,
+                            requeued)
             if member.session_id != sid:  # its counters are per session (a re-join keeps them)
                 member.count_session(sid)
             member.rank = session.next_rank
