@@ -191,6 +191,14 @@ def test_malformed_jobs_are_refused(cluster, data):
     refused(s["proxy"].put_jobs, s["sid"], [valid_job(s), job])  # one bad job refuses the whole call
 
 
+def test_too_many_jobs_in_one_call_are_refused_and_none_queued(cluster):
+    s = cluster.session
+    put = s["proxy"].progress(s["sid"])["epochs"].get("0", [0])[0]
+    error = refused(s["proxy"].put_jobs, s["sid"], [valid_job(s)] * 65)
+    assert "65 jobs in one call, at most 64" in str(error), error
+    assert s["proxy"].progress(s["sid"])["epochs"].get("0", [0])[0] == put
+
+
 METHODS = ["hello", "heartbeat", "open_session", "upload", "start", "put_jobs", "progress", "end_epoch", "download",
            "join", "get_jobs", "merge", "status", "no_such_method", "_session", "__init__", "shutdown"]
 
