@@ -218,15 +218,22 @@ def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file):
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
-        victim = None
+        victim = proc = None
         while victim is None and thread.is_alive():
             for name, info in probe.status()["workers"].items():
                 if info["rank"] == 1 and info["words"] > 0 and info["in_flight"] > 0:
-                    victim = name
+                    # freeze it, then look again once a merge it had sent is through: a frozen
+                    # worker merges nothing more, so what it holds then is what its death re-queues
+                    proc = next(p for n, p in cluster.processes.items()
+                                if n.startswith("worker-") and any(name in line for line in p.lines))
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    time.sleep(0.3)
+                    if probe.status()["workers"][name]["in_flight"] > 0:
+                        victim = name
+                        break
+                    os.kill(proc.pid, signal.SIGCONT)  # it held nothing by then: try again
             time.sleep(0.01)
         assert victim is not None, "rank 1 never held ranges"
-        proc = next(p for n, p in cluster.processes.items()
-                    if n.startswith("worker-") and any(victim in line for line in p.lines))
         os.kill(proc.pid, signal.SIGKILL)
         line = cluster.processes["dispatcher"].wait_for(rf"worker {victim} lost .*; (\d+) unmerged jobs go back",
                                                         timeout=15)
