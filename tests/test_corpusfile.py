@@ -202,7 +202,7 @@ def test_corpus_file_model_learns_and_loads_in_gensim(two_workers, lee_corpus, t
     assert type(loaded) is gensim.models.Word2Vec and np.array_equal(loaded.wv.vectors, ours.wv.vectors)
 
 
-def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file):
+def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file, freeze_busy_worker):
     total = (3 ** 10 - 1) // 2
     with LocalCluster(n_workers=3, worker_timeout=3.0) as cluster:
         model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, batch_words=29, **{**PARAMS, "epochs": 8})
@@ -218,20 +218,9 @@ def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file):
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
-        victim = proc = None
+        victim, proc = None, None
         while victim is None and thread.is_alive():
-            for name, info in probe.status()["workers"].items():
-                if info["rank"] == 1 and info["words"] > 0 and info["in_flight"] > 0:
-                    # freeze it, then look again once a merge it had sent is through: a frozen
-                    # worker merges nothing more, so what it holds then is what its death re-queues
-                    proc = next(p for n, p in cluster.processes.items()
-                                if n.startswith("worker-") and any(name in line for line in p.lines))
-                    os.kill(proc.pid, signal.SIGSTOP)
-                    time.sleep(0.3)
-                    if probe.status()["workers"][name]["in_flight"] > 0:
-                        victim = name
-                        break
-                    os.kill(proc.pid, signal.SIGCONT)  # it held nothing by then: try again
+            victim, proc = freeze_busy_worker(cluster, probe, 1) or (None, None)
             time.sleep(0.01)
         assert victim is not None, "rank 1 never held ranges"
         os.kill(proc.pid, signal.SIGKILL)

@@ -72,7 +72,7 @@ def expected_words(corpus, epochs):
 
 
 @pytest.mark.parametrize("how", ["kill", "freeze"])
-def test_lost_worker_jobs_are_retrained(corpus, how):
+def test_lost_worker_jobs_are_retrained(corpus, how, freeze_busy_worker):
     """kill -9 (or SIGSTOP: it stops answering) one of three workers mid-epoch: the others train its jobs."""
     epochs = 2
     with LocalCluster(n_workers=3, worker_timeout=TIMEOUT) as cluster:
@@ -81,10 +81,10 @@ def test_lost_worker_jobs_are_retrained(corpus, how):
         dispatcher_log = cluster.processes["dispatcher"]
         probe = find_dispatcher(cluster.ns_conf)
         thread, result = train_in_thread(model, corpus, epochs)
-        victim = wait_until("rank 1 to train", lambda: busy_worker(probe, 1))
-        proc = process_of(cluster, victim)
+        victim, proc = wait_until("rank 1 to hold jobs", lambda: freeze_busy_worker(cluster, probe, 1))
         started = time.monotonic()
-        os.kill(proc.pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        if how == "kill":  # frozen since it was seen holding jobs
+            os.kill(proc.pid, signal.SIGKILL)
         try:
             # a dead process's connection closes at once; a frozen one is found by its missing heartbeats
             reason = "its heartbeat connection closed" if how == "kill" else r"no heartbeat for [\d.]+ s"
