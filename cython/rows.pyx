@@ -24,38 +24,20 @@ cnp.import_array()
 
 # Squared norms in double through eight independent partial sums: one running sum waits for
 # every add before the next (a chain of ``width`` adds per row, the slowest step of the merge loops)
-cdef inline double _sq_sum(const float *x, Py_ssize_t n) noexcept nogil:
-    """``sum(x**2)`` in double."""
-    cdef double s[8]
-    cdef Py_ssize_t j, k
-    for k in range(8):
-        s[k] = 0.0
-    j = 0
-    while j + 8 <= n:
-        for k in range(8):
-            s[k] += <double>x[j + k] * x[j + k]
-        j += 8
-    while j < n:
-        s[0] += <double>x[j] * x[j]
-        j += 1
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
-
-
-cdef inline double _diff_sq_sum(const float *a, const float *b, Py_ssize_t n) noexcept nogil:
-    """``sum((a - b)**2)`` in double (each difference exact)."""
+cdef inline double _sq_dist(const float *a, const float *b, Py_ssize_t n) noexcept nogil:
+    """``sum((a - b)**2)`` in double (each difference exact); ``sum(a**2)`` when ``b`` is NULL."""
     cdef double s[8]
     cdef double d
-    cdef Py_ssize_t j, k
+    cdef Py_ssize_t j = 0, k
     for k in range(8):
         s[k] = 0.0
-    j = 0
     while j + 8 <= n:
         for k in range(8):
-            d = <double>a[j + k] - <double>b[j + k]
+            d = <double>a[j + k] - (<double>b[j + k] if b != NULL else 0.0)
             s[k] += d * d
         j += 8
     while j < n:
-        d = <double>a[j] - <double>b[j]
+        d = <double>a[j] - (<double>b[j] if b != NULL else 0.0)
         s[0] += d * d
         j += 1
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
@@ -96,7 +78,7 @@ def changed_rows(const float[:, ::1] replica, const float[:, ::1] base, Py_ssize
         for r in range(lo, hi):
             if width == 0 or memcmp(&replica[r, 0], &base[r, 0], width * sizeof(float)) == 0:
                 continue  # bit-identical: unchanged (memcmp is vectorized; most rows are, for rare words)
-            total = _diff_sq_sum(&replica[r, 0], &base[r, 0], width)
+            total = _sq_dist(&replica[r, 0], &base[r, 0], width)
             if total != 0.0:  # not just -0.0 against 0.0 (a NaN counts as changed)
                 rows_view[n] = <cnp.uint32_t>r
                 norms_view[n] = total
@@ -175,7 +157,7 @@ def add_rows(float[:, ::1] matrix, const cnp.uint32_t[::1] rows, const float[:, 
             for j in range(width):
                 matrix[r, j] = matrix[r, j] + scale * values[i, j]
             if with_norms:
-                norms[r] = _norm_floor(_sq_sum(&matrix[r, 0], width))
+                norms[r] = _norm_floor(_sq_dist(&matrix[r, 0], NULL, width))
 
 
 cdef extern from "half.h" nogil:
@@ -349,7 +331,7 @@ def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1
                     out32[i, j] = scratch[j]
             for j in range(width):
                 pending[r, j] = pending[r, j] - scratch[j]
-            norms[r] = _norm_floor(_sq_sum(&pending[r, 0], width))
+            norms[r] = _norm_floor(_sq_dist(&pending[r, 0], NULL, width))
     return out
 
 
@@ -493,18 +475,18 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
                         for j in range(width):
                             update[j] = <float>(sent[j] - a * own[r, j] - b * sent[j])
                             own[r, j] = own[r, j] + (update[j] - sent[j])
-                        own_sq[r] = _norm_floor(_sq_sum(&own[r, 0], width))
+                        own_sq[r] = _norm_floor(_sq_dist(&own[r, 0], NULL, width))
                 for j in range(width):
                     weights[r, j] = weights[r, j] + scale * update[j]
                 for k in range(n_others):
                     row = changes[k] + r * width
                     for j in range(width):
                         row[j] = row[j] + scale * update[j]
-                    masses[k][r] = _norm_floor(_sq_sum(row, width))
+                    masses[k][r] = _norm_floor(_sq_dist(row, NULL, width))
                 if own_scale != 0:
                     for j in range(width):
                         own[r, j] = own[r, j] + own_scale * sent[j]
-                    own_sq[r] = _norm_floor(_sq_sum(&own[r, 0], width))
+                    own_sq[r] = _norm_floor(_sq_dist(&own[r, 0], NULL, width))
     finally:
         free(changes)
         free(masses)
