@@ -158,6 +158,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         if mode in CLUSTER_MODES:  # CPU seconds of train(), the client's without the evaluation callback
             cpu = {role: after - cpu_before.get(role, 0.0) for role, after in cpu_seconds().items()}
             result["cpu_seconds"] = {"client": time.process_time() - client_cpu - curve.paused_cpu, **cpu}
+        else:  # gensim's threads, all in this process
+            result["cpu_seconds"] = {"process": time.process_time() - client_cpu - curve.paused_cpu}
         result.update(seconds=seconds, raw_wps=raw / seconds, effective_wps=effective / seconds,
                       effective_words=effective, curve=curve.points, **evaluate(model.wv))
         peaks["client" if mode in CLUSTER_MODES else "process"] = rss_mb()
@@ -167,7 +169,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
             result.update(merge_seconds=stats.get("merge_seconds", 0.0), merges=stats["merges"],
                           bytes_up_per_word=stats["bytes_up"] / max(1, effective),
                           bytes_down_per_word=stats["bytes_down"] / max(1, effective),
-                          sync_words=stats["sync_words"])
+                          sync_words=stats["sync_words"], kernel_cpu=stats["kernel_cpu"],
+                          merge_cpu=stats["merge_cpu"])
     finally:
         if cluster is not None:
             cluster.close()
@@ -270,7 +273,9 @@ def main(argv=None):
                           + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down, CPU s "
                              + "/".join(f"{role} {row['cpu_seconds'].get(role, 0):.1f}"
                                         for role in ("client", "dispatcher", "worker"))
-                             if mode in CLUSTER_MODES else ""), flush=True)
+                             + f" (dispatcher's merge calls {row['merge_cpu']['dispatcher']:.1f}; workers' kernels "
+                               f"{row['kernel_cpu']:.1f}, merge rounds {row['merge_cpu']['workers']:.1f})"
+                             if mode in CLUSTER_MODES else f", CPU s {row['cpu_seconds']['process']:.1f}"), flush=True)
     header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
               f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}")
     print(f"\nmeans over {args.seeds} seed(s)\n{header}")

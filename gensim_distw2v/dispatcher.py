@@ -77,7 +77,7 @@ class _Member:
         """Start this worker's traffic and work counters afresh for session ``sid``."""
         self.session_id = sid
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
-        self.merge_seconds = 0.0
+        self.merge_seconds = self.merge_cpu = self.kernel_cpu = 0.0
 
     def leave_session(self):
         """Forget the session: rank, jobs in flight, flushed epoch."""
@@ -102,6 +102,7 @@ class _Session:
         self.put = collections.Counter()  # jobs put per epoch
         self.done = collections.defaultdict(lambda: [0, 0, 0, 0])  # epoch -> jobs, raw, effective, examples
         self.loss = 0.0
+        self.merge_cpu = 0.0  # CPU seconds of this session's merge calls (checks, folding, reply)
         self.next_rank = 0
         self.last_client_contact = time.monotonic()
         self.no_workers_since = None
@@ -511,10 +512,11 @@ class Dispatcher:
         dict
             ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
             ``queued``, ``in_flight``, ``loss``, ``merges``, ``damped_rows`` (rows the ``damp`` rule
-            took part of), ``workers`` (name -> raw words, merge
-            rounds, bytes up, bytes down, seconds in merge rounds), ``no_workers_for`` (seconds
-            without any worker that is or may still join the session, or None), ``quit`` (worker ->
-            why the session failed on it).
+            took part of), ``merge_cpu`` (this dispatcher's CPU seconds in merge calls: checking,
+            folding, the reply), ``workers`` (name -> raw words, merge rounds, bytes up, bytes down,
+            seconds in merge rounds, their CPU seconds, CPU seconds of its trainer threads in jobs),
+            ``no_workers_for`` (seconds without any worker that is or may still join the session, or
+            None), ``quit`` (worker -> why the session failed on it).
         """
         with self.cond:
             session = self._session(sid)
@@ -527,7 +529,9 @@ class Dispatcher:
                 "loss": session.loss,
                 "merges": session.weights.merges,
                 "damped_rows": session.weights.damped,
-                "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds]
+                "merge_cpu": session.merge_cpu,
+                "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds, m.merge_cpu,
+                                   m.kernel_cpu]
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
                 "no_workers_for": None if self._available(session) else now - (session.no_workers_since or now),
@@ -704,21 +708,26 @@ class Dispatcher:
             session = self._session(sid)
             member = self._member(name, sid)
             weights, rank = session.weights, member.rank
-        (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, merge_seconds, max_rows,
+        cpu = time.thread_time()
+        (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, max_rows,
          hot_rows) = wire.check_merge_part(part, session.vocab_size, session.vector_size, list(weights.weights))
         reply = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows, hot_rows)
         packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
                   for name_, (rows, values) in reply.items()}
+        cpu = time.thread_time() - cpu
         with self.cond:
             if self.members.get(name) is not member or member.rank != rank:
                 raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
                                  f"re-queued: join again")
             member.bytes_up += sum(r.nbytes + v.nbytes for r, v in deltas.values())
             member.bytes_down += sum(r.nbytes + v.nbytes for r, v in reply.values())
+            session.merge_cpu += cpu
             if final:
                 member.merges += 1
                 member.flushed = max(member.flushed, flush)
-                member.merge_seconds = max(member.merge_seconds, merge_seconds)
+                member.merge_seconds, member.merge_cpu, member.kernel_cpu = (
+                    max(old, new) for old, new in zip((member.merge_seconds, member.merge_cpu, member.kernel_cpu),
+                                                      seconds))
                 session.loss += loss
                 for job_id, effective, *counts in jobs:
                     item = member.in_flight.pop(job_id, None)

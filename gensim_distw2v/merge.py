@@ -57,8 +57,11 @@ RULES = MERGE_RULES
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
 # Rows of ``syn0`` and ``syn1neg`` whose word the cluster sees less than COLD_SIGHTINGS times in
-# COLD_EVERY merge intervals merge only every COLD_EVERY-th round (and at epoch ends): see hot_rows
+# COLD_EVERY merge intervals merge only every COLD_EVERY-th round (and at epoch ends): see hot_rows;
+# two workers take TWO_WORKER_SIGHTINGS (half a sighting per worker and interval), measured to hold
+# quality at K=2 and not at K=4 or K=8 (README.rst, "Cold rows")
 COLD_SIGHTINGS = 1.0
+TWO_WORKER_SIGHTINGS = 4.0
 COLD_EVERY = 4
 # the matrices whose rows are in vocabulary order (most frequent first); hs's syn1 is not (tree nodes)
 BY_FREQUENCY = ("syn0", "syn1neg")
@@ -104,7 +107,7 @@ def _seen(counts, words, times):
     return None if total <= 0 else counts * float(words) >= times * total
 
 
-def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=COLD_SIGHTINGS):
+def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=None):
     """How many first rows of ``syn0`` and ``syn1neg`` merge in every round: the words the whole
     cluster expects to see at least ``sightings`` times while a cold row waits (``cold_every``
     intervals of ``sync_words`` words on each of ``n_workers`` workers). The rows after them
@@ -116,7 +119,10 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=COL
     only the frequent words' rows.
 
     Measured (README.rst, "Cold rows"): a threshold of half a sighting per worker and interval
-    (2.6 k hot rows of 43.7 k at K=4) cost CBOW 0.45 analogy points at K=4; this one keeps 10.5 k.
+    (2.6 k hot rows of 43.7 k at K=4) cost CBOW 0.45 analogy points at K=4; one sighting in the
+    cluster keeps 10.5 k. Two workers held quality with half a sighting per worker and interval
+    (4 in the cluster: 5.5 k hot rows of CBOW's 12.8 k at K=2), and their rounds cost less, so K=2
+    takes that threshold by default.
 
     Parameters
     ----------
@@ -128,8 +134,9 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=COL
         Workers in the session.
     cold_every : int
         Rounds a cold row waits.
-    sightings : float
-        Expected sightings in the cluster per cold period that make a row hot.
+    sightings : float, optional
+        Expected sightings in the cluster per cold period that make a row hot. Default:
+        :data:`TWO_WORKER_SIGHTINGS` for two workers, :data:`COLD_SIGHTINGS` otherwise.
 
     Returns
     -------
@@ -137,6 +144,8 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=COL
         Rows up to the last hot one (with an unsorted vocabulary, ``sorted_vocab=0``, every hot
         row is below it, with cold ones among them); every row when there are no counts.
     """
+    if sightings is None:
+        sightings = TWO_WORKER_SIGHTINGS if n_workers == 2 else COLD_SIGHTINGS
     seen = _seen(counts, float(sync_words) * max(1, n_workers) * max(1, cold_every), sightings)
     if seen is None:  # no counts (a vocabulary built by hand): no row is known to be cold
         return len(counts)
@@ -153,15 +162,16 @@ def default_sync_words(n_workers, sg=True):
     (71 k at K=2, 12.5 k at K=4, 2.2 k at K=8) holds gensim's quality with the ``damp`` rule at
     K=2 and K=4 through the real cluster. CBOW updates every context word's input vector with
     each centre word, so a frequent row moves more per word trained: at 71 k words, K=2 missed
-    the analogy tolerance (-1.5 points, mean of 2 seeds); CBOW takes ``min(400 k / K**2.5,
-    100 k / K**1.5)`` (35 k at K=2, 12.5 k at K=4, 2.2 k at K=8). One worker merges rarely: its
-    merges only make progress durable, they do not change the model.
+    the analogy tolerance (-1.5 points, mean of 2 seeds), and at 12.5 k K=4 missed it too (-1.53,
+    mean of 6 seeds; 8.8 k: -1.13, mean of 4). CBOW takes ``min(400 k / K**2.5, 141 k / K**2)``:
+    35 k at K=2, 8.8 k at K=4, 2.2 k at K=8 (README.rst, "Cluster against gensim"). One worker
+    merges rarely: its merges only make progress durable, they do not change the model.
     """
     if n_workers <= 1:
         return 1_000_000
     words = 400_000 / n_workers ** 2.5
     if not sg:
-        words = min(words, 100_000 / n_workers ** 1.5)
+        words = min(words, 141_421 / n_workers ** 2)
     return max(1_000, int(words))
 
 

@@ -21,7 +21,8 @@ session config (client -> dispatcher -> workers)
     arrays and merges move in parts of at most ``part_bytes`` bytes
 merge part (worker -> dispatcher)
     ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "hold_back",
-    "max_rows", "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds"}``
+    "max_rows", "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds",
+    "merge_cpu", "kernel_cpu"}``
     (a range job's entry is ``[id, effective_words, raw_words, examples]``: only its worker
     knows them); the
     reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
@@ -264,12 +265,14 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     Returns
     -------
     tuple
-        ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, merge_seconds,
-        max_rows, hot_rows)``; ``exact`` asks for a float32 reply; ``max_rows`` caps the reply's rows per
-        matrix (None: no cap); ``hot_rows`` limits the reply's ``syn0`` and ``syn1neg`` rows to those
-        below it (a round that skips the cold rows; None: every row);
-        ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``
-        is the worker's total time in merge rounds so far.
+        ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, (merge_seconds,
+        merge_cpu, kernel_cpu), max_rows, hot_rows)``; ``exact`` asks for a float32 reply;
+        ``max_rows`` caps the reply's rows per matrix (None: no cap); ``hot_rows`` limits the reply's
+        ``syn0`` and ``syn1neg`` rows to those below it (a round that skips the cold rows; None: every
+        row);
+        ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``,
+        ``merge_cpu`` and ``kernel_cpu`` are the worker's totals so far: time in merge rounds, their CPU
+        time and its trainer threads' CPU time in jobs.
     """
     lo = need(part, "lo", int, "merge part")
     hi = need(part, "hi", int, "merge part")
@@ -312,8 +315,10 @@ def check_merge_part(part, vocab_size, vector_size, weights):
             raise ValueError(f"merge part: jobs must be [id, effective_words] or [id, effective_words, raw_words, "
                              f"examples], got {entry!r}")
     loss = need(part, "loss", float, "merge part")
-    seconds = need(part, "merge_seconds", float, "merge part")
-    if seconds < 0:
-        raise ValueError("merge part: merge_seconds must be >= 0")
-    return (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, None if max_rows < 0 else max_rows,
-            None if hot_rows < 0 else hot_rows)
+    seconds = []
+    for key in ("merge_seconds", "merge_cpu", "kernel_cpu"):
+        seconds.append(need(part, key, float, "merge part"))
+        if seconds[-1] < 0:
+            raise ValueError(f"merge part: {key} must be >= 0, got {seconds[-1]}")
+    return (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, tuple(seconds),
+            None if max_rows < 0 else max_rows, None if hot_rows < 0 else hot_rows)

@@ -310,6 +310,11 @@ class _Training:
         finally:
             transport.release(proxy)
 
+    def _kernel_cpu(self):
+        """CPU seconds the trainer threads spent in jobs so far."""
+        with self.lock:
+            return float(self.train_cpu)
+
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None):
         """Send this worker's changes (as ``dtype``) and take in the other workers', range by range.
 
@@ -343,6 +348,7 @@ class _Training:
                     "flush": flush_epoch if final and flush_epoch is not None else -1,
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
                     "merge_seconds": self.merge_seconds + time.perf_counter() - began,
+                    "merge_cpu": self.merge_cpu + time.thread_time() - cpu, "kernel_cpu": self._kernel_cpu(),
                     "matrices": {n: {"rows": wire.pack_array(r), "values": wire.pack_array(v)}
                                  for n, (r, v) in deltas.items() if len(r)}}
             reply = proxy.merge(self.worker.name, self.sid, part)

@@ -196,6 +196,10 @@ def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode)
     # once a job would be about raw / 10,000 = 12 merges; once per 1,000 words about 120
     assert model.cluster_stats["merges"] >= 0.8 * raw / 1000, model.cluster_stats
     assert np.isfinite(model.wv.vectors).all()
+    # where the CPU went: the worker's kernels and merge rounds, the dispatcher's merge calls (all ran)
+    stats = model.cluster_stats
+    assert stats["kernel_cpu"] > 0 and stats["merge_cpu"]["workers"] > 0 and stats["merge_cpu"]["dispatcher"] > 0, stats
+    assert stats["kernel_cpu"] < stats["seconds"] + 1 and stats["merge_cpu"]["workers"] < stats["seconds"] + 1, stats
 
 
 def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):

@@ -59,6 +59,7 @@ def valid_part(session):
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
     return {"lo": 0, "hi": session["vocab"], "final": False, "hold_back": 0.0, "max_rows": -1, "hot_rows": -1,
             "exact": False, "flush": -1, "jobs": [], "loss": 0.0, "merge_seconds": 0.0,
+            "merge_cpu": 0.0, "kernel_cpu": 0.0,
             "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
 
 
@@ -95,7 +96,8 @@ def bad_merge_part(draw, session):
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
     field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "hold_back", "max_rows",
-                                  "hot_rows", "exact", "final", "flush", "jobs", "loss", "merge_seconds", "missing"]))
+                                  "hot_rows", "exact", "final", "flush", "jobs", "loss", "merge_seconds", "merge_cpu",
+                                  "kernel_cpu", "missing"]))
     if field == "lo":
         part["lo"] = draw(not_int | st.integers(-2 ** 63, -1) | st.integers(vocab + 1, 2 ** 63))
     elif field == "hi":
@@ -127,9 +129,9 @@ def bad_merge_part(draw, session):
             lambda v: [v] if isinstance(v, list) else v))
         if isinstance(part["jobs"], list):
             part["jobs"] = [draw(st.sampled_from([[1], [1, 2, 3], [-1, 5], [1, True], "xy", [1.5, 2]]))]
-    elif field in ("loss", "merge_seconds"):
+    elif field in ("loss", "merge_seconds", "merge_cpu", "kernel_cpu"):
         part[field] = draw(not_number | st.sampled_from([float("nan"), float("inf")])
-                           | (st.floats(-1e300, -1e-9) if field == "merge_seconds" else st.nothing()))
+                           | (st.floats(-1e300, -1e-9) if field != "loss" else st.nothing()))
     else:
         del part[draw(st.sampled_from(sorted(part)))]
     return part

@@ -209,6 +209,7 @@ def test_default_sync_words_shrinks_faster_than_one_over_k():
     assert 1_000 <= default_sync_words(8) <= 3_000  # 3 k fine, 10 k not, at K=8
     # CBOW: shorter at K=2 (71 k missed analogy by a hair), never longer than skip-gram's
     assert 25_000 <= default_sync_words(2, sg=False) <= 50_000
+    assert default_sync_words(4, sg=False) < 10_000  # 12.5 k missed analogy at K=4 (6 seeds)
     assert all(default_sync_words(k, sg=False) <= default_sync_words(k) for k in range(1, 33))
 
 
@@ -315,7 +316,9 @@ def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
 def test_hot_rows_are_the_words_the_cluster_sees_while_a_cold_row_waits():
     counts = np.array([500, 300, 100, 60, 30, 10])  # 1,000 words; hot: one expected sighting per cold period
     assert merge.hot_rows(counts, 10, 1, 1) == 3  # 10 words: 5, 3, 1 (just), 0.6, ... sightings
-    assert merge.hot_rows(counts, 10, 2, 4) == 5  # 80 words (2 workers, 4 intervals): from 12.5 counts on
+    assert merge.hot_rows(counts, 10, 2, 4, sightings=1.0) == 5  # 80 words (2 workers, 4 intervals): from 12.5 on
+    assert merge.hot_rows(counts, 10, 2, 4) == 4  # two workers: 4 sightings (half per worker and interval), from 50 on
+    assert merge.hot_rows(counts, 10, 3, 4) == 6  # 3 workers, one sighting in 120 words: from 8.3 counts on
     assert merge.hot_rows(counts, 10, 4, 4) == 6  # 160 words: every row
     assert merge.hot_rows(counts, 2, 1, 1) == 1 and merge.hot_rows(counts, 1, 1, 1) == 0
     # an unsorted vocabulary: up to the last hot word, so that no hot row is ever skipped
@@ -325,7 +328,9 @@ def test_hot_rows_are_the_words_the_cluster_sees_while_a_cold_row_waits():
     assert merge.hot_rows([0, 0, 0], 1000, 2) == 3 and merge.hot_rows([], 1000, 2) == 0
     # on a Zipf vocabulary: more workers, longer intervals or longer waits make more rows hot
     zipf = 1e6 / np.arange(1, 50_001)
-    assert merge.hot_rows(zipf, 2_209, 8) < merge.hot_rows(zipf, 12_500, 4) < merge.hot_rows(zipf, 70_710, 2) < 50_000
+    assert merge.hot_rows(zipf, 2_209, 8) < merge.hot_rows(zipf, 12_500, 4) \
+        < merge.hot_rows(zipf, 70_710, 2, sightings=1.0) < 50_000
+    assert merge.hot_rows(zipf, 70_710, 2) < merge.hot_rows(zipf, 70_710, 2, sightings=1.0)
     assert merge.hot_rows(zipf, 12_500, 4, 2) < merge.hot_rows(zipf, 12_500, 4, 4)
     for bad in (0, -1, 1.5, True, "4", 1001):
         with pytest.raises(ValueError, match="cold_every must be an int"):
