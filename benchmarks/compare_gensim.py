@@ -56,6 +56,8 @@ def parse_args(argv=None):
                         help="traffic budget of the distributed runs' routine merges (default: none)")
     parser.add_argument("--cold-every", type=int, default=None,
                         help="merge the rows of rare words every n-th round (default: the package's; 1: every round)")
+    parser.add_argument("--merge-dtype", default=None,
+                        help="values of routine merges on the wire: int8, float16 or float32 (default: the package's)")
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
@@ -118,7 +120,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words, hold_back=args.hold_back,
                              bytes_per_word=args.bytes_per_word,
-                             **({} if args.cold_every is None else {"cold_every": args.cold_every}), **params)
+                             **({} if args.cold_every is None else {"cold_every": args.cold_every}),
+                             **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}), **params)
             roles = {p.pid: ("dispatcher" if name == "dispatcher" else "worker") for name, p in
                      cluster.processes.items() if name != "nameserver"}
 

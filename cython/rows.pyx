@@ -231,11 +231,66 @@ cdef inline void _round_to_half(float *row, cnp.uint16_t *out, Py_ssize_t width)
     dw2v_from_half(out, row, width)
 
 
-def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, bint half):
+# int8 deltas: each row on its own scale (its largest |value| -> level 127), the scale as float32.
+# A row of width d costs d + 4 bytes instead of float16's 2 d; what rounding loses stays behind for
+# the next round (error feedback), as float16's rounding does. Receivers compute ``level * scale``
+# in float32 exactly as the sender does, so both sides add bit-identical values.
+CODECS = ("float32", "float16", "int8")  #: the value codecs of merge deltas
+
+
+cdef extern from "q8.h" nogil:
+    float dw2v_to_q8(float *row, signed char *out, Py_ssize_t n)
+    void dw2v_from_q8(const signed char *levels, float scale, float *row, Py_ssize_t n)
+
+
+cdef inline void _round_to_q8(float *row, signed char *out, float *row_scale, Py_ssize_t width) noexcept nogil:
+    """``out`` = the row's int8 levels and ``row_scale`` their scale, then ``row = out * row_scale`` (what
+    the wire carries). ``row`` must be finite."""
+    row_scale[0] = dw2v_to_q8(row, out, width)
+
+
+cdef inline void _from_q8(const signed char *levels, float row_scale, float *row, Py_ssize_t width) noexcept nogil:
+    """``row = levels * row_scale`` in float32, as :func:`_round_to_q8` leaves the sender's row."""
+    dw2v_from_q8(levels, row_scale, row, width)
+
+
+cdef int _codec(codec) except -1:
+    """0, 1, 2 for "float32", "float16", "int8"; ValueError naming the choices otherwise."""
+    if codec not in CODECS:
+        raise ValueError(f"unknown delta codec {codec!r}; choose one of {CODECS}")
+    if codec == "float16" and not F16C:
+        raise ValueError("float16 deltas need the CPU's F16C instructions here; use to_half instead")
+    return CODECS.index(codec)
+
+
+def _delta_out(Py_ssize_t n, Py_ssize_t width, int codec):
+    """Empty values (and int8's scales, else None) for ``n`` rows of ``width``."""
+    values = np.empty((n, width), dtype=CODECS[codec])
+    return values, (np.empty(n, dtype=np.float32) if codec == 2 else None)
+
+
+cdef int _check_incoming(values, row_scales, Py_ssize_t n, Py_ssize_t width, str what) except -1:
+    """Checks deltas coming in: shape, dtype (float16 needs F16C), and int8's scales; returns the codec."""
+    if values.ndim != 2 or values.shape[0] != n or values.shape[1] != width:
+        raise ValueError(f"{what}: values must have shape ({n}, {width}), got {values.shape}")
+    if values.dtype.name not in CODECS:
+        raise ValueError(f"{what}: values must be one of {CODECS}, got {values.dtype}")
+    cdef int codec = CODECS.index(values.dtype.name)
+    if codec == 1 and not F16C:
+        raise ValueError(f"{what}: float16 values need the CPU's F16C instructions; use from_half instead")
+    if (codec == 2) != (row_scales is not None):
+        raise ValueError(f"{what}: int8 values need their row scales (and only int8 values have them)")
+    if codec == 2 and (row_scales.ndim != 1 or row_scales.shape[0] != n or row_scales.dtype != np.float32):
+        raise ValueError(f"{what}: row scales must be float32 of shape ({n},), got {row_scales.dtype} "
+                         f"{row_scales.shape}")
+    return codec
+
+
+def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, codec):
     """A worker's deltas ``replica[rows] - base[rows]`` for the wire, and ``base[rows] +=`` what they carry.
 
-    One pass: ``row_diff``, float16 rounding and ``add_rows(base, ...)`` of the value sent, so
-    that the base advances by exactly what the dispatcher receives (float16 rounding stays in
+    One pass: ``row_diff``, rounding to the codec and ``add_rows(base, ...)`` of the value sent,
+    so that the base advances by exactly what the dispatcher receives (rounding stays in
     ``replica - base`` for the next round).
 
     Parameters
@@ -243,26 +298,31 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
     replica, base : numpy.ndarray of float32, C-contiguous, same shape
     rows : numpy.ndarray of uint32
         Distinct rows.
-    half : bool
-        float16 values (needs F16C, see :data:`HAS_F16C`), else float32.
+    codec : {'float32', 'float16', 'int8'}
+        How values go (float16 needs F16C, see :data:`HAS_F16C`; int8: levels and a float32 scale
+        per row; both need finite deltas, float16 below :data:`HALF_LIMIT`).
 
     Returns
     -------
-    numpy.ndarray
-        ``(len(rows), width)`` float16 or float32.
+    (numpy.ndarray, numpy.ndarray or None)
+        ``(len(rows), width)`` values of the codec's dtype; int8's ``(len(rows),)`` float32 row
+        scales, else None.
     """
     if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
         raise ValueError("replica and base must have the same shape")
-    if half and not F16C:
-        raise ValueError("send_rows: float16 needs the CPU's F16C instructions; use to_half instead")
+    cdef int kind = _codec(codec)
     _check_rows(rows, replica.shape[0])
     cdef Py_ssize_t i, j, r, n = rows.shape[0], width = replica.shape[1]
-    out = np.empty((n, width), dtype=np.float16 if half else np.float32)
+    out, row_scales = _delta_out(n, width, kind)
     cdef cnp.uint16_t[:, ::1] out16
     cdef float[:, ::1] out32
+    cdef signed char[:, ::1] out8
+    cdef float[::1] scales8
     cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
-    if half:
+    if kind == 1:
         out16 = out.view(np.uint16)
+    elif kind == 2:
+        out8, scales8 = out, row_scales
     else:
         out32 = out
     with nogil:
@@ -273,21 +333,23 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
             r = rows[i]
             for j in range(width):
                 scratch[j] = replica[r, j] - base[r, j]
-            if half:
+            if kind == 1:
                 _round_to_half(&scratch[0], &out16[i, 0], width)
+            elif kind == 2:
+                _round_to_q8(&scratch[0], &out8[i, 0], &scales8[i], width)
             else:
                 for j in range(width):
                     out32[i, j] = scratch[j]
             for j in range(width):
                 base[r, j] = base[r, j] + scratch[j]
-    return out
+    return out, row_scales
 
 
-def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1] rows, bint half):
+def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1] rows, codec):
     """The dispatcher's reply: ``pending[rows]`` for the wire, less what it carries, norms kept.
 
-    One pass: gather, float16 rounding, ``pending[rows] -=`` the value sent and the squared
-    norms of what is left (float16 rounding stays pending for the next round).
+    One pass: gather, rounding to the codec, ``pending[rows] -=`` the value sent and the squared
+    norms of what is left (rounding stays pending for the next round).
 
     Parameters
     ----------
@@ -295,26 +357,29 @@ def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1
     norms : numpy.ndarray of float32
         Squared row norms of ``pending`` (``len(pending)`` entries), updated for ``rows``.
     rows : numpy.ndarray of uint32
-    half : bool
-        float16 values (needs F16C), else float32.
+    codec : {'float32', 'float16', 'int8'}
+        As :func:`send_rows`.
 
     Returns
     -------
-    numpy.ndarray
-        ``(len(rows), width)`` float16 or float32.
+    (numpy.ndarray, numpy.ndarray or None)
+        As :func:`send_rows`.
     """
     if norms.shape[0] != pending.shape[0]:
         raise ValueError(f"norms must have {pending.shape[0]} entries, got {norms.shape[0]}")
-    if half and not F16C:
-        raise ValueError("send_pending: float16 needs the CPU's F16C instructions; use to_half instead")
+    cdef int kind = _codec(codec)
     _check_rows(rows, pending.shape[0])
     cdef Py_ssize_t i, j, r, n = rows.shape[0], width = pending.shape[1]
-    out = np.empty((n, width), dtype=np.float16 if half else np.float32)
+    out, row_scales = _delta_out(n, width, kind)
     cdef cnp.uint16_t[:, ::1] out16
     cdef float[:, ::1] out32
+    cdef signed char[:, ::1] out8
+    cdef float[::1] scales8
     cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
-    if half:
+    if kind == 1:
         out16 = out.view(np.uint16)
+    elif kind == 2:
+        out8, scales8 = out, row_scales
     else:
         out32 = out
     with nogil:
@@ -324,39 +389,40 @@ def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1
             r = rows[i]
             for j in range(width):
                 scratch[j] = pending[r, j]
-            if half:
+            if kind == 1:
                 _round_to_half(&scratch[0], &out16[i, 0], width)
+            elif kind == 2:
+                _round_to_q8(&scratch[0], &out8[i, 0], &scales8[i], width)
             else:
                 for j in range(width):
                     out32[i, j] = scratch[j]
             for j in range(width):
                 pending[r, j] = pending[r, j] - scratch[j]
             norms[r] = _norm_floor(_sq_dist(&pending[r, 0], NULL, width))
-    return out
+    return out, row_scales
 
 
-def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, values):
-    """``replica[rows] += values; base[rows] += values`` in one pass, ``values`` float16 or float32.
+def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, values, row_scales=None):
+    """``replica[rows] += values; base[rows] += values`` in one pass.
 
-    float16 needs F16C (see :data:`HAS_F16C`).
+    ``values`` float32, float16 (needs F16C, see :data:`HAS_F16C`) or int8 with ``row_scales``
+    (float32, one per row: the value is ``level * scale``).
     """
     if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
         raise ValueError("replica and base must have the same shape")
     cdef Py_ssize_t i, j, r, n = rows.shape[0], width = replica.shape[1]
-    if values.ndim != 2 or values.shape[0] != n or values.shape[1] != width:
-        raise ValueError(f"values must have shape ({n}, {width}), got {values.shape}")
-    cdef bint half = values.dtype == np.float16
-    if half and not F16C:
-        raise ValueError("take_rows: float16 needs the CPU's F16C instructions; use from_half instead")
-    if not half and values.dtype != np.float32:
-        raise ValueError(f"values must be float16 or float32, got {values.dtype}")
+    cdef int kind = _check_incoming(values, row_scales, n, width, "take_rows")
     _check_rows(rows, replica.shape[0])
     values = np.ascontiguousarray(values)
     cdef const cnp.uint16_t[:, ::1] in16
     cdef const float[:, ::1] in32
+    cdef const signed char[:, ::1] in8
+    cdef const float[::1] scales8
     cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
-    if half:
+    if kind == 1:
         in16 = values.view(np.uint16)
+    elif kind == 2:
+        in8, scales8 = values, row_scales
     else:
         in32 = values
     with nogil:
@@ -365,8 +431,10 @@ def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
                 prefetch_row(&replica[rows[i + AHEAD], 0], width * sizeof(float))
                 prefetch_row(&base[rows[i + AHEAD], 0], width * sizeof(float))
             r = rows[i]
-            if half:
+            if kind == 1:
                 dw2v_from_half(&in16[i, 0], &scratch[0], width)
+            elif kind == 2:
+                _from_q8(&in8[i, 0], scales8[i], &scratch[0], width)
             else:
                 for j in range(width):
                     scratch[j] = in32[i, j]
@@ -376,11 +444,11 @@ def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
 
 
 def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ssize_t top, float[:, ::1] own,
-              float[::1] own_sq, list others, float scale=1.0, float own_scale=0.0):
+              float[::1] own_sq, list others, float scale=1.0, float own_scale=0.0, row_scales=None):
     """The dispatcher's side of a worker's merge part, for one matrix, in one pass over its rows.
 
-    For each row ``r = rows[i]`` with ``d = values[i]`` (float16 or float32): ``u = d``, damped
-    as :func:`gensim_distw2v.merge.damp_agreeing` does when ``i < top`` (what it takes back is
+    For each row ``r = rows[i]`` with ``d = values[i]``: ``u = d``, damped as
+    :func:`gensim_distw2v.merge.damp_agreeing` does when ``i < top`` (what it takes back is
     added to ``own``, the worker's pending change); then ``weights[r] += scale * u``, every other
     worker's pending change ``+= scale * u`` (its squared norms kept), and ``own[r] += own_scale
     * d`` (averaging scaled the worker's own update; 0 otherwise).
@@ -391,8 +459,8 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
         The global weights.
     rows : numpy.ndarray of uint32
         Distinct rows.
-    values : numpy.ndarray of float16 or float32, ``(len(rows), dim)``
-        The worker's deltas (float16 needs F16C).
+    values : numpy.ndarray of float32, float16 or int8, ``(len(rows), dim)``
+        The worker's deltas (float16 needs F16C; int8 needs ``row_scales``).
     top : int
         Damp ``values[:top]``.
     own, own_sq : numpy.ndarray of float32
@@ -400,6 +468,8 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     others : list of (numpy.ndarray, numpy.ndarray)
         The other workers' pending changes and squared row norms.
     scale, own_scale : float
+    row_scales : numpy.ndarray of float32, optional
+        int8 values' scales, one per row (the value is ``level * scale``).
 
     Returns
     -------
@@ -409,11 +479,7 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     cdef Py_ssize_t n = rows.shape[0], width = weights.shape[1], i, j, k, r, n_others = len(others), damped = 0
     if own.shape[0] != weights.shape[0] or own.shape[1] != width or own_sq.shape[0] != weights.shape[0]:
         raise ValueError("fold_rows: own and own_sq must match weights")
-    if values.ndim != 2 or values.shape[0] != n or values.shape[1] != width:
-        raise ValueError(f"fold_rows: values must have shape ({n}, {width}), got {values.shape}")
-    cdef bint half = values.dtype == np.float16
-    if (half and not F16C) or (not half and values.dtype != np.float32):
-        raise ValueError(f"fold_rows: values must be float32, or float16 with F16C; got {values.dtype}")
+    cdef int kind = _check_incoming(values, row_scales, n, width, "fold_rows")
     if not 0 <= top <= n:
         raise ValueError(f"fold_rows: top={top} is outside [0, {n}]")
     _check_rows(rows, weights.shape[0])
@@ -432,6 +498,8 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     cdef float *update = <float *>malloc(max(1, width) * sizeof(float))
     cdef const cnp.uint16_t[:, ::1] in16
     cdef const float[:, ::1] in32
+    cdef const signed char[:, ::1] in8
+    cdef const float[::1] scales8
     cdef double dot, delta_sq, a, b
     cdef float *row
     try:
@@ -441,8 +509,10 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
             change, mass = keep[k]
             changes[k] = &change[0, 0]
             masses[k] = &mass[0]
-        if half:
+        if kind == 1:
             in16 = values.view(np.uint16)
+        elif kind == 2:
+            in8, scales8 = values, row_scales
         else:
             in32 = values
         with nogil:
@@ -455,8 +525,10 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
                     if i + AHEAD < top:
                         prefetch_row(&own[r, 0], width * sizeof(float))
                 r = rows[i]
-                if half:
+                if kind == 1:
                     dw2v_from_half(&in16[i, 0], sent, width)
+                elif kind == 2:
+                    _from_q8(&in8[i, 0], scales8[i], sent, width)
                 else:
                     for j in range(width):
                         sent[j] = in32[i, j]
@@ -537,33 +609,38 @@ def kept_rows(norms, double hold_back):
     if not hold_back > 0 or n <= 1:  # (a NaN share holds nothing back)
         return np.arange(n, dtype=np.int64)
     cdef bint odd = False
+    cdef Py_ssize_t low = 65535, high = 0
     with nogil:
         for i in range(n):
             if not v[i] >= 0 or v[i] == INFINITY:  # NaN, negative or infinite
                 odd = True
                 break
+            b = _bucket(v[i])
+            low = b if b < low else low
+            high = b if b > high else high
     if odd:  # send everything: the receiver refuses what is not finite, naming it
         return np.arange(n, dtype=np.int64)
     held_array = np.zeros(n, dtype=np.uint8)
     cdef cnp.uint8_t[::1] held = held_array
     cdef double total = 0.0, budget, cum = 0.0
-    cdef double *sums = <double *>malloc(65536 * sizeof(double))
+    # buckets low..high only: norms span a few hundred of them, not all 65,536 (a 512 KB array per call)
+    cdef double *sums = <double *>malloc((high - low + 1) * sizeof(double))
     cdef _Entry *edge = NULL
     if sums == NULL:
         raise MemoryError()
     try:
         with nogil:
-            for b in range(65536):
+            for b in range(high - low + 1):
                 sums[b] = 0.0
             for i in range(n):
                 total = total + v[i]
-                sums[_bucket(v[i])] += v[i]
+                sums[_bucket(v[i]) - low] += v[i]
             budget = hold_back * total
-            for b in range(65536):  # buckets below top are held whole
-                if cum + sums[b] > budget:
+            for b in range(low, high + 1):  # buckets below top are held whole
+                if cum + sums[b - low] > budget:
                     top = b
                     break
-                cum = cum + sums[b]
+                cum = cum + sums[b - low]
             for i in range(n):
                 if top < 0 or _bucket(v[i]) < top:
                     held[i] = 1

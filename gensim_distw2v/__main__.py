@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from gensim_distw2v.merge import COLD_EVERY
+from gensim_distw2v.merge import CODECS, COLD_EVERY, MERGE_DTYPE
 from gensim_distw2v.wire import MERGE_RULES as RULES
 
 logger = logging.getLogger("gensim_distw2v")
@@ -54,6 +54,8 @@ def build_parser():
                          help="traffic budget of routine merges, bytes per trained word each way (default: none)")
     cluster.add_argument("--cold-every", type=int, default=COLD_EVERY,
                          help=f"merge the rows of rare words every n-th round (default {COLD_EVERY}; 1: every round)")
+    cluster.add_argument("--merge-dtype", choices=CODECS, default=MERGE_DTYPE,
+                         help=f"values of routine merges on the wire (default {MERGE_DTYPE})")
     cluster.add_argument("--corpus-file", action="store_true",
                          help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
                               "faster; the file must be at the same path on every worker (a shared filesystem)")
@@ -91,7 +93,8 @@ def train(args):
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
-        merge=args.merge, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word, cold_every=args.cold_every)
+        merge=args.merge, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word, cold_every=args.cold_every,
+        merge_dtype=args.merge_dtype)
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)
     else:

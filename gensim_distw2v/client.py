@@ -19,8 +19,8 @@ from gensim_distw2v import transport, wire
 from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
-from gensim_distw2v.merge import (COLD_EVERY, RULES, check_budget, check_cold_every, damped_rows,
-                                  default_sync_words, hot_rows, row_ranges)
+from gensim_distw2v.merge import (COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every,
+                                  damped_rows, default_sync_words, hot_rows, row_ranges)
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +96,14 @@ class DistributedTraining:
     cold_every : int
         The rows of rare words merge every ``cold_every``-th round (see
         :func:`gensim_distw2v.merge.hot_rows`); 1: every row in every round.
+    merge_dtype : {'int8', 'float16', 'float32'}
+        Values of routine merges on the wire (see :meth:`gensim_distw2v.merge.Replica.take_delta`).
     wait_workers : float
         Seconds to wait for a first worker before giving up.
     """
 
     def __init__(self, model, ns_conf, sync_words=None, merge="damp", hold_back=0.1, wait_workers=30.0,
-                 part_bytes=PART_BYTES, bytes_per_word=None, cold_every=COLD_EVERY):
+                 part_bytes=PART_BYTES, bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, (int, np.integer)) or sync_words < 1):
@@ -111,7 +113,7 @@ class DistributedTraining:
             raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
         self.sync_words, self.wait_workers, self.hold_back = sync_words, wait_workers, float(hold_back)
         self.part_bytes, self.bytes_per_word = int(part_bytes), check_budget(bytes_per_word)
-        self.cold_every = check_cold_every(cold_every)
+        self.cold_every, self.merge_dtype = check_cold_every(cold_every), check_codec(merge_dtype)
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
@@ -139,7 +141,8 @@ class DistributedTraining:
             "hot_rows": hot_rows(counts, sync_words, n_workers, self.cold_every) if self.cold_every > 1
             else len(model.wv),
             "cold_every": self.cold_every,
-            "merge": self.merge, "hold_back": self.hold_back, "part_bytes": self.part_bytes,
+            "merge": self.merge, "merge_dtype": self.merge_dtype, "hold_back": self.hold_back,
+            "part_bytes": self.part_bytes,
             "bytes_per_word": float(self.bytes_per_word or 0.0),
             "compute_loss": bool(compute_loss),
             "epochs": int(epochs),

@@ -453,7 +453,8 @@ class Dispatcher:
             JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
                        cbow_mean=params["cbow_mean"], shrink_windows=params["shrink_windows"], **arrays)
             session.weights = GlobalWeights({n: session.arrays[n] for n in wire.WEIGHTS if n in session.arrays},
-                                            rule=session.config["merge"], damp_rows=session.config["damp_rows"])
+                                            rule=session.config["merge"], damp_rows=session.config["damp_rows"],
+                                            codec=session.config["merge_dtype"])
             session.state, session.started = "running", time.monotonic()
             session.last_client_contact = time.monotonic()
             self.cond.notify_all()
@@ -712,15 +713,14 @@ class Dispatcher:
         (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, max_rows,
          hot_rows) = wire.check_merge_part(part, session.vocab_size, session.vector_size, list(weights.weights))
         reply = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows, hot_rows)
-        packed = {name_: {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}
-                  for name_, (rows, values) in reply.items()}
+        packed = {name_: wire.pack_deltas(*deltas_) for name_, deltas_ in reply.items()}
         cpu = time.thread_time() - cpu
         with self.cond:
             if self.members.get(name) is not member or member.rank != rank:
                 raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
                                  f"re-queued: join again")
-            member.bytes_up += sum(r.nbytes + v.nbytes for r, v in deltas.values())
-            member.bytes_down += sum(r.nbytes + v.nbytes for r, v in reply.values())
+            member.bytes_up += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for r, v, c in deltas.values())
+            member.bytes_down += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for r, v, c in reply.values())
             session.merge_cpu += cpu
             if final:
                 member.merges += 1

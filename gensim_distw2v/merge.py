@@ -20,8 +20,9 @@ Rules (``merge=``):
     measured (DESIGN.md, step 5), it holds only while merges are frequent (100 k words per
     worker at K=2, 10 k at K=4, 3 k at K=8); beyond that the most frequent rows blow up, and on
     devmix at K=4 it loses simlex even at 2.5 k. ``sync_words`` is derived from the number of
-    workers by :func:`default_sync_words`. Workers send float16 deltas; the part lost to
-    rounding stays in ``R - B`` and goes with the next round, so nothing is lost.
+    workers by :func:`default_sync_words`. Routine rounds carry deltas as int8 levels with a
+    float32 scale per row (``merge_dtype``; float16 on request); the part lost to rounding stays in
+    ``R - B`` (and, on the way down, pending) and goes with the next round, so nothing is lost.
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
     several times per merge interval, at most 1,000 output rows: :func:`damped_rows`; ``syn1`` is summed):
@@ -40,14 +41,18 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half, kept_rows,
-                                  row_diff, send_pending, send_rows, take_rows, to_half)
+from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half,
+                                  kept_rows, row_diff, send_pending, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES, check_cold_every, check_damp_rows
 
-__all__ = ["RULES", "budget_rows", "check_budget", "check_cold_every", "damped_rows", "default_sync_words",
-           "GlobalWeights", "hot_rows", "Replica", "row_ranges"]
+__all__ = ["CODECS", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "check_codec", "check_cold_every",
+           "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_ranges"]
 
 RULES = MERGE_RULES
+# Routine merges' values on the wire, by default: int8 levels with a float32 scale per row (d + 8
+# bytes a row of d values with its index, float16's 2 d + 4); what rounding loses waits for the
+# next round, as held-back rows do (README.rst, "Bytes on the wire")
+MERGE_DTYPE = "int8"
 
 
 # The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
@@ -200,14 +205,31 @@ def check_budget(bytes_per_word):
     return float(bytes_per_word)
 
 
-def budget_rows(bytes_per_word, words, lo, hi, n_rows, n_matrices, vector_size):
+def check_codec(codec):
+    """``codec`` (a name or numpy dtype of :data:`CODECS`) as its name; a clear error otherwise."""
+    try:
+        name = np.dtype(codec).name
+    except TypeError:
+        name = None
+    if name not in CODECS:
+        raise ValueError(f"merge_dtype must be one of {CODECS} (routine merges' values on the wire), got {codec!r}")
+    return name
+
+
+def row_bytes(codec, vector_size):
+    """Bytes a row of deltas takes on the wire: its values, int8's float32 scale and a uint32 index."""
+    codec = check_codec(codec)
+    return vector_size * np.dtype(codec).itemsize + (4 if codec == "int8" else 0) + 4
+
+
+def budget_rows(bytes_per_word, words, lo, hi, n_rows, n_matrices, vector_size, codec="float16"):
     """Rows per matrix a routine merge part of rows ``[lo, hi)`` may move to stay within
-    ``bytes_per_word`` (float16 values and a uint32 index per row) for ``words`` trained words;
+    ``bytes_per_word`` (values of ``codec``, :func:`row_bytes`) for ``words`` trained words;
     ``None`` (no limit) when ``bytes_per_word`` is 0."""
     if not bytes_per_word:
         return None
     share = (hi - lo) / max(1, n_rows) / max(1, n_matrices)
-    return int(bytes_per_word * words * share // (2 * vector_size + 4))
+    return int(bytes_per_word * words * share // row_bytes(codec, vector_size))
 
 
 def _compact(values, half):
@@ -221,6 +243,17 @@ def _compact(values, half):
 def _fits_half(norms):
     """Whether rows of these squared norms fit float16 (every value below :data:`HALF_LIMIT`)."""
     return not len(norms) or float(norms.max()) < HALF_LIMIT ** 2
+
+
+def _part_codec(codec, norms):
+    """The codec rows of these squared norms go in: ``codec``, unless they do not fit it (float16:
+    a value beyond :data:`HALF_LIMIT`; int8: not finite), then float32 (the receiver refuses
+    values that are not finite, naming them)."""
+    if codec == "float16" and _fits_half(norms):
+        return "float16"
+    if codec == "int8" and (not len(norms) or math.isfinite(float(norms.max()))):
+        return "int8"
+    return "float32"
 
 
 def _as_float32(values):
@@ -247,7 +280,7 @@ class GlobalWeights:
     For every worker it keeps ``pending``: the sum of the changes other workers made to each row
     since the worker last received it (so ``G = B_worker + pending`` on rows the worker has sent
     everything of), and its squared norm per row. A merge reply sends the worker its pending
-    change as deltas (float16 in routine rounds), holding back the smallest rows; what it holds
+    change as deltas (``codec`` in routine rounds), holding back the smallest rows; what it holds
     back and what rounding loses stays pending (error feedback, as :meth:`Replica.take_delta`
     does on the way up). Memory: one model-sized array per worker and matrix.
 
@@ -261,9 +294,12 @@ class GlobalWeights:
     damp_rows : dict of (str, int), optional
         Under ``damp``, how many of the first rows of ``syn0`` and ``syn1neg`` are damped
         (:func:`damped_rows`). Default: every ``syn0`` row, 1,000 ``syn1neg`` rows.
+    codec : {'float16', 'int8', 'float32'}
+        Values of routine replies (exact ones are float32).
     """
 
-    def __init__(self, weights, rule="sum", damp_rows=None):
+    def __init__(self, weights, rule="sum", damp_rows=None, codec="float16"):
+        self.codec = check_codec(codec)
         if rule not in RULES:
             raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
         n_rows = len(next(iter(weights.values()))) if weights else 0
@@ -295,13 +331,14 @@ class GlobalWeights:
             The worker's rank (added with :meth:`add_worker`).
         lo, hi : int
             The row range of this part of the merge round.
-        deltas : dict of (str, (numpy.ndarray, numpy.ndarray))
-            Per matrix: increasing uint32 rows in ``[lo, hi)`` and their ``R - B`` values.
+        deltas : dict of (str, (numpy.ndarray, numpy.ndarray, numpy.ndarray or None))
+            Per matrix: increasing uint32 rows in ``[lo, hi)``, their ``R - B`` values (float32,
+            float16 or int8) and int8's float32 row scales (else None).
         hold_back : float
             Keep back the rows of the reply with the smallest pending change, together up to this
             share of the range's pending change.
         exact : bool
-            Reply in float32 (else float16, whose rounding stays pending).
+            Reply in float32 (else in :attr:`codec`, whose rounding stays pending).
         max_rows : int, optional
             Reply with at most this many rows per matrix (those with the largest pending change;
             the rest stays pending): the traffic budget. Default: no limit.
@@ -312,7 +349,8 @@ class GlobalWeights:
         Returns
         -------
         dict
-            Per matrix, ``(rows, deltas)`` for the worker to add to its replica and base: the
+            Per matrix, ``(rows, deltas, row scales or None)`` for the worker to add to its replica
+            and base (:meth:`Replica.take_in`): the
             change of ``[lo, hi)`` made by other workers' merges (under ``mean``, also the
             correction of its own, which averaging scaled).
         """
@@ -322,7 +360,7 @@ class GlobalWeights:
                 raise ValueError(f"worker rank {worker} is not part of this session's merges")
             scale = 1.0 / len(self.pending) if self.rule == "mean" else 1.0
             for name, weights in self.weights.items():
-                rows, values = deltas.get(name, (None, None))
+                rows, values, row_scales = deltas.get(name, (None, None, None))
                 if rows is not None and len(rows):
                     # damp (the first rows, most frequent first) or sum; under mean, averaging scaled the
                     # worker's own update, which its pending change corrects: one compiled pass
@@ -333,17 +371,18 @@ class GlobalWeights:
                     self.damped += fold_rows(weights, np.ascontiguousarray(rows, dtype=np.uint32), values, top,
                               *self.pending[worker][name],
                               [matrices[name] for other, matrices in self.pending.items() if other != worker],
-                              scale, scale - 1.0 if self.rule == "mean" else 0.0)
+                              scale, scale - 1.0 if self.rule == "mean" else 0.0, row_scales)
                 change, mass = self.pending[worker][name]
                 end = _row_end(name, lo, hi, hot_rows)
                 fresh = np.flatnonzero(mass[lo:end])
                 fresh = (fresh[_kept(mass[lo:end][fresh], hold_back, max_rows)] + lo).astype(np.uint32)
-                if HAS_F16C:  # one pass: gather, round, subtract what goes
-                    out = send_pending(change, mass, fresh, not exact and _fits_half(mass[fresh]))
+                codec = "float32" if exact else _part_codec(self.codec, mass[fresh])
+                if HAS_F16C or codec != "float16":  # one pass: gather, round, subtract what goes
+                    out, out_scales = send_pending(change, mass, fresh, codec)
                 else:
-                    out, sent_back = _compact(change[fresh], half=not exact)
+                    (out, sent_back), out_scales = _compact(change[fresh], half=True), None
                     add_rows(change, fresh, sent_back, -1.0, mass)
-                reply[name] = (fresh, out)
+                reply[name] = (fresh, out, out_scales)
             self.merges += 1
         return reply
 
@@ -395,7 +434,7 @@ class Replica:
         self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
         self.base = {name: w.copy() for name, w in self.replica.items()}
 
-    def take_delta(self, lo, hi, dtype=np.float32, hold_back=0.0, max_rows=None, hot_rows=None):
+    def take_delta(self, lo, hi, codec="float32", hold_back=0.0, max_rows=None, hot_rows=None):
         """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
 
         Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
@@ -405,9 +444,11 @@ class Replica:
         ----------
         lo, hi : int
             Row range.
-        dtype : numpy dtype
-            float32, or float16 to halve the bytes (a matrix whose delta would overflow float16
-            goes as float32); what rounding loses stays in ``R - B`` for the next round.
+        codec : {'float32', 'float16', 'int8'} or numpy dtype
+            float32; float16 to halve the bytes (a matrix whose delta would overflow float16
+            goes as float32); int8 levels with a float32 scale per row to quarter them (a
+            matrix with values that are not finite goes as float32). What rounding loses stays in
+            ``R - B`` for the next round.
         hold_back : float
             Keep back the rows with the smallest changes that together carry up to this share of
             the squared delta (per matrix): they stay in ``R - B`` and go in a later round, once
@@ -421,9 +462,10 @@ class Replica:
 
         Returns
         -------
-        dict of (str, (numpy.ndarray, numpy.ndarray))
-            Per matrix: uint32 rows and their delta values.
+        dict of (str, (numpy.ndarray, numpy.ndarray, numpy.ndarray or None))
+            Per matrix: uint32 rows, their delta values, and int8's float32 row scales (else None).
         """
+        codec = check_codec(codec)
         out = {}
         for name, replica in self.replica.items():
             base = self.base[name]
@@ -432,22 +474,27 @@ class Replica:
             changed = changed[kept]
             # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
             # no one else touched); the rounding of the delta stays in R - B for the next round.
-            if HAS_F16C:  # one pass: difference, rounding, advancing B
-                delta = send_rows(replica, base, changed, dtype != np.float32 and _fits_half(norms[kept]))
+            part_codec = _part_codec(codec, norms[kept])
+            if HAS_F16C or part_codec != "float16":  # one pass: difference, rounding, advancing B
+                delta, row_scales = send_rows(replica, base, changed, part_codec)
             else:
-                delta, sent = _compact(row_diff(replica, base, changed), half=dtype != np.float32)
+                (delta, sent), row_scales = _compact(row_diff(replica, base, changed), half=True), None
                 add_rows(base, changed, sent)
-            out[name] = (changed, delta)
+            out[name] = (changed, delta, row_scales)
         return out
 
     def take_in(self, reply):
-        """Take in the change other workers made: ``R += delta; B += delta`` on those rows."""
-        for name, (rows, values) in reply.items():
+        """Take in the change other workers made: ``R += delta; B += delta`` on those rows.
+
+        ``reply`` maps matrix names to ``(rows, values, row scales or None)``, as
+        :meth:`GlobalWeights.apply` returns them.
+        """
+        for name, (rows, values, row_scales) in reply.items():
             if not len(rows):
                 continue
             rows = np.ascontiguousarray(rows, dtype=np.uint32)
-            if HAS_F16C or values.dtype == np.float32:
-                take_rows(self.replica[name], self.base[name], rows, values)
+            if HAS_F16C or values.dtype != np.float16:
+                take_rows(self.replica[name], self.base[name], rows, values, row_scales)
             else:
                 values = _as_float32(values)
                 add_rows(self.replica[name], rows, values)

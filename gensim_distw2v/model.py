@@ -11,7 +11,7 @@ import logging
 
 import gensim.models
 
-from gensim_distw2v.merge import COLD_EVERY, RULES, check_budget, check_cold_every
+from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ __all__ = ["Word2Vec"]
 
 # Attributes this class adds to gensim's model; never written to disk (ns_conf may hold a key).
 _DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "hold_back", "bytes_per_word",
-                      "cold_every", "cluster_timeout", "cluster_stats")
+                      "cold_every", "merge_dtype", "cluster_timeout", "cluster_stats")
 
 
 class Word2Vec(gensim.models.Word2Vec):
@@ -57,6 +57,10 @@ class Word2Vec(gensim.models.Word2Vec):
         waits meanwhile, as held-back rows do. Routine rounds then read and move only the more
         frequent words' rows.
         1: every row in every round. Default: 4.
+    merge_dtype : {'int8', 'float16', 'float32'}, optional
+        How routine merges carry values on the wire, both ways: ``'int8'`` (the default) as levels
+        with a float32 scale per row, ``'float16'`` at about twice the bytes, ``'float32'`` exactly.
+        What rounding loses goes with a later round (error feedback); epoch ends are exact.
     cluster_timeout : float, optional
         Seconds to wait for a first worker, and without any worker during training, before
         ``train()`` raises.
@@ -66,7 +70,8 @@ class Word2Vec(gensim.models.Word2Vec):
     _part_bytes = 16 * 1024 * 1024
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
-                 bytes_per_word=None, cold_every=COLD_EVERY, cluster_timeout=30.0, **kwargs):
+                 bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0,
+                 **kwargs):
         if merge not in RULES:
             raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
         if sync_words is not None and (not isinstance(sync_words, int) or sync_words < 1):
@@ -77,7 +82,7 @@ class Word2Vec(gensim.models.Word2Vec):
             raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
         self.sync_words, self.merge, self.cluster_timeout = sync_words, merge, float(cluster_timeout)
         self.hold_back, self.bytes_per_word = float(hold_back), check_budget(bytes_per_word)
-        self.cold_every = check_cold_every(cold_every)
+        self.cold_every, self.merge_dtype = check_cold_every(cold_every), check_codec(merge_dtype)
         self.cluster_stats = {}
         super().__init__(*args, **kwargs)
 
@@ -125,7 +130,8 @@ class Word2Vec(gensim.models.Word2Vec):
             callback.on_train_begin(self)
         session = DistributedTraining(self, self.ns_conf, sync_words=self.sync_words, merge=self.merge,
                                       hold_back=self.hold_back, bytes_per_word=self.bytes_per_word,
-                                      cold_every=self.cold_every, wait_workers=self.cluster_timeout,
+                                      cold_every=self.cold_every, merge_dtype=self.merge_dtype,
+                                      wait_workers=self.cluster_timeout,
                                       part_bytes=self._part_bytes)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
                                      callbacks, report_delay=report_delay, corpus_file=corpus_file)
@@ -156,14 +162,14 @@ class Word2Vec(gensim.models.Word2Vec):
 
     @classmethod
     def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
-             bytes_per_word=None, cold_every=COLD_EVERY, cluster_timeout=30.0, **kwargs):
+             bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf, sync_words, merge, hold_back, bytes_per_word, cold_every, cluster_timeout
+        distributed, ns_conf, sync_words, merge, hold_back, bytes_per_word, cold_every, merge_dtype, cluster_timeout
             Settings for further training of the loaded model (see the class).
         """
         model = gensim.models.Word2Vec.load(*args, **kwargs)
@@ -173,4 +179,5 @@ class Word2Vec(gensim.models.Word2Vec):
         model.sync_words, model.merge, model.cluster_stats = sync_words, merge, {}
         model.cluster_timeout, model.hold_back = float(cluster_timeout), float(hold_back)
         model.bytes_per_word, model.cold_every = check_budget(bytes_per_word), check_cold_every(cold_every)
+        model.merge_dtype = check_codec(merge_dtype)
         return model

@@ -14,19 +14,21 @@ range job (``corpus_file`` sessions; the dispatcher cuts them)
     bytes ``[lo, hi)``
 session config (client -> dispatcher -> workers)
     ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "damp_rows", "merge",
-    "hold_back", "bytes_per_word", "part_bytes", "compute_loss", "rng_state", "epochs"}`` and, for
+    "merge_dtype", "hold_back", "bytes_per_word", "part_bytes", "compute_loss", "rng_state", "epochs"}``
+    and, for
     ``corpus_file`` training,
     ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
     "end_alpha"}`` (the vocabulary then travels as arrays ``vocab_bytes`` and ``vocab_offsets``);
     arrays and merges move in parts of at most ``part_bytes`` bytes
 merge part (worker -> dispatcher)
-    ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float16/32}}, "hold_back",
+    ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float32/16 or int8,
+    ["scales": array float32 (int8 values only: value = level * scale, one scale per row)]}}, "hold_back",
     "max_rows", "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds",
     "merge_cpu", "kernel_cpu"}``
     (a range job's entry is ``[id, effective_words, raw_words, examples]``: only its worker
     knows them); the
     reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
-    ``[lo, hi)`` since this worker last received it, as deltas.
+    ``[lo, hi)`` since this worker last received it, as deltas (same format).
 """
 import math
 
@@ -34,11 +36,13 @@ import numpy as np
 
 __all__ = [
     "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "pack_job",
-    "unpack_job", "unpack_range_job", "check_config", "check_merge_part", "need",
+    "unpack_job", "unpack_range_job", "check_config", "check_merge_part", "need", "pack_deltas", "unpack_deltas",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
-ARRAY_DTYPES = {"float32", "float16", "uint32", "uint8", "int64"}
+ARRAY_DTYPES = {"float32", "float16", "int8", "uint32", "uint8", "int64"}
+DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with a float32 scale per row)
+MAX_SCALE = float(np.finfo(np.float32).max) / 127  # an int8 row's scale: level * scale stays finite
 MERGE_RULES = ("sum", "damp", "mean")
 WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices, merged by the dispatcher
 STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
@@ -68,6 +72,14 @@ def pack_array(arr):
     """An ndarray as plain data (the bytes are a copy only if ``arr`` is not C-contiguous)."""
     arr = np.ascontiguousarray(arr)
     return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.data.cast("B") if arr.size else b""}
+
+
+def pack_deltas(rows, values, scales=None):
+    """One matrix's deltas as a merge message: ``{"rows", "values"}``, and ``"scales"`` for int8 values."""
+    msg = {"rows": pack_array(rows), "values": pack_array(values)}
+    if scales is not None:
+        msg["scales"] = pack_array(scales)
+    return msg
 
 
 def unpack_array(msg, what, dtype=None, ndim=None, shape=None):
@@ -240,6 +252,8 @@ def check_config(config):
         raise ValueError(f"bytes_per_word must be >= 0 (0: no budget), got {config['bytes_per_word']}")
     if need(config, "merge", str, "session config") not in MERGE_RULES:
         raise ValueError(f"unknown merge rule {config['merge']!r}; choose one of {MERGE_RULES}")
+    if need(config, "merge_dtype", str, "session config") not in DELTA_DTYPES:
+        raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {config['merge_dtype']!r}")
     if not 1024 <= need(config, "part_bytes", int, "session config") <= MAX_ARRAY_BYTES // 2:
         raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {config['part_bytes']}")
     need(config, "compute_loss", bool, "session config")
@@ -259,13 +273,42 @@ def _all_finite(values):
     return bool(np.isfinite(values).all())
 
 
+def unpack_deltas(msg, name, vector_size, lo, hi, what):
+    """One matrix's deltas ``{"rows", "values"[, "scales"]}`` of a merge part or reply, checked.
+
+    Returns
+    -------
+    tuple
+        ``(rows, values, scales)``: uint32 rows, strictly increasing, in ``[lo, hi)``; finite values
+        (float32, float16, or int8 levels); int8's float32 scales (one per row, ``0 <= scale <=``
+        :data:`MAX_SCALE`), else None.
+    """
+    rows = unpack_array(need(msg, "rows", dict, what), f"{name} rows", "uint32", ndim=1)
+    values = unpack_array(need(msg, "values", dict, what), f"{name} values", DELTA_DTYPES, ndim=2,
+                          shape=(len(rows), vector_size))
+    if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
+        raise ValueError(f"{what}: {name} rows must lie in [{lo}, {hi})")
+    if len(rows) > 1 and np.any(np.diff(rows.astype(np.int64)) <= 0):
+        raise ValueError(f"{what}: {name} rows must be strictly increasing")
+    scales = None
+    if values.dtype == np.int8:
+        scales = unpack_array(need(msg, "scales", dict, what), f"{name} scales", "float32", shape=(len(rows),))
+        if not np.all((scales >= 0) & (scales <= MAX_SCALE)):  # (NaN fails both)
+            raise ValueError(f"{what}: {name} scales must be finite, >= 0 and at most {MAX_SCALE:.3g}")
+    elif "scales" in msg:
+        raise ValueError(f"{what}: {name} has scales, which only int8 values take")
+    elif not _all_finite(values):
+        raise ValueError(f"{what}: {name} values must be finite")
+    return rows, values, scales
+
+
 def check_merge_part(part, vocab_size, vector_size, weights):
     """Check a merge part from a worker.
 
     Returns
     -------
     tuple
-        ``(lo, hi, {name: (rows, values)}, hold_back, exact, final, flush, jobs, loss, (merge_seconds,
+        ``(lo, hi, {name: (rows, values, scales)}, hold_back, exact, final, flush, jobs, loss, (merge_seconds,
         merge_cpu, kernel_cpu), max_rows, hot_rows)``; ``exact`` asks for a float32 reply;
         ``max_rows`` caps the reply's rows per matrix (None: no cap); ``hot_rows`` limits the reply's
         ``syn0`` and ``syn1neg`` rows to those below it (a round that skips the cold rows; None: every
@@ -282,18 +325,7 @@ def check_merge_part(part, vocab_size, vector_size, weights):
     unknown = set(matrices) - set(weights)
     if unknown:
         raise ValueError(f"merge part: unknown matrices {sorted(unknown)}; this session trains {sorted(weights)}")
-    deltas = {}
-    for name, msg in matrices.items():
-        rows = unpack_array(need(msg, "rows", dict, "merge part"), f"{name} rows", "uint32", ndim=1)
-        values = unpack_array(need(msg, "values", dict, "merge part"), f"{name} values", ("float32", "float16"),
-                              ndim=2, shape=(len(rows), vector_size))
-        if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
-            raise ValueError(f"merge part: {name} rows must lie in [{lo}, {hi})")
-        if len(rows) > 1 and np.any(np.diff(rows.astype(np.int64)) <= 0):
-            raise ValueError(f"merge part: {name} rows must be strictly increasing")
-        if not _all_finite(values):
-            raise ValueError(f"merge part: {name} values must be finite")
-        deltas[name] = (rows, values)
+    deltas = {name: unpack_deltas(msg, name, vector_size, lo, hi, "merge part") for name, msg in matrices.items()}
     exact = need(part, "exact", bool, "merge part")
     hold_back = need(part, "hold_back", float, "merge part")
     if not 0.0 <= hold_back < 1.0:

@@ -77,7 +77,7 @@ class _Training:
         self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
         self.hold_back, self.part_bytes = config["hold_back"], config["part_bytes"]
         self.hot_rows, self.cold_every, self.rounds = config["hot_rows"], config["cold_every"], 0
-        self.bytes_per_word = config["bytes_per_word"]
+        self.bytes_per_word, self.merge_dtype = config["bytes_per_word"], config["merge_dtype"]
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
         arrays = {name: self._download(name, spec) for name, spec in config["arrays"].items()}
@@ -298,10 +298,10 @@ class _Training:
                         continue
                     epoch = self.drained
                 if flush:
-                    self._merge_round(proxy, np.float32, 0.0, flush_epoch=epoch)
+                    self._merge_round(proxy, "float32", 0.0, flush_epoch=epoch)
                     self.flushed = epoch
                 else:
-                    self._merge_round(proxy, np.float16, self.hold_back)
+                    self._merge_round(proxy, self.merge_dtype, self.hold_back)
         except SessionLost:
             pass
         except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
@@ -316,7 +316,8 @@ class _Training:
             return float(self.train_cpu)
 
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None):
-        """Send this worker's changes (as ``dtype``) and take in the other workers', range by range.
+        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.wire.DELTA_DTYPES`) and
+        take in the other workers', range by range.
 
         With ``flush_epoch`` the round sends everything (no hold-back, float32) and tells the
         dispatcher this worker has nothing left of that epoch.
@@ -339,7 +340,7 @@ class _Training:
             # the traffic budget, each way, for the words this round carries (flushes are exact)
             max_rows = None if flush_epoch is not None else budget_rows(
                 self.bytes_per_word, words, lo, hi, self.params["vocab_size"], len(self.replica.replica),
-                self.params["vector_size"])
+                self.params["vector_size"], dtype)
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows, hot)
             self.worker.check_alive(self)
             part = {"lo": lo, "hi": hi, "final": final, "hold_back": float(hold_back),
@@ -349,19 +350,13 @@ class _Training:
                     "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
                     "merge_seconds": self.merge_seconds + time.perf_counter() - began,
                     "merge_cpu": self.merge_cpu + time.thread_time() - cpu, "kernel_cpu": self._kernel_cpu(),
-                    "matrices": {n: {"rows": wire.pack_array(r), "values": wire.pack_array(v)}
-                                 for n, (r, v) in deltas.items() if len(r)}}
+                    "matrices": {n: wire.pack_deltas(*d) for n, d in deltas.items() if len(d[0])}}
             reply = proxy.merge(self.worker.name, self.sid, part)
             got = {}
             for name, msg in wire.need(reply, "matrices", dict, "merge reply").items():
                 if name not in self.replica.replica:
                     raise ValueError(f"merge reply: unknown matrix {name!r}")
-                rows = wire.unpack_array(wire.need(msg, "rows", dict, "merge reply"), f"{name} rows", "uint32", 1)
-                values = wire.unpack_array(wire.need(msg, "values", dict, "merge reply"), f"{name} values",
-                                           ("float32", "float16"), shape=(len(rows), self.params["vector_size"]))
-                if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
-                    raise ValueError("merge reply: rows outside the part's range")
-                got[name] = (rows, values)
+                got[name] = wire.unpack_deltas(msg, name, self.params["vector_size"], lo, hi, "merge reply")
             self.replica.take_in(got)
         self.merge_seconds += time.perf_counter() - began
         self.merge_cpu += time.thread_time() - cpu

@@ -328,7 +328,9 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     with pytest.raises(ValueError, match="bytes_per_word must be >= 0"):
         find_dispatcher(two_workers.ns_conf).open_session(dict(config, bytes_per_word=-1.0))
     for key, value, message in (("hot_rows", -1, "hot_rows must be in"), ("hot_rows", 10 ** 9, "hot_rows must be in"),
-                                ("hot_rows", "5", "hot_rows"), ("cold_every", 0, "cold_every must be an int in")):
+                                ("hot_rows", "5", "hot_rows"), ("cold_every", 0, "cold_every must be an int in"),
+                                ("merge_dtype", "int4", "merge_dtype must be one of"),
+                                ("merge_dtype", None, "merge_dtype")):
         with pytest.raises(ValueError, match=message):
             find_dispatcher(two_workers.ns_conf).open_session(dict(config, **{key: value}))
     # and it still trains

@@ -63,6 +63,15 @@ def valid_part(session):
             "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
 
 
+def valid_int8_part(session):
+    """A valid part with int8 values: levels and a float32 scale per row."""
+    part = valid_part(session)
+    part["matrices"]["syn1neg"] = wire.pack_deltas(np.array([0, 2, 5], dtype=np.uint32),
+                                                   np.full((3, session["size"]), -127, dtype=np.int8),
+                                                   np.array([0.0, 1e-7, 2e-7], dtype=np.float32))
+    return part
+
+
 def valid_job(session):
     job = Job(indices=np.array([1, 2, 3], dtype=np.uint32), offsets=np.array([0, 3], dtype=np.int64),
               alpha=0.025, raw_words=3, examples=1)
@@ -95,7 +104,8 @@ def bad_merge_part(draw, session):
         lambda r: {**matrix, "rows": wire.pack_array(np.array(r, dtype=np.uint32))})
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
-    field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "hold_back", "max_rows",
+    field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "scales", "hold_back",
+                                  "max_rows",
                                   "hot_rows", "exact", "final", "flush", "jobs", "loss", "merge_seconds", "merge_cpu",
                                   "kernel_cpu", "missing"]))
     if field == "lo":
@@ -115,6 +125,14 @@ def bad_merge_part(draw, session):
     elif field == "values":
         part["matrices"]["syn1neg"] = {**matrix, "values": draw(array_defects(
             matrix["values"], ("float32", "float16"), bad_values))}
+    elif field == "scales":  # int8 values: their scales missing, malformed or out of range; scales on float16
+        int8 = valid_int8_part(session)["matrices"]["syn1neg"]
+        bad_scales = st.sampled_from([np.nan, np.inf, -1e-3, 1e37]).map(
+            lambda x: {**int8["scales"], "data": np.array([0.1, x, 0.1], dtype=np.float32).tobytes()})
+        part["matrices"]["syn1neg"] = draw(st.one_of(
+            array_defects(int8["scales"], ("float32",), bad_scales).map(lambda sc: {**int8, "scales": sc}),
+            st.just({f: v for f, v in int8.items() if f != "scales"}),
+            st.just({**matrix, "scales": int8["scales"]})))
     elif field == "hold_back":
         part["hold_back"] = draw(not_number | st.floats(1.0, 1e300) | st.floats(-1e300, -1e-9)
                                  | st.sampled_from([float("nan"), float("inf")]))
@@ -183,6 +201,14 @@ def test_malformed_merge_parts_are_refused(cluster, data):
     part = data.draw(bad_merge_part(s))
     error = refused(s["proxy"].merge, FAKE, s["sid"], part)
     assert "merge part" in str(error) or "syn" in str(error) or "malformed" in str(error), error
+
+
+def test_valid_parts_are_taken(cluster):
+    """The valid parts the strategies spoil are themselves accepted: float16 and int8 values."""
+    s = cluster.session
+    for part in (valid_part(s), valid_int8_part(s)):
+        reply = s["proxy"].merge(FAKE, s["sid"], part)
+        assert isinstance(reply["matrices"], dict)
 
 
 @SETTINGS

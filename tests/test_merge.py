@@ -21,6 +21,7 @@ def train(replica, rows, scale, seed):
 
 
 def merge_round(replica, global_, rank, dtype=np.float32, hold_back=0.0, ranges=((0, V),)):
+    """One round; replies in the global weights' codec unless ``dtype`` is float32 (exact)."""
     for lo, hi in ranges:
         replica.take_in(global_.apply(rank, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), hold_back,
                                       exact=dtype == np.float32))
@@ -34,11 +35,13 @@ def cluster(n, rule="sum"):
     return init, g, [Replica(init) for _ in range(n)]
 
 
-def test_one_worker_global_equals_replica():
+@pytest.mark.parametrize("codec", [np.float16, np.int8])
+def test_one_worker_global_equals_replica(codec):
     _init, g, (r,) = cluster(1)
+    g.codec = np.dtype(codec).name
     for i in range(20):
         train(r, (np.arange(0, V, 3) + i % 3) % V, 0.01, i)
-        merge_round(r, g, 0, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 160))
+        merge_round(r, g, 0, codec, hold_back=0.3, ranges=row_ranges(V, 16, 160))
     merge_round(r, g, 0, np.float32)  # the exact end-of-epoch merge
     for name in r.replica:
         assert np.abs(g.weights[name] - r.replica[name]).max() <= 1e-6
@@ -68,7 +71,7 @@ def test_a_workers_own_rows_do_not_come_back():
     merge_round(a, g, 0)
     train(a, np.array([5, 6]), 0.1, 2)
     reply = g.apply(0, 0, V, a.take_delta(0, V))
-    assert all(len(rows) == 0 for rows, _values in reply.values())
+    assert all(len(rows) == 0 for rows, _values, _scales in reply.values())
 
 
 def test_mean_rule_averages():
@@ -164,7 +167,7 @@ def test_traffic_budget_sends_the_largest_rows_and_keeps_the_rest():
         np.testing.assert_array_equal(np.sort(up["syn0"][0]), up["syn0"][0])
         assert norms[up["syn0"][0]].min() >= np.delete(norms, up["syn0"][0]).max()
         down = g.apply(0, 0, V, up, 0.0, True, max_rows=3)
-        assert all(len(rows) <= 3 for rows, _values in down.values())
+        assert all(len(rows) <= 3 for rows, _values, _scales in down.values())
         a.take_in(down)
         b.take_in(g.apply(1, 0, V, b.take_delta(0, V, np.float32, 0.0, max_rows=0), 0.0, True, max_rows=0))
         assert not (a.replica["syn0"] == a.base["syn0"]).all()  # something still waits
@@ -345,9 +348,9 @@ def test_cold_rows_wait_for_a_round_of_every_row_and_nothing_is_lost():
         train(b, np.array([2, 3, 30, 40]), 0.1, 20 + i)
         for rank, r in ((0, a), (1, b)):
             sent = r.take_delta(0, V, np.float32, hot_rows=hot)
-            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values in sent.values()), sent
+            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values, _scales in sent.values()), sent
             reply = g.apply(rank, 0, V, sent, hot_rows=hot)
-            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values in reply.values()), reply
+            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values, _scales in reply.values()), reply
             r.take_in(reply)
     a.take_in(g.apply(0, 0, V, a.take_delta(0, V, hot_rows=hot), hot_rows=hot))  # a takes b's last round in
     for n in init:  # the cold rows have not moved on the dispatcher yet; the hot ones agree everywhere
@@ -463,15 +466,15 @@ def test_fused_merge_steps_equal_the_separate_ones():
     rows = np.array([0, 4, 5, 31, 59], dtype=np.uint32)
     if not HAS_F16C:  # the callers use the separate steps then
         with pytest.raises(ValueError, match="F16C"):
-            send_rows(replica, base, rows, True)
+            send_rows(replica, base, rows, "float16")
         return
     for half in (True, False):
         b_fused, b_steps = base.copy(), base.copy()
         diff = row_diff(replica, b_steps, rows)
         wire = to_half(diff) if half else diff
         add_rows(b_steps, rows, from_half(wire) if half else wire)
-        got = send_rows(replica, b_fused, rows, half)
-        assert got.dtype == wire.dtype
+        got, scales = send_rows(replica, b_fused, rows, "float16" if half else "float32")
+        assert got.dtype == wire.dtype and scales is None
         np.testing.assert_array_equal(got, wire)
         np.testing.assert_array_equal(b_fused, b_steps)  # B advances by exactly what was sent
     pending = rng.standard_normal((60, 13), dtype=np.float32) * 1e-2
@@ -480,7 +483,7 @@ def test_fused_merge_steps_equal_the_separate_ones():
         n_fused, n_steps = np.zeros(60, np.float32), np.zeros(60, np.float32)
         wire = to_half(p_steps[rows]) if half else p_steps[rows].copy()
         add_rows(p_steps, rows, from_half(wire) if half else wire, -1.0, n_steps)
-        np.testing.assert_array_equal(send_pending(p_fused, n_fused, rows, half), wire)
+        np.testing.assert_array_equal(send_pending(p_fused, n_fused, rows, "float16" if half else "float32")[0], wire)
         np.testing.assert_array_equal(p_fused, p_steps)
         np.testing.assert_allclose(n_fused, n_steps, rtol=1e-6)
     for values in (to_half(pending[rows]), pending[rows]):
@@ -495,7 +498,7 @@ def test_fused_merge_steps_equal_the_separate_ones():
     replica2 = base.copy()
     replica2[4, 2] += 1e6
     replica2[4, 5] -= 1e6
-    sent = send_rows(replica2, big, np.array([4], np.uint32), True)
+    sent, _ = send_rows(replica2, big, np.array([4], np.uint32), "float16")
     assert sent[0, 2] == np.float16(65504) and sent[0, 5] == np.float16(-65504) and np.isfinite(sent).all()
     assert replica2[4, 2] - big[4, 2] == pytest.approx(1e6 - 65504, rel=1e-3)
     assert replica2[4, 5] - big[4, 5] == pytest.approx(-(1e6 - 65504), rel=1e-3)
@@ -503,14 +506,105 @@ def test_fused_merge_steps_equal_the_separate_ones():
     wide = rng.standard_normal((30, 100), dtype=np.float32)
     wide_norms = np.zeros(30, np.float32)
     wide_rows = np.array([1, 8, 29], np.uint32)
-    send_pending(wide, wide_norms, wide_rows, True)
+    send_pending(wide, wide_norms, wide_rows, "float16")
     np.testing.assert_allclose(wide_norms[wide_rows], (wide[wide_rows].astype(np.float64) ** 2).sum(1), rtol=1e-6)
     with pytest.raises(ValueError, match="row 60 is outside"):
-        send_rows(replica, base, np.array([60], np.uint32), True)
+        send_rows(replica, base, np.array([60], np.uint32), "float16")
     with pytest.raises(ValueError, match="values must have shape"):
         take_rows(replica, base, rows, pending[:2])
     with pytest.raises(ValueError, match="norms must have 60 entries"):
-        send_pending(pending, np.zeros(5, np.float32), rows, True)
+        send_pending(pending, np.zeros(5, np.float32), rows, "float16")
+    with pytest.raises(ValueError, match="unknown delta codec 'int4'"):
+        send_rows(replica, base, rows, "int4")
+
+
+def dequantized(levels, scales):
+    """int8 deltas as the receiver adds them: ``level * scale`` in float32."""
+    return levels.astype(np.float32) * scales[:, None]
+
+
+def test_int8_deltas_carry_each_row_on_its_own_scale():
+    """send_rows / send_pending in int8: levels in [-127, 127] with the row's largest |value| at 127,
+    within half a step of the delta; B (or the pending change) moves by exactly what the receiver adds;
+    take_rows and fold_rows add exactly ``level * scale``."""
+    from gensim_distw2v._rows import add_rows, fold_rows, row_diff, send_pending, send_rows, take_rows
+
+    rng = np.random.default_rng(11)
+    replica = rng.standard_normal((60, 13), dtype=np.float32)
+    base = replica - rng.standard_normal((60, 13), dtype=np.float32) * np.logspace(-6, 1, 60, dtype=np.float32)[:, None]
+    base[31] = replica[31]  # unchanged: scale 0, all levels 0
+    rows = np.array([0, 4, 5, 31, 59], dtype=np.uint32)
+    diff = row_diff(replica, base, rows)
+    b = base.copy()
+    levels, scales = send_rows(replica, b, rows, "int8")
+    assert levels.dtype == np.int8 and scales.dtype == np.float32 and scales.shape == (5,)
+    assert np.abs(levels.astype(int)).max() <= 127 and scales[3] == 0 and not levels[3].any()
+    changed = [0, 1, 2, 4]
+    np.testing.assert_array_equal(np.abs(levels[changed].astype(int)).max(1), 127)
+    np.testing.assert_allclose(scales[changed], np.abs(diff[changed]).max(1) / 127, rtol=1e-6)
+    sent = dequantized(levels, scales)
+    assert np.all(np.abs(sent - diff) <= 0.5001 * scales[:, None] + 1e-12)
+    expected_b = base.copy()
+    add_rows(expected_b, rows, sent)
+    np.testing.assert_array_equal(b, expected_b)  # bit for bit: the rest stays in R - B
+    # the dispatcher's side: pending goes down by exactly what is sent
+    pending, norms = (replica - base) * 3, np.zeros(60, np.float32)
+    p = pending.copy()
+    levels, scales = send_pending(p, norms, rows, "int8")
+    expected_p = pending.copy()
+    add_rows(expected_p, rows, dequantized(levels, scales), -1.0)
+    np.testing.assert_array_equal(p, expected_p)
+    np.testing.assert_allclose(norms[rows], (p[rows].astype(np.float64) ** 2).sum(1), rtol=1e-5, atol=1e-30)
+    # receivers: take_rows and fold_rows add level * scale, bit for bit as the float32 equivalent
+    r8, b8, r32, b32 = replica.copy(), base.copy(), replica.copy(), base.copy()
+    take_rows(r8, b8, rows, levels, scales)
+    take_rows(r32, b32, rows, dequantized(levels, scales))
+    np.testing.assert_array_equal(r8, r32)
+    np.testing.assert_array_equal(b8, b32)
+    w8, w32 = replica.copy(), replica.copy()
+    own8, own32 = (pending.copy(), norms.copy()), (pending.copy(), norms.copy())
+    other8, other32 = (base.copy(), np.zeros(60, np.float32)), (base.copy(), np.zeros(60, np.float32))
+    assert fold_rows(w8, rows, levels, 3, *own8, [other8], row_scales=scales) == \
+        fold_rows(w32, rows, dequantized(levels, scales), 3, *own32, [other32])
+    for got, want in ((w8, w32), (own8[0], own32[0]), (other8[0], other32[0]), (other8[1], other32[1])):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="int8 values need their row scales"):
+        take_rows(r8, b8, rows, levels)
+    with pytest.raises(ValueError, match="int8 values need their row scales"):
+        fold_rows(w8, rows, dequantized(levels, scales), 0, *own8, [], row_scales=scales)
+    with pytest.raises(ValueError, match=r"row scales must be float32 of shape \(5,\)"):
+        take_rows(r8, b8, rows, levels, scales[:4])
+
+
+def test_int8_merges_reach_the_exact_model():
+    """Routine rounds in int8 (and hold-back), then the exact epoch-end round: every replica equals
+    the global weights, and the global weights hold every update (sum rule: G = initial + all deltas)."""
+    init, g, replicas = cluster(3)
+    g.codec = "int8"
+    total = {n: np.zeros_like(v) for n, v in init.items()}
+    for i in range(30):
+        for rank, r in enumerate(replicas):
+            before = {n: v.copy() for n, v in r.replica.items()}
+            train(r, (np.arange(0, V, 4) + i + rank) % V, 0.01 * (1 + rank), 100 * i + rank)
+            for n in total:
+                total[n] += r.replica[n] - before[n]
+            merge_round(r, g, rank, np.int8, hold_back=0.2, ranges=row_ranges(V, 16, 160))
+    for rank, r in enumerate(replicas):  # exact rounds: all that was held back or rounded off goes
+        merge_round(r, g, rank, np.float32)
+    for rank, r in enumerate(replicas):
+        merge_round(r, g, rank, np.float32)
+    for n in init:
+        np.testing.assert_allclose(g.weights[n], init[n] + total[n], atol=1e-5)
+        for r in replicas:
+            np.testing.assert_allclose(r.replica[n], g.weights[n], atol=1e-5)
+
+
+def test_budget_counts_the_codecs_bytes():
+    assert merge.row_bytes("float16", 100) == 204 and merge.row_bytes("int8", 100) == 108
+    assert merge.row_bytes(np.float32, 100) == 404
+    assert merge.budget_rows(108.0, 1000, 0, V, V, 2, 100, "int8") == 500  # 108 kB, two matrices, 108 B a row
+    with pytest.raises(ValueError, match="merge_dtype must be one of"):
+        merge.check_codec("int4")
 
 
 def test_half_conversion_is_numpys_bit_for_bit():
