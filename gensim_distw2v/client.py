@@ -230,6 +230,8 @@ class DistributedTraining:
             down = sum(w[3] for w in final["workers"].values())
             self.stats = {"seconds": elapsed, "merges": final["merges"], "damped_rows": final["damped_rows"],
                           "bytes_up": up, "bytes_down": down,
+                          "exact_bytes_up": sum(w[7] for w in final["workers"].values()),
+                          "exact_bytes_down": sum(w[8] for w in final["workers"].values()),
                           "merge_seconds": sum(w[4] for w in final["workers"].values()),
                           "merge_cpu": {"workers": sum(w[5] for w in final["workers"].values()),
                                         "dispatcher": final["merge_cpu"]},
@@ -241,9 +243,10 @@ class DistributedTraining:
                 logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
-                        "word); CPU seconds: workers' kernels %.1f, their merge rounds %.1f, the dispatcher's merge "
-                        "calls %.1f; per worker, bytes per word it trained up/down: %s", final["merges"], up / 1e6,
-                        down / 1e6, up / max(1, trained), down / max(1, trained), self.stats["kernel_cpu"],
+                        "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
+                        "merge rounds %.1f, the dispatcher's merge calls %.1f; per worker, bytes per word it trained up/down: %s", final["merges"], up / 1e6,
+                        down / 1e6, up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
+                        self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
                         self.stats["merge_cpu"]["workers"], self.stats["merge_cpu"]["dispatcher"],
                         ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
                                   for name, w in sorted(final["workers"].items())) or "-")

@@ -77,6 +77,7 @@ class _Member:
         """Start this worker's traffic and work counters afresh for session ``sid``."""
         self.session_id = sid
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
+        self.exact_bytes_up = self.exact_bytes_down = 0  # of those, in exact (float32) parts: epoch flushes
         self.merge_seconds = self.merge_cpu = self.kernel_cpu = 0.0
 
     def leave_session(self):
@@ -515,7 +516,8 @@ class Dispatcher:
             ``queued``, ``in_flight``, ``loss``, ``merges``, ``damped_rows`` (rows the ``damp`` rule
             took part of), ``merge_cpu`` (this dispatcher's CPU seconds in merge calls: checking,
             folding, the reply), ``workers`` (name -> raw words, merge rounds, bytes up, bytes down,
-            seconds in merge rounds, their CPU seconds, CPU seconds of its trainer threads in jobs),
+            seconds in merge rounds, their CPU seconds, CPU seconds of its trainer threads in jobs, and of
+            the bytes up and down those in exact parts: the float32 epoch flushes),
             ``no_workers_for`` (seconds without any worker that is or may still join the session, or
             None), ``quit`` (worker -> why the session failed on it).
         """
@@ -532,7 +534,7 @@ class Dispatcher:
                 "damped_rows": session.weights.damped,
                 "merge_cpu": session.merge_cpu,
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds, m.merge_cpu,
-                                   m.kernel_cpu]
+                                   m.kernel_cpu, m.exact_bytes_up, m.exact_bytes_down]
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
                 "no_workers_for": None if self._available(session) else now - (session.no_workers_since or now),
@@ -719,8 +721,13 @@ class Dispatcher:
             if self.members.get(name) is not member or member.rank != rank:
                 raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
                                  f"re-queued: join again")
-            member.bytes_up += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for r, v, c in deltas.values())
-            member.bytes_down += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for r, v, c in reply.values())
+            up, down = (sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for r, v, c in way.values())
+                        for way in (deltas, reply))
+            member.bytes_up += up
+            member.bytes_down += down
+            if exact:
+                member.exact_bytes_up += up
+                member.exact_bytes_down += down
             session.merge_cpu += cpu
             if final:
                 member.merges += 1

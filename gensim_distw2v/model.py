@@ -92,8 +92,9 @@ class Word2Vec(gensim.models.Word2Vec):
         """Train as :meth:`gensim.models.Word2Vec.train` does (same arguments, same return value).
 
         With ``distributed=True`` the jobs are trained by the cluster's workers; statistics of
-        the cluster run (merges, bytes moved, seconds, CPU seconds of the workers' kernels and of
-        the merges) are left in ``model.cluster_stats``. With
+        the cluster run (merges, bytes moved and of those the exact epoch flushes' (``exact_bytes_up``,
+        ``exact_bytes_down``), seconds, CPU seconds of the workers' kernels and of the merges) are left
+        in ``model.cluster_stats``. With
         ``corpus_file``, every worker reads the file itself, at the same path (a shared
         filesystem): the dispatcher hands out byte ranges of it, and refuses to train if a worker
         sees no file or another file there.

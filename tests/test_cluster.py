@@ -246,17 +246,30 @@ def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
 
 
 def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
-    """merge_dtype reaches the wire: int8 routine rounds (d + 8 bytes a row) move fewer bytes than float16
-    (2 d + 4) each way, and every word is trained (the epoch flushes are exact float32 either way)."""
+    """merge_dtype reaches the wire: int8 routine rounds (d + 8 bytes a row with its index) move fewer bytes
+    than float16 (2 d + 4) each way, and every word is trained.
+
+    The epoch flushes are exact float32 whatever the codec, and which rows they carry depends on how the
+    three workers' jobs interleave: on one pass of lee they were most of the bytes down, and the totals'
+    ratio ranged from 0.6 to 1.2 between runs. So the routine rounds' bytes are compared, the flushes
+    counted apart (and part of the totals). Per row the ratio is 32 / 52 at d = 24; how many rows a reply
+    carries still depends on the interleaving (measured on this corpus: 0.61-0.62 up, 0.58-0.74 down).
+    """
+    corpus = lee_corpus * 3
     params = {**SMALL, "sg": 1, "negative": 5}
     stats, models = {}, {}
     for codec in ("float16", "int8"):
-        model = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=2000,
+        model = Word2Vec(corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=1000,
                          merge_dtype=codec, **params)
-        assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
+        assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in corpus)
         stats[codec], models[codec] = model.cluster_stats, model
-    for way in ("bytes_up", "bytes_down"):
-        assert stats["int8"][way] < 0.8 * stats["float16"][way], (way, stats)
+    routine = {}
+    for codec, s in stats.items():
+        for way in ("bytes_up", "bytes_down"):
+            assert 0 < s["exact_" + way] < s[way], (codec, way, s)
+        routine[codec] = {way: s[way] - s["exact_" + way] for way in ("bytes_up", "bytes_down")}
+    assert routine["int8"]["bytes_up"] < 0.75 * routine["float16"]["bytes_up"], routine
+    assert routine["int8"]["bytes_down"] < 0.85 * routine["float16"]["bytes_down"], routine
     # nothing lost or doubled on the way: the input vectors grew as much as with float16 (runs of 3 workers
     # differ anyway, by scheduling)
     norms = {codec: float(np.linalg.norm(m.wv.vectors, axis=1).mean()) for codec, m in models.items()}
