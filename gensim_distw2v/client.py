@@ -96,7 +96,7 @@ class DistributedTraining:
     cold_every : int
         The rows of rare words merge every ``cold_every``-th round (see
         :func:`gensim_distw2v.merge.hot_rows`); 1: every row in every round.
-    merge_dtype : {'int8', 'float16', 'float32'}
+    merge_dtype : {'float16', 'int8', 'float32'}
         Values of routine merges on the wire (see :meth:`gensim_distw2v.merge.Replica.take_delta`).
     wait_workers : float
         Seconds to wait for a first worker before giving up.

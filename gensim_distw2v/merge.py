@@ -20,8 +20,8 @@ Rules (``merge=``):
     measured (DESIGN.md, step 5), it holds only while merges are frequent (100 k words per
     worker at K=2, 10 k at K=4, 3 k at K=8); beyond that the most frequent rows blow up, and on
     devmix at K=4 it loses simlex even at 2.5 k. ``sync_words`` is derived from the number of
-    workers by :func:`default_sync_words`. Routine rounds carry deltas as int8 levels with a
-    float32 scale per row (``merge_dtype``; float16 on request); the part lost to rounding stays in
+    workers by :func:`default_sync_words`. Routine rounds carry deltas as float16 (``merge_dtype``;
+    int8 levels with a float32 scale per row on request); the part lost to rounding stays in
     ``R - B`` (and, on the way down, pending) and goes with the next round, so nothing is lost.
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
@@ -49,10 +49,11 @@ __all__ = ["CODECS", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "che
            "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_ranges"]
 
 RULES = MERGE_RULES
-# Routine merges' values on the wire, by default: int8 levels with a float32 scale per row (d + 8
-# bytes a row of d values with its index, float16's 2 d + 4); what rounding loses waits for the
-# next round, as held-back rows do (README.rst, "Bytes on the wire")
-MERGE_DTYPE = "int8"
+# Routine merges' values on the wire, by default: float16 (2 d + 4 bytes a row of d values with its
+# index). int8 levels with a float32 scale per row (d + 8) halve the bytes but, measured, lost
+# skip-gram's ws353 at K=4 (-0.026, 2 seeds at the default interval; float16 -0.001): opt-in
+# (README.rst, "int8 deltas"). What rounding loses waits for the next round, as held-back rows do.
+MERGE_DTYPE = "float16"
 
 
 # The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
