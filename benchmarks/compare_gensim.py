@@ -220,6 +220,13 @@ def paired(rows, refs):
     return f"per seed {' '.join(f'{x:.2f}' for x in ratios)}, median {statistics.median(ratios):.2f}"
 
 
+def quality(rows, refs):
+    """``"analogy +0.12 points, ws353 -0.0010, simlex +0.0020"``: mean scores of ``rows`` less those of ``refs``."""
+    return (f"analogy {100 * (mean(rows, 'analogy') - mean(refs, 'analogy')):+.2f} points, "
+            f"ws353 {mean(rows, 'ws353') - mean(refs, 'ws353'):+.4f}, "
+            f"simlex {mean(rows, 'simlex') - mean(refs, 'simlex'):+.4f}")
+
+
 def plot(results, ks, directory):
     import matplotlib
 
@@ -313,13 +320,10 @@ def main(argv=None):
         for k in ks:
             d, g = results[("dist_cf", k)], results[("gensim_cf", k)]
             one = results.get(("gensim", 1))
-            print(f"K={k}: dist_cf/gensim_cf raw words/s {mean(d, 'raw_wps') / mean(g, 'raw_wps'):.2f} ({paired(d, g)}); "
-                  f"quality dist_cf-gensim_cf: analogy {100 * (mean(d, 'analogy') - mean(g, 'analogy')):+.2f} points, "
-                  f"ws353 {mean(d, 'ws353') - mean(g, 'ws353'):+.4f}, "
-                  f"simlex {mean(d, 'simlex') - mean(g, 'simlex'):+.4f}"
-                  + (f"; dist_cf-gensim K=1: analogy {100 * (mean(d, 'analogy') - mean(one, 'analogy')):+.2f} points, "
-                     f"ws353 {mean(d, 'ws353') - mean(one, 'ws353'):+.4f}, "
-                     f"simlex {mean(d, 'simlex') - mean(one, 'simlex'):+.4f}" if one else ""))
+            print(f"K={k}: dist_cf/gensim_cf raw words/s {mean(d, 'raw_wps') / mean(g, 'raw_wps'):.2f} "
+                  f"({paired(d, g)}); "
+                  f"quality dist_cf-gensim_cf: {quality(d, g)}"
+                  + (f"; dist_cf-gensim K=1: {quality(d, one)}" if one else ""))
     if "dist" in modes and "gensim" in modes:
         one = results.get(("gensim", 1))
         for k in ks:
@@ -327,11 +331,8 @@ def main(argv=None):
             cf = results.get(("gensim_cf", k))
             print(f"K={k}: dist/gensim raw words/s {mean(d, 'raw_wps') / mean(g, 'raw_wps'):.2f} ({paired(d, g)})"
                   + (f", dist/gensim_cf {mean(d, 'raw_wps') / mean(cf, 'raw_wps'):.2f} ({paired(d, cf)})" if cf else "")
-                  + f"; quality dist-gensim: analogy {100 * (mean(d, 'analogy') - mean(g, 'analogy')):+.2f} points, "
-                  f"ws353 {mean(d, 'ws353') - mean(g, 'ws353'):+.4f}, simlex {mean(d, 'simlex') - mean(g, 'simlex'):+.4f}"
-                  + (f"; dist-gensim K=1: analogy {100 * (mean(d, 'analogy') - mean(one, 'analogy')):+.2f} points, "
-                     f"ws353 {mean(d, 'ws353') - mean(one, 'ws353'):+.4f}, "
-                     f"simlex {mean(d, 'simlex') - mean(one, 'simlex'):+.4f}" if one and k != 1 else ""))
+                  + f"; quality dist-gensim: {quality(d, g)}"
+                  + (f"; dist-gensim K=1: {quality(d, one)}" if one and k != 1 else ""))
     if args.plots:
         plot(results, ks, args.plots)
         print(f"plots written to {args.plots}")

@@ -244,8 +244,9 @@ class DistributedTraining:
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
                         "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
-                        "merge rounds %.1f, the dispatcher's merge calls %.1f; per worker, bytes per word it trained up/down: %s", final["merges"], up / 1e6,
-                        down / 1e6, up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
+                        "merge rounds %.1f, the dispatcher's merge calls %.1f; per worker, bytes per word it trained "
+                        "up/down: %s", final["merges"], up / 1e6, down / 1e6, up / max(1, trained),
+                        down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
                         self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
                         self.stats["merge_cpu"]["workers"], self.stats["merge_cpu"]["dispatcher"],
                         ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"

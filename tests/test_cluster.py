@@ -253,7 +253,7 @@ def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
     three workers' jobs interleave: on one pass of lee they were most of the bytes down, and the totals'
     ratio ranged from 0.6 to 1.2 between runs. So the routine rounds' bytes are compared, the flushes
     counted apart (and part of the totals). Per row the ratio is 32 / 52 at d = 24; how many rows a reply
-    carries still depends on the interleaving (measured on this corpus: 0.61-0.62 up, 0.58-0.74 down).
+    carries still depends on the interleaving (measured on this corpus: 0.61-0.63 up, 0.58-0.74 down).
     """
     corpus = lee_corpus * 3
     params = {**SMALL, "sg": 1, "negative": 5}
