@@ -173,7 +173,9 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           bytes_up_per_word=stats["bytes_up"] / max(1, effective),
                           bytes_down_per_word=stats["bytes_down"] / max(1, effective),
                           sync_words=stats["sync_words"], kernel_cpu=stats["kernel_cpu"],
-                          merge_cpu=stats["merge_cpu"])
+                          merge_cpu=stats["merge_cpu"], raw_words=raw, bytes_up=stats["bytes_up"],
+                          bytes_down=stats["bytes_down"],
+                          rounds=sum(w[1] for w in stats["workers"].values()))
     finally:
         if cluster is not None:
             cluster.close()

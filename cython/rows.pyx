@@ -5,8 +5,8 @@
 """Row arithmetic of the merge protocol, one pass per call and without the GIL.
 
 A merge round touches a few thousand rows of each matrix on the worker (which rows changed,
-their deltas, advancing the base) and, on the dispatcher, the global weights and one pending
-array per worker. numpy does each step as a gather, a temporary and a scatter, with the GIL
+their deltas, advancing the base) and, on the server, the global weights, the damped rows'
+per-worker snapshots and the stale bits. numpy does each step as a gather, a temporary and a scatter, with the GIL
 held; these loops do it in place, so training threads (and the dispatcher's other calls) go
 on meanwhile. The callers (:mod:`gensim_distw2v.merge`) check shapes and ranges; the functions
 here check them again and raise ``ValueError`` rather than touch memory they do not own.
@@ -345,65 +345,11 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
     return out, row_scales
 
 
-def send_pending(float[:, ::1] pending, float[::1] norms, const cnp.uint32_t[::1] rows, codec):
-    """The dispatcher's reply: ``pending[rows]`` for the wire, less what it carries, norms kept.
-
-    One pass: gather, rounding to the codec, ``pending[rows] -=`` the value sent and the squared
-    norms of what is left (rounding stays pending for the next round).
-
-    Parameters
-    ----------
-    pending : numpy.ndarray of float32, C-contiguous
-    norms : numpy.ndarray of float32
-        Squared row norms of ``pending`` (``len(pending)`` entries), updated for ``rows``.
-    rows : numpy.ndarray of uint32
-    codec : {'float32', 'float16', 'int8'}
-        As :func:`send_rows`.
-
-    Returns
-    -------
-    (numpy.ndarray, numpy.ndarray or None)
-        As :func:`send_rows`.
-    """
-    if norms.shape[0] != pending.shape[0]:
-        raise ValueError(f"norms must have {pending.shape[0]} entries, got {norms.shape[0]}")
-    cdef int kind = _codec(codec)
-    _check_rows(rows, pending.shape[0])
-    cdef Py_ssize_t i, j, r, n = rows.shape[0], width = pending.shape[1]
-    out, row_scales = _delta_out(n, width, kind)
-    cdef cnp.uint16_t[:, ::1] out16
-    cdef float[:, ::1] out32
-    cdef signed char[:, ::1] out8
-    cdef float[::1] scales8
-    cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
-    if kind == 1:
-        out16 = out.view(np.uint16)
-    elif kind == 2:
-        out8, scales8 = out, row_scales
-    else:
-        out32 = out
-    with nogil:
-        for i in range(n):
-            if i + AHEAD < n:
-                prefetch_row(&pending[rows[i + AHEAD], 0], width * sizeof(float))
-            r = rows[i]
-            for j in range(width):
-                scratch[j] = pending[r, j]
-            if kind == 1:
-                _round_to_half(&scratch[0], &out16[i, 0], width)
-            elif kind == 2:
-                _round_to_q8(&scratch[0], &out8[i, 0], &scales8[i], width)
-            else:
-                for j in range(width):
-                    out32[i, j] = scratch[j]
-            for j in range(width):
-                pending[r, j] = pending[r, j] - scratch[j]
-            norms[r] = _norm_floor(_sq_dist(&pending[r, 0], NULL, width))
-    return out, row_scales
-
-
-def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, values, row_scales=None):
-    """``replica[rows] += values; base[rows] += values`` in one pass.
+def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, values, row_scales=None,
+              bint absolute=False):
+    """``replica[rows] += values; base[rows] += values`` in one pass; with ``absolute``, ``values``
+    are the rows' new global values: ``replica[rows] += values - base[rows]; base[rows] = values``
+    (what the worker has not sent stays in ``replica - base``).
 
     ``values`` float32, float16 (needs F16C, see :data:`HAS_F16C`) or int8 with ``row_scales``
     (float32, one per row: the value is ``level * scale``).
@@ -438,36 +384,49 @@ def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
             else:
                 for j in range(width):
                     scratch[j] = in32[i, j]
-            for j in range(width):
-                replica[r, j] = replica[r, j] + scratch[j]
-                base[r, j] = base[r, j] + scratch[j]
+            if absolute:
+                for j in range(width):
+                    replica[r, j] = replica[r, j] + (scratch[j] - base[r, j])
+                    base[r, j] = scratch[j]
+            else:
+                for j in range(width):
+                    replica[r, j] = replica[r, j] + scratch[j]
+                    base[r, j] = base[r, j] + scratch[j]
 
 
-def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ssize_t top, float[:, ::1] own,
-              float[::1] own_sq, list others, float scale=1.0, float own_scale=0.0, row_scales=None):
-    """The dispatcher's side of a worker's merge part, for one matrix, in one pass over its rows.
+def fold_part(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ssize_t top, float[:, ::1] snap,
+              cnp.uint64_t[:, ::1] stale, const cnp.uint64_t[::1] marks, float scale=1.0, row_scales=None):
+    """A server's side of a worker's merge part, for one matrix, in one pass over its rows; the
+    work per row does not depend on the number of workers.
 
-    For each row ``r = rows[i]`` with ``d = values[i]``: ``u = d``, damped as
-    :func:`gensim_distw2v.merge.damp_agreeing` does when ``i < top`` (what it takes back is
-    added to ``own``, the worker's pending change); then ``weights[r] += scale * u``, every other
-    worker's pending change ``+= scale * u`` (its squared norms kept), and ``own[r] += own_scale
-    * d`` (averaging scaled the worker's own update; 0 otherwise).
+    For each row ``r = rows[i]`` with ``d = values[i]``:
+
+    * ``i < top`` (a damped row, ``r < len(snap)``): ``snap`` is the worker's base as the server
+      knows it, so ``m = weights[r] - snap[r]`` is what the worker missed; where ``m . d > 0``
+      the update is ``u = d - (m . d) / (2 |m|^2) m - (m . d) / (2 |d|^2) d`` (AdaSum's pairwise
+      rule, as :func:`gensim_distw2v.merge.damp_agreeing`), else ``u = d``; ``snap[r] += d``
+      (the worker's base advanced by what it sent);
+    * otherwise ``u = d`` and ``stale[r, :] |= marks`` (the workers whose bit is set lack the
+      row's new value);
+    * ``weights[r] += scale * u``.
 
     Parameters
     ----------
     weights : numpy.ndarray of float32, C-contiguous ``(n_rows, dim)``
         The global weights.
     rows : numpy.ndarray of uint32
-        Distinct rows.
+        Distinct rows, increasing.
     values : numpy.ndarray of float32, float16 or int8, ``(len(rows), dim)``
         The worker's deltas (float16 needs F16C; int8 needs ``row_scales``).
     top : int
-        Damp ``values[:top]``.
-    own, own_sq : numpy.ndarray of float32
-        The worker's pending change and its squared row norms.
-    others : list of (numpy.ndarray, numpy.ndarray)
-        The other workers' pending changes and squared row norms.
-    scale, own_scale : float
+        The first ``top`` rows are damped rows (below ``len(snap)``).
+    snap : numpy.ndarray of float32, C-contiguous ``(n_damped, dim)``
+        The worker's snapshot of the damped rows.
+    stale : numpy.ndarray of uint64, C-contiguous ``(n_rows, words)``
+        One bit per worker slot and row.
+    marks : numpy.ndarray of uint64, ``(words,)``
+        The bits to set on the rows written (every other worker's; under ``mean`` the writer's too).
+    scale : float
     row_scales : numpy.ndarray of float32, optional
         int8 values' scales, one per row (the value is ``level * scale``).
 
@@ -476,39 +435,28 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     int
         How many rows the damp rule took part of (their deltas agreed with what the worker missed).
     """
-    cdef Py_ssize_t n = rows.shape[0], width = weights.shape[1], i, j, k, r, n_others = len(others), damped = 0
-    if own.shape[0] != weights.shape[0] or own.shape[1] != width or own_sq.shape[0] != weights.shape[0]:
-        raise ValueError("fold_rows: own and own_sq must match weights")
-    cdef int kind = _check_incoming(values, row_scales, n, width, "fold_rows")
+    cdef Py_ssize_t n = rows.shape[0], width = weights.shape[1], words = stale.shape[1], i, j, k, r, damped = 0
+    if snap.shape[1] != width or snap.shape[0] > weights.shape[0]:
+        raise ValueError("fold_part: snap must have the weights' width and at most their rows")
+    if stale.shape[0] != weights.shape[0] or marks.shape[0] != words:
+        raise ValueError("fold_part: stale must have a row per weight row, marks a word per stale column")
+    cdef int kind = _check_incoming(values, row_scales, n, width, "fold_part")
     if not 0 <= top <= n:
-        raise ValueError(f"fold_rows: top={top} is outside [0, {n}]")
+        raise ValueError(f"fold_part: top={top} is outside [0, {n}]")
     _check_rows(rows, weights.shape[0])
+    if top and rows[top - 1] >= snap.shape[0]:
+        raise ValueError(f"fold_part: damped row {rows[top - 1]} is outside the snapshot's {snap.shape[0]} rows")
     values = np.ascontiguousarray(values)
-    keep = []  # memoryviews whose buffers the pointers below point into
-    cdef float[:, ::1] change
-    cdef float[::1] mass
-    for other in others:
-        change, mass = other
-        if change.shape[0] != weights.shape[0] or change.shape[1] != width or mass.shape[0] != weights.shape[0]:
-            raise ValueError("fold_rows: every other pending change must match weights")
-        keep.append((change, mass))
-    cdef float **changes = <float **>malloc(max(1, n_others) * sizeof(float *))
-    cdef float **masses = <float **>malloc(max(1, n_others) * sizeof(float *))
     cdef float *sent = <float *>malloc(max(1, width) * sizeof(float))
     cdef float *update = <float *>malloc(max(1, width) * sizeof(float))
     cdef const cnp.uint16_t[:, ::1] in16
     cdef const float[:, ::1] in32
     cdef const signed char[:, ::1] in8
     cdef const float[::1] scales8
-    cdef double dot, delta_sq, a, b
-    cdef float *row
+    cdef double dot, delta_sq, missed_sq, a, b, m
     try:
-        if changes == NULL or masses == NULL or sent == NULL or update == NULL:
+        if sent == NULL or update == NULL:
             raise MemoryError()
-        for k in range(n_others):
-            change, mass = keep[k]
-            changes[k] = &change[0, 0]
-            masses[k] = &mass[0]
         if kind == 1:
             in16 = values.view(np.uint16)
         elif kind == 2:
@@ -520,10 +468,8 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
                 if i + AHEAD < n:
                     r = rows[i + AHEAD]
                     prefetch_row(&weights[r, 0], width * sizeof(float))
-                    for k in range(n_others):
-                        prefetch_row(changes[k] + r * width, width * sizeof(float))
                     if i + AHEAD < top:
-                        prefetch_row(&own[r, 0], width * sizeof(float))
+                        prefetch_row(&snap[r, 0], width * sizeof(float))
                 r = rows[i]
                 if kind == 1:
                     dw2v_from_half(&in16[i, 0], sent, width)
@@ -534,34 +480,30 @@ def fold_rows(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
                         sent[j] = in32[i, j]
                 for j in range(width):
                     update[j] = sent[j]
-                if i < top and own_sq[r] > 0:  # damp: AdaSum's pairwise rule against what it missed
-                    dot = 0.0
-                    delta_sq = 0.0
-                    for j in range(width):
-                        dot = dot + <double>own[r, j] * sent[j]
-                        delta_sq = delta_sq + <double>sent[j] * sent[j]
-                    if dot > 0:
-                        damped = damped + 1
-                        a = dot / (2 * <double>own_sq[r])
-                        b = dot / (2 * delta_sq)
+                if i < top:  # damp: AdaSum's pairwise rule against what the worker missed
+                    missed_sq = _sq_dist(&weights[r, 0], &snap[r, 0], width)
+                    if missed_sq > 0:
+                        dot = 0.0
+                        delta_sq = 0.0
                         for j in range(width):
-                            update[j] = <float>(sent[j] - a * own[r, j] - b * sent[j])
-                            own[r, j] = own[r, j] + (update[j] - sent[j])
-                        own_sq[r] = _norm_floor(_sq_dist(&own[r, 0], NULL, width))
+                            m = <double>weights[r, j] - <double>snap[r, j]
+                            dot = dot + m * sent[j]
+                            delta_sq = delta_sq + <double>sent[j] * sent[j]
+                        if dot > 0:
+                            damped = damped + 1
+                            a = dot / (2 * missed_sq)
+                            b = dot / (2 * delta_sq)
+                            for j in range(width):
+                                update[j] = <float>(sent[j] - a * (<double>weights[r, j] - <double>snap[r, j])
+                                                    - b * sent[j])
+                    for j in range(width):
+                        snap[r, j] = snap[r, j] + sent[j]
+                else:
+                    for k in range(words):
+                        stale[r, k] = stale[r, k] | marks[k]
                 for j in range(width):
                     weights[r, j] = weights[r, j] + scale * update[j]
-                for k in range(n_others):
-                    row = changes[k] + r * width
-                    for j in range(width):
-                        row[j] = row[j] + scale * update[j]
-                    masses[k][r] = _norm_floor(_sq_dist(row, NULL, width))
-                if own_scale != 0:
-                    for j in range(width):
-                        own[r, j] = own[r, j] + own_scale * sent[j]
-                    own_sq[r] = _norm_floor(_sq_dist(&own[r, 0], NULL, width))
     finally:
-        free(changes)
-        free(masses)
         free(sent)
         free(update)
     return damped

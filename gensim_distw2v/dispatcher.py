@@ -201,7 +201,7 @@ class Dispatcher:
 
     def _release(self, member):
         """Take a worker out of the running session: its unmerged jobs go back to the front of the
-        queue, its pending change is forgotten; returns how many jobs (caller holds the lock)."""
+        queue, its snapshot and stale bits are freed; returns how many jobs (caller holds the lock)."""
         session = self.session
         requeued = 0
         if session is not None and member.rank is not None and session.state == "running":
@@ -609,8 +609,12 @@ class Dispatcher:
             self.cond.notify_all()
 
     @transport.expose
-    def download(self, sid, name, lo, hi):
-        """Rows ``[lo, hi)`` of a session array (the global weights, or a static array)."""
+    def download(self, sid, name, lo, hi, worker=None):
+        """Rows ``[lo, hi)`` of a session array (the global weights, or a static array).
+
+        A member of the session names itself (``worker``): the weights it downloads become its
+        view of them for the merges (:meth:`gensim_distw2v.merge.GlobalWeights.download`).
+        """
         with self.cond:
             session = self._session(sid, ("uploading", "running"))
             array = session.arrays.get(name)
@@ -620,9 +624,11 @@ class Dispatcher:
                 raise ValueError(f"download: rows [{lo}, {hi}) outside [0, {len(array)})")
             if array.nbytes // max(1, len(array)) * (hi - lo) > wire.MAX_ARRAY_BYTES:
                 raise ValueError("download: too many rows in one chunk")
-            lock = session.weights.lock if session.weights is not None else threading.Lock()
-        with lock:
-            return wire.pack_array(array[lo:hi].copy())
+            rank = None if worker is None else self._member(worker, sid).rank
+            weights = session.weights
+        if weights is not None and name in weights.weights:
+            return wire.pack_array(weights.download(name, lo, hi, rank))
+        return wire.pack_array(array[lo:hi].copy())
 
     @transport.expose
     def close(self, sid):
@@ -704,8 +710,9 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"matrices": {name: {"rows", "values"}}}``: the change other workers made to the part's
-            range since this worker last received it, as deltas to add.
+            ``{"matrices": {name: {"rows", "values"}}, "values": {name: {"rows", "values"}}}``: the
+            change other workers made to the part's damped rows since this worker last received them,
+            as deltas to add, and the global values of its other rows that changed since then.
         """
         with self.cond:
             session = self._session(sid)
@@ -714,15 +721,16 @@ class Dispatcher:
         cpu = time.thread_time()
         (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, max_rows,
          hot_rows) = wire.check_merge_part(part, session.vocab_size, session.vector_size, list(weights.weights))
-        reply = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows, hot_rows)
-        packed = {name_: wire.pack_deltas(*deltas_) for name_, deltas_ in reply.items()}
+        missed, values = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows, hot_rows)
+        packed = {name_: wire.pack_deltas(*deltas_) for name_, deltas_ in missed.items() if len(deltas_[0])}
+        packed_values = {name_: wire.pack_deltas(*values_) for name_, values_ in values.items() if len(values_[0])}
         cpu = time.thread_time() - cpu
         with self.cond:
             if self.members.get(name) is not member or member.rank != rank:
                 raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
                                  f"re-queued: join again")
-            up, down = (sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for r, v, c in way.values())
-                        for way in (deltas, reply))
+            up, down = (sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for way in ways for r, v, c in way.values())
+                        for ways in ((deltas,), (missed, values)))
             member.bytes_up += up
             member.bytes_down += down
             if exact:
@@ -751,7 +759,7 @@ class Dispatcher:
                     done[3] += examples
                     member.words += raw
                 self.cond.notify_all()
-        return {"matrices": packed}
+        return {"matrices": packed, "values": packed_values}
 
     def shutdown(self):
         """Stop the monitor thread."""

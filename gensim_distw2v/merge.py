@@ -1,16 +1,19 @@
 """Merge rules and their bookkeeping: numpy and compiled row arithmetic (``_rows``), no network.
 
-The dispatcher holds the global weights ``G`` (:class:`GlobalWeights`); every worker holds a
-replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`). Invariant on
-a worker: ``R = B + what this worker trained and has not sent yet``. A merge round goes through
-the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed with their
-delta ``R - B`` (and advances ``B`` by exactly what it sent), the dispatcher folds the delta into
-``G`` with the session's rule and answers with the change *other* workers made to the range
-since this worker last received it, which the worker adds to both ``R`` and ``B``. Both ways,
-the rows that changed least may be held back for a later round (error feedback: nothing is
-lost, it only arrives later). Likewise the rows of rare words (:func:`hot_rows`) merge only in
-every ``cold_every``-th round and at epoch ends: a routine round reads and moves the frequent
-words' rows only.
+The server (today the dispatcher) holds the global weights ``G`` (:class:`GlobalWeights`); every
+worker holds a replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`).
+Invariant on a worker: ``R = B + what this worker trained and has not sent yet``. A merge round
+goes through the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed
+with their delta ``R - B`` (and advances ``B`` by exactly what it sent), the server folds the
+delta into ``G`` with the session's rule and answers with what the worker lacks of the range:
+for the rows the ``damp`` rule damps, the change other workers made since it last received them
+(deltas, from a per-worker snapshot of those rows); for every other row, the current value of
+those changed since (from one bit per worker and row). The server's work per row and its memory
+do not grow with the number of workers (:class:`GlobalWeights`). Up, the rows that changed least
+may be held back for a later round (error feedback: nothing is lost, it only arrives later);
+down, the damped rows likewise. The rows of rare words (:func:`hot_rows`) merge only in every
+``cold_every``-th round and at epoch ends: a routine round reads and moves the frequent words'
+rows only.
 
 Rules (``merge=``):
 
@@ -22,13 +25,14 @@ Rules (``merge=``):
     devmix at K=4 it loses simlex even at 2.5 k. ``sync_words`` is derived from the number of
     workers by :func:`default_sync_words`. Routine rounds carry deltas as float16 (``merge_dtype``;
     int8 levels with a float32 scale per row on request); the part lost to rounding stays in
-    ``R - B`` (and, on the way down, pending) and goes with the next round, so nothing is lost.
+    ``R - B`` (and, on the way down, in the snapshot's difference) and goes with the next round,
+    so nothing is lost; rows sent as their float16 values are sent again, exactly, at epoch ends.
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
     several times per merge interval, at most 1,000 output rows: :func:`damped_rows`; ``syn1`` is summed):
     there a worker's delta is first reduced by what it repeats of the change it missed
-    (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against the pending change the
-    dispatcher keeps for the worker anyway): updates of a frequent word that several workers
+    (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against ``G`` less the server's
+    snapshot of the worker's base: the change the worker missed): updates of a frequent word that several workers
     made alike count once, updates that differ all count. Summing counts a frequent word's
     common drift K times, which is where summed deltas lose quality (see DESIGN.md, step 5, and
     README.rst for the measurements).
@@ -41,8 +45,8 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_rows, from_half,
-                                  kept_rows, row_diff, send_pending, send_rows, take_rows, to_half)
+from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half,
+                                  kept_rows, row_diff, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES, check_cold_every, check_damp_rows
 
 __all__ = ["CODECS", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "check_codec", "check_cold_every",
@@ -118,7 +122,7 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=Non
     cluster expects to see at least ``sightings`` times while a cold row waits (``cold_every``
     intervals of ``sync_words`` words on each of ``n_workers`` workers). The rows after them
     (rarer words) are *cold*: they merge every ``cold_every``-th round and at epoch ends, and
-    their change waits in ``R - B`` (and in the dispatcher's pending change) meanwhile, as
+    their change waits in ``R - B`` (and in the server's stale bits) meanwhile, as
     held-back rows do. Nearly every output row changes in every round (the negative samples),
     but a cold row's waiting change comes from about one sighting in the whole cluster, so no
     two workers' updates of it pile up unseen. Skipping them makes a routine round read and move
@@ -276,14 +280,32 @@ def _row_end(name, lo, hi, hot_rows):
 
 
 class GlobalWeights:
-    """The dispatcher's global weights, and per worker the change it has not received yet.
+    """The global weights, and what each worker lacks of them, in memory and work per row that do
+    not grow with the number of workers.
 
-    For every worker it keeps ``pending``: the sum of the changes other workers made to each row
-    since the worker last received it (so ``G = B_worker + pending`` on rows the worker has sent
-    everything of), and its squared norm per row. A merge reply sends the worker its pending
-    change as deltas (``codec`` in routine rounds), holding back the smallest rows; what it holds
-    back and what rounding loses stays pending (error feedback, as :meth:`Replica.take_delta`
-    does on the way up). Memory: one model-sized array per worker and matrix.
+    What a worker lacks is kept two ways, by row:
+
+    * The rows the ``damp`` rule damps (:func:`damped_rows`: a few hundred to a few thousand of the
+      most frequent words) need the change the worker missed, which the rule compares its delta
+      with. For those rows the server keeps a *snapshot* per worker: the worker's base ``B`` as the
+      server knows it (set when the worker downloads the row, advanced by every delta it sends and
+      every delta it is sent). What it missed is ``G - snapshot``, computed when needed; a reply
+      sends it as deltas (``codec`` in routine rounds, the smallest held back; rounding and
+      hold-back stay in ``G - snapshot``: error feedback, as :meth:`Replica.take_delta` does on the
+      way up).
+    * Every other row has one bit per worker (a *stale* bit): set for every other worker when a
+      worker's delta is folded into the row (for every worker, its writer included, when the rule
+      changed what was sent: ``mean``), cleared when the row's value is sent. A reply sends the
+      stale rows' *values* (float16 in routine rounds, float32 in exact ones): the worker sets its
+      base to them and keeps in its replica what it has not sent yet (:meth:`Replica.take_in`).
+      A float16 value is off by at most 2**-11 of itself; that error stays on the worker (the
+      server's ``G`` takes only the workers' deltas) and is gone with the next value sent: a
+      second bit per worker marks the rows it has as float16 only, and an exact reply (epoch
+      ends) sends those too.
+
+    Folding a delta touches the row once whatever the number of workers (setting the bits is one
+    64-bit OR per 64 workers); a reply costs the rows it sends plus a scan of the range's bits.
+    Memory: ``G``, 16 bytes a row per 64 workers, and per worker the damped rows' snapshot.
 
     Parameters
     ----------
@@ -296,7 +318,8 @@ class GlobalWeights:
         Under ``damp``, how many of the first rows of ``syn0`` and ``syn1neg`` are damped
         (:func:`damped_rows`). Default: every ``syn0`` row, 1,000 ``syn1neg`` rows.
     codec : {'float16', 'int8', 'float32'}
-        Values of routine replies (exact ones are float32).
+        Values of routine replies (exact ones are float32); the values of stale rows go as float16
+        under ``int8`` (int8 levels of a whole row's value would be too coarse).
     """
 
     def __init__(self, weights, rule="sum", damp_rows=None, codec="float16"):
@@ -307,21 +330,66 @@ class GlobalWeights:
         self.damp_rows = check_damp_rows(damp_rows if damp_rows is not None else
                                          {"syn0": n_rows, "syn1neg": min(n_rows, OUTPUT_DAMP_MOST)}, "GlobalWeights")
         self.weights, self.rule = weights, rule
-        self.pending = {}  # worker rank -> {matrix name: (float32 change array, float32 squared norm per row)}
+        # rows with a per-worker snapshot: the damped ones (none under sum and mean)
+        self.snap_rows = {name: min(n_rows, self.damp_rows.get(name, 0)) if rule == "damp" else 0
+                          for name in weights}
+        self.stale = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}
+        self.rounded = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}  # sent as float16
+        self.slots = {}  # worker rank -> its bit (slot) in the stale words
+        self.snapshots = {}  # worker rank -> {matrix name: float32 (snap_rows, dim)}
         self.merges = 0
         self.damped = 0  # rows the damp rule took part of
         self.lock = threading.Lock()
 
+    def _bit(self, worker):
+        """``(word, mask)`` of a worker's stale bit."""
+        slot = self.slots[worker]
+        return slot // 64, np.uint64(1) << np.uint64(slot % 64)
+
+    def _marks(self, worker, own_too):
+        """The stale bits a write by ``worker`` sets: every member's but its own (unless ``own_too``)."""
+        marks = np.zeros(next(iter(self.stale.values())).shape[1] if self.stale else 1, dtype=np.uint64)
+        for rank in self.slots:
+            if rank != worker or own_too:
+                word, mask = self._bit(rank)
+                marks[word] |= mask
+        return marks
+
     def add_worker(self, worker):
-        """A worker joined (and downloads the weights as they are now): nothing is pending for it."""
+        """A worker joined: it takes a free slot, and its view is what it downloads
+        (:meth:`download`); until then it is taken to hold the weights as they are now."""
         with self.lock:
-            self.pending[worker] = {name: (np.zeros_like(w), np.zeros(len(w), dtype=np.float32))
-                                    for name, w in self.weights.items()}
+            used = set(self.slots.values())
+            slot = next(i for i in range(len(used) + 1) if i not in used)
+            for bits in (self.stale, self.rounded):
+                for name, words in bits.items():
+                    if slot // 64 >= words.shape[1]:  # a 65th worker: one more word per row
+                        bits[name] = words = np.ascontiguousarray(
+                            np.concatenate([words, np.zeros((len(words), 1), np.uint64)], axis=1))
+                    words[:, slot // 64] &= ~(np.uint64(1) << np.uint64(slot % 64))
+            self.slots[worker] = slot
+            self.snapshots[worker] = {name: np.array(w[:self.snap_rows[name]], dtype=np.float32, order="C")
+                                      for name, w in self.weights.items()}
 
     def remove_worker(self, worker):
-        """A worker left: forget what was pending for it."""
+        """A worker left: free its slot and snapshot."""
         with self.lock:
-            self.pending.pop(worker, None)
+            self.slots.pop(worker, None)
+            self.snapshots.pop(worker, None)
+
+    def download(self, name, lo, hi, worker=None):
+        """Rows ``[lo, hi)`` of matrix ``name``, a copy; a member's download also becomes its view of
+        them (its snapshot, its stale bits cleared), at the same instant."""
+        with self.lock:
+            rows = np.array(self.weights[name][lo:hi])
+            if worker is not None and worker in self.slots:
+                top = min(hi, self.snap_rows[name])
+                if lo < top:
+                    self.snapshots[worker][name][lo:top] = rows[:top - lo]
+                word, mask = self._bit(worker)
+                self.stale[name][lo:hi, word] &= ~mask
+                self.rounded[name][lo:hi, word] &= ~mask
+            return rows
 
     def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None, hot_rows=None):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
@@ -336,56 +404,94 @@ class GlobalWeights:
             Per matrix: increasing uint32 rows in ``[lo, hi)``, their ``R - B`` values (float32,
             float16 or int8) and int8's float32 row scales (else None).
         hold_back : float
-            Keep back the rows of the reply with the smallest pending change, together up to this
-            share of the range's pending change.
+            Keep back the damped rows of the reply with the smallest missed change, together up to
+            this share of the range's missed change on those rows.
         exact : bool
-            Reply in float32 (else in :attr:`codec`, whose rounding stays pending).
+            Reply in float32 (else in :attr:`codec`, whose rounding waits: error feedback).
         max_rows : int, optional
-            Reply with at most this many rows per matrix (those with the largest pending change;
-            the rest stays pending): the traffic budget. Default: no limit.
+            Reply with at most this many rows per matrix (the traffic budget; the rest waits).
+            Default: no limit.
         hot_rows : int, optional
             A routine round of cold-row skipping (:func:`hot_rows`): reply with rows of ``syn0``
-            and ``syn1neg`` below this only (the others stay pending). Default: every row.
+            and ``syn1neg`` below this only (the others wait). Default: every row.
 
         Returns
         -------
-        dict
-            Per matrix, ``(rows, deltas, row scales or None)`` for the worker to add to its replica
-            and base (:meth:`Replica.take_in`): the
-            change of ``[lo, hi)`` made by other workers' merges (under ``mean``, also the
-            correction of its own, which averaging scaled).
+        (dict, dict)
+            Per matrix, ``(rows, values, row scales or None)``: first the damped rows' missed
+            change as deltas (:meth:`Replica.take_in`), then the stale rows' global values
+            (``take_in(..., absolute=True)``).
         """
-        reply = {}
+        deltas_out, values_out = {}, {}
         with self.lock:
-            if worker not in self.pending:
+            if worker not in self.slots:
                 raise ValueError(f"worker rank {worker} is not part of this session's merges")
-            scale = 1.0 / len(self.pending) if self.rule == "mean" else 1.0
+            scale = 1.0 / len(self.slots) if self.rule == "mean" else 1.0
+            marks = self._marks(worker, own_too=self.rule == "mean")
+            word, mask = self._bit(worker)
             for name, weights in self.weights.items():
+                top_rows, snap = self.snap_rows[name], self.snapshots[worker][name]
                 rows, values, row_scales = deltas.get(name, (None, None, None))
                 if rows is not None and len(rows):
-                    # damp (the first rows, most frequent first) or sum; under mean, averaging scaled the
-                    # worker's own update, which its pending change corrects: one compiled pass
-                    damped = self.rule == "damp" and name in self.damp_rows
-                    top = int(np.searchsorted(rows, self.damp_rows[name])) if damped else 0  # rows are increasing
+                    rows = np.ascontiguousarray(rows, dtype=np.uint32)
+                    top = int(np.searchsorted(rows, top_rows))  # rows are increasing
                     if values.dtype == np.float16 and not HAS_F16C:
                         values = _as_float32(values)
-                    self.damped += fold_rows(weights, np.ascontiguousarray(rows, dtype=np.uint32), values, top,
-                              *self.pending[worker][name],
-                              [matrices[name] for other, matrices in self.pending.items() if other != worker],
-                              scale, scale - 1.0 if self.rule == "mean" else 0.0, row_scales)
-                change, mass = self.pending[worker][name]
+                    self.damped += fold_part(weights, rows, values, top, snap, self.stale[name], marks, scale,
+                                             row_scales)
                 end = _row_end(name, lo, hi, hot_rows)
-                fresh = np.flatnonzero(mass[lo:end])
-                fresh = (fresh[_kept(mass[lo:end][fresh], hold_back, max_rows)] + lo).astype(np.uint32)
-                codec = "float32" if exact else _part_codec(self.codec, mass[fresh])
-                if HAS_F16C or codec != "float16":  # one pass: gather, round, subtract what goes
-                    out, out_scales = send_pending(change, mass, fresh, codec)
+                # damped rows: what the worker missed, as deltas (hold-back and rounding wait: error feedback)
+                if lo < min(end, top_rows):
+                    deltas_out[name] = _take(weights[:top_rows], snap, lo, min(end, top_rows),
+                                             "float32" if exact else self.codec, hold_back, max_rows)
                 else:
-                    (out, sent_back), out_scales = _compact(change[fresh], half=True), None
-                    add_rows(change, fresh, sent_back, -1.0, mass)
-                reply[name] = (fresh, out, out_scales)
+                    deltas_out[name] = (np.zeros(0, np.uint32), np.zeros((0, weights.shape[1]), np.float32), None)
+                # every other row: the values of those changed since the worker last had them (and, in an
+                # exact reply, of those it has as float16 only)
+                a = max(lo, top_rows)
+                if a < end:
+                    bits = self.stale[name][a:end, word] | self.rounded[name][a:end, word] if exact \
+                        else self.stale[name][a:end, word]
+                    stale = np.flatnonzero(bits & mask).astype(np.uint32) + np.uint32(a)
+                else:
+                    stale = np.zeros(0, np.uint32)
+                if max_rows is not None:
+                    stale = stale[:max(0, max_rows - len(deltas_out[name][0]))]  # most frequent first; the rest waits
+                values_out[name] = (stale,) + _values(weights, stale, "float32" if exact else self.codec)
+                self.stale[name][stale, word] &= ~mask
+                if values_out[name][1].dtype == np.float16:
+                    self.rounded[name][stale, word] |= mask
+                else:
+                    self.rounded[name][stale, word] &= ~mask
             self.merges += 1
-        return reply
+        return deltas_out, values_out
+
+
+def _values(weights, rows, codec):
+    """``(values, None)``: rows of the global weights for the wire, float16 unless ``codec`` is float32
+    or a value does not fit float16."""
+    values = weights[rows]
+    if codec != "float32" and len(rows):
+        half = to_half(values)
+        exponent = half.view(np.uint16) & np.uint16(0x7C00)
+        if not (exponent == 0x7C00).any():  # every value finite in float16
+            return half, None
+    return values, None
+
+
+def _take(replica, base, lo, hi, codec, hold_back=0.0, max_rows=None):
+    """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
+    :meth:`Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
+    changed, norms = changed_rows(replica, base, lo, hi)
+    kept = _kept(norms, hold_back, max_rows)
+    changed = changed[kept]
+    part_codec = _part_codec(codec, norms[kept])
+    if HAS_F16C or part_codec != "float16":  # one pass: difference, rounding, advancing the base
+        delta, row_scales = send_rows(replica, base, changed, part_codec)
+    else:
+        (delta, sent), row_scales = _compact(row_diff(replica, base, changed), half=True), None
+        add_rows(base, changed, sent)
+    return changed, delta, row_scales
 
 
 def damp_agreeing(delta, missed, missed_sq):
@@ -467,36 +573,23 @@ class Replica:
             Per matrix: uint32 rows, their delta values, and int8's float32 row scales (else None).
         """
         codec = check_codec(codec)
-        out = {}
-        for name, replica in self.replica.items():
-            base = self.base[name]
-            changed, norms = changed_rows(replica, base, lo, _row_end(name, lo, hi, hot_rows))
-            kept = _kept(norms, hold_back, max_rows)
-            changed = changed[kept]
-            # B advances by exactly what the dispatcher adds to G (so B == G bit for bit on rows
-            # no one else touched); the rounding of the delta stays in R - B for the next round.
-            part_codec = _part_codec(codec, norms[kept])
-            if HAS_F16C or part_codec != "float16":  # one pass: difference, rounding, advancing B
-                delta, row_scales = send_rows(replica, base, changed, part_codec)
-            else:
-                (delta, sent), row_scales = _compact(row_diff(replica, base, changed), half=True), None
-                add_rows(base, changed, sent)
-            out[name] = (changed, delta, row_scales)
-        return out
+        # B advances by exactly what the server adds to G (so B == G bit for bit on rows no one else
+        # touched); the rounding of the delta stays in R - B for the next round.
+        return {name: _take(replica, self.base[name], lo, _row_end(name, lo, hi, hot_rows), codec, hold_back, max_rows)
+                for name, replica in self.replica.items()}
 
-    def take_in(self, reply):
-        """Take in the change other workers made: ``R += delta; B += delta`` on those rows.
+    def take_in(self, missed, values=None):
+        """Take in what the server sent (:meth:`GlobalWeights.apply`'s pair): deltas of the rows
+        it keeps a snapshot of (``R += delta; B += delta``) and the global values of other rows
+        (``R += value - B; B = value``: what this worker has not sent stays in ``R - B``).
 
-        ``reply`` maps matrix names to ``(rows, values, row scales or None)``, as
-        :meth:`GlobalWeights.apply` returns them.
+        Both map matrix names to ``(rows, values, row scales or None)``.
         """
-        for name, (rows, values, row_scales) in reply.items():
-            if not len(rows):
-                continue
-            rows = np.ascontiguousarray(rows, dtype=np.uint32)
-            if HAS_F16C or values.dtype != np.float16:
-                take_rows(self.replica[name], self.base[name], rows, values, row_scales)
-            else:
-                values = _as_float32(values)
-                add_rows(self.replica[name], rows, values)
-                add_rows(self.base[name], rows, values)
+        for reply, absolute in ((missed, False), (values or {}, True)):
+            for name, (rows, got, row_scales) in reply.items():
+                if not len(rows):
+                    continue
+                rows = np.ascontiguousarray(rows, dtype=np.uint32)
+                if not HAS_F16C and got.dtype == np.float16:
+                    got = _as_float32(got)
+                take_rows(self.replica[name], self.base[name], rows, got, row_scales, absolute)

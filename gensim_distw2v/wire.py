@@ -273,8 +273,9 @@ def _all_finite(values):
     return bool(np.isfinite(values).all())
 
 
-def unpack_deltas(msg, name, vector_size, lo, hi, what):
-    """One matrix's deltas ``{"rows", "values"[, "scales"]}`` of a merge part or reply, checked.
+def unpack_deltas(msg, name, vector_size, lo, hi, what, absolute=False):
+    """One matrix's deltas ``{"rows", "values"[, "scales"]}`` of a merge part or reply, checked
+    (with ``absolute``, rows' values: float16 or float32 only).
 
     Returns
     -------
@@ -284,7 +285,8 @@ def unpack_deltas(msg, name, vector_size, lo, hi, what):
         :data:`MAX_SCALE`), else None.
     """
     rows = unpack_array(need(msg, "rows", dict, what), f"{name} rows", "uint32", ndim=1)
-    values = unpack_array(need(msg, "values", dict, what), f"{name} values", DELTA_DTYPES, ndim=2,
+    values = unpack_array(need(msg, "values", dict, what), f"{name} values",
+                          ("float32", "float16") if absolute else DELTA_DTYPES, ndim=2,
                           shape=(len(rows), vector_size))
     if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
         raise ValueError(f"{what}: {name} rows must lie in [{lo}, {hi})")

@@ -132,7 +132,7 @@ class _Training:
         row_bytes = max(1, target.nbytes // max(1, len(target)))
         for lo, hi in row_ranges(len(target), row_bytes, self.part_bytes):
             self.worker.check_alive(self)
-            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi), f"download of {name}",
+            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi, self.worker.name), f"download of {name}",
                                       target.dtype.name, shape=(hi - lo,) + target.shape[1:])
             target[lo:hi] = chunk
         return target
@@ -352,12 +352,15 @@ class _Training:
                     "merge_cpu": self.merge_cpu + time.thread_time() - cpu, "kernel_cpu": self._kernel_cpu(),
                     "matrices": {n: wire.pack_deltas(*d) for n, d in deltas.items() if len(d[0])}}
             reply = proxy.merge(self.worker.name, self.sid, part)
-            got = {}
-            for name, msg in wire.need(reply, "matrices", dict, "merge reply").items():
-                if name not in self.replica.replica:
-                    raise ValueError(f"merge reply: unknown matrix {name!r}")
-                got[name] = wire.unpack_deltas(msg, name, self.params["vector_size"], lo, hi, "merge reply")
-            self.replica.take_in(got)
+            got = []
+            for key, absolute in (("matrices", False), ("values", True)):
+                got.append({})
+                for name, msg in wire.need(reply, key, dict, "merge reply").items():
+                    if name not in self.replica.replica:
+                        raise ValueError(f"merge reply: unknown matrix {name!r}")
+                    got[-1][name] = wire.unpack_deltas(msg, name, self.params["vector_size"], lo, hi,
+                                                       f"merge reply's {key}", absolute)
+            self.replica.take_in(*got)
         self.merge_seconds += time.perf_counter() - began
         self.merge_cpu += time.thread_time() - cpu
 

@@ -23,7 +23,7 @@ def train(replica, rows, scale, seed):
 def merge_round(replica, global_, rank, dtype=np.float32, hold_back=0.0, ranges=((0, V),)):
     """One round; replies in the global weights' codec unless ``dtype`` is float32 (exact)."""
     for lo, hi in ranges:
-        replica.take_in(global_.apply(rank, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), hold_back,
+        replica.take_in(*global_.apply(rank, lo, hi, replica.take_delta(lo, hi, dtype, hold_back), hold_back,
                                       exact=dtype == np.float32))
 
 
@@ -65,13 +65,39 @@ def test_sum_applies_every_delta_and_spreads_it():
         np.testing.assert_allclose(a.replica[n], g.weights[n], atol=1e-6)
 
 
-def test_a_workers_own_rows_do_not_come_back():
-    _init, g, (a, _b) = cluster(2)
+@pytest.mark.parametrize("rule", ["sum", "damp"])
+def test_a_workers_own_rows_do_not_come_back(rule):
+    """Neither as values (stale bits) nor as deltas (damped rows' snapshots)."""
+    _init, g, (a, _b) = cluster(2, rule)
     train(a, np.array([5, 6]), 0.1, 1)
     merge_round(a, g, 0)
     train(a, np.array([5, 6]), 0.1, 2)
     reply = g.apply(0, 0, V, a.take_delta(0, V))
-    assert all(len(rows) == 0 for rows, _values, _scales in reply.values())
+    assert all(len(rows) == 0 for part in reply for rows, _values, _scales in part.values())
+
+
+def test_rows_changed_by_others_come_back_as_values_once():
+    """sum: b's rows reach a as their global values (float16 in routine rounds), once; a's own view
+    of a row it trained further keeps what it has not sent."""
+    init, g, (a, b) = cluster(2)
+    train(b, np.array([3, 9]), 0.1, 1)
+    merge_round(b, g, 1)
+    train(a, np.array([9]), 0.1, 2)
+    trained = {n: (a.replica[n] - init[n]) + (b.replica[n] - init[n]) for n in init}
+    unsent = a.replica["syn0"][9] - a.base["syn0"][9]
+    missed, values = g.apply(0, 0, V, {}, exact=False)  # a sends nothing, takes b's rows in
+    assert not any(len(rows) for rows, _v, _s in missed.values())
+    assert values["syn0"][0].tolist() == [3, 9] and values["syn0"][1].dtype == np.float16
+    a.take_in(missed, values)
+    np.testing.assert_array_equal(a.base["syn0"][[3, 9]], values["syn0"][1].astype(np.float32))
+    np.testing.assert_allclose(a.replica["syn0"][9] - a.base["syn0"][9], unsent, atol=1e-6)
+    assert np.abs(a.base["syn0"][3] - g.weights["syn0"][3]).max() <= 2 ** -11 * np.abs(g.weights["syn0"][3]).max()
+    again = g.apply(0, 0, V, {}, exact=False)
+    assert not any(len(rows) for part in again for rows, _v, _s in part.values())
+    merge_round(a, g, 0)  # exact: a's float16 view gives way to the float32 values
+    np.testing.assert_array_equal(a.base["syn0"][3], g.weights["syn0"][3])
+    np.testing.assert_allclose(a.replica["syn0"], g.weights["syn0"], atol=1e-6)
+    np.testing.assert_allclose(g.weights["syn0"], init["syn0"] + trained["syn0"], atol=1e-6)
 
 
 def test_mean_rule_averages():
@@ -99,17 +125,18 @@ def test_hold_back_keeps_small_changes_for_later():
 
 
 def test_reply_holds_back_small_changes_until_asked_for_all():
-    _init, g, (a, b) = cluster(2)
+    """Damped rows (their missed change goes as deltas, from the snapshot) hold back the smallest."""
+    _init, g, (a, b) = cluster(2, "damp")
     a.replica["syn0"][0] += 1.0
     a.replica["syn0"][1:4] += 0.01
     merge_round(a, g, 0)
     reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.01, exact=False)
-    assert reply["syn0"][0].tolist() == [0]  # the small ones stay pending for b
-    assert reply["syn0"][1].dtype == np.float16
-    b.take_in(reply)
+    assert reply[0]["syn0"][0].tolist() == [0]  # the small ones stay pending for b
+    assert reply[0]["syn0"][1].dtype == np.float16
+    b.take_in(*reply)
     reply = g.apply(1, 0, V, b.take_delta(0, V), hold_back=0.0)
-    assert {1, 2, 3} <= set(reply["syn0"][0].tolist())  # (and row 0 float16 rounding, if any)
-    b.take_in(reply)
+    assert {1, 2, 3} <= set(reply[0]["syn0"][0].tolist())  # (and row 0 float16 rounding, if any)
+    b.take_in(*reply)
     np.testing.assert_allclose(b.replica["syn0"], g.weights["syn0"], atol=1e-6)
 
 
@@ -152,10 +179,14 @@ def test_unknown_worker_is_refused():
 
 
 def test_traffic_budget_sends_the_largest_rows_and_keeps_the_rest():
-    """max_rows: a round moves at most that many rows per matrix each way, the largest changes; the rest
-    waits (in R - B up, pending down) and arrives later, so the replicas still end equal to the global
+    """max_rows: a round moves at most that many rows per matrix each way (up the largest changes, down
+    the damped rows' largest, then the most frequent); the rest waits (in R - B up, in the snapshot or
+    the stale bits down) and arrives later, so the replicas still end equal to the global
     weights once a round without a budget has run."""
-    _init, g, (a, b) = cluster(2)
+    _init, g, (a, b) = cluster(2, "damp")
+    g.snap_rows["syn0"] = V // 2  # half the rows damped (deltas down), half not (values down)
+    for rank in (0, 1):
+        g.snapshots[rank]["syn0"] = g.snapshots[rank]["syn0"][:V // 2].copy()
     rng = np.random.default_rng(5)
     for step in range(5):
         for r, seed in ((a, step), (b, 100 + step)):
@@ -167,13 +198,13 @@ def test_traffic_budget_sends_the_largest_rows_and_keeps_the_rest():
         np.testing.assert_array_equal(np.sort(up["syn0"][0]), up["syn0"][0])
         assert norms[up["syn0"][0]].min() >= np.delete(norms, up["syn0"][0]).max()
         down = g.apply(0, 0, V, up, 0.0, True, max_rows=3)
-        assert all(len(rows) <= 3 for rows, _values, _scales in down.values())
-        a.take_in(down)
-        b.take_in(g.apply(1, 0, V, b.take_delta(0, V, np.float32, 0.0, max_rows=0), 0.0, True, max_rows=0))
+        assert all(len(part[name][0]) + len(down[1][name][0]) <= 3 for part in down[:1] for name in part)
+        a.take_in(*down)
+        b.take_in(*g.apply(1, 0, V, b.take_delta(0, V, np.float32, 0.0, max_rows=0), 0.0, True, max_rows=0))
         assert not (a.replica["syn0"] == a.base["syn0"]).all()  # something still waits
     for _ in range(2):  # rounds without a budget deliver what waited
         for rank, r in enumerate((a, b)):
-            r.take_in(g.apply(rank, 0, V, r.take_delta(0, V), 0.0, True))
+            r.take_in(*g.apply(rank, 0, V, r.take_delta(0, V), 0.0, True))
     for name in g.weights:
         np.testing.assert_allclose(a.replica[name], g.weights[name], atol=1e-6)
         np.testing.assert_allclose(b.replica[name], g.weights[name], atol=1e-6)
@@ -350,9 +381,9 @@ def test_cold_rows_wait_for_a_round_of_every_row_and_nothing_is_lost():
             sent = r.take_delta(0, V, np.float32, hot_rows=hot)
             assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values, _scales in sent.values()), sent
             reply = g.apply(rank, 0, V, sent, hot_rows=hot)
-            assert all(set(rows.tolist()) <= set(range(hot)) for rows, _values, _scales in reply.values()), reply
-            r.take_in(reply)
-    a.take_in(g.apply(0, 0, V, a.take_delta(0, V, hot_rows=hot), hot_rows=hot))  # a takes b's last round in
+            assert all(set(rows.tolist()) <= set(range(hot)) for part in reply for rows, _v, _s in part.values())
+            r.take_in(*reply)
+    a.take_in(*g.apply(0, 0, V, a.take_delta(0, V, hot_rows=hot), hot_rows=hot))  # a takes b's last round in
     for n in init:  # the cold rows have not moved on the dispatcher yet; the hot ones agree everywhere
         assert np.array_equal(g.weights[n][hot:], init[n][hot:])
         np.testing.assert_allclose(a.replica[n][:hot], g.weights[n][:hot], atol=1e-6)
@@ -402,62 +433,65 @@ def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
 
 
 def test_compiled_fold_is_the_reference_rule():
-    """fold_rows (the dispatcher's, compiled) against damp_agreeing (numpy, the readable rule) and add_rows."""
-    from gensim_distw2v._rows import HAS_F16C, add_rows, fold_rows
+    """fold_part (the server's, compiled) against damp_agreeing (numpy, the readable rule) and add_rows;
+    the damped rows' snapshot advances by what was sent, the other rows' stale bits are set."""
+    from gensim_distw2v._rows import HAS_F16C, add_rows, fold_part
 
     rng = np.random.default_rng(5)
+    weights = rng.standard_normal((40, 9), dtype=np.float32)
     missed = rng.standard_normal((40, 9), dtype=np.float32)
     missed[[3, 7]] = 0  # nothing missed there: sent as is
-    missed_sq = (missed.astype(np.float64) ** 2).sum(1).astype(np.float32)
+    snap = (weights - missed)[:32].copy()  # the worker's base on the 32 damped rows
+    missed = weights[:32] - snap  # as float32 computes it
     rows = np.array([1, 3, 7, 8, 20, 31, 39], dtype=np.uint32)
     sent = rng.standard_normal((7, 9), dtype=np.float32)
     sent[3] = missed[8]  # the same update: counts once
     sent[4] = -missed[20]  # opposite: all of it counts
     top = 6  # row 39 is beyond the damped rows
+    missed_sq = (missed.astype(np.float64) ** 2).sum(1)
     update = sent.copy()
     update[:top] = merge.damp_agreeing(sent[:top], missed[rows[:top]], missed_sq[rows[:top]])
-    kept = missed.copy()
-    kept[rows] += update - sent  # what the rule took back stays the worker's
-    weights = rng.standard_normal((40, 9), dtype=np.float32)
-    other, other_sq = rng.standard_normal((40, 9), dtype=np.float32), np.zeros(40, np.float32)
-    expected_weights, expected_other, expected_sq = weights.copy(), other.copy(), other_sq.copy()
+    expected_weights, expected_snap = weights.copy(), snap.copy()
     add_rows(expected_weights, rows, update)
-    add_rows(expected_other, rows, update, 1.0, expected_sq)
+    add_rows(expected_snap, rows[:top], sent[:top])
     agreeing = int(((missed[rows[:top]] * sent[:top]).sum(1) > 0).sum())
     assert 0 < agreeing < top  # the case is worth its name: some agree, some do not
-    assert fold_rows(weights, rows, sent, top, missed, missed_sq, [(other, other_sq)]) == agreeing
-    np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(other, expected_other, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(other_sq, expected_sq, rtol=1e-5)
-    np.testing.assert_allclose(missed, kept, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(missed_sq, (kept.astype(np.float64) ** 2).sum(1), rtol=1e-4, atol=1e-6)
-    np.testing.assert_array_equal(weights[20], expected_weights[20])  # opposite: summed as is
-    # mean: scaled, and the worker's own pending corrects its own update
-    own, own_sq = np.zeros((40, 9), np.float32), np.zeros(40, np.float32)
+    stale = np.zeros((40, 2), np.uint64)
+    stale[39, 1] = 8
+    marks = np.array([5, 2], np.uint64)
+    w, sn = weights.copy(), snap.copy()
+    assert fold_part(w, rows, sent, top, sn, stale, marks) == agreeing
+    np.testing.assert_allclose(w, expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(sn, expected_snap)  # the worker's base: + exactly what it sent
+    np.testing.assert_array_equal(w[20], expected_weights[20])  # opposite: summed as is
+    assert stale[39].tolist() == [5, 10] and not stale[:39].any()  # only the row beyond the damped ones
+    # mean: scaled (the writer's bit is among the marks, set by the caller)
     before = weights.copy()
-    assert fold_rows(weights, rows, sent, 0, own, own_sq, [], 0.5, -0.5) == 0
-    np.testing.assert_allclose(weights[rows] - before[rows], 0.5 * sent, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(own[rows], -0.5 * sent, rtol=1e-6)
+    w = weights.copy()
+    assert fold_part(w, rows, sent, 0, snap[:0], stale, marks, 0.5) == 0
+    np.testing.assert_allclose(w[rows] - before[rows], 0.5 * sent, rtol=1e-5, atol=1e-7)
+    assert (stale[rows, 0] == 5).all()
     if HAS_F16C:  # float16 deltas: converted in the pass, the same as converting first
         from gensim_distw2v._rows import from_half, to_half
         half = to_half(sent)
-        w16, w32 = weights.copy(), weights.copy()
-        o16, o32 = (other.copy(), other_sq.copy()), (other.copy(), other_sq.copy())
-        m16, m32 = (missed.copy(), missed_sq.copy()), (missed.copy(), missed_sq.copy())
-        assert fold_rows(w16, rows, half, top, *m16, [o16]) == fold_rows(w32, rows, from_half(half), top, *m32, [o32])
-        for got, want in ((w16, w32), (o16[0], o32[0]), (o16[1], o32[1]), (m16[0], m32[0]), (m16[1], m32[1])):
-            np.testing.assert_array_equal(got, want)
+        w16, w32, s16, s32 = weights.copy(), weights.copy(), snap.copy(), snap.copy()
+        assert fold_part(w16, rows, half, top, s16, stale, marks) == fold_part(w32, rows, from_half(half), top, s32,
+                                                                                stale, marks)
+        np.testing.assert_array_equal(w16, w32)
+        np.testing.assert_array_equal(s16, s32)
     with pytest.raises(ValueError, match="top=8 is outside"):
-        fold_rows(weights, rows, sent, 8, own, own_sq, [])
+        fold_part(w, rows, sent, 8, snap, stale, marks)
     with pytest.raises(ValueError, match="row 40 is outside"):
-        fold_rows(weights, np.array([1, 3, 7, 8, 20, 31, 40], np.uint32), sent, 0, own, own_sq, [])
-    with pytest.raises(ValueError, match="every other pending change must match"):
-        fold_rows(weights, rows, sent, 0, own, own_sq, [(other[:5], other_sq)])
+        fold_part(w, np.array([1, 3, 7, 8, 20, 31, 40], np.uint32), sent, 0, snap, stale, marks)
+    with pytest.raises(ValueError, match="damped row 39 is outside"):
+        fold_part(w, rows, sent, 7, snap, stale, marks)
+    with pytest.raises(ValueError, match="stale must have a row per weight row"):
+        fold_part(w, rows, sent, 0, snap, stale[:5], marks)
 
 
 def test_fused_merge_steps_equal_the_separate_ones():
-    """send_rows / send_pending / take_rows (one pass each) against row_diff, to_half and add_rows."""
-    from gensim_distw2v._rows import (HAS_F16C, add_rows, from_half, row_diff, send_pending, send_rows, take_rows,
+    """send_rows / take_rows (one pass each) against row_diff, to_half and add_rows."""
+    from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, from_half, row_diff, send_rows, take_rows,
                                       to_half)
 
     rng = np.random.default_rng(9)
@@ -478,14 +512,6 @@ def test_fused_merge_steps_equal_the_separate_ones():
         np.testing.assert_array_equal(got, wire)
         np.testing.assert_array_equal(b_fused, b_steps)  # B advances by exactly what was sent
     pending = rng.standard_normal((60, 13), dtype=np.float32) * 1e-2
-    for half in (True, False):
-        p_fused, p_steps = pending.copy(), pending.copy()
-        n_fused, n_steps = np.zeros(60, np.float32), np.zeros(60, np.float32)
-        wire = to_half(p_steps[rows]) if half else p_steps[rows].copy()
-        add_rows(p_steps, rows, from_half(wire) if half else wire, -1.0, n_steps)
-        np.testing.assert_array_equal(send_pending(p_fused, n_fused, rows, "float16" if half else "float32")[0], wire)
-        np.testing.assert_array_equal(p_fused, p_steps)
-        np.testing.assert_allclose(n_fused, n_steps, rtol=1e-6)
     for values in (to_half(pending[rows]), pending[rows]):
         r_fused, b_fused, r_steps, b_steps = replica.copy(), base.copy(), replica.copy(), base.copy()
         take_rows(r_fused, b_fused, rows, values)
@@ -493,6 +519,12 @@ def test_fused_merge_steps_equal_the_separate_ones():
         add_rows(b_steps, rows, values.astype(np.float32))
         np.testing.assert_array_equal(r_fused, r_steps)
         np.testing.assert_array_equal(b_fused, b_steps)
+        # absolute: the rows' new values; what the replica had not sent stays in R - B
+        r_abs, b_abs = replica.copy(), base.copy()
+        take_rows(r_abs, b_abs, rows, values, absolute=True)
+        np.testing.assert_array_equal(b_abs[rows], values.astype(np.float32))
+        np.testing.assert_allclose(r_abs[rows] - b_abs[rows], replica[rows] - base[rows], atol=1e-6)
+        np.testing.assert_array_equal(np.delete(r_abs, rows, 0), np.delete(replica, rows, 0))
     # beyond float16's range: the largest float16 goes, the rest stays in R - B for later
     big = base.copy()
     replica2 = base.copy()
@@ -504,16 +536,12 @@ def test_fused_merge_steps_equal_the_separate_ones():
     assert replica2[4, 5] - big[4, 5] == pytest.approx(-(1e6 - 65504), rel=1e-3)
     # norms of vector-wide rows (the eight-way partial sums and their tail) against numpy
     wide = rng.standard_normal((30, 100), dtype=np.float32)
-    wide_norms = np.zeros(30, np.float32)
-    wide_rows = np.array([1, 8, 29], np.uint32)
-    send_pending(wide, wide_norms, wide_rows, "float16")
-    np.testing.assert_allclose(wide_norms[wide_rows], (wide[wide_rows].astype(np.float64) ** 2).sum(1), rtol=1e-6)
+    wide_rows, wide_norms = changed_rows(wide, np.zeros_like(wide), 0, 30)
+    np.testing.assert_allclose(wide_norms, (wide.astype(np.float64) ** 2).sum(1), rtol=1e-12)
     with pytest.raises(ValueError, match="row 60 is outside"):
         send_rows(replica, base, np.array([60], np.uint32), "float16")
     with pytest.raises(ValueError, match="values must have shape"):
         take_rows(replica, base, rows, pending[:2])
-    with pytest.raises(ValueError, match="norms must have 60 entries"):
-        send_pending(pending, np.zeros(5, np.float32), rows, "float16")
     with pytest.raises(ValueError, match="unknown delta codec 'int4'"):
         send_rows(replica, base, rows, "int4")
 
@@ -524,10 +552,10 @@ def dequantized(levels, scales):
 
 
 def test_int8_deltas_carry_each_row_on_its_own_scale():
-    """send_rows / send_pending in int8: levels in [-127, 127] with the row's largest |value| at 127,
-    within half a step of the delta; B (or the pending change) moves by exactly what the receiver adds;
-    take_rows and fold_rows add exactly ``level * scale``."""
-    from gensim_distw2v._rows import add_rows, fold_rows, row_diff, send_pending, send_rows, take_rows
+    """send_rows in int8: levels in [-127, 127] with the row's largest |value| at 127, within half a
+    step of the delta; B moves by exactly what the receiver adds; take_rows and fold_part add
+    exactly ``level * scale``."""
+    from gensim_distw2v._rows import add_rows, fold_part, row_diff, send_rows, take_rows
 
     rng = np.random.default_rng(11)
     replica = rng.standard_normal((60, 13), dtype=np.float32)
@@ -547,31 +575,22 @@ def test_int8_deltas_carry_each_row_on_its_own_scale():
     expected_b = base.copy()
     add_rows(expected_b, rows, sent)
     np.testing.assert_array_equal(b, expected_b)  # bit for bit: the rest stays in R - B
-    # the dispatcher's side: pending goes down by exactly what is sent
-    pending, norms = (replica - base) * 3, np.zeros(60, np.float32)
-    p = pending.copy()
-    levels, scales = send_pending(p, norms, rows, "int8")
-    expected_p = pending.copy()
-    add_rows(expected_p, rows, dequantized(levels, scales), -1.0)
-    np.testing.assert_array_equal(p, expected_p)
-    np.testing.assert_allclose(norms[rows], (p[rows].astype(np.float64) ** 2).sum(1), rtol=1e-5, atol=1e-30)
-    # receivers: take_rows and fold_rows add level * scale, bit for bit as the float32 equivalent
+    # receivers: take_rows and fold_part add level * scale, bit for bit as the float32 equivalent
     r8, b8, r32, b32 = replica.copy(), base.copy(), replica.copy(), base.copy()
     take_rows(r8, b8, rows, levels, scales)
     take_rows(r32, b32, rows, dequantized(levels, scales))
     np.testing.assert_array_equal(r8, r32)
     np.testing.assert_array_equal(b8, b32)
-    w8, w32 = replica.copy(), replica.copy()
-    own8, own32 = (pending.copy(), norms.copy()), (pending.copy(), norms.copy())
-    other8, other32 = (base.copy(), np.zeros(60, np.float32)), (base.copy(), np.zeros(60, np.float32))
-    assert fold_rows(w8, rows, levels, 3, *own8, [other8], row_scales=scales) == \
-        fold_rows(w32, rows, dequantized(levels, scales), 3, *own32, [other32])
-    for got, want in ((w8, w32), (own8[0], own32[0]), (other8[0], other32[0]), (other8[1], other32[1])):
+    w8, w32, s8, s32 = replica.copy(), replica.copy(), base[:32].copy(), base[:32].copy()
+    stale, marks = np.zeros((60, 1), np.uint64), np.ones(1, np.uint64)
+    assert fold_part(w8, rows, levels, 3, s8, stale, marks, row_scales=scales) == \
+        fold_part(w32, rows, dequantized(levels, scales), 3, s32, stale, marks)
+    for got, want in ((w8, w32), (s8, s32)):
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="int8 values need their row scales"):
         take_rows(r8, b8, rows, levels)
     with pytest.raises(ValueError, match="int8 values need their row scales"):
-        fold_rows(w8, rows, dequantized(levels, scales), 0, *own8, [], row_scales=scales)
+        fold_part(w8, rows, dequantized(levels, scales), 0, s8, stale, marks, row_scales=scales)
     with pytest.raises(ValueError, match=r"row scales must be float32 of shape \(5,\)"):
         take_rows(r8, b8, rows, levels, scales[:4])
 
