@@ -16,7 +16,7 @@ of ``--workers`` (K workers x 1 thread on this machine), each run a fresh proces
 CPU figures are CPU time, not wall time, so running 8 workers on 2 cores (oversubscribed) does not
 inflate them the way it inflates wall time; what it still distorts (caches shared, more context
 switches) makes them pessimistic. From these it projects K nodes of T threads on links of L Gbit/s
-(the model, in ``docs/``... and in :func:`project`):
+(the model: ``docs/scaling.rst`` and :func:`project`):
 
 * a node: ``T * e(T) * 1e6 / (kernel_us + worker_merge_us)`` words/s, ``e(T) = 1 - 0.08 log2 T``
   (the threading efficiency gensim's own benchmarks show: about 0.6 at 32 threads);

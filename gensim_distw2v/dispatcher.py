@@ -615,6 +615,9 @@ class Dispatcher:
         A member of the session names itself (``worker``): the weights it downloads become its
         view of them for the merges (:meth:`gensim_distw2v.merge.GlobalWeights.download`).
         """
+        if worker is not None and not isinstance(worker, str):
+            raise ValueError(f"download: worker must be the downloading worker's name (a str) or None, got "
+                             f"{type(worker).__name__}")
         with self.cond:
             session = self._session(sid, ("uploading", "running"))
             array = session.arrays.get(name)
@@ -729,7 +732,8 @@ class Dispatcher:
             if self.members.get(name) is not member or member.rank != rank:
                 raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
                                  f"re-queued: join again")
-            up, down = (sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes) for way in ways for r, v, c in way.values())
+            up, down = (sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
+                            for way in ways for r, v, c in way.values())
                         for ways in ((deltas,), (missed, values)))
             member.bytes_up += up
             member.bytes_down += down

@@ -47,7 +47,7 @@ import numpy as np
 
 from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half,
                                   kept_rows, row_diff, send_rows, take_rows, to_half)
-from gensim_distw2v.wire import MERGE_RULES, check_cold_every, check_damp_rows
+from gensim_distw2v.wire import MERGE_RULES, all_finite, check_cold_every, check_damp_rows
 
 __all__ = ["CODECS", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "check_codec", "check_cold_every",
            "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_ranges"]
@@ -336,6 +336,7 @@ class GlobalWeights:
         self.stale = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}
         self.rounded = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}  # sent as float16
         self.slots = {}  # worker rank -> its bit (slot) in the stale words
+        self.members = np.zeros(1, dtype=np.uint64)  # every member's bit: what a write marks stale
         self.snapshots = {}  # worker rank -> {matrix name: float32 (snap_rows, dim)}
         self.merges = 0
         self.damped = 0  # rows the damp rule took part of
@@ -348,11 +349,10 @@ class GlobalWeights:
 
     def _marks(self, worker, own_too):
         """The stale bits a write by ``worker`` sets: every member's but its own (unless ``own_too``)."""
-        marks = np.zeros(next(iter(self.stale.values())).shape[1] if self.stale else 1, dtype=np.uint64)
-        for rank in self.slots:
-            if rank != worker or own_too:
-                word, mask = self._bit(rank)
-                marks[word] |= mask
+        marks = self.members.copy()
+        if not own_too:
+            word, mask = self._bit(worker)
+            marks[word] &= ~mask
         return marks
 
     def add_worker(self, worker):
@@ -361,19 +361,26 @@ class GlobalWeights:
         with self.lock:
             used = set(self.slots.values())
             slot = next(i for i in range(len(used) + 1) if i not in used)
+            if slot // 64 >= len(self.members):  # a 65th worker: one more word per row
+                self.members = np.append(self.members, np.uint64(0))
+            self.slots[worker] = slot
+            word, mask = self._bit(worker)
+            self.members[word] |= mask
             for bits in (self.stale, self.rounded):
                 for name, words in bits.items():
-                    if slot // 64 >= words.shape[1]:  # a 65th worker: one more word per row
+                    if word >= words.shape[1]:
                         bits[name] = words = np.ascontiguousarray(
                             np.concatenate([words, np.zeros((len(words), 1), np.uint64)], axis=1))
-                    words[:, slot // 64] &= ~(np.uint64(1) << np.uint64(slot % 64))
-            self.slots[worker] = slot
+                    words[:, word] &= ~mask
             self.snapshots[worker] = {name: np.array(w[:self.snap_rows[name]], dtype=np.float32, order="C")
                                       for name, w in self.weights.items()}
 
     def remove_worker(self, worker):
         """A worker left: free its slot and snapshot."""
         with self.lock:
+            if worker in self.slots:
+                word, mask = self._bit(worker)
+                self.members[word] &= ~mask
             self.slots.pop(worker, None)
             self.snapshots.pop(worker, None)
 
@@ -473,8 +480,7 @@ def _values(weights, rows, codec):
     values = weights[rows]
     if codec != "float32" and len(rows):
         half = to_half(values)
-        exponent = half.view(np.uint16) & np.uint16(0x7C00)
-        if not (exponent == 0x7C00).any():  # every value finite in float16
+        if all_finite(half):
             return half, None
     return values, None
 

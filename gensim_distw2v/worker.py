@@ -132,8 +132,8 @@ class _Training:
         row_bytes = max(1, target.nbytes // max(1, len(target)))
         for lo, hi in row_ranges(len(target), row_bytes, self.part_bytes):
             self.worker.check_alive(self)
-            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi, self.worker.name), f"download of {name}",
-                                      target.dtype.name, shape=(hi - lo,) + target.shape[1:])
+            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi, self.worker.name),
+                                      f"download of {name}", target.dtype.name, shape=(hi - lo,) + target.shape[1:])
             target[lo:hi] = chunk
         return target
 

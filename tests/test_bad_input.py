@@ -89,6 +89,8 @@ def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
                        (proxy.download, (old, "syn0", 0, 1))):
         with pytest.raises(ValueError, match="session"):
             call(*args)
+    with pytest.raises(ValueError, match="worker must be the downloading worker's name"):
+        proxy.download(old, "syn0", 0, 1, ["not", "a", "name"])
     transport.release(proxy)
     still_serves(cluster, lee_corpus)
     assert model.cluster_stats["raw_words"] > 0

@@ -644,3 +644,23 @@ def test_half_conversion_is_numpys_bit_for_bit():
     assert back.dtype == np.float32
     np.testing.assert_array_equal(back, half.astype(np.float32))
     assert to_half(np.zeros((0, 4), np.float32)).shape == (0, 4)
+
+
+def test_a_65th_worker_gets_a_second_stale_word():
+    """Slots past 64 widen the stale bits; writes reach every member, whichever word its bit is in;
+    a leaving worker's slot is taken again, its bits cleared."""
+    init, g, replicas = cluster(70)
+    assert g.stale["syn0"].shape[1] == 2 and g.members.tolist() == [2 ** 64 - 1, 2 ** 6 - 1]
+    train(replicas[0], np.array([7]), 0.1, 1)
+    merge_round(replicas[0], g, 0)
+    for rank in (1, 63, 64, 69):
+        missed, values = g.apply(rank, 0, V, {})
+        assert values["syn0"][0].tolist() == [7], rank
+        replicas[rank].take_in(missed, values)
+        np.testing.assert_allclose(replicas[rank].replica["syn0"], g.weights["syn0"], atol=1e-6)
+    g.remove_worker(66)
+    assert g.members.tolist() == [2 ** 64 - 1, (2 ** 6 - 1) & ~(1 << 2)]
+    train(replicas[0], np.array([8]), 0.1, 2)
+    merge_round(replicas[0], g, 0)
+    g.add_worker(70)  # takes slot 66, with none of the old occupant's bits
+    assert g.slots[70] == 66 and not (g.stale["syn0"][:, 1] & np.uint64(1 << 2)).any()
