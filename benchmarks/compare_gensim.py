@@ -5,12 +5,12 @@ For each K in --workers and each seed it trains the same corpus with the same hy
 * ``gensim``: ``gensim.models.Word2Vec(workers=K)`` over sentences held in memory;
 * ``gensim_cf``: gensim's ``corpus_file`` mode, ``workers=K``;
 * ``dist``: ``gensim_distw2v.Word2Vec(distributed=True)`` on a LocalCluster of K workers x 1 thread
-  (the client streams the same in-memory sentences);
+  and ``--shards`` parameter shards (the client streams the same in-memory sentences);
 * ``dist_cf``: the same cluster in ``corpus_file`` mode (every worker reads its byte ranges of the
   file itself).
 
-Each run is a fresh process (so peak RSS is its own; for ``dist`` the client's, the dispatcher's
-and the largest worker's). The vocabulary is built once and shared. ``train()`` wall time excludes
+Each run is a fresh process (so peak RSS is its own; for ``dist`` the client's, the dispatcher's,
+the largest shard's and the largest worker's). The vocabulary is built once and shared. ``train()`` wall time excludes
 the per-epoch evaluation that feeds the plots (analogy accuracy at each epoch end; for ``dist``
 the callback also pulls the weights, which is included). Prints a table of means over seeds,
 optionally writes PNG plots (loss and accuracy against time, speed-up against workers) and
@@ -49,6 +49,7 @@ def parse_args(argv=None):
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
     parser.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
+    parser.add_argument("--shards", type=int, default=1, help="parameter shards of the distributed runs (default 1)")
     parser.add_argument("--merge", default="damp", help="merge rule of the distributed runs (default damp)")
     parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K")
     parser.add_argument("--hold-back", type=float, default=0.1, help="hold-back share of the distributed runs")
@@ -116,22 +117,24 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         if mode in CLUSTER_MODES:
             from gensim_distw2v import LocalCluster, Word2Vec
 
-            cluster = LocalCluster(n_workers=k, threads_per_worker=1).start()
+            cluster = LocalCluster(n_workers=k, threads_per_worker=1, n_shards=args.shards).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words, hold_back=args.hold_back,
                              bytes_per_word=args.bytes_per_word,
                              **({} if args.cold_every is None else {"cold_every": args.cold_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}), **params)
-            roles = {p.pid: ("dispatcher" if name == "dispatcher" else "worker") for name, p in
-                     cluster.processes.items() if name != "nameserver"}
+            roles = {p.pid: name.split("-")[0] for name, p in cluster.processes.items() if name != "nameserver"}
+
+            def sample_once():
+                for pid, role in roles.items():
+                    try:
+                        peaks[role] = max(peaks.get(role, 0.0), rss_mb(pid))
+                    except Exception:  # noqa: BLE001 - a process may be gone
+                        pass
 
             def sample():
                 while not sampling.wait(0.5):
-                    for pid, role in roles.items():
-                        try:
-                            peaks[role] = max(peaks.get(role, 0.0), rss_mb(pid))
-                        except Exception:  # noqa: BLE001 - a process may be gone
-                            pass
+                    sample_once()
             threading.Thread(target=sample, daemon=True).start()
         else:
             model = gensim.models.Word2Vec(**params)
@@ -158,6 +161,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                                          compute_loss=True, callbacks=[curve])
         seconds = time.perf_counter() - start - curve.paused
         sampling.set()
+        if mode in CLUSTER_MODES:
+            sample_once()  # a short run may end before the first sample
         if mode in CLUSTER_MODES:  # CPU seconds of train(), the client's without the evaluation callback
             cpu = {role: after - cpu_before.get(role, 0.0) for role, after in cpu_seconds().items()}
             result["cpu_seconds"] = {"client": time.process_time() - client_cpu - curve.paused_cpu, **cpu}
@@ -175,7 +180,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           sync_words=stats["sync_words"], kernel_cpu=stats["kernel_cpu"],
                           merge_cpu=stats["merge_cpu"], raw_words=raw, bytes_up=stats["bytes_up"],
                           bytes_down=stats["bytes_down"],
-                          rounds=sum(w[1] for w in stats["workers"].values()))
+                          rounds=sum(w[1] for w in stats["workers"].values()),
+                          stall_seconds=stats["stall_seconds"], shards=stats["shards"])
     finally:
         if cluster is not None:
             cluster.close()
@@ -291,8 +297,8 @@ def main(argv=None):
                           f"analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}"
                           + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down, CPU s "
                              + "/".join(f"{role} {row['cpu_seconds'].get(role, 0):.1f}"
-                                        for role in ("client", "dispatcher", "worker"))
-                             + f" (dispatcher's merge calls {row['merge_cpu']['dispatcher']:.1f}; workers' kernels "
+                                        for role in ("client", "dispatcher", "shard", "worker"))
+                             + f" (shards' merge calls {row['merge_cpu']['shards']:.1f}; workers' kernels "
                                f"{row['kernel_cpu']:.1f}, merge rounds {row['merge_cpu']['workers']:.1f})"
                              if mode in CLUSTER_MODES else f", CPU s {row['cpu_seconds']['process']:.1f}"), flush=True)
     header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
@@ -310,13 +316,13 @@ def main(argv=None):
                      "bytes_down_per_word": mean(rows, "bytes_down_per_word"), "peak_rss_mb": rss,
                      "analogy": mean(rows, "analogy"), "ws353": mean(rows, "ws353"), "simlex": mean(rows, "simlex")}
             table.append(entry)
-            rss_text = "/".join(f"{rss[r]:.0f}" for r in ("client", "dispatcher", "worker") if r in rss) \
+            rss_text = "/".join(f"{rss[r]:.0f}" for r in ("client", "dispatcher", "shard", "worker") if r in rss) \
                 or f"{rss.get('process', 0):.0f}"
             print(f"{mode:<10}{k:>3}{entry['seconds']:>9.1f}{entry['raw_wps']:>10.0f}{entry['effective_wps']:>10.0f}"
                   f"{entry['speedup']:>9.2f}{entry['merge_seconds']:>9.1f}{entry['bytes_up_per_word']:>8.0f}"
                   f"{entry['bytes_down_per_word']:>8.0f}{rss_text:>18}{entry['analogy']:>9.4f}{entry['ws353']:>8.4f}"
                   f"{entry['simlex']:>8.4f}")
-    print("RSS MB for dist: client/dispatcher/largest worker; merge s: worker time in merge rounds (summed over "
+    print("RSS MB for dist: client/dispatcher/largest shard/largest worker; merge s: worker time in merge rounds (summed over "
           "workers, overlapping training)")
     if "dist_cf" in modes and "gensim_cf" in modes:
         for k in ks:

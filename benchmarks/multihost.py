@@ -1,14 +1,17 @@
 """The cluster across "hosts": each process in its own network namespace, every link 1 Gbit/s.
 
 For each K in --workers it builds a small network on this machine: a switch namespace with a
-Linux bridge, a head namespace (name server, dispatcher and the client) and K worker namespaces,
-each joined to the switch by a veth pair whose both ends are shaped with
-``tc qdisc ... tbf rate 1gbit`` (a 1 Gbit/s NIC each way). It trains the corpus through that
-cluster, HMAC-signed as any non-loopback cluster must be, and reports:
+Linux bridge, a head namespace (name server, dispatcher and the client) and K worker hosts (a
+worker and a parameter shard each), each joined to the switch by a veth pair whose both ends are
+shaped with ``tc qdisc ... tbf rate 1gbit`` (a 1 Gbit/s NIC each way). It trains the corpus
+through that cluster, HMAC-signed as any non-loopback cluster must be, and reports:
 
 * merge share: the workers' time in merge rounds over K x the wall time of ``train()`` (merges
   overlap training: this is the share of a worker's time its merger thread was busy);
 * bytes per trained word, each direction, per worker (``cluster_stats``);
+* bytes per trained word on each link, each direction, counted by the kernel on the hosts' NICs
+  (mean over the worker hosts, and the head's: with shards, no weights but the session's upload
+  and download cross the head's link);
 * quality (analogy, ws353, simlex999) against gensim ``workers=1`` trained in the same run.
 
 All "hosts" share this machine's cores, so speed-up means nothing here: the figures are
@@ -46,6 +49,7 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rate", default="1gbit", help="link rate for tc tbf (default 1gbit)")
+    parser.add_argument("--shards-per-host", type=int, default=1, help="parameter shards on each worker host")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_client", nargs=3, metavar=("CORPUS", "MERGE", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--_gensim", nargs=2, metavar=("CORPUS", "OUT"), help=argparse.SUPPRESS)
@@ -111,6 +115,7 @@ class Network:
         self.tag = f"gmh{os.getpid() % 10000}"
         self.k, self.rate = k, rate
         self.namespaces = []
+        self.devices = {}  # namespace -> its NIC
 
     def ip(self, *args):
         subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
@@ -124,6 +129,7 @@ class Network:
         self.ip("netns", "add", ns)
         self.namespaces.append(ns)
         inner, outer = f"{self.tag}{name}i", f"{self.tag}{name}o"
+        self.devices[ns] = inner
         self.ip("link", "add", inner, "type", "veth", "peer", "name", outer)
         self.ip("link", "set", inner, "netns", ns)
         self.ip("link", "set", outer, "netns", self.switch)
@@ -134,6 +140,13 @@ class Network:
             self.shape(where, dev)  # host -> switch and switch -> host: 1 Gbit/s each way
         self.ip("-n", ns, "link", "set", "lo", "up")
         return ns
+
+    def counters(self, ns):
+        """``(bytes received, bytes sent)`` on a host's NIC so far."""
+        out = subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "dev", self.devices[ns]], check=True,
+                             capture_output=True, text=True, timeout=30).stdout
+        stats = json.loads(out)[0]["stats64"]
+        return stats["rx"]["bytes"], stats["tx"]["bytes"]
 
     def __enter__(self):
         try:
@@ -179,9 +192,14 @@ def run_cluster(args, k, rule, corpus, workdir):
             dispatcher = start("dispatcher", net.head, ["-m", "gensim_distw2v.dispatcher", "--host", f"{SUBNET}.1"]
                                + common, "ready at")
             for i, ns in enumerate(net.workers):
+                for j in range(args.shards_per_host):
+                    start(f"shard-{i}.{j}", ns, ["-m", "gensim_distw2v.shard", "--host", f"{SUBNET}.{10 + i}"] + common,
+                          "ready at")
                 start(f"worker-{i}", ns, ["-m", "gensim_distw2v.worker", "--host", f"{SUBNET}.{10 + i}", "--threads",
                                           "1"] + common, "ready at")
             dispatcher.wait_for(rf"\({k} workers\)", timeout=120)
+            dispatcher.wait_for(rf"\({k * args.shards_per_host} shards\)", timeout=120)
+            before = {ns: net.counters(ns) for ns in [net.head] + net.workers}
             out = os.path.join(workdir, f"client-{k}-{rule}.json")
             client = subprocess.run(["ip", "netns", "exec", net.head] + py + [os.path.abspath(__file__), "--corpus",
                                     corpus, "--sg", str(args.sg), "--epochs", str(args.epochs), "--seed",
@@ -190,7 +208,15 @@ def run_cluster(args, k, rule, corpus, workdir):
             if client.returncode != 0:
                 raise RuntimeError(f"client failed (K={k}, {rule}):\n{client.stderr[-4000:]}")
             with open(out) as fin:
-                return json.load(fin)
+                result = json.load(fin)
+            moved = {ns: [after - was for after, was in zip(net.counters(ns), before[ns])] for ns in before}
+            words = max(1, result["raw_words"])
+            result["link_per_word"] = {
+                "worker_host_in": statistics.fmean(moved[ns][0] for ns in net.workers) / words,
+                "worker_host_out": statistics.fmean(moved[ns][1] for ns in net.workers) / words,
+                "head_in": moved[net.head][0] / words, "head_out": moved[net.head][1] / words}
+            result["shards"] = k * args.shards_per_host
+            return result
         finally:
             for proc in reversed(procs):
                 proc.stop()
@@ -230,14 +256,19 @@ def main(argv=None):
                       f"{row['up_per_word_per_worker']:.0f}/{row['down_per_word_per_worker']:.0f} B per trained word "
                       f"up/down per worker, analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} "
                       f"simlex {row['simlex']:.4f}", flush=True)
-    print(f"\n{'K':>3} {'rule':<6}{'sync words':>11}{'merge share':>12}{'B/w up':>8}{'B/w dn':>8}"
-          f"{'d analogy':>11}{'d ws353':>9}{'d simlex':>9}")
+    print(f"\n{'K':>3} {'rule':<6}{'shards':>7}{'sync words':>11}{'merge share':>12}{'B/w up':>8}{'B/w dn':>8}"
+          f"{'host in':>8}{'host out':>9}{'head in':>8}{'head out':>9}{'d analogy':>11}{'d ws353':>9}{'d simlex':>9}")
     for row in results:
-        print(f"{row['k']:>3} {row['rule']:<6}{row['sync_words']:>11}{100 * row['merge_share']:>11.1f}%"
+        link = row["link_per_word"]
+        print(f"{row['k']:>3} {row['rule']:<6}{row['shards']:>7}{row['sync_words']:>11}{100 * row['merge_share']:>11.1f}%"
               f"{row['up_per_word_per_worker']:>8.0f}{row['down_per_word_per_worker']:>8.0f}"
+              f"{link['worker_host_in']:>8.0f}{link['worker_host_out']:>9.0f}{link['head_in']:>8.1f}"
+              f"{link['head_out']:>9.1f}"
               f"{100 * (row['analogy'] - ref['analogy']):>+11.2f}{row['ws353'] - ref['ws353']:>+9.4f}"
               f"{row['simlex'] - ref['simlex']:>+9.4f}")
-    print("B/w: bytes per word the worker trained, per direction; d: distributed - gensim workers=1")
+    print("B/w: bytes per word the worker trained, per direction; host/head in/out: bytes per trained word (all "
+          "workers') on a worker host's link (mean) and the head's, counted on the NICs; d: distributed - gensim "
+          "workers=1")
     if args.json:
         print(json.dumps({"args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "gensim": ref,
                           "results": results}))

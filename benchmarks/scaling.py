@@ -6,9 +6,10 @@ of ``--workers`` (K workers x 1 thread on this machine), each run a fresh proces
 
 * ``kernel_us``: the workers' trainer threads' CPU in jobs;
 * ``worker_merge_us``: the workers' CPU in merge rounds;
-* ``shard_us``: the servers' CPU folding merge parts and replying (today the dispatcher holds the
-  weights, so it is the dispatcher's merge calls);
-* ``dispatcher_us``: the dispatcher's other CPU (coordination: jobs, progress, heartbeats);
+* ``shard_us``: the parameter shards' CPU, whole processes (folding merge parts and replying, and
+  serving the weights' downloads and heartbeats), summed over the P shards of ``--shards``;
+* ``dispatcher_us``: the dispatcher's CPU (coordination only: jobs, round reports, progress,
+  heartbeats);
 * ``client_us``: the client's CPU (reading and encoding the corpus, in iterable mode);
 * bytes up and down per worker per trained word, merge rounds per worker per second;
 * quality (analogy points, ws353 and simlex Spearman) against gensim ``workers=1``.
@@ -20,9 +21,12 @@ switches) makes them pessimistic. From these it projects K nodes of T threads on
 
 * a node: ``T * e(T) * 1e6 / (kernel_us + worker_merge_us)`` words/s, ``e(T) = 1 - 0.08 log2 T``
   (the threading efficiency gensim's own benchmarks show: about 0.6 at 32 threads);
-* a node's link: ``L / 8 / max(bytes up, bytes down per word)`` (full duplex);
-* the servers: ``P * 1e6 / shard_us`` for CPU, ``P * L / 8 / max(bytes per word)`` for their links,
-  with P servers (today one: the dispatcher);
+* the shards: ``P * 1e6 / shard_us`` for CPU (``shard_us`` summed over the shards, assumed to
+  split evenly, which the interleaved rows make so);
+* the links (full duplex): with one shard per node (P = K, the default), a node's link carries
+  its worker's traffic and its shard's (``1/P`` of every worker's, the same again), so
+  ``L / 8 / (bytes up + bytes down per word)`` each way; with shards on other hosts, a worker's
+  link ``L / 8 / max(bytes up, bytes down)`` and the shards' ``P * L / 8 / max(...)``;
 * the dispatcher: ``1e6 / dispatcher_us``; the client (iterable mode): ``1e6 / client_us``;
 * the cluster: the least of ``K x`` the node limits and the shared ones; its bottleneck is that
   least one; against one T-thread node of plain gensim in ``corpus_file`` mode,
@@ -53,34 +57,39 @@ def costs(row, k):
     """Per trained raw word, one cluster run's costs per role (see the module's docstring)."""
     raw = row["raw_words"]
     cpu = row["cpu_seconds"]
-    shard = row["merge_cpu"]["dispatcher"]
     us = 1e6 / max(1, raw)
     return {"K": k, "seed": row["seed"], "raw_wps": row["raw_wps"], "kernel_us": row["kernel_cpu"] * us,
-            "worker_merge_us": row["merge_cpu"]["workers"] * us, "shard_us": shard * us,
-            "dispatcher_us": max(0.0, cpu.get("dispatcher", 0.0) - shard) * us, "client_us": cpu["client"] * us,
+            "worker_merge_us": row["merge_cpu"]["workers"] * us, "shard_us": cpu.get("shard", 0.0) * us,
+            "shard_merge_us": row["merge_cpu"]["shards"] * us, "dispatcher_us": cpu.get("dispatcher", 0.0) * us,
+            "client_us": cpu["client"] * us, "stall_share": row["stall_seconds"] / max(1e-9, k * row["seconds"]),
             "bytes_up_per_word": row["bytes_up"] / max(1, raw), "bytes_down_per_word": row["bytes_down"] / max(1, raw),
             "rounds_per_word": row["rounds"] / max(1, raw), "rss_mb": row["peak_rss_mb"],
             "analogy": row["analogy"], "ws353": row["ws353"], "simlex": row["simlex"]}
 
 
-def project(run, gensim_cf_wps, k, threads, link_gbit, shards=1):
+def project(run, gensim_cf_wps, k, threads, link_gbit, shards=None):
     """Words/s of K nodes of ``threads`` threads on ``link_gbit`` links, from one run's per-word costs,
-    its bottleneck, and the speed-up over one node of plain gensim (corpus_file mode)."""
+    its bottleneck, and the speed-up over one node of plain gensim (corpus_file mode). ``shards``:
+    P shard processes (default: one per node, P = K)."""
+    shards = k if shards is None else shards
     e = efficiency(threads)
     link = link_gbit * 1e9 / 8
     wire = max(run["bytes_up_per_word"], run["bytes_down_per_word"], 1e-9)
     limits = {
         "worker CPU": k * threads * e * 1e6 / max(1e-9, run["kernel_us"] + run["worker_merge_us"]),
-        "worker link": k * link / wire,
-        "server CPU": shards * 1e6 / max(1e-9, run["shard_us"]),
-        "server link": shards * link / wire,
+        "shard CPU": shards * 1e6 / max(1e-9, run["shard_us"]),
         "dispatcher CPU": 1e6 / max(1e-9, run["dispatcher_us"]),
         "client CPU": 1e6 / max(1e-9, run["client_us"]),
     }
+    if shards == k:  # a shard beside each worker: a node's link carries both ways of both, each direction
+        limits["node link"] = k * link / max(1e-9, run["bytes_up_per_word"] + run["bytes_down_per_word"])
+    else:
+        limits.update({"worker link": k * link / wire, "shard link": shards * link / wire})
     bottleneck = min(limits, key=limits.get)
     single = threads * e * gensim_cf_wps
     cluster = limits[bottleneck]
-    return {"K": k, "threads": threads, "link_gbit": link_gbit, "cluster_wps": cluster, "single_node_wps": single,
+    return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "cluster_wps": cluster,
+            "single_node_wps": single,
             "speedup": cluster / single, "bottleneck": bottleneck,
             "merges_per_worker_per_s": run["rounds_per_word"] * cluster / k}
 
@@ -96,13 +105,21 @@ def main(argv=None):
     parser.add_argument("--sync-words", type=int, default=None,
                         help="merge interval of every K (default: the package's, which shrinks with K): a fixed one "
                              "separates the servers' cost per merge from the schedule's merges per word")
-    parser.add_argument("--shards", type=int, default=1, help="servers holding the weights (today: 1, the dispatcher)")
+    parser.add_argument("--shards", default="1",
+                        help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
+    parser.add_argument("--project-shards", type=int, default=None,
+                        help="shards in the projection (default: one per node, P = K)")
     parser.add_argument("--threads", type=int, default=16, help="threads per node in the projection")
     parser.add_argument("--links", default="1,10", help="link speeds in Gbit/s in the projection")
     parser.add_argument("--project-k", default="2,4,8,16,32", help="node counts in the projection")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
+    if args.shards != "K" and not (args.shards.isdigit() and int(args.shards) >= 1):
+        parser.error(f"--shards must be a number >= 1 or K, got {args.shards!r}")
+
+    def shards_at(k):
+        return k if args.shards == "K" else int(args.shards)
     base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs)]
     if args.sync_words:
         base_args += ["--sync-words", str(args.sync_words)]
@@ -114,7 +131,8 @@ def main(argv=None):
               flush=True)
         for seed in range(1, args.seeds + 1):
             for mode, k in [("gensim", 1), ("gensim_cf", 1)] + [("dist", k) for k in ks]:
-                out = subprocess.run([sys.executable, compare_gensim.__file__, *base_args, "--_one", mode, str(k),
+                out = subprocess.run([sys.executable, compare_gensim.__file__, *base_args, "--shards", str(shards_at(k)),
+                                      "--_one", mode, str(k),
                                       str(seed), vocab_path, corpus_path], capture_output=True, text=True, check=False)
                 if out.returncode != 0:
                     sys.exit(f"{mode} K={k} seed={seed} failed:\n{out.stderr[-5000:]}")
@@ -126,24 +144,30 @@ def main(argv=None):
     gensim_cf_wps = statistics.fmean(r["raw_wps"] for r in rows[("gensim_cf", 1)])
     runs = []
     print(f"\nper trained raw word, mean of {args.seeds} seed(s); quality against gensim workers=1")
-    print(f"{'K':>3}{'kernel us':>10}{'w merge us':>11}{'server us':>10}{'disp us':>9}{'client us':>10}"
-          f"{'B/w up':>8}{'B/w dn':>8}{'rounds/Mw':>10}{'server RSS':>11}{'analogy':>9}{'ws353':>8}{'simlex':>8}")
+    print(f"{'K':>3}{'P':>3}{'kernel us':>10}{'w merge us':>11}{'shard us':>9}{'/shard':>8}{'disp us':>9}{'client us':>10}"
+          f"{'B/w up':>8}{'B/w dn':>8}{'rounds/Mw':>10}{'stall':>7}{'shard RSS':>10}{'analogy':>9}{'ws353':>8}"
+          f"{'simlex':>8}")
     for k in ks:
         each = [costs(r, k) for r in rows[("dist", k)]]
         run = {key: statistics.fmean(c[key] for c in each) for key in each[0] if key not in ("K", "seed", "rss_mb")}
         run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) for q in ("analogy", "ws353", "simlex")}
-        run.update(K=k, sg=args.sg, server_rss_mb=max(c["rss_mb"].get("dispatcher", 0.0) for c in each))
+        run["per_shard_us"] = run["shard_us"] / shards_at(k)
+        run.update(K=k, sg=args.sg, shards=shards_at(k), shard_rss_mb=max(c["rss_mb"].get("shard", 0.0) for c in each),
+                   dispatcher_rss_mb=max(c["rss_mb"].get("dispatcher", 0.0) for c in each))
         runs.append(run)
         qd = run["quality_delta"]
-        print(f"{k:>3}{run['kernel_us']:>10.3f}{run['worker_merge_us']:>11.3f}{run['shard_us']:>10.3f}"
+        print(f"{k:>3}{run['shards']:>3}{run['kernel_us']:>10.3f}{run['worker_merge_us']:>11.3f}{run['shard_us']:>9.3f}"
+              f"{run['per_shard_us']:>8.3f}"
               f"{run['dispatcher_us']:>9.3f}{run['client_us']:>10.3f}{run['bytes_up_per_word']:>8.1f}"
-              f"{run['bytes_down_per_word']:>8.1f}{1e6 * run['rounds_per_word']:>10.1f}{run['server_rss_mb']:>11.0f}"
+              f"{run['bytes_down_per_word']:>8.1f}{1e6 * run['rounds_per_word']:>10.1f}{run['stall_share']:>7.1%}"
+              f"{run['shard_rss_mb']:>10.0f}"
               f"{100 * qd['analogy']:>+9.2f}{qd['ws353']:>+8.4f}{qd['simlex']:>+8.4f}")
     first = runs[0]
     last = runs[-1]
-    print("K=%d / K=%d per word: server CPU x%.2f, worker merge CPU x%.2f, bytes down x%.2f, merge rounds x%.2f; "
-          "server CPU per byte moved x%.2f"
+    print("K=%d / K=%d per word: shard CPU x%.2f (per shard x%.2f), worker merge CPU x%.2f, bytes down x%.2f, merge "
+          "rounds x%.2f; shard CPU per byte moved x%.2f"
           % (last["K"], first["K"], last["shard_us"] / max(1e-9, first["shard_us"]),
+             last["per_shard_us"] / max(1e-9, first["per_shard_us"]),
              last["worker_merge_us"] / max(1e-9, first["worker_merge_us"]),
              last["bytes_down_per_word"] / max(1e-9, first["bytes_down_per_word"]),
              last["rounds_per_word"] / max(1e-12, first["rounds_per_word"]),
@@ -151,13 +175,14 @@ def main(argv=None):
              / max(1e-12, first["shard_us"] / max(1e-9, first["bytes_up_per_word"] + first["bytes_down_per_word"]))))
     projection = []
     by_k = {r["K"]: r for r in runs}
-    print(f"\nprojection: nodes of {args.threads} threads, {args.shards} server(s); plain gensim corpus_file at 1 "
+    print(f"\nprojection: nodes of {args.threads} threads, "
+          f"{args.project_shards or 'one'} shard(s){'' if args.project_shards else ' per node'}; plain gensim corpus_file at 1 "
           f"thread {gensim_cf_wps:.0f} words/s here; each K uses the costs measured at the nearest K measured")
     print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'merges/s':>9}  bottleneck")
     for k in [int(x) for x in args.project_k.split(",")]:
         nearest = by_k[min(by_k, key=lambda m: (abs(math.log2(m) - math.log2(k)), -m))]
         for link in [float(x) for x in args.links.split(",")]:
-            p = project(nearest, gensim_cf_wps, k, args.threads, link, args.shards)
+            p = project(nearest, gensim_cf_wps, k, args.threads, link, args.project_shards)
             projection.append(p)
             print(f"{k:>3}{link:>7g}{p['cluster_wps']:>13.0f}{p['single_node_wps']:>12.0f}{p['speedup']:>9.2f}"
                   f"{p['merges_per_worker_per_s']:>9.1f}  {p['bottleneck']}")

@@ -44,6 +44,8 @@ def build_parser():
     cluster.add_argument("--local-workers", type=int, default=2,
                          help="worker processes of the local cluster started for this run (default 2)")
     cluster.add_argument("--threads-per-worker", type=int, default=1, help="trainer threads per local worker")
+    cluster.add_argument("--local-shards", type=int, default=1,
+                         help="parameter shard processes of the local cluster (default 1)")
     cluster.add_argument("--ns-host", help="use the running cluster whose name server is on this host")
     cluster.add_argument("--ns-port", type=int, help="... and this port (default 9090)")
     cluster.add_argument("--sync-words", type=int, help="words per worker between merges (default: by workers)")
@@ -84,8 +86,8 @@ def train(args):
 
     if not os.path.isfile(args.corpus):
         sys.exit(f"error: corpus file {args.corpus!r} does not exist")
-    if args.local_workers < 1 or args.threads_per_worker < 1:
-        sys.exit("error: --local-workers and --threads-per-worker must be >= 1")
+    if args.local_workers < 1 or args.threads_per_worker < 1 or args.local_shards < 1:
+        sys.exit("error: --local-workers, --threads-per-worker and --local-shards must be >= 1")
     sentences = LineSentence(args.corpus)
     start = time.perf_counter()
     model = Word2Vec(
@@ -110,10 +112,12 @@ def train(args):
             model.ns_conf = {"host": args.ns_host or "127.0.0.1", "port": args.ns_port or 9090}
             where = f"the cluster at {model.ns_conf['host']}:{model.ns_conf['port']}"
         else:
-            cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker)
+            cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker,
+                                   n_shards=args.local_shards)
             cluster.start()
             model.ns_conf = cluster.ns_conf
-            where = f"a local cluster of {args.local_workers} workers x {args.threads_per_worker} threads"
+            where = (f"a local cluster of {args.local_workers} workers x {args.threads_per_worker} threads and "
+                     f"{args.local_shards} shards")
         start = time.perf_counter()
         if args.corpus_file:
             effective, raw = model.train(corpus_file=os.path.abspath(args.corpus), total_examples=model.corpus_count,

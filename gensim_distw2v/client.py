@@ -1,12 +1,14 @@
 """A training session seen from the client: set-up, job producer, progress, callbacks, final pull.
 
 :class:`DistributedTraining` runs one ``train()`` call of a :class:`gensim_distw2v.Word2Vec` on a
-cluster: it opens a session on the dispatcher with the model's hyper-parameters and arrays,
+cluster: it opens a session on the dispatcher with the model's hyper-parameters and static
+arrays, gives the weights to the session's parameter shards,
 streams the corpus as encoded jobs with gensim's cuts and learning rates (never holding more
 than a few jobs) or, with ``corpus_file``, lets the workers read the shared file's byte ranges
 themselves, logs gensim-style progress, runs the epoch callbacks, and copies the merged weights
-back into the model.
+back from the shards into the model.
 """
+import concurrent.futures
 import logging
 import os
 import time
@@ -19,13 +21,13 @@ from gensim_distw2v import transport, wire
 from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
-from gensim_distw2v.merge import (COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every,
-                                  damped_rows, default_sync_words, hot_rows, row_ranges)
+from gensim_distw2v.layout import ShardLayout
+from gensim_distw2v.merge import damped_rows, default_sync_words, hot_rows, row_ranges
+from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 JOBS_PER_CALL = 8
-PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
 
 
 def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
@@ -54,18 +56,68 @@ def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
 
 
 def wait_for_workers(dispatcher, ns_conf, timeout):
-    """Wait until at least one worker is registered; return the number registered."""
+    """Wait until at least one worker and one shard are registered; return the number of workers."""
     host, port, _broadcast, _key = transport.ns_settings(ns_conf)
     deadline = time.monotonic() + timeout
     while True:
-        workers = dispatcher.status()["workers"]
-        if workers:
-            return len(workers)
+        status = dispatcher.status()
+        if status["workers"] and status["shards"]:
+            return len(status["workers"])
         if time.monotonic() >= deadline:
+            role = "workers" if not status["workers"] else "parameter shards"
+            module = "worker" if not status["workers"] else "shard"
             raise transport.ClusterError(
-                f"no workers registered with the dispatcher within {timeout:.0f} s. Start one on each node with: "
-                f"python -m gensim_distw2v.worker --ns-host {host} --ns-port {port}")
+                f"no {role} registered with the dispatcher within {timeout:.0f} s. Start one on each node with: "
+                f"python -m gensim_distw2v.{module} --ns-host {host} --ns-port {port}")
         time.sleep(0.2)
+
+
+class ShardLinks:
+    """The client's connections to a session's shards, and calls to all of them at once.
+
+    Parameters
+    ----------
+    shards : list of (str, str)
+        ``[name, uri]`` of each shard, in the session's order.
+    hmac_key : bytes, optional
+        The cluster's key.
+    ns_conf : dict
+        Where the name server is (for the restart command in errors).
+    """
+
+    def __init__(self, shards, hmac_key, ns_conf):
+        self.shards, self.ns_conf = [tuple(s) for s in shards], ns_conf
+        self.layout = ShardLayout(len(self.shards))
+        self.proxies = [transport.connect(uri, hmac_key, timeout=60.0) for _name, uri in self.shards]
+        self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link")
+
+    def call(self, shard, method, *args):
+        """``method(*args)`` on one shard; one that does not answer raises ClusterError naming it."""
+        try:
+            return getattr(self.proxies[shard], method)(*args)
+        except transport.PyroError as err:
+            name, uri = self.shards[shard]
+            host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+            raise transport.ClusterError(
+                f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); this train() call did not "
+                f"finish and the model keeps the weights it had before it (or at the last epoch end, with "
+                f"callbacks). Restart the shard with: python -m gensim_distw2v.shard --ns-host {host} --ns-port "
+                f"{port}, then call train() again") from None
+
+    def each(self, fn):
+        """``[fn(0), fn(1), ...]``, one per shard, in parallel."""
+        return list(self.pool.map(fn, range(len(self.shards))))
+
+    def close(self, sid):
+        """Close the session on every shard (best effort) and the connections."""
+        for shard, proxy in enumerate(self.proxies):
+            try:
+                proxy._pyroTimeout = 5.0
+                proxy.close(sid)
+            except (transport.PyroError, ValueError) as err:
+                logger.warning("could not close session %s on shard %s: %s", sid, self.shards[shard][0], err)
+            transport.release(proxy)
+        self.pool.shutdown(wait=False)
 
 
 def _per_word(worker):
@@ -83,37 +135,15 @@ class DistributedTraining:
         The model (vocabulary built); its weights are sent, trained remotely and copied back.
     ns_conf : dict
         Where the name server is (``host``, ``port``, ``broadcast``, ``hmac_key``).
-    sync_words : int, optional
-        Words each worker trains between merges (default: :func:`gensim_distw2v.merge.default_sync_words`
-        of the number of workers).
-    merge : {'sum', 'mean'}
-        Merge rule (see :mod:`gensim_distw2v.merge`).
-    hold_back : float
-        Share of its squared change a worker may keep back in a routine merge (the rows that
-        changed least; they go later, see :meth:`gensim_distw2v.merge.Replica.take_delta`).
-    bytes_per_word : float, optional
-        Traffic budget of routine merges, each way, per word trained (None: no budget).
-    cold_every : int
-        The rows of rare words merge every ``cold_every``-th round (see
-        :func:`gensim_distw2v.merge.hot_rows`); 1: every row in every round.
-    merge_dtype : {'float16', 'int8', 'float32'}
-        Values of routine merges on the wire (see :meth:`gensim_distw2v.merge.Replica.take_delta`).
-    wait_workers : float
-        Seconds to wait for a first worker before giving up.
+    settings : gensim_distw2v.settings.Settings, optional
+        How to train on the cluster (default: the model's ``settings``).
     """
 
-    def __init__(self, model, ns_conf, sync_words=None, merge="damp", hold_back=0.1, wait_workers=30.0,
-                 part_bytes=PART_BYTES, bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE):
-        if merge not in RULES:
-            raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
-        if sync_words is not None and (not isinstance(sync_words, (int, np.integer)) or sync_words < 1):
-            raise ValueError(f"sync_words must be a positive int, got {sync_words!r}")
-        self.model, self.ns_conf, self.merge = model, dict(ns_conf or {}), merge
-        if not 0.0 <= hold_back < 1.0:
-            raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
-        self.sync_words, self.wait_workers, self.hold_back = sync_words, wait_workers, float(hold_back)
-        self.part_bytes, self.bytes_per_word = int(part_bytes), check_budget(bytes_per_word)
-        self.cold_every, self.merge_dtype = check_cold_every(cold_every), check_codec(merge_dtype)
+    def __init__(self, model, ns_conf, settings=None):
+        self.model, self.ns_conf = model, dict(ns_conf or {})
+        self.settings = settings if settings is not None else model.settings
+        if not isinstance(self.settings, Settings):
+            raise ValueError(f"settings must be a gensim_distw2v.settings.Settings, got {type(self.settings).__name__}")
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
@@ -128,7 +158,8 @@ class DistributedTraining:
             arrays.pop("sample_int", None)
         state = model.random.get_state() if isinstance(model.random, np.random.RandomState) else \
             np.random.RandomState(model.seed).get_state()
-        sync_words = int(self.sync_words or default_sync_words(n_workers, sg=bool(model.sg)))
+        settings = self.settings
+        sync_words = int(settings.sync_words or default_sync_words(n_workers, sg=bool(model.sg)))
         counts = model.wv.expandos.get("count")
         if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
             counts = np.zeros(len(model.wv))
@@ -138,12 +169,12 @@ class DistributedTraining:
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             "sync_words": sync_words,
             "damp_rows": damped_rows(counts, sync_words),
-            "hot_rows": hot_rows(counts, sync_words, n_workers, self.cold_every) if self.cold_every > 1
+            "hot_rows": hot_rows(counts, sync_words, n_workers, settings.cold_every) if settings.cold_every > 1
             else len(model.wv),
-            "cold_every": self.cold_every,
-            "merge": self.merge, "merge_dtype": self.merge_dtype, "hold_back": self.hold_back,
-            "part_bytes": self.part_bytes,
-            "bytes_per_word": float(self.bytes_per_word or 0.0),
+            "cold_every": settings.cold_every,
+            "merge": settings.merge, "merge_dtype": settings.merge_dtype, "hold_back": settings.hold_back,
+            "part_bytes": settings.part_bytes,
+            "bytes_per_word": float(settings.bytes_per_word or 0.0),
             "compute_loss": bool(compute_loss),
             "epochs": int(epochs),
             "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
@@ -159,23 +190,74 @@ class DistributedTraining:
                 1, round(model.batch_words * config["corpus_file"]["size"] / max(1, total_words)))
         return config, arrays
 
-    def _upload(self, dispatcher, sid, arrays):
-        for name, array in arrays.items():
-            row_bytes = max(1, array.nbytes // max(1, len(array)))
-            for lo, hi in row_ranges(len(array), row_bytes, self.part_bytes):
-                dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
+    def _open(self, dispatcher, config, arrays):
+        """Open a session: the dispatcher names its shards, the arrays go up, shards and dispatcher
+        start. Returns ``(session id, ShardLinks)``; on failure the session is closed everywhere."""
+        opened = dispatcher.open_session(config)
+        sid, links = opened["session"], None
+        try:
+            links = ShardLinks(opened["shards"], self.hmac_key, self.ns_conf)
+            self._upload(dispatcher, sid, arrays, config, links)
+            dispatcher.start(sid)
+            return sid, links
+        except BaseException:
+            if links is not None:
+                links.close(sid)
+            try:
+                dispatcher.close(sid)
+            except transport.PyroError:
+                pass
+            raise
 
-    def _download_weights(self, dispatcher, sid):
+    def _upload(self, dispatcher, sid, arrays, config, links):
+        """The static arrays to the dispatcher, each shard's rows of the weights to that shard; start the shards."""
+        weights = {name: a for name, a in arrays.items() if name in wire.WEIGHTS}
+        for name, array in arrays.items():
+            if name in weights:
+                continue
+            row_bytes = max(1, array.nbytes // max(1, len(array)))
+            for lo, hi in row_ranges(len(array), row_bytes, self.settings.part_bytes):
+                dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
+        params = config["params"]
+
+        def give(shard):
+            spec = wire.ShardSpec(
+                session=sid, index=shard, count=len(links.shards), vocab_size=params["vocab_size"],
+                vector_size=params["vector_size"], weights=list(weights), merge=config["merge"],
+                merge_dtype=config["merge_dtype"], damp_rows=config["damp_rows"], versions=config["versions"])
+            links.call(shard, "open_session", spec.to_wire())
+            for name, array in weights.items():
+                rows = links.layout.rows_of(array, shard)
+                for lo, hi in row_ranges(len(rows), 4 * array.shape[1], self.settings.part_bytes):
+                    links.call(shard, "upload", sid, name, lo, wire.pack_array(rows[lo:hi]))
+            links.call(shard, "start", sid)
+        links.each(give)
+
+    def _download_weights(self, links, sid):
+        """The trained weights from the shards, into the model."""
         model = self.model
         targets = {"syn0": model.wv.vectors}
         if model.negative:
             targets["syn1neg"] = model.syn1neg
         if model.hs:
             targets["syn1"] = model.syn1
-        for name, target in targets.items():
-            for lo, hi in row_ranges(len(target), target.shape[1] * 4, self.part_bytes):
-                target[lo:hi] = wire.unpack_array(dispatcher.download(sid, name, lo, hi), f"final {name}",
-                                                  "float32", shape=(hi - lo, target.shape[1]))
+
+        def fetch(shard):
+            for name, target in targets.items():
+                rows = links.layout.rows_of(target, shard)
+                for lo, hi in row_ranges(len(rows), target.shape[1] * 4, self.settings.part_bytes):
+                    rows[lo:hi] = wire.unpack_array(links.call(shard, "download", sid, name, lo, hi), f"final {name}",
+                                                    "float32", shape=(hi - lo, target.shape[1]))
+        links.each(fetch)
+
+    def _shard_stats(self, links, sid):
+        """Per shard: ``[merge calls, their CPU seconds, bytes in, bytes out, rows damped]`` of this session."""
+        out = {}
+        for shard, (name, _uri) in enumerate(links.shards):
+            held = links.call(shard, "status")["session"]
+            if held and held["id"] == sid:
+                out[name] = [held["merges"], held["merge_cpu"], held["bytes_in"], held["bytes_out"], held["damped"]]
+        return out
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
               report_delay=1.0, corpus_file=None):
@@ -189,15 +271,13 @@ class DistributedTraining:
         """
         model = self.model
         dispatcher = find_dispatcher(self.ns_conf, self.hmac_key)
-        sid = None
+        sid = links = None
         try:
-            n_workers = wait_for_workers(dispatcher, self.ns_conf, self.wait_workers)
+            n_workers = wait_for_workers(dispatcher, self.ns_conf, self.settings.cluster_timeout)
             config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words)
-            sid = dispatcher.open_session(config)["session"]
-            self._upload(dispatcher, sid, arrays)
-            dispatcher.start(sid)
-            logger.info("training on a cluster of %i workers (session %s), merge=%s every %i words per worker",
-                        n_workers, sid, self.merge, config["sync_words"])
+            sid, links = self._open(dispatcher, config, arrays)
+            logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "
+                        "words per worker", n_workers, len(links.shards), sid, self.settings.merge, config["sync_words"])
             if corpus_file is not None:
                 self._check_file(dispatcher, sid, config["corpus_file"])
             trained = raw = 0
@@ -219,22 +299,25 @@ class DistributedTraining:
                 trained += epoch_trained
                 raw += epoch_raw
                 if callbacks:
-                    self._download_weights(dispatcher, sid)
+                    self._download_weights(links, sid)
                 for callback in callbacks:
                     callback.on_epoch_end(model)
-            self._download_weights(dispatcher, sid)
+            self._download_weights(links, sid)
             final = dispatcher.progress(sid)
+            shards = self._shard_stats(links, sid)
             model.running_training_loss = float(final["loss"])
             elapsed = time.monotonic() - start
             up = sum(w[2] for w in final["workers"].values())
             down = sum(w[3] for w in final["workers"].values())
-            self.stats = {"seconds": elapsed, "merges": final["merges"], "damped_rows": final["damped_rows"],
-                          "bytes_up": up, "bytes_down": down,
+            self.stats = {"seconds": elapsed, "merges": final["merges"], "bytes_up": up, "bytes_down": down,
+                          "damped_rows": sum(s[4] for s in shards.values()),
                           "exact_bytes_up": sum(w[7] for w in final["workers"].values()),
                           "exact_bytes_down": sum(w[8] for w in final["workers"].values()),
                           "merge_seconds": sum(w[4] for w in final["workers"].values()),
                           "merge_cpu": {"workers": sum(w[5] for w in final["workers"].values()),
-                                        "dispatcher": final["merge_cpu"]},
+                                        "shards": sum(s[1] for s in shards.values())},
+                          "stall_seconds": sum(w[9] for w in final["workers"].values()),
+                          "shards": shards,
                           "kernel_cpu": sum(w[6] for w in final["workers"].values()),
                           "workers": final["workers"], "effective_words": trained, "raw_words": raw,
                           "sync_words": config["sync_words"], "damp_rows": config["damp_rows"],
@@ -244,11 +327,12 @@ class DistributedTraining:
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
                         "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
-                        "merge rounds %.1f, the dispatcher's merge calls %.1f; per worker, bytes per word it trained "
-                        "up/down: %s", final["merges"], up / 1e6, down / 1e6, up / max(1, trained),
-                        down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
+                        "merge rounds %.1f, the %i shards' merge calls %.1f; trainers waited %.1f s for merge rounds; "
+                        "per worker, bytes per word it trained up/down: %s", final["merges"], up / 1e6, down / 1e6,
+                        up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
                         self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
-                        self.stats["merge_cpu"]["workers"], self.stats["merge_cpu"]["dispatcher"],
+                        self.stats["merge_cpu"]["workers"], len(shards), self.stats["merge_cpu"]["shards"],
+                        self.stats["stall_seconds"],
                         ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
                                   for name, w in sorted(final["workers"].items())) or "-")
             return trained, raw
@@ -261,6 +345,8 @@ class DistributedTraining:
                 f"callbacks). Once a dispatcher runs again (python -m gensim_distw2v.dispatcher --ns-host {host} "
                 f"--ns-port {port}), the workers rejoin it by themselves: call train() again") from None
         finally:
+            if links is not None:
+                links.close(sid)
             if sid is not None:
                 try:
                     dispatcher.close(sid)
@@ -296,7 +382,7 @@ class DistributedTraining:
 
     def _check_file(self, dispatcher, sid, spec):
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
-        deadline = time.monotonic() + self.wait_workers
+        deadline = time.monotonic() + self.settings.cluster_timeout
         while True:
             progress = dispatcher.progress(sid)
             checks, quit_ = progress["file_checks"], progress["quit"]
@@ -315,8 +401,8 @@ class DistributedTraining:
                   "copy at that path on every node); nothing was trained")
         if not checks:
             raise transport.ClusterError(
-                f"no worker checked the corpus file {spec['path']} within {self.wait_workers:.0f} s: are the workers "
-                f"alive? (python -m gensim_distw2v.worker)")
+                f"no worker checked the corpus file {spec['path']} within {self.settings.cluster_timeout:.0f} s: are the "
+                f"workers alive? (python -m gensim_distw2v.worker)")
         logger.info("corpus_file %s (%i bytes, %i ranges of %i bytes per epoch) is the same on all %i workers",
                     spec["path"], spec["size"], -(-spec["size"] // spec["range_bytes"]), spec["range_bytes"],
                     len(checks))
@@ -357,13 +443,21 @@ class DistributedTraining:
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
+        if progress["lost_shards"]:
+            host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+            raise transport.ClusterError(
+                "lost parameter shard " + "; ".join(f"{name} ({reason})" for name, reason in
+                                                      sorted(progress["lost_shards"].items()))
+                + f": it held part of the weights, so this train() call cannot finish; the model keeps the weights "
+                  f"it had before it (or at the last epoch end, with callbacks). Restart the shard with: python -m "
+                  f"gensim_distw2v.shard --ns-host {host} --ns-port {port}, then call train() again")
         gone, quit_ = progress["no_workers_for"], progress["quit"]
         if gone is not None and quit_:
             raise RuntimeError(
                 "training failed on every worker of the session, so nothing trains it: "
                 + "; ".join(f"worker {name}: {reason}" for name, reason in sorted(quit_.items()))
                 + ". The workers' logs have the details; they keep serving other sessions")
-        if gone is not None and gone > self.wait_workers:
+        if gone is not None and gone > self.settings.cluster_timeout:
             raise RuntimeError(
                 f"all workers lost: none has been registered with the dispatcher for {gone:.0f} s; the jobs not "
                 f"yet merged were not trained. Start workers with: python -m gensim_distw2v.worker")

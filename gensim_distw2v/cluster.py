@@ -1,4 +1,4 @@
-"""``LocalCluster``: a name server, a dispatcher and N workers as subprocesses on loopback.
+"""``LocalCluster``: a name server, a dispatcher, P parameter shards and N workers as subprocesses on loopback.
 
     >>> from gensim_distw2v import LocalCluster, Word2Vec
     >>> with LocalCluster(n_workers=2, threads_per_worker=1) as cluster:   # doctest: +SKIP
@@ -124,7 +124,8 @@ class ManagedProcess:
 
 
 class LocalCluster:
-    """A name server, a dispatcher and ``n_workers`` workers on loopback, as a context manager.
+    """A name server, a dispatcher, ``n_shards`` parameter shards and ``n_workers`` workers on
+    loopback, as a context manager.
 
     Parameters
     ----------
@@ -132,6 +133,9 @@ class LocalCluster:
         Worker processes.
     threads_per_worker : int
         Trainer threads in each worker.
+    n_shards : int
+        Parameter shard processes (the global weights' rows are spread over them; on a real
+        cluster, one per worker node).
     worker_timeout : float
         The dispatcher drops a worker silent for this long.
     client_timeout : float
@@ -144,18 +148,19 @@ class LocalCluster:
     ns_conf : dict
         Pass it to ``Word2Vec(distributed=True, ns_conf=...)``.
     processes : dict of (str, ManagedProcess)
-        ``nameserver``, ``dispatcher``, ``worker-0``...
+        ``nameserver``, ``dispatcher``, ``shard-0``..., ``worker-0``...
     """
 
-    def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None, client_timeout=120.0):
-        if n_workers < 0 or threads_per_worker < 1:
-            raise ValueError("n_workers must be >= 0 and threads_per_worker >= 1")
-        self.n_workers, self.threads_per_worker = n_workers, threads_per_worker
+    def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None, client_timeout=120.0,
+                 n_shards=1):
+        if n_workers < 0 or threads_per_worker < 1 or n_shards < 0:
+            raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
+        self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
         self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
         self.hmac_key = transport.as_key(hmac_key)
         self.processes = {}
         self.ns_conf = None
-        self._next_worker = 0
+        self._next_worker = self._next_shard = 0
 
     def _env(self):
         env = dict(os.environ)
@@ -190,7 +195,7 @@ class LocalCluster:
         return False
 
     def start(self):
-        """Start the name server, the dispatcher and the workers; return when all are registered."""
+        """Start the name server, the dispatcher, the shards and the workers; return when all are registered."""
         port = transport.free_port()
         self._start("nameserver", ["-m", "Pyro4.naming", "-n", "127.0.0.1", "-p", str(port), "-x"],
                     r"NS running on")
@@ -198,6 +203,8 @@ class LocalCluster:
         if self.hmac_key:
             self.ns_conf["hmac_key"] = self.hmac_key
         self.start_dispatcher()
+        for _ in range(self.n_shards):
+            self.add_shard()
         for _ in range(self.n_workers):
             self.add_worker()
         return self
@@ -231,13 +238,32 @@ class LocalCluster:
             dispatcher.wait_for(rf"worker {re.escape(match.group(1))} registered", timeout=60.0, start=mark)
         return name
 
+    def add_shard(self, wait=True):
+        """Start one more parameter shard; with ``wait``, return once the dispatcher has registered it.
+
+        Returns
+        -------
+        str
+            The shard's process name in :attr:`processes` (``shard-N``).
+        """
+        name = f"shard-{self._next_shard}"
+        self._next_shard += 1
+        dispatcher = self.processes["dispatcher"]
+        mark = len(dispatcher.lines)
+        match = self._start(name, ["-m", "gensim_distw2v.shard", "--ns-port", str(self.ns_conf["port"])],
+                            r"gensim_distw2v\.shard (\S+) ready at")
+        if wait:
+            dispatcher.wait_for(rf"shard {re.escape(match.group(1))} registered", timeout=60.0, start=mark)
+        return name
+
     def workers(self):
         """Names of the worker processes still running."""
         return [name for name, p in self.processes.items() if name.startswith("worker-") and p.alive()]
 
     def close(self):
-        """Stop every process (workers first, the name server last)."""
-        for name in sorted(self.processes, key=lambda n: (n == "nameserver", n == "dispatcher", n)):
+        """Stop every process (workers first, then shards, the name server last)."""
+        for name in sorted(self.processes, key=lambda n: (n == "nameserver", n == "dispatcher", n.startswith("shard"),
+                                                          n)):
             self.processes[name].stop()
 
     def pids(self):

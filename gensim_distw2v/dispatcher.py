@@ -1,4 +1,4 @@
-"""The dispatcher: owns the global model, the job queue, worker membership and the merges.
+"""The dispatcher: coordination only: membership, sessions, the job queue, epochs, progress.
 
 Start it once per cluster, after the name server::
 
@@ -7,19 +7,23 @@ Start it once per cluster, after the name server::
 
 How it works:
 
-1. It registers as ``gensim_distw2v.dispatcher`` in the name server and waits. Workers find it
-   there (they retry until it exists) and say :meth:`Dispatcher.hello`.
-2. A client opens a session (:meth:`Dispatcher.open_session`), uploads the arrays in chunks and
-   starts it. Every live worker joins: it fetches the config and the arrays in chunks.
+1. It registers as ``gensim_distw2v.dispatcher`` in the name server and waits. Workers and
+   parameter shards (:mod:`gensim_distw2v.shard`) find it there (they retry until it exists) and
+   say :meth:`Dispatcher.hello` / :meth:`Dispatcher.shard_hello`.
+2. A client opens a session (:meth:`Dispatcher.open_session`, which names the shards that will
+   hold the weights), uploads the static arrays here and the weights to the shards, and starts
+   it. Every live worker joins: it fetches the config and the static arrays here, the weights
+   from the shards.
 3. The client streams jobs in (:meth:`Dispatcher.put_jobs`, which pushes back when the queue
    is full), or, training from a shared corpus file, opens each epoch (:meth:`Dispatcher.open_file_epoch`)
    and the dispatcher cuts the file into byte ranges as workers ask for work, once each worker
    has shown it sees the client's file (:meth:`Dispatcher.file_check`); workers pull jobs
-   (:meth:`Dispatcher.get_jobs`) and merge their updates every
-   ``sync_words`` words (:meth:`Dispatcher.merge`, rules in :mod:`gensim_distw2v.merge`). A
-   job counts as trained only once its updates are merged.
+   (:meth:`Dispatcher.get_jobs`), merge their updates with every shard every ``sync_words``
+   words, and report each round here (:meth:`Dispatcher.round_done`): a job counts as trained
+   only once its updates are merged. No weights pass through the dispatcher.
 4. A worker that misses heartbeats for ``worker_timeout`` seconds is dropped; its jobs go back
-   to the queue. A worker that starts during a session joins it.
+   to the queue. A worker that starts during a session joins it. A shard of the session that
+   is lost fails the session (the client's error names it and how to restart it).
 5. The client polls :meth:`Dispatcher.progress`, downloads the final weights and closes the
    session; the dispatcher keeps serving the next one. A client silent for ``client_timeout``
    seconds loses its session.
@@ -37,7 +41,6 @@ import numpy as np
 import gensim_distw2v
 from gensim_distw2v import transport, wire
 from gensim_distw2v.jobs import next_alpha
-from gensim_distw2v.merge import GlobalWeights
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class _Member:
         self.session_id = sid
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
         self.exact_bytes_up = self.exact_bytes_down = 0  # of those, in exact (float32) parts: epoch flushes
-        self.merge_seconds = self.merge_cpu = self.kernel_cpu = 0.0
+        self.merge_seconds = self.merge_cpu = self.kernel_cpu = self.stall_seconds = 0.0
 
     def leave_session(self):
         """Forget the session: rank, jobs in flight, flushed epoch."""
@@ -87,23 +90,35 @@ class _Member:
         self.flushed = -1  # last epoch this worker flushed (sent all it had) in the session
 
 
+class _ShardMember:
+    """What the dispatcher knows of one parameter shard."""
+
+    def __init__(self, name, uri):
+        self.name, self.uri = name, uri
+        self.last_seen = time.monotonic()
+        self.connection = None  # the connection its heartbeats come in on
+
+
 class _Session:
     """One training session (one ``train()`` call of a client)."""
 
-    def __init__(self, config):
+    def __init__(self, config, shards):
         self.id = uuid.uuid4().hex
         self.config = config
+        self.shards = shards  # [[name, uri], ...]: shard p holds rows p, p + P, ... (gensim_distw2v.layout)
+        self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
         params = config["params"]
         self.vocab_size, self.vector_size = params["vocab_size"], params["vector_size"]
-        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config["arrays"].items()}
+        # the static arrays (the weights are on the shards)
+        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config["arrays"].items()
+                       if name not in wire.WEIGHTS}
         self.received = {name: 0 for name in self.arrays}  # rows (or elements) uploaded
-        self.weights = None  # GlobalWeights once started
         self.state = "uploading"
         self.queue = collections.deque()  # (job message, epoch, raw_words, examples)
         self.put = collections.Counter()  # jobs put per epoch
         self.done = collections.defaultdict(lambda: [0, 0, 0, 0])  # epoch -> jobs, raw, effective, examples
         self.loss = 0.0
-        self.merge_cpu = 0.0  # CPU seconds of this session's merge calls (checks, folding, reply)
+        self.merges = 0  # merge rounds reported
         self.next_rank = 0
         self.last_client_contact = time.monotonic()
         self.no_workers_since = None
@@ -164,6 +179,7 @@ class Dispatcher:
         self.max_queue_jobs = max_queue_jobs
         self.cond = threading.Condition()
         self.members = {}
+        self.shards = {}  # name -> _ShardMember
         self.session = None
         self.stopped = threading.Event()
         self._monitor = threading.Thread(target=self._watch, name="dispatcher-monitor", daemon=True)
@@ -207,7 +223,6 @@ class Dispatcher:
         if session is not None and member.rank is not None and session.state == "running":
             session.queue.extendleft(reversed(list(member.in_flight.values())))
             requeued = len(member.in_flight)
-            session.weights.remove_worker(member.rank)
         member.leave_session()
         return requeued
 
@@ -222,13 +237,31 @@ class Dispatcher:
             member.leave_session()
         self.cond.notify_all()
 
+    def _drop_shard(self, name, reason):
+        """Remove a shard; a session it holds rows of cannot go on (caller holds the lock)."""
+        shard = self.shards.pop(name, None)
+        if shard is None:
+            return
+        session = self.session
+        if session is not None and session.state in ("uploading", "running") \
+                and any(name == held for held, _uri in session.shards):
+            session.lost_shards[name] = reason
+            logger.error("shard %s of session %s lost (%s): the session cannot go on; restart the shard with: "
+                         "python -m gensim_distw2v.shard", name, session.id, reason)
+        else:
+            logger.warning("shard %s lost (%s); %i shards left", name, reason, len(self.shards))
+        self.cond.notify_all()
+
     def connection_closed(self, connection):
-        """A client connection closed: if it carried a worker's heartbeats, the worker is gone
-        (its process died, or it is reconnecting and will say hello again as a new worker)."""
+        """A client connection closed: if it carried a worker's or a shard's heartbeats, that
+        process is gone (it died, or it is reconnecting and will say hello again as a new one)."""
         with self.cond:
             for name, member in list(self.members.items()):
                 if member.connection is connection:
                     self._drop(name, "its heartbeat connection closed")
+            for name, shard in list(self.shards.items()):
+                if shard.connection is connection:
+                    self._drop_shard(name, "its heartbeat connection closed")
 
     def _watch(self):
         """Drop silent workers; abort sessions of silent clients."""
@@ -238,6 +271,9 @@ class Dispatcher:
                 for name, member in list(self.members.items()):
                     if now - member.last_seen > self.worker_timeout:
                         self._drop(name, f"no heartbeat for {now - member.last_seen:.1f} s")
+                for name, shard in list(self.shards.items()):
+                    if now - shard.last_seen > self.worker_timeout:
+                        self._drop_shard(name, f"no heartbeat for {now - shard.last_seen:.1f} s")
                 session = self.session
                 if session is not None and session.state in ("uploading", "running"):
                     if now - session.last_client_contact > self.client_timeout:
@@ -257,7 +293,8 @@ class Dispatcher:
         -------
         dict
             ``versions``, ``workers`` (name -> threads, rank or None, seconds since last heard, jobs in
-            flight, raw words merged in this session), ``session`` (id and state, or None).
+            flight, raw words merged in this session), ``shards`` (name -> URI, seconds since last
+            heard), ``session`` (id and state, or None).
         """
         now = time.monotonic()
         with self.cond:
@@ -266,6 +303,7 @@ class Dispatcher:
                 "workers": {name: {"threads": m.threads, "rank": m.rank, "silent": now - m.last_seen,
                                    "in_flight": len(m.in_flight), "words": m.words}
                             for name, m in self.members.items()},
+                "shards": {name: {"uri": s.uri, "silent": now - s.last_seen} for name, s in self.shards.items()},
                 "session": None if self.session is None else {"id": self.session.id, "state": self.session.state},
             }
 
@@ -374,6 +412,81 @@ class Dispatcher:
                            reason[:1000], requeued)
             self.cond.notify_all()
 
+    # ------------------------------------------------------------------ shards
+    @transport.expose
+    def shard_hello(self, name, uri, info):
+        """A parameter shard announces itself (at start, and again after losing the dispatcher).
+
+        Parameters
+        ----------
+        name : str
+            Its registration name (``gensim_distw2v.shard.<id>``).
+        uri : str
+            Its Pyro URI.
+        info : dict
+            ``{"versions": {...}}``.
+        """
+        if not isinstance(name, str) or not name.startswith(transport.SHARD_PREFIX) or not isinstance(uri, str):
+            raise ValueError(f"malformed shard hello: name must start with {transport.SHARD_PREFIX!r}")
+        check_versions(wire.need(info, "versions", dict, "shard hello"), f"shard {name}")
+        with self.cond:
+            if name in self.shards:
+                self._drop_shard(name, "it said hello again (restarted, or back after a network cut)")
+            self.shards[name] = _ShardMember(name, uri)
+            self.shards[name].connection = transport.caller()
+            logger.info("shard %s registered at %s (%i shards)", name, uri, len(self.shards))
+            self.cond.notify_all()
+        return {"ok": True}
+
+    @transport.expose
+    def shard_beat(self, name, known=None, wait=0.0):
+        """A shard is alive; returns the session it should hold and that session's workers.
+
+        Parameters
+        ----------
+        name : str
+            The shard.
+        known : str, optional
+            The session the shard holds (or None).
+        wait : float, optional
+            Wait up to this many seconds (at most 5) for the session to differ from ``known``.
+
+        Returns
+        -------
+        dict
+            A :class:`gensim_distw2v.wire.ShardBeat`.
+        """
+        if not isinstance(name, str) or not name.startswith(transport.SHARD_PREFIX):
+            raise ValueError(f"shard_beat: name must be a str starting with {transport.SHARD_PREFIX!r}")
+        if known is not None and not isinstance(known, str):
+            raise ValueError("shard_beat: known must be a session id (str) or None")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 5:
+            raise ValueError("shard_beat: wait must be a number of seconds in [0, 5]")
+        deadline = time.monotonic() + wait
+        with self.cond:
+            while True:
+                shard = self.shards.get(name)
+                if shard is None:
+                    return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=True).to_wire()
+                shard.last_seen = time.monotonic()
+                shard.connection = transport.caller()
+                session = self.session
+                remaining = deadline - time.monotonic()
+                if (session.id if session else None) != known or remaining <= 0:
+                    break
+                self.cond.wait(remaining)
+            if session is None:
+                return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
+            return wire.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
+                                  ranks=[m.rank for m in self.members.values() if m.rank is not None]).to_wire()
+
+    @transport.expose
+    def shard_leave(self, name):
+        """A shard shuts down cleanly."""
+        with self.cond:
+            if name in self.shards:
+                self._drop_shard(name, "it shut down")
+
     # ------------------------------------------------------------------ client: session set-up
     @transport.expose
     def open_session(self, config):
@@ -387,14 +500,15 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"session": id}``.
+            ``{"session": id, "shards": [[name, uri], ...]}``: the shards that hold the weights, in
+            order (shard ``p`` of ``P`` holds rows ``p, p + P, ...``: :mod:`gensim_distw2v.layout`).
 
         Raises
         ------
         ValueError
             Malformed config or version mismatch.
         RuntimeError
-            Another client's session is running.
+            Another client's session is running, or no shard is registered.
         """
         wire.check_config(config)
         check_versions(config["versions"], "the client")
@@ -403,15 +517,18 @@ class Dispatcher:
                 raise RuntimeError(
                     f"the dispatcher is busy with session {self.session.id} of another train() call; wait for it "
                     f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
+            if not self.shards:
+                raise RuntimeError("no parameter shard is registered with the dispatcher: start one (on each worker "
+                                   "node) with: python -m gensim_distw2v.shard")
             self._end_session()
-            self.session = _Session(config)
-            logger.info("session %s opened: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
+            self.session = _Session(config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
+            logger.info("session %s opened on %i shards: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
                         "(damp: %i syn0 / %i syn1neg rows), sync_words=%i (rows after %i every %i rounds)",
-                        self.session.id, self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
+                        self.session.id, len(self.session.shards), self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
                         config["params"]["hs"], config["params"]["negative"], config["merge"],
                         config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["sync_words"],
                         config["hot_rows"], config["cold_every"])
-            return {"session": self.session.id}
+            return {"session": self.session.id, "shards": self.session.shards}
 
     @transport.expose
     def upload(self, sid, name, lo, array):
@@ -421,7 +538,8 @@ class Dispatcher:
             session.last_client_contact = time.monotonic()
             target = session.arrays.get(name)
             if target is None:
-                raise ValueError(f"upload: session has no array {name!r}")
+                raise ValueError(f"upload: session has no array {name!r}" + (
+                    " here: the weights go to the session's shards" if name in wire.WEIGHTS else ""))
             if lo != session.received[name]:
                 raise ValueError(f"upload: {name} chunk starts at {lo}, expected {session.received[name]}")
             chunk = wire.unpack_array(array, f"upload of {name}", target.dtype.name, ndim=target.ndim,
@@ -447,15 +565,17 @@ class Dispatcher:
             missing = [n for n, a in session.arrays.items() if session.received[n] != len(a)]
             if missing:
                 raise ValueError(f"start: arrays not fully uploaded: {missing}")
+            if session.lost_shards:
+                raise RuntimeError(f"start: shards lost: {session.lost_shards}")
             params = session.config["params"]
             arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
             if not params["sample"]:
                 arrays.pop("sample_int", None)
+            # the weights' shapes checked against the static arrays (np.zeros maps lazily: no memory)
+            arrays.update({name: np.zeros(spec["shape"], np.float32) for name, spec in session.config["arrays"].items()
+                           if name in wire.WEIGHTS})
             JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
                        cbow_mean=params["cbow_mean"], shrink_windows=params["shrink_windows"], **arrays)
-            session.weights = GlobalWeights({n: session.arrays[n] for n in wire.WEIGHTS if n in session.arrays},
-                                            rule=session.config["merge"], damp_rows=session.config["damp_rows"],
-                                            codec=session.config["merge_dtype"])
             session.state, session.started = "running", time.monotonic()
             session.last_client_contact = time.monotonic()
             self.cond.notify_all()
@@ -513,11 +633,11 @@ class Dispatcher:
         -------
         dict
             ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
-            ``queued``, ``in_flight``, ``loss``, ``merges``, ``damped_rows`` (rows the ``damp`` rule
-            took part of), ``merge_cpu`` (this dispatcher's CPU seconds in merge calls: checking,
-            folding, the reply), ``workers`` (name -> raw words, merge rounds, bytes up, bytes down,
-            seconds in merge rounds, their CPU seconds, CPU seconds of its trainer threads in jobs, and of
-            the bytes up and down those in exact parts: the float32 epoch flushes),
+            ``queued``, ``in_flight``, ``loss``, ``merges`` (rounds reported), ``workers`` (name -> raw
+            words, merge rounds, bytes up, bytes down, seconds in merge rounds, their CPU seconds, CPU
+            seconds of its trainer threads in jobs, of the bytes up and down those in exact parts: the
+            float32 epoch flushes, and seconds its trainers waited for a merge round),
+            ``lost_shards`` (shard -> why it was lost: the session cannot go on),
             ``no_workers_for`` (seconds without any worker that is or may still join the session, or
             None), ``quit`` (worker -> why the session failed on it).
         """
@@ -530,11 +650,10 @@ class Dispatcher:
                 "queued": session.queued(),
                 "in_flight": sum(len(m.in_flight) for m in self.members.values()),
                 "loss": session.loss,
-                "merges": session.weights.merges,
-                "damped_rows": session.weights.damped,
-                "merge_cpu": session.merge_cpu,
+                "merges": session.merges,
+                "lost_shards": dict(session.lost_shards),
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds, m.merge_cpu,
-                                   m.kernel_cpu, m.exact_bytes_up, m.exact_bytes_down]
+                                   m.kernel_cpu, m.exact_bytes_up, m.exact_bytes_down, m.stall_seconds]
                             for name, m in self.members.items() if m.rank is not None},
                 "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
                 "no_workers_for": None if self._available(session) else now - (session.no_workers_since or now),
@@ -604,34 +723,23 @@ class Dispatcher:
             session.file_checks[name] = problem[:1000] if problem else None
             if problem:
                 logger.warning("worker %s cannot train session %s: %s", name, sid, problem)
-                session.weights.remove_worker(member.rank)
                 member.leave_session()
             self.cond.notify_all()
 
     @transport.expose
-    def download(self, sid, name, lo, hi, worker=None):
-        """Rows ``[lo, hi)`` of a session array (the global weights, or a static array).
-
-        A member of the session names itself (``worker``): the weights it downloads become its
-        view of them for the merges (:meth:`gensim_distw2v.merge.GlobalWeights.download`).
-        """
-        if worker is not None and not isinstance(worker, str):
-            raise ValueError(f"download: worker must be the downloading worker's name (a str) or None, got "
-                             f"{type(worker).__name__}")
+    def download(self, sid, name, lo, hi):
+        """Rows ``[lo, hi)`` of a session's static array (the weights are on the shards)."""
         with self.cond:
             session = self._session(sid, ("uploading", "running"))
             array = session.arrays.get(name)
             if array is None:
-                raise ValueError(f"download: session has no array {name!r}")
+                raise ValueError(f"download: session has no array {name!r}" + (
+                    " here: the weights are on the session's shards" if name in wire.WEIGHTS else ""))
             if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi <= len(array)):
                 raise ValueError(f"download: rows [{lo}, {hi}) outside [0, {len(array)})")
             if array.nbytes // max(1, len(array)) * (hi - lo) > wire.MAX_ARRAY_BYTES:
                 raise ValueError("download: too many rows in one chunk")
-            rank = None if worker is None else self._member(worker, sid).rank
-            weights = session.weights
-        if weights is not None and name in weights.weights:
-            return wire.pack_array(weights.download(name, lo, hi, rank))
-        return wire.pack_array(array[lo:hi].copy())
+            return wire.pack_array(array[lo:hi].copy())
 
     @transport.expose
     def close(self, sid):
@@ -649,8 +757,8 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"config", "rank"}``: the session config and the worker's rank (rank 0 continues the
-            client's random stream).
+            ``{"config", "rank", "shards"}``: the session config, the worker's rank (rank 0
+            continues the client's random stream) and the session's shards (``[[name, uri], ...]``).
         """
         with self.cond:
             session = self._session(sid)
@@ -663,9 +771,8 @@ class Dispatcher:
                 member.count_session(sid)
             member.rank = session.next_rank
             session.next_rank += 1
-            session.weights.add_worker(member.rank)
             logger.info("worker %s joined session %s as rank %i", name, sid, member.rank)
-            return {"config": session.config, "rank": member.rank}
+            return {"config": session.config, "rank": member.rank, "shards": session.shards}
 
     @transport.expose
     def get_jobs(self, name, sid, max_jobs, wait=0.2):
@@ -701,69 +808,49 @@ class Dispatcher:
             return {"jobs": out, "drained": drained}
 
     @transport.expose
-    def merge(self, name, sid, part):
-        """Fold one part of a worker's merge round into the global model.
+    def round_done(self, name, sid, report):
+        """A worker's merge round is folded into every shard: the jobs it carried count as trained.
 
         Parameters
         ----------
-        part : dict
-            See :func:`gensim_distw2v.wire.check_merge_part`; the final part of a round lists the
-            jobs whose updates the round carried, and they count as trained from now on.
-
-        Returns
-        -------
-        dict
-            ``{"matrices": {name: {"rows", "values"}}, "values": {name: {"rows", "values"}}}``: the
-            change other workers made to the part's damped rows since this worker last received them,
-            as deltas to add, and the global values of its other rows that changed since then.
+        name, sid : str
+            The worker and the session.
+        report : dict
+            A :class:`gensim_distw2v.wire.RoundReport`.
         """
+        report = wire.RoundReport.from_wire(report)
         with self.cond:
             session = self._session(sid)
             member = self._member(name, sid)
-            weights, rank = session.weights, member.rank
-        cpu = time.thread_time()
-        (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, seconds, max_rows,
-         hot_rows) = wire.check_merge_part(part, session.vocab_size, session.vector_size, list(weights.weights))
-        missed, values = weights.apply(rank, lo, hi, deltas, hold_back, exact, max_rows, hot_rows)
-        packed = {name_: wire.pack_deltas(*deltas_) for name_, deltas_ in missed.items() if len(deltas_[0])}
-        packed_values = {name_: wire.pack_deltas(*values_) for name_, values_ in values.items() if len(values_[0])}
-        cpu = time.thread_time() - cpu
-        with self.cond:
-            if self.members.get(name) is not member or member.rank != rank:
-                raise ValueError(f"worker {name} was dropped from session {sid} during its merge; its jobs were "
-                                 f"re-queued: join again")
-            up, down = (sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
-                            for way in ways for r, v, c in way.values())
-                        for ways in ((deltas,), (missed, values)))
-            member.bytes_up += up
-            member.bytes_down += down
-            if exact:
-                member.exact_bytes_up += up
-                member.exact_bytes_down += down
-            session.merge_cpu += cpu
-            if final:
-                member.merges += 1
-                member.flushed = max(member.flushed, flush)
-                member.merge_seconds, member.merge_cpu, member.kernel_cpu = (
-                    max(old, new) for old, new in zip((member.merge_seconds, member.merge_cpu, member.kernel_cpu),
-                                                      seconds))
-                session.loss += loss
-                for job_id, effective, *counts in jobs:
-                    item = member.in_flight.pop(job_id, None)
-                    if item is None:
-                        continue  # not (or no longer) this worker's: already re-queued elsewhere
-                    msg, epoch, raw, examples = item
-                    if raw is None:  # a range: its worker counted its words
-                        raw, examples = counts if counts else (0, 0)
-                        session.ranges_done[epoch] += msg["hi"] - msg["lo"]
-                    done = session.done[epoch]
-                    done[0] += 1
-                    done[1] += raw
-                    done[2] += effective
-                    done[3] += examples
-                    member.words += raw
-                self.cond.notify_all()
-        return {"matrices": packed, "values": packed_values}
+            member.bytes_up += report.bytes_up
+            member.bytes_down += report.bytes_down
+            if report.exact:
+                member.exact_bytes_up += report.bytes_up
+                member.exact_bytes_down += report.bytes_down
+            member.merges += 1
+            session.merges += 1
+            if report.flush >= 0:
+                member.flushed = max(member.flushed, report.flush)
+            member.merge_seconds, member.merge_cpu, member.kernel_cpu, member.stall_seconds = (
+                max(old, new) for old, new in zip(
+                    (member.merge_seconds, member.merge_cpu, member.kernel_cpu, member.stall_seconds),
+                    (report.merge_seconds, report.merge_cpu, report.kernel_cpu, report.stall_seconds)))
+            session.loss += report.loss
+            for job_id, effective, *counts in report.jobs:
+                item = member.in_flight.pop(job_id, None)
+                if item is None:
+                    continue  # not (or no longer) this worker's: already re-queued elsewhere
+                msg, epoch, raw, examples = item
+                if raw is None:  # a range: its worker counted its words
+                    raw, examples = counts if counts else (0, 0)
+                    session.ranges_done[epoch] += msg["hi"] - msg["lo"]
+                done = session.done[epoch]
+                done[0] += 1
+                done[1] += raw
+                done[2] += effective
+                done[3] += examples
+                member.words += raw
+            self.cond.notify_all()
 
     def shutdown(self):
         """Stop the monitor thread."""

@@ -11,15 +11,26 @@ import logging
 
 import gensim.models
 
-from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every
+from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE
+from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Word2Vec"]
 
 # Attributes this class adds to gensim's model; never written to disk (ns_conf may hold a key).
-_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "sync_words", "merge", "hold_back", "bytes_per_word",
-                      "cold_every", "merge_dtype", "cluster_timeout", "cluster_stats")
+_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "settings", "cluster_stats")
+
+
+def _setting(name):
+    """A model attribute that reads one of :attr:`Word2Vec.settings` and replaces it, validated."""
+
+    def get(self):
+        return getattr(self.settings, name)
+
+    def put(self, value):
+        self.settings = self.settings.replace(**{name: value})
+    return property(get, put, doc=f"The ``{name}`` setting (:class:`gensim_distw2v.settings.Settings`).")
 
 
 class Word2Vec(gensim.models.Word2Vec):
@@ -64,27 +75,33 @@ class Word2Vec(gensim.models.Word2Vec):
         ``'float32'`` exactly. What rounding loses goes with a later round (error feedback); epoch
         ends are exact.
     cluster_timeout : float, optional
-        Seconds to wait for a first worker, and without any worker during training, before
-        ``train()`` raises.
+        Seconds to wait for a first worker and parameter shard, and without any worker during
+        training, before ``train()`` raises.
+
+    Attributes
+    ----------
+    settings : gensim_distw2v.settings.Settings
+        The settings above, validated, as one object; each is also an attribute of the model
+        (``model.sync_words = 5000`` replaces it, validated).
     """
 
-    # bytes per message part for arrays and merges (a class attribute: tests shrink it to force parts)
-    _part_bytes = 16 * 1024 * 1024
+    sync_words = _setting("sync_words")
+    merge = _setting("merge")
+    hold_back = _setting("hold_back")
+    bytes_per_word = _setting("bytes_per_word")
+    cold_every = _setting("cold_every")
+    merge_dtype = _setting("merge_dtype")
+    cluster_timeout = _setting("cluster_timeout")
+    part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
                  bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0,
                  **kwargs):
-        if merge not in RULES:
-            raise ValueError(f"unknown merge rule {merge!r}; choose one of {RULES}")
-        if sync_words is not None and (not isinstance(sync_words, int) or sync_words < 1):
-            raise ValueError(f"sync_words must be a positive int (words per worker between merges), got {sync_words!r}")
+        self.settings = Settings(sync_words=sync_words, merge=merge, hold_back=hold_back,
+                                 bytes_per_word=bytes_per_word, cold_every=cold_every, merge_dtype=merge_dtype,
+                                 cluster_timeout=cluster_timeout)
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
-        if not 0.0 <= hold_back < 1.0:
-            raise ValueError(f"hold_back must be in [0, 1), got {hold_back!r}")
-        self.sync_words, self.merge, self.cluster_timeout = sync_words, merge, float(cluster_timeout)
-        self.hold_back, self.bytes_per_word = float(hold_back), check_budget(bytes_per_word)
-        self.cold_every, self.merge_dtype = check_cold_every(cold_every), check_codec(merge_dtype)
         self.cluster_stats = {}
         super().__init__(*args, **kwargs)
 
@@ -131,11 +148,7 @@ class Word2Vec(gensim.models.Word2Vec):
         self.running_training_loss = 0.0
         for callback in callbacks:
             callback.on_train_begin(self)
-        session = DistributedTraining(self, self.ns_conf, sync_words=self.sync_words, merge=self.merge,
-                                      hold_back=self.hold_back, bytes_per_word=self.bytes_per_word,
-                                      cold_every=self.cold_every, merge_dtype=self.merge_dtype,
-                                      wait_workers=self.cluster_timeout,
-                                      part_bytes=self._part_bytes)
+        session = DistributedTraining(self, self.ns_conf, self.settings)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
                                      callbacks, report_delay=report_delay, corpus_file=corpus_file)
         self.cluster_stats = session.stats
@@ -175,12 +188,11 @@ class Word2Vec(gensim.models.Word2Vec):
         distributed, ns_conf, sync_words, merge, hold_back, bytes_per_word, cold_every, merge_dtype, cluster_timeout
             Settings for further training of the loaded model (see the class).
         """
+        settings = Settings(sync_words=sync_words, merge=merge, hold_back=hold_back, bytes_per_word=bytes_per_word,
+                            cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout)
         model = gensim.models.Word2Vec.load(*args, **kwargs)
         if not isinstance(model, cls):
             model.__class__ = cls
         model.distributed, model.ns_conf = bool(distributed), dict(ns_conf or {})
-        model.sync_words, model.merge, model.cluster_stats = sync_words, merge, {}
-        model.cluster_timeout, model.hold_back = float(cluster_timeout), float(hold_back)
-        model.bytes_per_word, model.cold_every = check_budget(bytes_per_word), check_cold_every(cold_every)
-        model.merge_dtype = check_codec(merge_dtype)
+        model.settings, model.cluster_stats = settings, {}
         return model

@@ -27,6 +27,7 @@ Pyro4.config.DETAILED_TRACEBACK = False
 
 DISPATCHER_NAME = "gensim_distw2v.dispatcher"
 WORKER_PREFIX = "gensim_distw2v.worker."
+SHARD_PREFIX = "gensim_distw2v.shard."
 NS_SERIALIZER = "serpent"
 HMAC_ENV = "GENSIM_DISTW2V_HMAC_KEY"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -30,7 +30,10 @@ merge part (worker -> dispatcher)
     reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
     ``[lo, hi)`` since this worker last received it, as deltas (same format).
 """
+import dataclasses
 import math
+import types
+import typing
 
 import numpy as np
 
@@ -356,3 +359,210 @@ def check_merge_part(part, vocab_size, vector_size, weights):
             raise ValueError(f"merge part: {key} must be >= 0, got {seconds[-1]}")
     return (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, tuple(seconds),
             None if max_rows < 0 else max_rows, None if hot_rows < 0 else hot_rows)
+
+
+# ---------------------------------------------------------------------------------------------- records
+# Messages as named, typed records: each is defined once here, with its validation beside it.
+# ``to_wire()`` gives the plain dict that travels; ``from_wire(msg)`` checks every field's type (and
+# refuses unknown ones), then the record's own ``check()``; both sides use the same class.
+
+def _kind(annotation):
+    """The type(s) :func:`need` checks for a field's annotation (``Optional[X]`` allows None)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return tuple(_kind(a) if a is not type(None) else type(None) for a in typing.get_args(annotation))
+    if annotation is list:
+        return (list, tuple)
+    return annotation
+
+
+def _flat(kinds):
+    out = []
+    for kind in kinds if isinstance(kinds, tuple) else (kinds,):
+        out.extend(_flat(kind) if isinstance(kind, tuple) else [kind])
+    return tuple(out)
+
+
+@dataclasses.dataclass
+class Record:
+    """A message with named, typed fields (subclasses are dataclasses; see :meth:`from_wire`)."""
+
+    WHAT: typing.ClassVar[str] = "message"
+
+    @classmethod
+    def from_wire(cls, msg, **context):
+        """Check a message from a peer and return it as a record.
+
+        Raises
+        ------
+        ValueError
+            Not a dict, a missing, unknown or mistyped field, or what :meth:`check` refuses.
+        """
+        if not isinstance(msg, dict):
+            raise ValueError(f"malformed {cls.WHAT}: expected a dict, got {type(msg).__name__}")
+        fields = dataclasses.fields(cls)
+        unknown = set(msg) - {f.name for f in fields}
+        if unknown:
+            raise ValueError(f"malformed {cls.WHAT}: unknown fields {sorted(map(str, unknown))}")
+        values = {}
+        for field in fields:
+            kind = _flat(_kind(field.type))
+            if type(None) in kind and msg.get(field.name) is None:
+                values[field.name] = None
+                continue
+            values[field.name] = need(msg, field.name, tuple(k for k in kind if k is not type(None))
+                                      if len(kind) > 1 else kind[0], cls.WHAT)
+        record = cls(**values)
+        record.check(**context)
+        return record
+
+    def check(self, **context):
+        """Checks beyond the fields' types (ranges, consistency); raise ValueError naming the problem."""
+
+    def to_wire(self):
+        """The record as plain data for the wire."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+def _non_negative(record, *names):
+    for name in names:
+        if getattr(record, name) < 0:
+            raise ValueError(f"malformed {record.WHAT}: {name} must be >= 0, got {getattr(record, name)}")
+
+
+@dataclasses.dataclass
+class ShardSpec(Record):
+    """What a shard holds of a session (client -> shard): rows ``index, index + count, ...`` of
+    each trained matrix (:class:`gensim_distw2v.layout.ShardLayout`), and how it merges them.
+    ``damp_rows`` is the session's (global rows); the shard keeps its own share of them."""
+
+    WHAT: typing.ClassVar[str] = "shard spec"
+    session: str
+    index: int
+    count: int
+    vocab_size: int
+    vector_size: int
+    weights: list
+    merge: str
+    merge_dtype: str
+    damp_rows: dict
+    versions: dict
+
+    def check(self):
+        if not 0 <= self.index < self.count <= 4096:
+            raise ValueError(f"shard spec: index must be in [0, count) and count in [1, 4096], got index "
+                             f"{self.index} of {self.count}")
+        if not 1 <= self.vocab_size < 2 ** 32 or not 1 <= self.vector_size <= 100_000:
+            raise ValueError(f"shard spec: vocab_size must be in [1, 2**32) and vector_size in [1, 100000], got "
+                             f"{self.vocab_size} and {self.vector_size}")
+        if not self.weights or len(set(self.weights)) != len(self.weights) \
+                or not all(isinstance(n, str) and n in WEIGHTS for n in self.weights):
+            raise ValueError(f"shard spec: weights must be distinct names among {WEIGHTS}, got {self.weights!r}")
+        if self.merge not in MERGE_RULES:
+            raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {MERGE_RULES}")
+        if self.merge_dtype not in DELTA_DTYPES:
+            raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {self.merge_dtype!r}")
+        self.damp_rows = check_damp_rows(self.damp_rows, "shard spec")
+        self.weights = list(self.weights)
+
+
+@dataclasses.dataclass
+class MergePart(Record):
+    """One part of a worker's merge round with one shard (worker -> shard), in the shard's own rows.
+
+    ``matrices`` maps a matrix to its deltas (:func:`pack_deltas`) for rows in ``[lo, hi)``;
+    ``hold_back`` and ``max_rows`` (-1: no cap) shape the reply, ``exact`` asks for float32,
+    ``hot_rows`` (-1: every row) limits a routine round's ``syn0`` and ``syn1neg`` to the rows
+    below it. The shard answers with a :class:`MergeReply`.
+    """
+
+    WHAT: typing.ClassVar[str] = "merge part"
+    session: str
+    rank: int
+    lo: int
+    hi: int
+    matrices: dict
+    hold_back: float
+    max_rows: int
+    hot_rows: int
+    exact: bool
+
+    def check(self, n_rows=None, vector_size=None, weights=()):
+        if not 0 <= self.lo <= self.hi <= (n_rows if n_rows is not None else self.hi):
+            raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is outside [0, {n_rows})")
+        _non_negative(self, "rank")
+        if not 0.0 <= self.hold_back < 1.0:
+            raise ValueError(f"merge part: hold_back must be in [0, 1), got {self.hold_back}")
+        if self.max_rows < -1 or self.hot_rows < -1:
+            raise ValueError(f"merge part: max_rows and hot_rows must be >= 0, or -1 (no limit), got "
+                             f"{self.max_rows} and {self.hot_rows}")
+        unknown = set(self.matrices) - set(weights)
+        if unknown:
+            raise ValueError(f"merge part: unknown matrices {sorted(map(str, unknown))}; this session trains "
+                             f"{sorted(weights)}")
+        if vector_size is not None:  # unpacked in place: the shard folds arrays, not messages
+            self.matrices = {name: unpack_deltas(msg, name, vector_size, self.lo, self.hi, "merge part")
+                             for name, msg in self.matrices.items()}
+
+
+@dataclasses.dataclass
+class MergeReply(Record):
+    """A shard's answer to a :class:`MergePart`: per matrix, the damped rows' missed change as
+    deltas (``matrices``) and the global values of the other rows the worker lacks (``values``),
+    both :func:`pack_deltas` messages in the shard's rows."""
+
+    WHAT: typing.ClassVar[str] = "merge reply"
+    matrices: dict
+    values: dict
+
+
+@dataclasses.dataclass
+class RoundReport(Record):
+    """A worker's merge round is folded into every shard (worker -> dispatcher): the jobs it
+    carried count as trained from now on.
+
+    ``jobs`` lists ``[id, effective_words]`` (a range job's ``[id, effective_words, raw_words,
+    examples]``: only its worker knows them); ``flush`` is the epoch the round flushed, or -1;
+    the seconds are the worker's totals so far (wall time in merge rounds, their CPU, its trainer
+    threads' CPU in jobs, and the time trainers waited for a round: the staleness bound); the
+    bytes are this round's, to and from the shards (``exact``: an epoch flush, in float32).
+    """
+
+    WHAT: typing.ClassVar[str] = "round report"
+    jobs: list
+    loss: float
+    flush: int
+    exact: bool
+    merge_seconds: float
+    merge_cpu: float
+    kernel_cpu: float
+    stall_seconds: float
+    bytes_up: int
+    bytes_down: int
+
+    def check(self):
+        if self.flush < -1:
+            raise ValueError(f"round report: flush must be an epoch or -1, got {self.flush}")
+        _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down")
+        for entry in self.jobs:
+            if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
+                    or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
+                raise ValueError(f"round report: jobs must be [id, effective_words] or [id, effective_words, "
+                                 f"raw_words, examples], got {entry!r}")
+
+
+@dataclasses.dataclass
+class ShardBeat(Record):
+    """The dispatcher's answer to a shard's heartbeat: the session it should hold (or None), the
+    ranks of the workers in it, and ``next_rank`` (ranks below it were handed out before this
+    answer: a shard frees the slots of those not in ``ranks``). ``hello``: say hello again."""
+
+    WHAT: typing.ClassVar[str] = "shard heartbeat reply"
+    session: typing.Optional[str]
+    ranks: list
+    next_rank: int
+    hello: bool
+
+    def check(self):
+        if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.ranks):
+            raise ValueError("shard heartbeat reply: ranks must be ints >= 0")
+        _non_negative(self, "next_rank")

@@ -10,17 +10,21 @@ How it works:
    dispatcher there until it finds it, and says hello (again whenever the dispatcher restarts
    or forgets it).
 2. A heartbeat thread tells the dispatcher it is alive and learns of training sessions.
-3. For a session it fetches the config and the arrays in chunks, builds its replica, and runs
-   T trainer threads on jobs pulled from the dispatcher with a small prefetch. Training from a
+3. For a session it fetches the config and the static arrays from the dispatcher and the weights
+   from the session's parameter shards (:mod:`gensim_distw2v.shard`), in chunks, builds its
+   replica, and runs T trainer threads on jobs pulled from the dispatcher with a small prefetch. Training from a
    shared corpus file, it first checks that it sees the client's file, and its jobs are byte
    ranges of the file that it reads and encodes itself (:mod:`gensim_distw2v.corpusfile`).
 4. Every ``sync_words`` words (and whenever it runs out of jobs) it merges: it sends the rows it
-   changed and takes in the rows other workers changed (:mod:`gensim_distw2v.merge`), while its
-   trainer threads go on.
+   changed, each straight to the shard that owns it, to every shard at once, and takes in the rows
+   other workers changed (:mod:`gensim_distw2v.merge`), while its trainer threads go on (they wait
+   only once the next interval is used up before the round is done: the wait is counted and
+   reported); then it tells the dispatcher which jobs the round carried.
 5. When the session closes it drops the replica and waits for the next one.
 """
 import argparse
 import collections
+import concurrent.futures
 import logging
 import os
 import queue
@@ -34,6 +38,7 @@ from gensim_distw2v import transport, wire
 from gensim_distw2v._inner import JobTrainer
 from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
+from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import Replica, budget_rows, row_ranges
 
 logger = logging.getLogger(__name__)
@@ -41,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 class SessionLost(Exception):
     """The session ended, was replaced, or the dispatcher went away."""
+
+
+class ShardLost(RuntimeError):
+    """A shard of the session does not answer: the session cannot go on on this worker."""
 
 
 class _Training:
@@ -67,6 +76,39 @@ class _Training:
         joined = self.proxy.join(self.worker.name, self.sid)
         config, self.rank = joined["config"], joined["rank"]
         wire.check_config(config)
+        self.shards = wire.need(joined, "shards", list, "join reply")
+        if not self.shards or not all(isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(x, str) for x in s)
+                                      for s in self.shards):
+            raise ValueError("join reply: shards must be a non-empty list of [name, uri]")
+        self.layout = ShardLayout(len(self.shards))
+        self.shard_proxies = [transport.connect(uri, self.worker.hmac_key, timeout=60.0) for _name, uri in self.shards]
+        self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link") \
+            if len(self.shards) > 1 else None
+        try:
+            self._run(config)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False, cancel_futures=True)
+            for proxy in self.shard_proxies:
+                transport.release(proxy)
+
+    def _on_shards(self, call):
+        """``[call(0), call(1), ...]``, one per shard, in parallel when there are several."""
+        if self.pool is None:
+            return [call(0)]
+        return list(self.pool.map(call, range(len(self.shards))))
+
+    def _shard_call(self, shard, method, *args):
+        """A remote call to a shard; a shard that does not answer raises :class:`ShardLost`, naming it."""
+        try:
+            return getattr(self.shard_proxies[shard], method)(*args)
+        except transport.PyroError as err:
+            name, uri = self.shards[shard]
+            host, port, _broadcast, _key = transport.ns_settings(self.worker.ns_conf)
+            raise ShardLost(f"lost shard {name} at {uri} ({type(err).__name__}: {err}); restart it with: python -m "
+                            f"gensim_distw2v.shard --ns-host {host} --ns-port {port}") from None
+
+    def _run(self, config):
         self.file = config.get("corpus_file")
         if self.file is not None:
             problem = check_file(self.file["path"], self.file)
@@ -80,7 +122,8 @@ class _Training:
         self.bytes_per_word, self.merge_dtype = config["bytes_per_word"], config["merge_dtype"]
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
-        arrays = {name: self._download(name, spec) for name, spec in config["arrays"].items()}
+        arrays = {name: (self._download_weights if name in wire.WEIGHTS else self._download)(name, spec)
+                  for name, spec in config["arrays"].items()}
         self.replica = Replica({n: arrays.pop(n) for n in wire.WEIGHTS if n in arrays})
         if not self.params["sample"]:
             arrays.pop("sample_int", None)
@@ -93,9 +136,9 @@ class _Training:
             window=self.params["window"], cbow_mean=self.params["cbow_mean"],
             shrink_windows=self.params["shrink_windows"], **self.replica.replica, **arrays)
         self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), config["part_bytes"])
-        logger.info("joined session %s as rank %i: %i x %i model fetched in %.1f s; training with %i threads, "
-                    "merging every %i words", self.sid, self.rank, vocab, size, time.monotonic() - start,
-                    self.worker.threads, self.sync_words)
+        logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
+                    "%i threads, merging every %i words", self.sid, self.rank, vocab, size, len(self.shards),
+                    time.monotonic() - start, self.worker.threads, self.sync_words)
         threads = [threading.Thread(target=self._train, args=(t, self._rng(config, t)), daemon=True,
                                     name=f"trainer-{t}") for t in range(self.worker.threads)]
         threads.append(threading.Thread(target=self._merge_loop, daemon=True, name="merger"))
@@ -132,9 +175,23 @@ class _Training:
         row_bytes = max(1, target.nbytes // max(1, len(target)))
         for lo, hi in row_ranges(len(target), row_bytes, self.part_bytes):
             self.worker.check_alive(self)
-            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi, self.worker.name),
+            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi),
                                       f"download of {name}", target.dtype.name, shape=(hi - lo,) + target.shape[1:])
             target[lo:hi] = chunk
+        return target
+
+    def _download_weights(self, name, spec):
+        """A trained matrix, each shard's rows from that shard (all at once); they become this
+        worker's view of them for the merges."""
+        target = np.zeros(spec["shape"], dtype=np.float32)
+
+        def fetch(shard):
+            view = self.layout.rows_of(target, shard)
+            for lo, hi in row_ranges(len(view), 4 * target.shape[1], self.part_bytes):
+                self.worker.check_alive(self)
+                view[lo:hi] = wire.unpack_array(self._shard_call(shard, "download", self.sid, name, lo, hi, self.rank),
+                                                f"download of {name}", "float32", shape=(hi - lo, target.shape[1]))
+        self._on_shards(fetch)
         return target
 
     def _train(self, thread, rng):
@@ -316,8 +373,9 @@ class _Training:
             return float(self.train_cpu)
 
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None):
-        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.wire.DELTA_DTYPES`) and
-        take in the other workers', range by range.
+        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.wire.DELTA_DTYPES`) to
+        the shards and take in the other workers', range by range, every shard at once; then tell
+        the dispatcher the round's jobs are merged.
 
         With ``flush_epoch`` the round sends everything (no hold-back, float32) and tells the
         dispatcher this worker has nothing left of that epoch.
@@ -335,34 +393,56 @@ class _Training:
         hot = -1 if every_row else self.hot_rows
         parts = self.ranges if every_row or "syn1" in self.replica.replica else \
             [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
-        for i, (lo, hi) in enumerate(parts):
-            final = i == len(parts) - 1
+        n_shards, size = len(self.shards), self.params["vector_size"]
+        traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
+        for lo, hi in parts:
             # the traffic budget, each way, for the words this round carries (flushes are exact)
             max_rows = None if flush_epoch is not None else budget_rows(
                 self.bytes_per_word, words, lo, hi, self.params["vocab_size"], len(self.replica.replica),
-                self.params["vector_size"], dtype)
+                size, dtype)
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows, hot)
+            traffic[0] += sum(_nbytes(d) for d in deltas.values())
+            split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
             self.worker.check_alive(self)
-            part = {"lo": lo, "hi": hi, "final": final, "hold_back": float(hold_back),
-                    "max_rows": -1 if max_rows is None else max_rows, "hot_rows": hot,
-                    "exact": flush_epoch is not None,
-                    "flush": flush_epoch if final and flush_epoch is not None else -1,
-                    "jobs": jobs if final else [], "loss": float(loss) if final else 0.0,
-                    "merge_seconds": self.merge_seconds + time.perf_counter() - began,
-                    "merge_cpu": self.merge_cpu + time.thread_time() - cpu, "kernel_cpu": self._kernel_cpu(),
-                    "matrices": {n: wire.pack_deltas(*d) for n, d in deltas.items() if len(d[0])}}
-            reply = proxy.merge(self.worker.name, self.sid, part)
-            got = []
-            for key, absolute in (("matrices", False), ("values", True)):
-                got.append({})
-                for name, msg in wire.need(reply, key, dict, "merge reply").items():
-                    if name not in self.replica.replica:
-                        raise ValueError(f"merge reply: unknown matrix {name!r}")
-                    got[-1][name] = wire.unpack_deltas(msg, name, self.params["vector_size"], lo, hi,
-                                                       f"merge reply's {key}", absolute)
-            self.replica.take_in(*got)
+
+            def merge_with(shard, lo=lo, hi=hi, max_rows=max_rows, split=split):
+                thread_cpu = time.thread_time()
+                local_lo, local_hi = self.layout.local_range(lo, hi, shard)
+                part = wire.MergePart(
+                    session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
+                    matrices={name: wire.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
+                    max_rows=-1 if max_rows is None else -(-max_rows // n_shards),
+                    hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None)
+                reply = wire.MergeReply.from_wire(self._shard_call(shard, "merge", part.to_wire()))
+                got = []
+                for key, absolute in (("matrices", False), ("values", True)):
+                    got.append({})
+                    for name, msg in getattr(reply, key).items():
+                        if name not in self.replica.replica:
+                            raise ValueError(f"merge reply: unknown matrix {name!r}")
+                        rows, values, scales = wire.unpack_deltas(msg, name, size, local_lo, local_hi,
+                                                                  f"merge reply's {key}", absolute)
+                        got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
+                return got + [time.thread_time() - thread_cpu]
+            for missed, values, link_cpu in self._on_shards(merge_with):
+                pool_cpu += link_cpu if self.pool is not None else 0.0  # the shard links' threads' CPU
+                traffic[1] += sum(_nbytes(d) for way in (missed, values) for d in way.values())
+                self.replica.take_in(missed, values)
+        with self.lock:
+            stalled = self.stalled
         self.merge_seconds += time.perf_counter() - began
-        self.merge_cpu += time.thread_time() - cpu
+        self.merge_cpu += time.thread_time() - cpu + pool_cpu
+        report = wire.RoundReport(
+            jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
+            exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
+            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1])
+        proxy.round_done(self.worker.name, self.sid, report.to_wire())
+
+
+def _nbytes(deltas):
+    """Bytes of one matrix's ``(rows, values, scales or None)`` on the wire (their arrays)."""
+    rows, values, scales = deltas
+    return rows.nbytes + values.nbytes + (0 if scales is None else scales.nbytes)
 
 
 class Worker:

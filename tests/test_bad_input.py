@@ -89,8 +89,15 @@ def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
                        (proxy.download, (old, "syn0", 0, 1))):
         with pytest.raises(ValueError, match="session"):
             call(*args)
-    with pytest.raises(ValueError, match="worker must be the downloading worker's name"):
-        proxy.download(old, "syn0", 0, 1, ["not", "a", "name"])
+    (uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
+    shard = transport.connect(uri, timeout=10)
+    for call, args in ((shard.download, (old, "syn0", 0, 1)), (shard.upload, (old, "syn0", 0, {})),
+                       (shard.start, (old,)), (shard.merge, ({"session": old},))):
+        with pytest.raises(ValueError, match=f"holds no session '{old}'"):
+            call(*args)
+    with pytest.raises(ValueError, match="rank must be the downloading worker's rank"):
+        shard.download(old, "syn0", 0, 1, ["not", "a", "rank"])
+    transport.release(shard)
     transport.release(proxy)
     still_serves(cluster, lee_corpus)
     assert model.cluster_stats["raw_words"] > 0

@@ -43,13 +43,15 @@ def test_multihost_builds_its_network_and_removes_it():
     assert [(r["k"], r["rule"]) for r in result["results"]] == [(2, "damp"), (2, "mean")]
     for row in result["results"]:
         assert 0 < row["merge_share"] < 1 and row["up_per_word_per_worker"] > 0 and row["down_per_word_per_worker"] > 0
+        link = row["link_per_word"]  # counted on the NICs: the workers' hosts carry the merges
+        assert row["shards"] == 2 and link["worker_host_in"] > 0 and link["worker_host_out"] > 0
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "gmh" not in left, left
 
 
 def test_scaling_reports_per_word_costs_and_a_projection():
     out = run("scaling.py", "--corpus", datapath("lee_background.cor"), "--workers", "2,3", "--epochs", "1",
-              "--project-k", "2,8", "--links", "1,10", "--json")
+              "--shards", "2", "--project-k", "2,8", "--links", "1,10", "--json")
     result = json.loads(out.strip().splitlines()[-1])
     assert [r["K"] for r in result["runs"]] == [2, 3]
     for run_ in result["runs"]:
@@ -57,12 +59,13 @@ def test_scaling_reports_per_word_costs_and_a_projection():
                     "dispatcher_us", "client_us"):
             assert run_[key] > 0, (key, run_)
         assert set(run_["quality_delta"]) == {"analogy", "ws353", "simlex"} and run_["sg"] == 0
+        assert run_["shards"] == 2 and run_["shard_rss_mb"] > 0 and 0 <= run_["stall_share"] < 1
     assert [(p["K"], p["link_gbit"]) for p in result["projection"]] == [(2, 1), (2, 10), (8, 1), (8, 10)]
     for p in result["projection"]:
         assert p["cluster_wps"] > 0 and p["single_node_wps"] > 0 and p["threads"] == 16
         assert p["speedup"] == pytest.approx(p["cluster_wps"] / p["single_node_wps"])
-        assert p["bottleneck"] in ("worker CPU", "worker link", "server CPU", "server link", "dispatcher CPU",
-                                   "client CPU")
+        assert p["bottleneck"] in ("worker CPU", "node link", "shard CPU", "dispatcher CPU", "client CPU")
+        assert p["shards"] == p["K"]  # one shard per node by default
     # the faster link never projects a slower cluster
     by = {(p["K"], p["link_gbit"]): p["cluster_wps"] for p in result["projection"]}
     assert by[(2, 10)] >= by[(2, 1)] and by[(8, 10)] >= by[(8, 1)]
@@ -78,12 +81,14 @@ def test_projection_takes_the_least_limit_of_every_role():
     run_ = {"kernel_us": 1.0, "worker_merge_us": 0.25, "shard_us": 0.5, "dispatcher_us": 0.1, "client_us": 0.2,
             "bytes_up_per_word": 50.0, "bytes_down_per_word": 100.0, "rounds_per_word": 1e-5}
     assert scaling.efficiency(1) == 1.0 and scaling.efficiency(32) == pytest.approx(0.6)
-    p = scaling.project(run_, 1e6, 8, 16, 10.0)
-    # one server: 2 M words/s of CPU, 12.5 M of link; 8 nodes of 16 threads: 8 * 16 * 0.68 / 1.25 us
-    assert p["bottleneck"] == "server CPU" and p["cluster_wps"] == pytest.approx(2e6)
+    p = scaling.project(run_, 1e6, 8, 16, 10.0, shards=1)
+    # one shard: 2 M words/s of CPU, 12.5 M of link; 8 nodes of 16 threads: 8 * 16 * 0.68 / 1.25 us
+    assert p["bottleneck"] == "shard CPU" and p["cluster_wps"] == pytest.approx(2e6)
     assert p["single_node_wps"] == pytest.approx(16 * 0.68 * 1e6)
-    p = scaling.project(run_, 1e6, 8, 16, 10.0, shards=8)  # a server per node: the client's 5 M words/s
+    p = scaling.project(run_, 1e6, 8, 16, 10.0)  # a shard per node (the default): the client's 5 M words/s
     assert p["bottleneck"] == "client CPU" and p["cluster_wps"] == pytest.approx(5e6)
-    p = scaling.project(run_, 1e6, 8, 16, 0.1, shards=8)  # 100 Mbit/s: 125 k words/s per link
-    assert p["bottleneck"] == "worker link" and p["cluster_wps"] == pytest.approx(8 * 0.1e9 / 8 / 100)
+    p = scaling.project(run_, 1e6, 8, 16, 0.1)  # 100 Mbit/s, a node's link carrying 150 B/word each way
+    assert p["bottleneck"] == "node link" and p["cluster_wps"] == pytest.approx(8 * 0.1e9 / 8 / 150)
+    p = scaling.project(run_, 1e6, 8, 16, 0.1, shards=2)  # shards elsewhere: a worker's link, 100 B/word
+    assert p["bottleneck"] == "shard link" and p["cluster_wps"] == pytest.approx(2 * 0.1e9 / 8 / 100)
     assert p["merges_per_worker_per_s"] == pytest.approx(1e-5 * p["cluster_wps"] / 8)

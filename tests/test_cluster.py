@@ -1,4 +1,8 @@
-"""Distributed training through real clusters: name server, dispatcher and workers as processes."""
+"""Distributed training through real clusters: name server, dispatcher, shards and workers as processes.
+
+The one-worker tests (gensim's numbers bit for bit) run through one parameter shard and through two;
+the three-worker tests through three shards (their rows split unevenly: 3 does not divide the
+vocabulary)."""
 import logging
 import os
 import re
@@ -30,15 +34,15 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def one_worker():
-    with LocalCluster(n_workers=1, threads_per_worker=1) as cluster:
+@pytest.fixture(scope="module", params=[1, 2], ids=["P=1", "P=2"])
+def one_worker(request):
+    with LocalCluster(n_workers=1, threads_per_worker=1, n_shards=request.param) as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="module")
 def three_workers():
-    with LocalCluster(n_workers=3, threads_per_worker=1) as cluster:
+    with LocalCluster(n_workers=3, threads_per_worker=1, n_shards=3) as cluster:
         yield cluster
 
 
@@ -160,7 +164,7 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     """Force parts of 4 KiB: uploads, joins, merge rounds and the final pull all go in many parts."""
     params = {**SMALL, "sg": 1, "hs": 1, "negative": 5}
     ours = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=20_000, **params)
-    ours._part_bytes = 4096
+    ours.part_bytes = 4096
     ours.build_vocab(lee_corpus)
     ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=2)
     assert ours.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
@@ -169,7 +173,7 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     one = LocalCluster(n_workers=1).start()
     try:
         solo = Word2Vec(distributed=True, ns_conf=one.ns_conf, **params)
-        solo._part_bytes = 4096
+        solo.part_bytes = 4096
         solo.build_vocab(lee_corpus)
         solo.train(lee_corpus, total_examples=solo.corpus_count, epochs=2)
     finally:
@@ -196,9 +200,10 @@ def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode)
     # once a job would be about raw / 10,000 = 12 merges; once per 1,000 words about 120
     assert model.cluster_stats["merges"] >= 0.8 * raw / 1000, model.cluster_stats
     assert np.isfinite(model.wv.vectors).all()
-    # where the CPU went: the worker's kernels and merge rounds, the dispatcher's merge calls (all ran)
+    # where the CPU went: the worker's kernels and merge rounds, the shards' merge calls (all ran)
     stats = model.cluster_stats
-    assert stats["kernel_cpu"] > 0 and stats["merge_cpu"]["workers"] > 0 and stats["merge_cpu"]["dispatcher"] > 0, stats
+    assert stats["kernel_cpu"] > 0 and stats["merge_cpu"]["workers"] > 0 and stats["merge_cpu"]["shards"] > 0, stats
+    assert len(stats["shards"]) == one_worker.n_shards and all(s[0] >= stats["merges"] for s in stats["shards"].values())
     assert stats["kernel_cpu"] < stats["seconds"] + 1 and stats["merge_cpu"]["workers"] < stats["seconds"] + 1, stats
 
 
@@ -330,11 +335,17 @@ def test_worker_started_before_the_dispatcher_is_found(lee_corpus, tmp_path):
                                            str(port), "--threads", "1"], env=env)
         procs.append(worker)
         worker.wait_for("waiting for a dispatcher")
+        shard = ManagedProcess("shard", [sys.executable, "-P", "-m", "gensim_distw2v.shard", "--ns-port", str(port)],
+                               env=env)
+        procs.append(shard)
+        shard.wait_for("waiting for a dispatcher")
         dispatcher = ManagedProcess("dispatcher", [sys.executable, "-P", "-m", "gensim_distw2v.dispatcher",
                                                    "--ns-port", str(port)], env=env)
         procs.append(dispatcher)
         dispatcher.wait_for(r"worker \S+ registered")
+        dispatcher.wait_for(r"shard \S+ registered")
         worker.wait_for("found the dispatcher")
+        shard.wait_for("found the dispatcher")
         ours = Word2Vec(lee_corpus, distributed=True, ns_conf={"port": port}, **SMALL)
         assert ours.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
         # the dispatcher restarts: the worker finds the new one and serves the next session
@@ -343,6 +354,7 @@ def test_worker_started_before_the_dispatcher_is_found(lee_corpus, tmp_path):
                                                     "--ns-port", str(port)], env=env)
         procs.append(dispatcher)
         dispatcher.wait_for(r"worker \S+ registered", timeout=30)
+        dispatcher.wait_for(r"shard \S+ registered", timeout=30)
         ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=1)
         assert ours.cluster_stats["raw_words"] == sum(len(s) for s in lee_corpus)
     finally:
@@ -364,7 +376,11 @@ def test_missing_cluster_parts_give_clear_errors(lee_corpus):
     with LocalCluster(n_workers=0) as cluster:
         with pytest.raises(transport.ClusterError, match="no workers registered.*python -m gensim_distw2v.worker"):
             Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
-    assert time.monotonic() - start < 60
+    with LocalCluster(n_workers=1, n_shards=0) as cluster:
+        with pytest.raises(transport.ClusterError, match="no parameter shards registered.*python -m "
+                                                         "gensim_distw2v.shard"):
+            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
+    assert time.monotonic() - start < 75
 
 
 def test_daemons_accept_msgpack_only():
@@ -378,7 +394,7 @@ def _descendants_alive(pids):
 def test_local_cluster_leaves_no_process_behind():
     with LocalCluster(n_workers=2) as cluster:
         pids = cluster.pids()
-        assert len(pids) == 4 and not set(pids) - set(_descendants_alive(pids))
+        assert len(pids) == 5 and not set(pids) - set(_descendants_alive(pids))  # name server, dispatcher, shard, 2 workers
     assert _descendants_alive(pids) == []
     with pytest.raises(ZeroDivisionError):
         with LocalCluster(n_workers=1) as cluster:
@@ -423,7 +439,7 @@ def test_killed_client_leaves_no_orphans(tmp_path):
     client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     line = client.stdout.readline()
     pids = [int(p) for p in line.split()[1:]]
-    assert len(pids) == 3
+    assert len(pids) == 4
     client.kill()  # kill -9: no clean-up code runs in the client
     client.wait()
     deadline = time.monotonic() + 30

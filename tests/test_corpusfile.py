@@ -302,10 +302,8 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
 
     session = DistributedTraining(model, two_workers.ns_conf)
     config, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)
-    sid = dispatcher.open_session(config)["session"]
+    sid, links = session._open(dispatcher, config, arrays)
     try:
-        session._upload(dispatcher, sid, arrays)
-        dispatcher.start(sid)
         with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):
             dispatcher.put_jobs(sid, [])
         assert dispatcher.open_file_epoch(sid, 0) == -(-config["corpus_file"]["size"]
@@ -317,6 +315,7 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
         with pytest.raises(ValueError, match="problem must be a str or None"):
             dispatcher.file_check("gensim_distw2v.worker.x", sid, 5)
     finally:
+        links.close(sid)
         dispatcher.close(sid)
         transport.release(dispatcher)
     bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))

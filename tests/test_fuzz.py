@@ -1,10 +1,11 @@
-"""Malformed payloads against a running dispatcher and worker (hypothesis): all refused, both keep serving.
+"""Malformed payloads against a running dispatcher, shard and worker (hypothesis): all refused, all keep serving.
 
-One real cluster (name server, dispatcher, one worker) with an open session. A registered member that
-is not a real worker (``gensim_distw2v.worker.fuzz``) sends merge parts, so the deepest checks are
-reached; every payload is a valid message with one defect (wrong type, range, dtype, shape, byte count,
-row order, non-finite value, missing field), or garbage in place of the arguments, or raw bytes on the
-daemons' sockets. Afterwards the dispatcher's memory has not grown much and a real training works.
+One real cluster (name server, dispatcher, one shard, one worker) with an open session. A registered
+member that is not a real worker (``gensim_distw2v.worker.fuzz``) sends merge parts to the shard and
+round reports to the dispatcher, so the deepest checks are reached; every payload is a valid message
+with one defect (wrong type, range, dtype, shape, byte count, row order, non-finite value, missing or
+unknown field), or garbage in place of the arguments, or raw bytes on the daemons' sockets.
+Afterwards the dispatcher's and the shard's memory have not grown much and a real training works.
 """
 import socket
 
@@ -40,27 +41,34 @@ def cluster(lee_corpus):
         training = DistributedTraining(model, cluster.ns_conf)
         proxy = find_dispatcher(cluster.ns_conf)
         config, arrays = training._config(1, False, 1)
-        sid = proxy.open_session(config)["session"]
-        training._upload(proxy, sid, arrays)
-        proxy.start(sid)
+        sid, links = training._open(proxy, config, arrays)
         proxy.hello(FAKE, "PYRO:fuzz@127.0.0.1:1", {"versions": versions(), "threads": 1})
-        proxy.join(FAKE, sid)
-        cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size,
-                           "proxy": proxy, "model": model}
+        rank = proxy.join(FAKE, sid)["rank"]
+        shard = links.proxies[0]
+        shard.download(sid, "syn1neg", 0, 1, rank)  # the shard gives the fake worker a slot
+        cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size, "rank": rank,
+                           "proxy": proxy, "shard": shard, "model": model}
         for _ in range(50):  # warm up (imports, caches) before the memory baseline
-            refused(proxy.merge, FAKE, sid, {**valid_part(cluster.session), "lo": -1})
-        cluster.session["rss"] = psutil.Process(cluster.processes["dispatcher"].pid).memory_info().rss
+            refused(shard.merge, {**valid_part(cluster.session), "lo": -1})
+            refused(proxy.round_done, FAKE, sid, {**valid_report(), "flush": -2})
+        cluster.session["rss"] = {role: psutil.Process(cluster.processes[role].pid).memory_info().rss
+                                  for role in ("dispatcher", "shard-0")}
         yield cluster
+        links.close(sid)
         transport.release(proxy)
 
 
 def valid_part(session):
     rows = np.array([0, 2, 5], dtype=np.uint32)
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
-    return {"lo": 0, "hi": session["vocab"], "final": False, "hold_back": 0.0, "max_rows": -1, "hot_rows": -1,
-            "exact": False, "flush": -1, "jobs": [], "loss": 0.0, "merge_seconds": 0.0,
-            "merge_cpu": 0.0, "kernel_cpu": 0.0,
+    return {"session": session["sid"], "rank": session["rank"], "lo": 0, "hi": session["vocab"], "hold_back": 0.0,
+            "max_rows": -1, "hot_rows": -1, "exact": False,
             "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
+
+
+def valid_report():
+    return {"jobs": [], "loss": 0.0, "flush": -1, "exact": False, "merge_seconds": 0.0, "merge_cpu": 0.0,
+            "kernel_cpu": 0.0, "stall_seconds": 0.0, "bytes_up": 0, "bytes_down": 0}
 
 
 def valid_int8_part(session):
@@ -105,10 +113,14 @@ def bad_merge_part(draw, session):
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
     field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "scales", "hold_back",
-                                  "max_rows",
-                                  "hot_rows", "exact", "final", "flush", "jobs", "loss", "merge_seconds", "merge_cpu",
-                                  "kernel_cpu", "missing"]))
-    if field == "lo":
+                                  "max_rows", "hot_rows", "exact", "session", "rank", "missing", "unknown"]))
+    if field == "session":
+        part["session"] = draw(garbage.filter(lambda v: v != session["sid"]))
+    elif field == "rank":
+        part["rank"] = draw(not_int | st.integers(-2 ** 63, -1))
+    elif field == "unknown":
+        part[draw(st.text(min_size=1, max_size=8).filter(lambda k: k not in part))] = draw(garbage)
+    elif field == "lo":
         part["lo"] = draw(not_int | st.integers(-2 ** 63, -1) | st.integers(vocab + 1, 2 ** 63))
     elif field == "hi":
         part["hi"] = draw(not_int | st.integers(vocab + 1, 2 ** 63))
@@ -138,21 +150,39 @@ def bad_merge_part(draw, session):
                                  | st.sampled_from([float("nan"), float("inf")]))
     elif field in ("max_rows", "hot_rows"):
         part[field] = draw(not_int | st.integers(-2 ** 63, -2))
-    elif field in ("exact", "final"):
+    elif field == "exact":
         part[field] = draw(not_bool)
-    elif field == "flush":
-        part["flush"] = draw(not_int | st.integers(-2 ** 63, -2))
-    elif field == "jobs":
-        part["jobs"] = draw(not_bool.filter(lambda v: not isinstance(v, list) or v).map(
-            lambda v: [v] if isinstance(v, list) else v))
-        if isinstance(part["jobs"], list):
-            part["jobs"] = [draw(st.sampled_from([[1], [1, 2, 3], [-1, 5], [1, True], "xy", [1.5, 2]]))]
-    elif field in ("loss", "merge_seconds", "merge_cpu", "kernel_cpu"):
-        part[field] = draw(not_number | st.sampled_from([float("nan"), float("inf")])
-                           | (st.floats(-1e300, -1e-9) if field != "loss" else st.nothing()))
     else:
         del part[draw(st.sampled_from(sorted(part)))]
     return part
+
+
+@st.composite
+def bad_report(draw):
+    report = valid_report()
+    field = draw(st.sampled_from(["jobs", "loss", "flush", "exact", "merge_seconds", "merge_cpu", "kernel_cpu",
+                                  "stall_seconds", "bytes_up", "bytes_down", "missing", "unknown", "not a dict"]))
+    if field == "flush":
+        report["flush"] = draw(not_int | st.integers(-2 ** 63, -2))
+    elif field == "exact":
+        report["exact"] = draw(not_bool)
+    elif field == "jobs":
+        report["jobs"] = draw(not_bool.filter(lambda v: not isinstance(v, list) or v).map(
+            lambda v: [v] if isinstance(v, list) else v))
+        if isinstance(report["jobs"], list):
+            report["jobs"] = [draw(st.sampled_from([[1], [1, 2, 3], [-1, 5], [1, True], "xy", [1.5, 2]]))]
+    elif field in ("bytes_up", "bytes_down"):
+        report[field] = draw(not_int | st.integers(-2 ** 63, -1))
+    elif field in ("loss", "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds"):
+        report[field] = draw(not_number | st.sampled_from([float("nan"), float("inf")])
+                             | (st.floats(-1e300, -1e-9) if field != "loss" else st.nothing()))
+    elif field == "missing":
+        del report[draw(st.sampled_from(sorted(report)))]
+    elif field == "unknown":
+        report[draw(st.text(min_size=1, max_size=8).filter(lambda k: k not in report))] = draw(garbage)
+    else:
+        return draw(not_bool.filter(lambda v: not isinstance(v, dict)))
+    return report
 
 
 @st.composite
@@ -199,16 +229,28 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
 def test_malformed_merge_parts_are_refused(cluster, data):
     s = cluster.session
     part = data.draw(bad_merge_part(s))
-    error = refused(s["proxy"].merge, FAKE, s["sid"], part)
-    assert "merge part" in str(error) or "syn" in str(error) or "malformed" in str(error), error
+    error = refused(s["shard"].merge, part)
+    assert ("merge part" in str(error) or "syn" in str(error) or "malformed" in str(error)
+            or "holds no session" in str(error)), error
+
+
+@SETTINGS
+@given(data=st.data())
+def test_malformed_round_reports_are_refused(cluster, data):
+    s = cluster.session
+    error = refused(s["proxy"].round_done, FAKE, s["sid"], data.draw(bad_report()))
+    assert "round report" in str(error), error
 
 
 def test_valid_parts_are_taken(cluster):
-    """The valid parts the strategies spoil are themselves accepted: float16 and int8 values."""
+    """The valid parts and report the strategies spoil are themselves accepted: float16 and int8 values."""
     s = cluster.session
     for part in (valid_part(s), valid_int8_part(s)):
-        reply = s["proxy"].merge(FAKE, s["sid"], part)
-        assert isinstance(reply["matrices"], dict)
+        reply = s["shard"].merge(part)
+        assert isinstance(reply["matrices"], dict) and isinstance(reply["values"], dict)
+    merges = s["proxy"].progress(s["sid"])["merges"]
+    s["proxy"].round_done(FAKE, s["sid"], valid_report())
+    assert s["proxy"].progress(s["sid"])["merges"] == merges + 1
 
 
 @SETTINGS
@@ -228,7 +270,10 @@ def test_too_many_jobs_in_one_call_are_refused_and_none_queued(cluster):
 
 
 METHODS = ["hello", "heartbeat", "open_session", "upload", "start", "put_jobs", "progress", "end_epoch", "download",
-           "join", "get_jobs", "merge", "status", "no_such_method", "_session", "__init__", "shutdown"]
+           "join", "get_jobs", "round_done", "shard_hello", "shard_beat", "status", "no_such_method", "_session",
+           "__init__", "shutdown"]
+SHARD_METHODS = ["open_session", "upload", "start", "download", "merge", "close", "_held", "heartbeat_loop",
+                 "no_such_method"]
 
 
 @SETTINGS
@@ -239,11 +284,22 @@ def test_garbage_calls_are_refused(cluster, method, args):
     refused(s["proxy"]._pyroInvoke, method, args, {})
 
 
+@SETTINGS
+@given(method=st.sampled_from(SHARD_METHODS), args=st.lists(garbage, min_size=1, max_size=4))
+def test_garbage_calls_to_the_shard_are_refused(cluster, method, args):
+    s = cluster.session
+    if method == "close" and len(args) == 1 and isinstance(args[0], str):  # closing a session not held: no error
+        s["shard"]._pyroInvoke(method, [args[0] + "-not-held"], {})
+        assert s["shard"].status()["session"]["id"] == s["sid"]
+        return
+    refused(s["shard"]._pyroInvoke, method, args, {})
+
+
 def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     s = cluster.session
-    dispatcher = psutil.Process(cluster.processes["dispatcher"].pid)
-    uris = [str(s["proxy"]._pyroUri)] + [str(transport.lookup(cluster.ns_conf, name)) for name in
-                                         transport.list_names(cluster.ns_conf, transport.WORKER_PREFIX)]
+    uris = [str(s["proxy"]._pyroUri), str(s["shard"]._pyroUri)] + [
+        str(transport.lookup(cluster.ns_conf, name)) for name in
+        transport.list_names(cluster.ns_conf, transport.WORKER_PREFIX)]
     rng = np.random.default_rng(0)
     for i in range(200):
         host, port = uris[i % len(uris)].split("@")[1].rsplit(":", 1)
@@ -258,9 +314,10 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
                     pass
             except OSError:
                 pass  # the daemon hung up on the junk (maybe before we finished): fine, if it goes on serving
-    # both daemons alive and serving, a wrong HMAC key is refused, memory did not run away
+    # every daemon alive and serving, a wrong HMAC key is refused, memory did not run away
     assert s["proxy"].status()["session"]["id"] == s["sid"]
-    for uri in uris[1:]:
+    assert s["shard"].status()["session"]["id"] == s["sid"]
+    for uri in uris[2:]:
         worker = transport.connect(uri, timeout=10)
         assert worker.status()["name"].startswith(transport.WORKER_PREFIX)
         transport.release(worker)
@@ -268,8 +325,9 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     with pytest.raises(transport.CommunicationError):
         stranger.status()
     transport.release(stranger)
-    grown = (dispatcher.memory_info().rss - s["rss"]) / 2 ** 20
-    assert grown < 30, f"the dispatcher's memory grew by {grown:.0f} MB over the fuzzing"
+    for role, rss in s["rss"].items():
+        grown = (psutil.Process(cluster.processes[role].pid).memory_info().rss - rss) / 2 ** 20
+        assert grown < 30, f"the {role}'s memory grew by {grown:.0f} MB over the fuzzing"
     s["proxy"].close(s["sid"])
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     assert model.cluster_stats["raw_words"] == sum(len(x) for x in lee_corpus)

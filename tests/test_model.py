@@ -75,14 +75,46 @@ def test_loads_gensim_models_and_keeps_training(lee_corpus, tmp_path):
     assert gensim.models.Word2Vec.load(path).wv.most_similar("police", topn=1)
 
 
-@pytest.mark.parametrize("kwargs, message", [
+BAD_SETTINGS = [
     (dict(merge="median"), "unknown merge rule 'median'; choose one of"),
     (dict(sync_words=0), "sync_words must be a positive int"),
     (dict(sync_words=2.5), "sync_words must be a positive int"),
-])
-def test_bad_distributed_settings_are_refused(kwargs, message):
+    (dict(hold_back=1.0), "hold_back must be in \\[0, 1\\)"),
+    (dict(bytes_per_word=-3), "bytes_per_word must be a positive number"),
+    (dict(cold_every=0), "cold_every must be an int in \\[1, 1000\\]"),
+    (dict(merge_dtype="int4"), "merge_dtype must be one of"),
+    (dict(cluster_timeout=0), "cluster_timeout must be a positive number of seconds"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD_SETTINGS)
+def test_bad_distributed_settings_are_refused(kwargs, message, tmp_path):
+    """Refused alike by the constructor, by load() and by the model's attributes: one Settings object
+    validates them all."""
     with pytest.raises(ValueError, match=message):
         Word2Vec(distributed=True, **kwargs)
+    model = Word2Vec([["a", "b", "a"]], min_count=1, vector_size=4, epochs=1, workers=1)
+    model.save(str(tmp_path / "m"))
+    with pytest.raises(ValueError, match=message):
+        Word2Vec.load(str(tmp_path / "m"), distributed=True, **kwargs)
+    (name, value), = kwargs.items()
+    before = model.settings
+    with pytest.raises(ValueError, match=message):
+        setattr(model, name, value)
+    assert model.settings is before
+
+
+def test_settings_are_one_object_passed_whole():
+    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.settings import Settings
+
+    model = Word2Vec(distributed=True, sync_words=5000, merge="sum", cold_every=2)
+    assert model.settings == Settings(sync_words=5000, merge="sum", cold_every=2)
+    model.hold_back = 0  # an attribute replaces its setting, validated and normalised
+    assert model.settings.hold_back == 0.0 and isinstance(model.settings.hold_back, float)
+    assert DistributedTraining(model, {}).settings is model.settings
+    with pytest.raises(ValueError, match="settings must be a gensim_distw2v.settings.Settings"):
+        DistributedTraining(model, {}, {"merge": "sum"})
 
 
 def _run_python(code, cwd):

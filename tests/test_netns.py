@@ -102,6 +102,8 @@ def test_worker_behind_a_cut_link(namespaces, tmp_path):
         start("nameserver", a + py + ["-m", "Pyro4.naming", "-n", ADDR_A, "-p", port], "NS running on")
         _, dispatcher = start("dispatcher", a + py + ["-m", "gensim_distw2v.dispatcher", "--host", ADDR_A,
                                                        "--worker-timeout", "3"] + common, "ready at")
+        start("shard-a", a + py + ["-m", "gensim_distw2v.shard", "--host", ADDR_A] + common, "ready at")
+        dispatcher.wait_for(r"shard \S+ registered")
         start("worker-a", a + py + ["-m", "gensim_distw2v.worker", "--host", ADDR_A, "--threads", "1"] + common,
               "ready at")
         found, worker_b = start("worker-b", b + py + ["-m", "gensim_distw2v.worker", "--host", ADDR_B, "--threads",

@@ -10,7 +10,7 @@ from gensim_distw2v import transport
 from gensim_distw2v.cluster import ManagedProcess
 
 
-@pytest.mark.parametrize("module", ["gensim_distw2v.dispatcher", "gensim_distw2v.worker"])
+@pytest.mark.parametrize("module", ["gensim_distw2v.dispatcher", "gensim_distw2v.worker", "gensim_distw2v.shard"])
 def test_binding_beyond_loopback_needs_an_hmac_key(module, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in (transport.HMAC_ENV, "PYRO_HMAC_KEY")}
     done = subprocess.run([sys.executable, "-P", "-m", module, "--host", "0.0.0.0", "--ns-port", "1"],

@@ -1,0 +1,91 @@
+"""The distributed settings of a model: one validated object, built once and passed whole.
+
+:class:`Settings` holds what ``Word2Vec(distributed=True, ...)`` takes beyond gensim's arguments.
+It is validated where it is built (a bad value raises a ``ValueError`` naming the setting, what is
+wrong and what is allowed), and then passed whole: from the model to the client, whose session
+config carries it to the dispatcher, the shards and the workers. ``Word2Vec``'s keyword arguments
+and attributes stay as they were (each attribute reads and, validated, replaces its setting).
+"""
+import dataclasses
+import math
+import typing
+
+import numpy as np
+
+from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every
+from gensim_distw2v.wire import MAX_ARRAY_BYTES
+
+__all__ = ["PART_BYTES", "Settings"]
+
+PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
+
+
+def _positive_int(value, name, what):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int ({what}), got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How a model trains on a cluster (see :class:`gensim_distw2v.Word2Vec` for each setting).
+
+    Parameters
+    ----------
+    sync_words : int, optional
+        Words each worker trains between merges (None: derived from the number of workers).
+    merge : {'damp', 'sum', 'mean'}
+        The merge rule.
+    hold_back : float
+        Share of its squared change a worker may keep back in a routine merge, in [0, 1).
+    bytes_per_word : float, optional
+        Traffic budget of routine merges, each way, per word trained (None: no budget).
+    cold_every : int
+        The rows of rare words merge every ``cold_every``-th round, in [1, 1000].
+    merge_dtype : {'float16', 'int8', 'float32'}
+        Values of routine merges on the wire.
+    cluster_timeout : float
+        Seconds to wait for a first worker and shard, and without any worker during training.
+    part_bytes : int
+        Arrays and merge rounds move in messages of at most this many bytes.
+    """
+
+    sync_words: typing.Optional[int] = None
+    merge: str = "damp"
+    hold_back: float = 0.1
+    bytes_per_word: typing.Optional[float] = None
+    cold_every: int = COLD_EVERY
+    merge_dtype: str = MERGE_DTYPE
+    cluster_timeout: float = 30.0
+    part_bytes: int = PART_BYTES
+
+    def __post_init__(self):
+        fix = object.__setattr__  # frozen: the validated, normalised values replace the given ones
+        if self.sync_words is not None:
+            fix(self, "sync_words", _positive_int(self.sync_words, "sync_words", "words per worker between merges"))
+        if self.merge not in RULES:
+            raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {RULES}")
+        if isinstance(self.hold_back, bool) or not isinstance(self.hold_back, (int, float, np.floating)) \
+                or not 0.0 <= self.hold_back < 1.0:
+            raise ValueError(f"hold_back must be in [0, 1), got {self.hold_back!r}")
+        fix(self, "hold_back", float(self.hold_back))
+        fix(self, "bytes_per_word", check_budget(self.bytes_per_word))
+        fix(self, "cold_every", check_cold_every(self.cold_every))
+        fix(self, "merge_dtype", check_codec(self.merge_dtype))
+        if isinstance(self.cluster_timeout, bool) or not isinstance(self.cluster_timeout, (int, float, np.number)) \
+                or not 0 < self.cluster_timeout < math.inf:
+            raise ValueError(f"cluster_timeout must be a positive number of seconds, got {self.cluster_timeout!r}")
+        fix(self, "cluster_timeout", float(self.cluster_timeout))
+        part_bytes = _positive_int(self.part_bytes, "part_bytes", "bytes per message part")
+        if not 1024 <= part_bytes <= MAX_ARRAY_BYTES // 2:
+            raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {part_bytes}")
+        fix(self, "part_bytes", part_bytes)
+
+    def replace(self, **changes):
+        """A copy with ``changes``, validated."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def names(cls):
+        """The settings' names."""
+        return tuple(field.name for field in dataclasses.fields(cls))

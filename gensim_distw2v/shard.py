@@ -1,0 +1,351 @@
+"""A parameter shard: holds a share of the global weights' rows and folds the workers' merges into them.
+
+Start one per worker node, beside its worker, after the name server (the dispatcher may come
+before or after)::
+
+    python -m gensim_distw2v.shard --ns-host 127.0.0.1 --ns-port 9090
+
+How it works:
+
+1. It registers as ``gensim_distw2v.shard.<id>`` in the name server, finds the dispatcher there and
+   says hello; a heartbeat thread keeps in touch (a shard the dispatcher stops hearing from fails
+   the session it serves, naming it).
+2. A client opening a session gets the shards from the dispatcher and gives shard ``p`` of ``P``
+   its rows (:class:`gensim_distw2v.layout.ShardLayout`: every ``P``-th row from row ``p``), in
+   chunks, then starts it.
+3. Workers download the shard's rows when they join, and in every merge round send it the changes
+   they made to its rows (:meth:`Shard.merge`); it folds them into its rows with the session's
+   rule and answers with what the worker lacks of them (:class:`gensim_distw2v.merge.GlobalWeights`:
+   work proportional to the rows moved, memory independent of the number of workers).
+4. The client downloads the trained rows and closes the session. A session the dispatcher no
+   longer runs is dropped at the next heartbeat.
+"""
+import argparse
+import logging
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from gensim_distw2v import transport, wire
+from gensim_distw2v.dispatcher import check_versions, versions
+from gensim_distw2v.layout import ShardLayout
+from gensim_distw2v.merge import GlobalWeights
+
+logger = logging.getLogger(__name__)
+
+MAX_RANK = 2 ** 31
+
+
+class _Held:
+    """One session's rows on this shard."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.layout = ShardLayout(spec.count)
+        self.n_rows = self.layout.count(spec.vocab_size, spec.index)
+        self.arrays = {name: np.zeros((self.n_rows, spec.vector_size), dtype=np.float32) for name in spec.weights}
+        self.received = {name: 0 for name in spec.weights}
+        self.weights = None  # GlobalWeights once started
+        self.opened = time.monotonic()
+        self.gone = set()  # ranks of workers that left the session: refused from now on
+        self.merges = 0
+        self.merge_cpu = 0.0  # CPU seconds in merge calls: checking, folding, the reply
+        self.bytes_in = self.bytes_out = 0
+
+    @property
+    def id(self):
+        return self.spec.session
+
+
+class Shard:
+    """A shard process's remote face and its heartbeat loop.
+
+    Parameters
+    ----------
+    ns_conf : dict
+        Where the name server is.
+    hmac_key : bytes, optional
+        The cluster's HMAC key.
+    heartbeat : float
+        Seconds between heartbeats.
+    """
+
+    def __init__(self, ns_conf, hmac_key=None, heartbeat=1.0):
+        self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
+        if hmac_key:
+            self.ns_conf["hmac_key"] = hmac_key
+        self.heartbeat_every = heartbeat
+        self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
+        self.uri = None
+        self.lock = threading.Lock()
+        self.held = None
+        self.stopped = threading.Event()
+
+    # ------------------------------------------------------------------ helpers (not remote)
+    def _held(self, sid, started=True):
+        held = self.held
+        if held is None or held.id != sid:
+            raise ValueError(f"shard {self.name} holds no session {sid!r} (it may have been closed, or replaced, or "
+                             f"the shard restarted)")
+        if started is not None and started != (held.weights is not None):
+            raise ValueError(f"session {sid} on shard {self.name} is {'not ' if started else ''}started yet")
+        return held
+
+    def _array(self, held, name, lo, hi, what):
+        if name not in held.arrays:
+            raise ValueError(f"{what}: shard {self.name} holds no matrix {name!r} (it holds {sorted(held.arrays)})")
+        if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi <= held.n_rows):
+            raise ValueError(f"{what}: rows [{lo}, {hi}) outside this shard's [0, {held.n_rows})")
+        if (hi - lo) * held.spec.vector_size * 4 > wire.MAX_ARRAY_BYTES:
+            raise ValueError(f"{what}: too many rows in one chunk")
+        return held.arrays[name]
+
+    # ------------------------------------------------------------------ remote: client
+    @transport.expose
+    def status(self):
+        """What this shard holds.
+
+        Returns
+        -------
+        dict
+            ``name``, ``session`` (None, or ``{"id", "index", "count", "rows", "started", "merges",
+            "merge_cpu", "bytes_in", "bytes_out", "damped", "workers"}``: ``damped`` counts the rows
+            the ``damp`` rule took part of).
+        """
+        held = self.held
+        if held is None:
+            return {"name": self.name, "session": None}
+        return {"name": self.name, "session": {
+            "id": held.id, "index": held.spec.index, "count": held.spec.count, "rows": held.n_rows,
+            "started": held.weights is not None, "merges": held.merges, "merge_cpu": held.merge_cpu,
+            "bytes_in": held.bytes_in, "bytes_out": held.bytes_out,
+            "damped": 0 if held.weights is None else held.weights.damped,
+            "workers": 0 if held.weights is None else len(held.weights.slots)}}
+
+    @transport.expose
+    def open_session(self, spec):
+        """Hold a session's share of rows (any other session held is dropped).
+
+        Parameters
+        ----------
+        spec : dict
+            A :class:`gensim_distw2v.wire.ShardSpec`.
+        """
+        spec = wire.ShardSpec.from_wire(spec)
+        check_versions(spec.versions, "the client")
+        held = _Held(spec)
+        with self.lock:
+            if self.held is not None:
+                logger.info("session %s dropped: session %s replaces it", self.held.id, spec.session)
+            self.held = held
+        logger.info("session %s opened: shard %i of %i, %i of %i rows x %i dimensions of %s, merge=%s",
+                    spec.session, spec.index, spec.count, held.n_rows, spec.vocab_size, spec.vector_size,
+                    "/".join(spec.weights), spec.merge)
+
+    @transport.expose
+    def upload(self, sid, name, lo, array):
+        """Receive this shard's rows ``[lo, lo + len)`` of matrix ``name`` (in order, in chunks)."""
+        with self.lock:
+            held = self._held(sid, started=False)
+            target = self._array(held, name, lo, lo, "upload")
+            if lo != held.received[name]:
+                raise ValueError(f"upload: {name} chunk starts at row {lo}, expected {held.received[name]}")
+            chunk = wire.unpack_array(array, f"upload of {name}", "float32", shape=(None, held.spec.vector_size))
+            if lo + len(chunk) > held.n_rows:
+                raise ValueError(f"upload: {name} rows [{lo}, {lo + len(chunk)}) overflow this shard's {held.n_rows}")
+            target[lo:lo + len(chunk)] = chunk
+            held.received[name] += len(chunk)
+
+    @transport.expose
+    def start(self, sid):
+        """Every row is uploaded: merges may begin."""
+        with self.lock:
+            held = self._held(sid, started=False)
+            missing = [name for name, n in held.received.items() if n != held.n_rows]
+            if missing:
+                raise ValueError(f"start: rows of {missing} not fully uploaded to shard {self.name}")
+            spec = held.spec
+            damp = {name: held.layout.count(n, spec.index) for name, n in spec.damp_rows.items()}
+            held.weights = GlobalWeights(held.arrays, rule=spec.merge, damp_rows=damp, codec=spec.merge_dtype)
+        logger.info("session %s started on shard %i of %i", sid, spec.index, spec.count)
+
+    @transport.expose
+    def download(self, sid, name, lo, hi, rank=None):
+        """This shard's rows ``[lo, hi)`` of matrix ``name``.
+
+        A worker of the session names itself by its ``rank``: the rows it downloads become its view
+        of them for the merges (:meth:`gensim_distw2v.merge.GlobalWeights.download`).
+        """
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < MAX_RANK):
+            raise ValueError(f"download: rank must be the downloading worker's rank (an int >= 0) or None, got "
+                             f"{rank!r}")
+        with self.lock:
+            held = self._held(sid, started=True if rank is not None else None)
+            self._array(held, name, lo, hi, "download")
+            weights = held.weights
+            if rank is not None:
+                if rank in held.gone:
+                    raise ValueError(f"download: worker rank {rank} left session {sid}: join it again")
+                if rank not in weights.slots:
+                    weights.add_worker(rank)
+        if weights is None:
+            return wire.pack_array(held.arrays[name][lo:hi].copy())
+        out = weights.download(name, lo, hi, rank)
+        held.bytes_out += out.nbytes
+        return wire.pack_array(out)
+
+    @transport.expose
+    def close(self, sid):
+        """Drop a session (the client has its weights, or gave up); a session not held is no error."""
+        if not isinstance(sid, str):
+            raise ValueError(f"close: sid must be a session id (str), got {type(sid).__name__}")
+        with self.lock:
+            if self.held is not None and self.held.id == sid:
+                logger.info("session %s closed after %i merges (%.1f s of CPU in them)", sid, self.held.merges,
+                            self.held.merge_cpu)
+                self.held = None
+
+    # ------------------------------------------------------------------ remote: workers
+    @transport.expose
+    def merge(self, part):
+        """Fold one part of a worker's merge round into this shard's rows.
+
+        Parameters
+        ----------
+        part : dict
+            A :class:`gensim_distw2v.wire.MergePart`, in this shard's rows.
+
+        Returns
+        -------
+        dict
+            A :class:`gensim_distw2v.wire.MergeReply`.
+        """
+        cpu = time.thread_time()
+        sid = part.get("session") if isinstance(part, dict) else None
+        held = self._held(sid)
+        part = wire.MergePart.from_wire(part, n_rows=held.n_rows, vector_size=held.spec.vector_size,
+                                        weights=held.spec.weights)
+        if part.rank in held.gone:
+            raise ValueError(f"worker rank {part.rank} left session {sid}: join it again")
+        missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
+                                            None if part.max_rows < 0 else part.max_rows,
+                                            None if part.hot_rows < 0 else part.hot_rows)
+        reply = wire.MergeReply(
+            matrices={name: wire.pack_deltas(*d) for name, d in missed.items() if len(d[0])},
+            values={name: wire.pack_deltas(*v) for name, v in values.items() if len(v[0])})
+        with self.lock:
+            held.merges += 1
+            held.bytes_in += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
+                                 for r, v, c in part.matrices.values())
+            held.bytes_out += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
+                                  for way in (missed, values) for r, v, c in way.values())
+            held.merge_cpu += time.thread_time() - cpu
+        return reply.to_wire()
+
+    # ------------------------------------------------------------------ the dispatcher
+    def _connect(self):
+        """Find the dispatcher and say hello; retry until it works or we are stopped."""
+        waited = 0
+        while not self.stopped.is_set():
+            try:
+                uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
+                if uri:
+                    proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
+                    proxy.shard_hello(self.name, self.uri, {"versions": versions()})
+                    logger.info("found the dispatcher at %s", uri)
+                    return proxy
+            except ValueError as err:
+                logger.error("the dispatcher refused this shard: %s", err)
+            except (transport.ClusterError, transport.PyroError) as err:
+                if waited % 30 == 0:
+                    logger.info("waiting for the dispatcher (%s)", err)
+            if waited == 0:
+                logger.info("waiting for a dispatcher to register as %s", transport.DISPATCHER_NAME)
+            self.stopped.wait(1.0)
+            waited += 1
+        return None
+
+    def _beat(self, beat, asked):
+        """Act on the dispatcher's heartbeat reply (asked at ``asked``, monotonic): free the slots of
+        workers that left, drop a session the dispatcher no longer runs."""
+        with self.lock:
+            held = self.held
+            if held is None or held.opened > asked:  # opened since: the reply may predate it
+                return
+            if beat.session != held.id:
+                logger.info("session %s dropped: the dispatcher no longer runs it", held.id)
+                self.held = None
+                return
+            if held.weights is not None:
+                live = set(beat.ranks)
+                for rank in list(held.weights.slots):
+                    if rank < beat.next_rank and rank not in live:
+                        held.weights.remove_worker(rank)
+                        held.gone.add(rank)
+                        logger.info("worker rank %i left session %s: its slot is free", rank, held.id)
+
+    def heartbeat_loop(self):
+        """Keep in touch with the dispatcher."""
+        proxy = None
+        while not self.stopped.is_set():
+            if proxy is None:
+                proxy = self._connect()
+                if proxy is None:
+                    return
+            held = self.held
+            asked = time.monotonic()
+            try:
+                beat = wire.ShardBeat.from_wire(proxy.shard_beat(self.name, held.id if held else None,
+                                                                 self.heartbeat_every))
+            except (transport.PyroError, ValueError) as err:
+                logger.warning("lost the dispatcher (%s); looking for it again", err)
+                transport.release(proxy)
+                proxy = None
+                continue
+            if beat.hello:
+                transport.release(proxy)
+                proxy = None
+                continue
+            self._beat(beat, asked)
+        if proxy is not None:
+            try:
+                proxy.shard_leave(self.name)
+            except transport.PyroError:
+                pass
+            transport.release(proxy)
+
+
+def main(argv=None):
+    """``python -m gensim_distw2v.shard``: serve until killed."""
+    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.shard", description=__doc__.split("\n\n")[0])
+    transport.add_server_arguments(parser)
+    parser.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats (default 1)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
+    try:
+        key = transport.read_hmac_key(args.hmac_key_file)
+        shard = Shard({"host": args.ns_host, "port": args.ns_port}, hmac_key=key, heartbeat=args.heartbeat)
+        server = transport.Server(shard, shard.name, host=args.host, port=args.port,
+                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key)
+    except (transport.ClusterError, ValueError, OSError) as err:
+        parser.exit(2, f"error: {err}\n")
+    shard.uri = server.uri
+    beat = threading.Thread(target=shard.heartbeat_loop, name="heartbeat", daemon=True)
+
+    def ready():
+        logger.info("gensim_distw2v.shard %s ready at %s", shard.name, server.uri)
+        beat.start()
+
+    def stop():
+        shard.stopped.set()
+        if beat.is_alive():
+            beat.join(timeout=5)
+
+    transport.serve_until_stopped(server, stop, on_ready=ready)
+    logger.info("gensim_distw2v.shard %s stopped", shard.name)
+
+
+if __name__ == "__main__":
+    main()
