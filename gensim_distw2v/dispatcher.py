@@ -29,7 +29,6 @@ How it works:
    seconds loses its session.
 """
 import argparse
-import collections
 import logging
 import threading
 import time
@@ -40,7 +39,7 @@ import numpy as np
 
 import gensim_distw2v
 from gensim_distw2v import transport, wire
-from gensim_distw2v.jobs import next_alpha
+from gensim_distw2v.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,6 @@ class _Member:
         self.connection = None  # the connection its hello and heartbeats come in on
         self.session_id = None  # the session its counters below are of
         self.count_session(None)
-        self.leave_session()
 
     def count_session(self, sid):
         """Start this worker's traffic and work counters afresh for session ``sid``."""
@@ -82,12 +80,6 @@ class _Member:
         self.bytes_up = self.bytes_down = self.words = self.merges = 0
         self.exact_bytes_up = self.exact_bytes_down = 0  # of those, in exact (float32) parts: epoch flushes
         self.merge_seconds = self.merge_cpu = self.kernel_cpu = self.stall_seconds = 0.0
-
-    def leave_session(self):
-        """Forget the session: rank, jobs in flight, flushed epoch."""
-        self.rank = None  # rank in the current session, once joined
-        self.in_flight = collections.OrderedDict()  # job id -> queued job, handed out, not yet merged
-        self.flushed = -1  # last epoch this worker flushed (sent all it had) in the session
 
 
 class _ShardMember:
@@ -97,67 +89,6 @@ class _ShardMember:
         self.name, self.uri = name, uri
         self.last_seen = time.monotonic()
         self.connection = None  # the connection its heartbeats come in on
-
-
-class _Session:
-    """One training session (one ``train()`` call of a client)."""
-
-    def __init__(self, config, shards):
-        self.id = uuid.uuid4().hex
-        self.config = config
-        self.shards = shards  # [[name, uri], ...]: shard p holds rows p, p + P, ... (gensim_distw2v.layout)
-        self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
-        params = config["params"]
-        self.vocab_size, self.vector_size = params["vocab_size"], params["vector_size"]
-        # the static arrays (the weights are on the shards)
-        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config["arrays"].items()
-                       if name not in wire.WEIGHTS}
-        self.received = {name: 0 for name in self.arrays}  # rows (or elements) uploaded
-        self.state = "uploading"
-        self.queue = collections.deque()  # (job message, epoch, raw_words, examples)
-        self.put = collections.Counter()  # jobs put per epoch
-        self.done = collections.defaultdict(lambda: [0, 0, 0, 0])  # epoch -> jobs, raw, effective, examples
-        self.loss = 0.0
-        self.merges = 0  # merge rounds reported
-        self.next_rank = 0
-        self.last_client_contact = time.monotonic()
-        self.no_workers_since = None
-        self.quit = {}  # worker name -> why the session failed on it (it does not come back)
-        self.closed_epoch = -1  # the client has put every job of epochs up to this one
-        self.started = None
-        self.file = config.get("corpus_file")  # corpus_file training: ranges cut here, lazily
-        self.file_checks = {}  # worker name -> None (sees the client's file) or what is wrong
-        self.cursor = {}  # epoch -> first byte not yet cut into a range
-        self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
-        self.ranges_done = collections.Counter()  # epoch -> bytes of ranges merged
-        self.next_job = 0
-
-    def file_work_left(self):
-        """Bytes of the open file epoch not yet cut into ranges."""
-        if self.file is None or self.closed_epoch < 0:
-            return 0
-        return self.file["size"] - self.cursor.get(self.closed_epoch, self.file["size"])
-
-    def queued(self):
-        """Jobs waiting: queued ones, and ranges of the open file epoch not yet cut."""
-        left = self.file_work_left()
-        return len(self.queue) + (-(-left // self.file["range_bytes"]) if left else 0)
-
-    def cut_range(self):
-        """The next byte range of the open epoch as a queued job, with the learning rate of the
-        words trained so far in the epoch (merged words, plus those of ranges out, estimated)."""
-        spec, epoch = self.file, self.closed_epoch
-        lo = self.cursor[epoch]
-        hi = min(spec["size"], lo + spec["range_bytes"])
-        self.cursor[epoch] = hi
-        pending = self.ranges_out[epoch] - self.ranges_done[epoch]
-        words = self.done[epoch][1] + pending * spec["total_words"] / max(1, spec["size"])
-        alpha = next_alpha(spec["start_alpha"], spec["end_alpha"], epoch, self.config["epochs"],
-                           min(1.0, words / spec["total_words"]))
-        self.ranges_out[epoch] += hi - lo
-        msg = {"id": self.next_job, "epoch": epoch, "alpha": alpha, "lo": lo, "hi": hi}
-        self.next_job += 1
-        return (msg, epoch, None, None)
 
 
 class Dispatcher:
@@ -189,8 +120,7 @@ class Dispatcher:
     def _session(self, sid, states=("running",)):
         if self.session is None or self.session.id != sid:
             raise ValueError(f"unknown or closed session {sid!r} (it may have been aborted or replaced)")
-        if self.session.state not in states:
-            raise ValueError(f"session {sid} is {self.session.state}, expected {' or '.join(states)}")
+        self.session.expect(*states)
         return self.session
 
     def _member(self, name, sid=None):
@@ -198,43 +128,36 @@ class Dispatcher:
         if member is None:
             raise ValueError(f"unknown worker {name!r}: say hello first (it may have been dropped after a timeout)")
         member.last_seen = time.monotonic()
-        if sid is not None and member.rank is None:
+        if sid is not None and (self.session is None or name not in self.session.ranks):
             raise ValueError(f"worker {name} is not a member of session {sid}: join it first")
         return member
 
+    def _rank(self, name):
+        """A worker's rank in the current session, or None."""
+        return None if self.session is None else self.session.ranks.get(name)
+
     def _live_threads(self):
-        return sum(m.threads for m in self.members.values() if m.rank is not None) or 1
+        return sum(m.threads for name, m in self.members.items() if self._rank(name) is not None) or 1
 
     def _drop(self, name, reason):
         """Remove a worker; its unmerged jobs go back to the front of the queue (caller holds the lock)."""
         member = self.members.pop(name, None)
         if member is None:
             return
-        requeued = self._release(member)
+        requeued = self.session.release(name) if self.session is not None else 0
         logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
                        name, reason, requeued, len(self.members))
         self.cond.notify_all()
-
-    def _release(self, member):
-        """Take a worker out of the running session: its unmerged jobs go back to the front of the
-        queue, its snapshot and stale bits are freed; returns how many jobs (caller holds the lock)."""
-        session = self.session
-        requeued = 0
-        if session is not None and member.rank is not None and session.state == "running":
-            session.queue.extendleft(reversed(list(member.in_flight.values())))
-            requeued = len(member.in_flight)
-        member.leave_session()
-        return requeued
 
     def _available(self, session):
         """Whether any registered worker has not quit ``session`` (caller holds the lock)."""
         return any(name not in session.quit for name in self.members)
 
     def _end_session(self):
-        """No session any more; every worker leaves it (caller holds the lock)."""
+        """No session any more (caller holds the lock)."""
+        if self.session is not None:
+            self.session.close()
         self.session = None
-        for member in self.members.values():
-            member.leave_session()
         self.cond.notify_all()
 
     def _drop_shard(self, name, reason):
@@ -243,9 +166,7 @@ class Dispatcher:
         if shard is None:
             return
         session = self.session
-        if session is not None and session.state in ("uploading", "running") \
-                and any(name == held for held, _uri in session.shards):
-            session.lost_shards[name] = reason
+        if session is not None and session.lose_shard(name, reason):
             logger.error("shard %s of session %s lost (%s): the session cannot go on; restart the shard with: "
                          "python -m gensim_distw2v.shard", name, session.id, reason)
         else:
@@ -276,9 +197,9 @@ class Dispatcher:
                         self._drop_shard(name, f"no heartbeat for {now - shard.last_seen:.1f} s")
                 session = self.session
                 if session is not None and session.state in ("uploading", "running"):
-                    if now - session.last_client_contact > self.client_timeout:
+                    if now - session.client_seen > self.client_timeout:
                         logger.warning("session %s aborted: no word from its client for %.0f s",
-                                       session.id, now - session.last_client_contact)
+                                       session.id, now - session.client_seen)
                         self._end_session()
                     elif session.state == "running":
                         session.no_workers_since = None if self._available(session) else \
@@ -300,8 +221,9 @@ class Dispatcher:
         with self.cond:
             return {
                 "versions": versions(),
-                "workers": {name: {"threads": m.threads, "rank": m.rank, "silent": now - m.last_seen,
-                                   "in_flight": len(m.in_flight), "words": m.words}
+                "workers": {name: {"threads": m.threads, "rank": self._rank(name), "silent": now - m.last_seen,
+                                   "in_flight": len(self.session.in_flight.get(name, ())) if self.session else 0,
+                                   "words": m.words}
                             for name, m in self.members.items()},
                 "shards": {name: {"uri": s.uri, "silent": now - s.last_seen} for name, s in self.shards.items()},
                 "session": None if self.session is None else {"id": self.session.id, "state": self.session.state},
@@ -405,9 +327,8 @@ class Dispatcher:
             raise ValueError("quit_session: reason must be a str")
         with self.cond:
             session = self._session(sid)
-            member = self._member(name)
-            session.quit[name] = reason[:1000]
-            requeued = self._release(member)
+            self._member(name)
+            requeued = session.quit_worker(name, reason[:1000])
             logger.warning("worker %s quit session %s (%s); %i unmerged jobs go back to the queue", name, sid,
                            reason[:1000], requeued)
             self.cond.notify_all()
@@ -478,7 +399,7 @@ class Dispatcher:
             if session is None:
                 return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
             return wire.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
-                                  ranks=[m.rank for m in self.members.values() if m.rank is not None]).to_wire()
+                                  ranks=sorted(session.ranks.values())).to_wire()
 
     @transport.expose
     def shard_leave(self, name):
@@ -521,7 +442,9 @@ class Dispatcher:
                 raise RuntimeError("no parameter shard is registered with the dispatcher: start one (on each worker "
                                    "node) with: python -m gensim_distw2v.shard")
             self._end_session()
-            self.session = _Session(config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
+            self.session = Session(uuid.uuid4().hex, config,
+                                   [[name, self.shards[name].uri] for name in sorted(self.shards)])
+            self.session.client_seen = time.monotonic()
             logger.info("session %s opened on %i shards: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
                         "(damp: %i syn0 / %i syn1neg rows), sync_words=%i (rows after %i every %i rounds)",
                         self.session.id, len(self.session.shards), self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
@@ -535,19 +458,13 @@ class Dispatcher:
         """Receive rows ``[lo, lo + len)`` of array ``name`` (in order, in chunks)."""
         with self.cond:
             session = self._session(sid, ("uploading",))
-            session.last_client_contact = time.monotonic()
+            session.client_seen = time.monotonic()
             target = session.arrays.get(name)
             if target is None:
                 raise ValueError(f"upload: session has no array {name!r}" + (
                     " here: the weights go to the session's shards" if name in wire.WEIGHTS else ""))
-            if lo != session.received[name]:
-                raise ValueError(f"upload: {name} chunk starts at {lo}, expected {session.received[name]}")
-            chunk = wire.unpack_array(array, f"upload of {name}", target.dtype.name, ndim=target.ndim,
-                                      shape=(None,) + target.shape[1:])
-            if lo + len(chunk) > len(target):
-                raise ValueError(f"upload: {name} chunk [{lo}, {lo + len(chunk)}) overflows {len(target)} rows")
-            target[lo:lo + len(chunk)] = chunk
-            session.received[name] += len(chunk)
+            session.receive(name, lo, wire.unpack_array(array, f"upload of {name}", target.dtype.name,
+                                                        ndim=target.ndim, shape=(None,) + target.shape[1:]))
 
     @transport.expose
     def start(self, sid):
@@ -562,11 +479,6 @@ class Dispatcher:
 
         with self.cond:
             session = self._session(sid, ("uploading",))
-            missing = [n for n, a in session.arrays.items() if session.received[n] != len(a)]
-            if missing:
-                raise ValueError(f"start: arrays not fully uploaded: {missing}")
-            if session.lost_shards:
-                raise RuntimeError(f"start: shards lost: {session.lost_shards}")
             params = session.config["params"]
             arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
             if not params["sample"]:
@@ -576,8 +488,8 @@ class Dispatcher:
                            if name in wire.WEIGHTS})
             JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
                        cbow_mean=params["cbow_mean"], shrink_windows=params["shrink_windows"], **arrays)
-            session.state, session.started = "running", time.monotonic()
-            session.last_client_contact = time.monotonic()
+            session.start()
+            session.client_seen = time.monotonic()
             self.cond.notify_all()
             return len(self.members)
 
@@ -602,26 +514,18 @@ class Dispatcher:
             raise ValueError(f"put_jobs: {len(jobs)} jobs in one call, at most {MAX_JOBS_PER_CALL}")
         with self.cond:
             session = self._session(sid)
-            if session.file is not None:
-                raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with "
-                                 "open_file_epoch")
+            session.put_jobs([])  # refused here already if the session trains from a file
         checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
-        late = [c[1] for c in checked if c[1] >= session.config["epochs"]]
-        if late:
-            raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
-                             f"{session.config['epochs'] - 1}")
         with self.cond:
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
             while len(session.queue) >= limit and time.monotonic() < deadline and session is self.session:
                 self.cond.wait(deadline - time.monotonic())
             session = self._session(sid)
-            session.last_client_contact = time.monotonic()
+            session.client_seen = time.monotonic()
             if len(session.queue) >= limit:
                 return 0
-            for msg, epoch, _alpha, _idx, _off, raw, examples in checked:
-                session.queue.append((msg, epoch, raw, examples))
-                session.put[epoch] += 1
+            session.put_jobs(checked)
             self.cond.notify_all()
             return len(checked)
 
@@ -644,18 +548,18 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             now = time.monotonic()
-            session.last_client_contact = now
+            session.client_seen = now
             return {
-                "epochs": {str(e): [session.put[e]] + list(session.done[e]) for e in session.put},
+                "epochs": session.epochs(),
                 "queued": session.queued(),
-                "in_flight": sum(len(m.in_flight) for m in self.members.values()),
+                "in_flight": session.in_flight_count(),
                 "loss": session.loss,
                 "merges": session.merges,
                 "lost_shards": dict(session.lost_shards),
                 "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds, m.merge_cpu,
                                    m.kernel_cpu, m.exact_bytes_up, m.exact_bytes_down, m.stall_seconds]
-                            for name, m in self.members.items() if m.rank is not None},
-                "flushed": min((m.flushed for m in self.members.values() if m.rank is not None), default=None),
+                            for name, m in self.members.items() if name in session.ranks},
+                "flushed": session.all_flushed(),
                 "no_workers_for": None if self._available(session) else now - (session.no_workers_since or now),
                 "file_checks": dict(session.file_checks),
                 "quit": {name: reason for name, reason in session.quit.items()},
@@ -668,8 +572,8 @@ class Dispatcher:
             raise ValueError("end_epoch: epoch must be an int >= 0")
         with self.cond:
             session = self._session(sid)
-            session.last_client_contact = time.monotonic()
-            session.closed_epoch = max(session.closed_epoch, epoch)
+            session.client_seen = time.monotonic()
+            session.end_epoch(epoch)
             self.cond.notify_all()
 
     @transport.expose
@@ -685,19 +589,10 @@ class Dispatcher:
             raise ValueError("open_file_epoch: epoch must be an int >= 0")
         with self.cond:
             session = self._session(sid)
-            session.last_client_contact = time.monotonic()
-            if session.file is None:
-                raise ValueError("open_file_epoch: this session trains on jobs the client puts, not a corpus file")
-            if epoch >= session.config["epochs"] or epoch in session.cursor or epoch <= session.closed_epoch:
-                raise ValueError(f"open_file_epoch: epoch {epoch} was opened before, or is not one of the "
-                                 f"session's {session.config['epochs']}")
-            from gensim_distw2v.corpusfile import ranges
-
-            session.cursor[epoch] = 0
-            session.put[epoch] = ranges(session.file["size"], session.file["range_bytes"])
-            session.closed_epoch = epoch  # every range of it is there to be cut
+            session.client_seen = time.monotonic()
+            ranges = session.open_file_epoch(epoch)
             self.cond.notify_all()
-            return session.put[epoch]
+            return ranges
 
     @transport.expose
     def file_check(self, name, sid, problem):
@@ -717,13 +612,10 @@ class Dispatcher:
             raise ValueError("file_check: problem must be a str or None")
         with self.cond:
             session = self._session(sid)
-            member = self._member(name, sid)
-            if session.file is None:
-                raise ValueError("file_check: this session does not train from a corpus file")
-            session.file_checks[name] = problem[:1000] if problem else None
+            self._member(name, sid)
+            session.check_file(name, problem[:1000] if problem else None)
             if problem:
                 logger.warning("worker %s cannot train session %s: %s", name, sid, problem)
-                member.leave_session()
             self.cond.notify_all()
 
     @transport.expose
@@ -763,16 +655,15 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             member = self._member(name)
-            requeued = self._release(member)  # joining again: what it had not merged goes back to the queue
+            requeued = session.release(name)  # joining again: what it had not merged goes back to the queue
             if requeued:
                 logger.info("worker %s joins session %s again; its %i unmerged jobs go back to the queue", name, sid,
                             requeued)
             if member.session_id != sid:  # its counters are per session (a re-join keeps them)
                 member.count_session(sid)
-            member.rank = session.next_rank
-            session.next_rank += 1
-            logger.info("worker %s joined session %s as rank %i", name, sid, member.rank)
-            return {"config": session.config, "rank": member.rank, "shards": session.shards}
+            rank = session.join(name)
+            logger.info("worker %s joined session %s as rank %i", name, sid, rank)
+            return {"config": session.config, "rank": rank, "shards": session.shards}
 
     @transport.expose
     def get_jobs(self, name, sid, max_jobs, wait=0.2):
@@ -790,21 +681,14 @@ class Dispatcher:
             raise ValueError("get_jobs: wait must be a number of seconds in [0, 1]")
         with self.cond:
             session = self._session(sid)
-            member = self._member(name, sid)
-            if session.file is not None and name not in session.file_checks:
-                raise ValueError(f"worker {name} has not checked the corpus file of session {sid}: call file_check")
-            if not session.queue and not session.file_work_left() and wait:
+            self._member(name, sid)
+            if not session.has_work() and wait:
                 self.cond.wait(wait)
                 session = self._session(sid)
-            out = []
-            while len(out) < max_jobs and (session.queue or session.file_work_left()):
-                item = session.queue.popleft() if session.queue else session.cut_range()
-                member.in_flight[item[0]["id"]] = item
-                out.append(item[0])
+                self._member(name, sid)
+            out, drained = session.hand_out(name, max_jobs)
             if out:
                 self.cond.notify_all()
-            drained = session.closed_epoch if not session.queue and not session.file_work_left() \
-                and session.closed_epoch >= 0 else None
             return {"jobs": out, "drained": drained}
 
     @transport.expose
@@ -828,28 +712,11 @@ class Dispatcher:
                 member.exact_bytes_up += report.bytes_up
                 member.exact_bytes_down += report.bytes_down
             member.merges += 1
-            session.merges += 1
-            if report.flush >= 0:
-                member.flushed = max(member.flushed, report.flush)
             member.merge_seconds, member.merge_cpu, member.kernel_cpu, member.stall_seconds = (
                 max(old, new) for old, new in zip(
                     (member.merge_seconds, member.merge_cpu, member.kernel_cpu, member.stall_seconds),
                     (report.merge_seconds, report.merge_cpu, report.kernel_cpu, report.stall_seconds)))
-            session.loss += report.loss
-            for job_id, effective, *counts in report.jobs:
-                item = member.in_flight.pop(job_id, None)
-                if item is None:
-                    continue  # not (or no longer) this worker's: already re-queued elsewhere
-                msg, epoch, raw, examples = item
-                if raw is None:  # a range: its worker counted its words
-                    raw, examples = counts if counts else (0, 0)
-                    session.ranges_done[epoch] += msg["hi"] - msg["lo"]
-                done = session.done[epoch]
-                done[0] += 1
-                done[1] += raw
-                done[2] += effective
-                done[3] += examples
-                member.words += raw
+            member.words += session.round_done(name, report)
             self.cond.notify_all()
 
     def shutdown(self):

@@ -1,0 +1,291 @@
+"""A training session's logic as a state machine: no sockets, no locks, no clock.
+
+The dispatcher (:mod:`gensim_distw2v.dispatcher`) holds one :class:`Session` per ``train()`` call,
+calls its methods under its lock as messages arrive, and answers with what they return; tests
+drive the same methods in-process. States::
+
+    uploading --start()--> running --close()--> closed
+        \\_______________close()________________/
+
+Events while running: the client puts jobs (:meth:`Session.put_jobs`) and closes epochs
+(:meth:`Session.end_epoch`), or, training from a corpus file, opens epochs whose byte ranges are
+cut as workers ask (:meth:`Session.open_file_epoch`); workers join (:meth:`Session.join`), take
+jobs (:meth:`Session.hand_out`), report merge rounds (:meth:`Session.round_done`: a job counts as
+trained only then) and leave, or are lost (:meth:`Session.release`: their unmerged jobs go back to
+the front of the queue). An epoch is done when every job put is counted and every worker in the
+session has flushed it (:meth:`Session.epoch_done`).
+"""
+import collections
+
+import numpy as np
+
+from gensim_distw2v import wire
+from gensim_distw2v.jobs import next_alpha
+
+__all__ = ["Session"]
+
+TRANSITIONS = {"uploading": ("running", "closed"), "running": ("closed",), "closed": ()}
+
+
+class Session:
+    """One training session (one ``train()`` call of a client).
+
+    Parameters
+    ----------
+    session_id : str
+        Its id.
+    config : dict
+        The session config (:func:`gensim_distw2v.wire.check_config`, checked).
+    shards : list of [str, str]
+        ``[name, uri]`` of the shards holding its weights, in order.
+    """
+
+    def __init__(self, session_id, config, shards):
+        self.id, self.config, self.shards = session_id, config, shards
+        self.state = "uploading"
+        self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
+        params = config["params"]
+        self.vocab_size, self.vector_size = params["vocab_size"], params["vector_size"]
+        # the static arrays (the weights are on the shards)
+        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config["arrays"].items()
+                       if name not in wire.WEIGHTS}
+        self.received = {name: 0 for name in self.arrays}  # rows (or elements) uploaded
+        self.queue = collections.deque()  # (job message, epoch, raw_words or None, examples or None)
+        self.put = collections.Counter()  # jobs put per epoch
+        self.done = collections.defaultdict(lambda: [0, 0, 0, 0])  # epoch -> jobs, raw, effective, examples
+        self.loss = 0.0
+        self.merges = 0  # merge rounds reported
+        self.next_rank = 0
+        self.ranks = {}  # worker -> its rank, while in the session
+        self.in_flight = {}  # worker -> {job id: queued job}, handed out, not yet merged
+        self.flushed = {}  # worker -> last epoch it flushed (sent all it had)
+        self.quit = {}  # worker -> why the session failed on it (it does not come back)
+        self.closed_epoch = -1  # the client has put every job of epochs up to this one
+        self.file = config.get("corpus_file")  # corpus_file training: ranges cut here, lazily
+        self.file_checks = {}  # worker -> None (sees the client's file) or what is wrong
+        self.cursor = {}  # epoch -> first byte not yet cut into a range
+        self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
+        self.ranges_done = collections.Counter()  # epoch -> bytes of ranges merged
+        self.next_job = 0
+        # the holder's bookkeeping (its clock): last call from the client, since when no worker is left
+        self.client_seen = self.no_workers_since = None
+
+    # ------------------------------------------------------------------ states
+    def expect(self, *states):
+        """Raise ValueError unless the session is in one of ``states``."""
+        if self.state not in states:
+            raise ValueError(f"session {self.id} is {self.state}, expected {' or '.join(states)}")
+
+    def _move(self, state):
+        if state not in TRANSITIONS[self.state]:
+            raise ValueError(f"session {self.id} cannot go from {self.state} to {state}")
+        self.state = state
+
+    def receive(self, name, lo, chunk):
+        """Rows ``[lo, lo + len(chunk))`` of static array ``name`` (in order, in chunks)."""
+        self.expect("uploading")
+        target = self.arrays.get(name)
+        if target is None:
+            raise ValueError(f"upload: session has no array {name!r}" + (
+                " here: the weights go to the session's shards" if name in wire.WEIGHTS else ""))
+        if lo != self.received[name]:
+            raise ValueError(f"upload: {name} chunk starts at {lo}, expected {self.received[name]}")
+        if lo + len(chunk) > len(target):
+            raise ValueError(f"upload: {name} chunk [{lo}, {lo + len(chunk)}) overflows {len(target)} rows")
+        target[lo:lo + len(chunk)] = chunk
+        self.received[name] += len(chunk)
+
+    def start(self):
+        """Every static array is uploaded: start handing out jobs."""
+        self.expect("uploading")
+        missing = [n for n, a in self.arrays.items() if self.received[n] != len(a)]
+        if missing:
+            raise ValueError(f"start: arrays not fully uploaded: {missing}")
+        if self.lost_shards:
+            raise ValueError(f"start: shards lost: {self.lost_shards}")
+        self._move("running")
+
+    def close(self):
+        """The session ends (closed by its client, aborted, or replaced)."""
+        if self.state != "closed":
+            self._move("closed")
+
+    def lose_shard(self, name, reason):
+        """A shard holding rows of this session is gone: the session cannot go on. True if it was one."""
+        if self.state == "closed" or all(name != held for held, _uri in self.shards):
+            return False
+        self.lost_shards[name] = reason
+        return True
+
+    # ------------------------------------------------------------------ workers
+    def join(self, worker):
+        """A worker joins (again: what it had not merged goes back to the queue first); its rank."""
+        self.expect("running")
+        self.release(worker)
+        self.ranks[worker] = rank = self.next_rank
+        self.next_rank += 1
+        self.in_flight[worker] = collections.OrderedDict()
+        self.flushed[worker] = -1
+        return rank
+
+    def release(self, worker):
+        """A worker leaves (lost, quit, or joining again): its unmerged jobs go back to the front of
+        the queue; returns how many."""
+        jobs = self.in_flight.pop(worker, {})
+        self.ranks.pop(worker, None)
+        self.flushed.pop(worker, None)
+        if self.state == "running":
+            self.queue.extendleft(reversed(list(jobs.values())))
+        return len(jobs)
+
+    def quit_worker(self, worker, reason):
+        """The session failed on a worker: it leaves for good, the client learns why; jobs requeued."""
+        self.quit[worker] = reason
+        return self.release(worker)
+
+    def check_file(self, worker, problem):
+        """A worker's verdict on the corpus file (None: it sees the client's); a worker that does
+        not see it leaves the session."""
+        self.expect("running")
+        if self.file is None:
+            raise ValueError("file_check: this session does not train from a corpus file")
+        self.file_checks[worker] = problem
+        if problem:
+            self.release(worker)
+
+    # ------------------------------------------------------------------ jobs
+    def put_jobs(self, checked):
+        """Queue checked jobs: ``(message, epoch, alpha, indices, offsets, raw_words, examples)``."""
+        self.expect("running")
+        if self.file is not None:
+            raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with open_file_epoch")
+        late = [c[1] for c in checked if c[1] >= self.config["epochs"]]
+        if late:
+            raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
+                             f"{self.config['epochs'] - 1}")
+        for msg, epoch, _alpha, _idx, _off, raw, examples in checked:
+            self.queue.append((msg, epoch, raw, examples))
+            self.put[epoch] += 1
+
+    def end_epoch(self, epoch):
+        """The client has put every job of ``epoch``: workers flush once they run out of jobs."""
+        self.expect("running")
+        self.closed_epoch = max(self.closed_epoch, epoch)
+
+    def open_file_epoch(self, epoch):
+        """Train ``epoch`` over the corpus file: its byte ranges are cut as workers ask. Returns
+        the number of ranges."""
+        from gensim_distw2v.corpusfile import ranges
+
+        self.expect("running")
+        if self.file is None:
+            raise ValueError("open_file_epoch: this session trains on jobs the client puts, not a corpus file")
+        if epoch >= self.config["epochs"] or epoch in self.cursor or epoch <= self.closed_epoch:
+            raise ValueError(f"open_file_epoch: epoch {epoch} was opened before, or is not one of the "
+                             f"session's {self.config['epochs']}")
+        self.cursor[epoch] = 0
+        self.put[epoch] = ranges(self.file["size"], self.file["range_bytes"])
+        self.closed_epoch = epoch  # every range of it is there to be cut
+        return self.put[epoch]
+
+    def file_work_left(self):
+        """Bytes of the open file epoch not yet cut into ranges."""
+        if self.file is None or self.closed_epoch < 0:
+            return 0
+        return self.file["size"] - self.cursor.get(self.closed_epoch, self.file["size"])
+
+    def has_work(self):
+        """Whether a job (queued, or a range still to cut) is waiting."""
+        return bool(self.queue) or self.file_work_left() > 0
+
+    def queued(self):
+        """Jobs waiting: queued ones, and ranges of the open file epoch not yet cut."""
+        left = self.file_work_left()
+        return len(self.queue) + (-(-left // self.file["range_bytes"]) if left else 0)
+
+    def _cut_range(self):
+        """The next byte range of the open epoch as a queued job, with the learning rate of the
+        words trained so far in the epoch (merged words, plus those of ranges out, estimated)."""
+        spec, epoch = self.file, self.closed_epoch
+        lo = self.cursor[epoch]
+        hi = min(spec["size"], lo + spec["range_bytes"])
+        self.cursor[epoch] = hi
+        pending = self.ranges_out[epoch] - self.ranges_done[epoch]
+        words = self.done[epoch][1] + pending * spec["total_words"] / max(1, spec["size"])
+        alpha = next_alpha(spec["start_alpha"], spec["end_alpha"], epoch, self.config["epochs"],
+                           min(1.0, words / spec["total_words"]))
+        self.ranges_out[epoch] += hi - lo
+        msg = {"id": self.next_job, "epoch": epoch, "alpha": alpha, "lo": lo, "hi": hi}
+        self.next_job += 1
+        return (msg, epoch, None, None)
+
+    def hand_out(self, worker, max_jobs):
+        """Up to ``max_jobs`` jobs for a worker of the session, in flight on it from now on.
+
+        Returns
+        -------
+        (list, int or None)
+            The job messages, and the epoch the client closed when nothing is left to hand out
+            (time to flush), else None.
+        """
+        self.expect("running")
+        flight = self._flight(worker)
+        if self.file is not None and worker not in self.file_checks:
+            raise ValueError(f"worker {worker} has not checked the corpus file of session {self.id}: call file_check")
+        out = []
+        while len(out) < max_jobs and self.has_work():
+            item = self.queue.popleft() if self.queue else self._cut_range()
+            flight[item[0]["id"]] = item
+            out.append(item[0])
+        drained = self.closed_epoch if not self.has_work() and self.closed_epoch >= 0 else None
+        return out, drained
+
+    def _flight(self, worker):
+        flight = self.in_flight.get(worker)
+        if flight is None:
+            raise ValueError(f"worker {worker} is not a member of session {self.id}: join it first")
+        return flight
+
+    def round_done(self, worker, report):
+        """A worker's merge round (:class:`gensim_distw2v.wire.RoundReport`) is in every shard:
+        its jobs count as trained. Returns the raw words they carried."""
+        self.expect("running")
+        flight = self._flight(worker)
+        self.merges += 1
+        if report.flush >= 0:
+            self.flushed[worker] = max(self.flushed[worker], report.flush)
+        self.loss += report.loss
+        words = 0
+        for job_id, effective, *counts in report.jobs:
+            item = flight.pop(job_id, None)
+            if item is None:
+                continue  # not (or no longer) this worker's: already re-queued elsewhere
+            msg, epoch, raw, examples = item
+            if raw is None:  # a range: its worker counted its words
+                raw, examples = counts if counts else (0, 0)
+                self.ranges_done[epoch] += msg["hi"] - msg["lo"]
+            done = self.done[epoch]
+            done[0] += 1
+            done[1] += raw
+            done[2] += effective
+            done[3] += examples
+            words += raw
+        return words
+
+    # ------------------------------------------------------------------ progress
+    def in_flight_count(self):
+        """Jobs handed out and not yet merged."""
+        return sum(len(flight) for flight in self.in_flight.values())
+
+    def all_flushed(self):
+        """The last epoch every worker in the session has flushed (None: no worker in it)."""
+        return min(self.flushed.values(), default=None)
+
+    def epoch_done(self, epoch):
+        """Every job of ``epoch`` merged, and every worker in the session flushed it."""
+        flushed = self.all_flushed()
+        return self.done[epoch][0] >= self.put[epoch] and flushed is not None and flushed >= epoch
+
+    def epochs(self):
+        """``{epoch: [jobs put, jobs done, raw words, effective words, examples]}`` (str keys)."""
+        return {str(e): [self.put[e]] + list(self.done[e]) for e in self.put}
