@@ -167,14 +167,10 @@ class DistributedTraining:
             "versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
             "params": params,
             "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
-            "sync_words": sync_words,
+            "settings": settings.replace(sync_words=sync_words).to_wire(),
             "damp_rows": damped_rows(counts, sync_words),
             "hot_rows": hot_rows(counts, sync_words, n_workers, settings.cold_every) if settings.cold_every > 1
             else len(model.wv),
-            "cold_every": settings.cold_every,
-            "merge": settings.merge, "merge_dtype": settings.merge_dtype, "hold_back": settings.hold_back,
-            "part_bytes": settings.part_bytes,
-            "bytes_per_word": float(settings.bytes_per_word or 0.0),
             "compute_loss": bool(compute_loss),
             "epochs": int(epochs),
             "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
@@ -223,8 +219,9 @@ class DistributedTraining:
         def give(shard):
             spec = wire.ShardSpec(
                 session=sid, index=shard, count=len(links.shards), vocab_size=params["vocab_size"],
-                vector_size=params["vector_size"], weights=list(weights), merge=config["merge"],
-                merge_dtype=config["merge_dtype"], damp_rows=config["damp_rows"], versions=config["versions"])
+                vector_size=params["vector_size"], weights=list(weights), merge=config["settings"]["merge"],
+                merge_dtype=config["settings"]["merge_dtype"], damp_rows=config["damp_rows"],
+                versions=config["versions"])
             links.call(shard, "open_session", spec.to_wire())
             for name, array in weights.items():
                 rows = links.layout.rows_of(array, shard)
@@ -277,7 +274,8 @@ class DistributedTraining:
             config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words)
             sid, links = self._open(dispatcher, config, arrays)
             logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "
-                        "words per worker", n_workers, len(links.shards), sid, self.settings.merge, config["sync_words"])
+                        "words per worker", n_workers, len(links.shards), sid, self.settings.merge,
+                        config["settings"]["sync_words"])
             if corpus_file is not None:
                 self._check_file(dispatcher, sid, config["corpus_file"])
             trained = raw = 0
@@ -320,8 +318,8 @@ class DistributedTraining:
                           "shards": shards,
                           "kernel_cpu": sum(w[6] for w in final["workers"].values()),
                           "workers": final["workers"], "effective_words": trained, "raw_words": raw,
-                          "sync_words": config["sync_words"], "damp_rows": config["damp_rows"],
-                          "hot_rows": config["hot_rows"], "cold_every": config["cold_every"]}
+                          "sync_words": config["settings"]["sync_words"], "damp_rows": config["damp_rows"],
+                          "hot_rows": config["hot_rows"], "cold_every": config["settings"]["cold_every"]}
             if raw and not trained:
                 logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
@@ -401,8 +399,8 @@ class DistributedTraining:
                   "copy at that path on every node); nothing was trained")
         if not checks:
             raise transport.ClusterError(
-                f"no worker checked the corpus file {spec['path']} within {self.settings.cluster_timeout:.0f} s: are the "
-                f"workers alive? (python -m gensim_distw2v.worker)")
+                f"no worker checked the corpus file {spec['path']} within {self.settings.cluster_timeout:.0f} s: "
+                f"are the workers alive? (python -m gensim_distw2v.worker)")
         logger.info("corpus_file %s (%i bytes, %i ranges of %i bytes per epoch) is the same on all %i workers",
                     spec["path"], spec["size"], -(-spec["size"] // spec["range_bytes"]), spec["range_bytes"],
                     len(checks))

@@ -447,10 +447,11 @@ class Dispatcher:
             self.session.client_seen = time.monotonic()
             logger.info("session %s opened on %i shards: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
                         "(damp: %i syn0 / %i syn1neg rows), sync_words=%i (rows after %i every %i rounds)",
-                        self.session.id, len(self.session.shards), self.session.vocab_size, self.session.vector_size, config["params"]["sg"],
-                        config["params"]["hs"], config["params"]["negative"], config["merge"],
-                        config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["sync_words"],
-                        config["hot_rows"], config["cold_every"])
+                        self.session.id, len(self.session.shards), self.session.vocab_size,
+                        self.session.vector_size, config["params"]["sg"],
+                        config["params"]["hs"], config["params"]["negative"], config["settings"]["merge"],
+                        config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["settings"]["sync_words"],
+                        config["hot_rows"], config["settings"]["cold_every"])
             return {"session": self.session.id, "shards": self.session.shards}
 
     @transport.expose

@@ -85,6 +85,27 @@ class Settings:
         """A copy with ``changes``, validated."""
         return dataclasses.replace(self, **changes)
 
+    def to_wire(self):
+        """The settings as plain data (they travel whole in the session config)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, msg, what="session settings"):
+        """Settings from plain data, every field present and validated as where they were built.
+
+        Raises
+        ------
+        ValueError
+            Not a dict, a missing or unknown field, or a value the constructor refuses.
+        """
+        if not isinstance(msg, dict):
+            raise ValueError(f"malformed {what}: expected a dict, got {type(msg).__name__}")
+        missing, unknown = set(cls.names()) - set(msg), set(msg) - set(cls.names())
+        if missing or unknown:
+            raise ValueError(f"malformed {what}: missing fields {sorted(missing)}, unknown fields "
+                             f"{sorted(map(str, unknown))}")
+        return cls(**msg)
+
     @classmethod
     def names(cls):
         """The settings' names."""

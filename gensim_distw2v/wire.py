@@ -13,8 +13,9 @@ range job (``corpus_file`` sessions; the dispatcher cuts them)
     ``{"id", "epoch", "alpha", "lo", "hi"}``: train the lines of the corpus file that start in
     bytes ``[lo, hi)``
 session config (client -> dispatcher -> workers)
-    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "sync_words", "damp_rows", "merge",
-    "merge_dtype", "hold_back", "bytes_per_word", "part_bytes", "compute_loss", "rng_state", "epochs"}``
+    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "settings", "damp_rows", "hot_rows",
+    "compute_loss", "rng_state", "epochs"}``: ``settings`` is the model's
+    :class:`gensim_distw2v.settings.Settings` whole (``sync_words`` resolved)
     and, for
     ``corpus_file`` training,
     ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
@@ -242,23 +243,15 @@ def check_config(config):
                 raise ValueError(f"array {name} must be float32 of shape ({vocab}, {size}), got {dtype} {dims}")
         elif dtype != STATIC[name] or len(dims) != 1 or not isinstance(dims[0], int) or dims[0] < 0:
             raise ValueError(f"array {name} must be 1-dimensional {STATIC[name]}, got {dtype} {dims}")
-    sync_words = need(config, "sync_words", int, "session config")
-    if sync_words < 1:
-        raise ValueError(f"sync_words must be >= 1, got {sync_words}")
+    from gensim_distw2v.settings import Settings  # (settings needs merge, which needs this module)
+
+    settings = Settings.from_wire(need(config, "settings", dict, "session config"))
+    if settings.sync_words is None:
+        raise ValueError("session settings: sync_words must be set (the client derives it from the workers)")
+    config["settings"] = settings.to_wire()  # validated and normalised
     check_damp_rows(need(config, "damp_rows", dict, "session config"))
     if not 0 <= need(config, "hot_rows", int, "session config") <= vocab:
         raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {config['hot_rows']}")
-    check_cold_every(need(config, "cold_every", int, "session config"), "session config")
-    if not 0.0 <= need(config, "hold_back", float, "session config") < 1.0:
-        raise ValueError(f"hold_back must be in [0, 1), got {config['hold_back']}")
-    if not need(config, "bytes_per_word", float, "session config") >= 0.0:
-        raise ValueError(f"bytes_per_word must be >= 0 (0: no budget), got {config['bytes_per_word']}")
-    if need(config, "merge", str, "session config") not in MERGE_RULES:
-        raise ValueError(f"unknown merge rule {config['merge']!r}; choose one of {MERGE_RULES}")
-    if need(config, "merge_dtype", str, "session config") not in DELTA_DTYPES:
-        raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {config['merge_dtype']!r}")
-    if not 1024 <= need(config, "part_bytes", int, "session config") <= MAX_ARRAY_BYTES // 2:
-        raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {config['part_bytes']}")
     need(config, "compute_loss", bool, "session config")
     need(config, "epochs", int, "session config")
     rng = need(config, "rng_state", dict, "session config")

@@ -40,6 +40,7 @@ from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import Replica, budget_rows, row_ranges
+from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +78,8 @@ class _Training:
         config, self.rank = joined["config"], joined["rank"]
         wire.check_config(config)
         self.shards = wire.need(joined, "shards", list, "join reply")
-        if not self.shards or not all(isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(x, str) for x in s)
-                                      for s in self.shards):
+        if not self.shards or not all(isinstance(s, (list, tuple)) and len(s) == 2
+                                      and all(isinstance(x, str) for x in s) for s in self.shards):
             raise ValueError("join reply: shards must be a non-empty list of [name, uri]")
         self.layout = ShardLayout(len(self.shards))
         self.shard_proxies = [transport.connect(uri, self.worker.hmac_key, timeout=60.0) for _name, uri in self.shards]
@@ -116,10 +117,11 @@ class _Training:
             if problem:
                 raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
         self.params = config["params"]
-        self.sync_words, self.compute_loss = config["sync_words"], config["compute_loss"]
-        self.hold_back, self.part_bytes = config["hold_back"], config["part_bytes"]
-        self.hot_rows, self.cold_every, self.rounds = config["hot_rows"], config["cold_every"], 0
-        self.bytes_per_word, self.merge_dtype = config["bytes_per_word"], config["merge_dtype"]
+        settings = Settings.from_wire(config["settings"])
+        self.sync_words, self.compute_loss = settings.sync_words, config["compute_loss"]
+        self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
+        self.hot_rows, self.cold_every, self.rounds = config["hot_rows"], settings.cold_every, 0
+        self.bytes_per_word, self.merge_dtype = settings.bytes_per_word or 0.0, settings.merge_dtype
         vocab, size = self.params["vocab_size"], self.params["vector_size"]
         start = time.monotonic()
         arrays = {name: (self._download_weights if name in wire.WEIGHTS else self._download)(name, spec)
@@ -135,7 +137,7 @@ class _Training:
             sg=self.params["sg"], hs=self.params["hs"], negative=self.params["negative"],
             window=self.params["window"], cbow_mean=self.params["cbow_mean"],
             shrink_windows=self.params["shrink_windows"], **self.replica.replica, **arrays)
-        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), config["part_bytes"])
+        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.part_bytes)
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words", self.sid, self.rank, vocab, size, len(self.shards),
                     time.monotonic() - start, self.worker.threads, self.sync_words)

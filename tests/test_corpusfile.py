@@ -324,14 +324,21 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     for damp_rows in ({"syn0": 5}, {"syn0": 5, "syn1neg": -1}, {"syn0": 5, "syn1neg": "5"}, [5, 5]):
         with pytest.raises(ValueError, match="damp_rows'? must be"):
             find_dispatcher(two_workers.ns_conf).open_session(dict(config, damp_rows=damp_rows))
-    with pytest.raises(ValueError, match="bytes_per_word must be >= 0"):
-        find_dispatcher(two_workers.ns_conf).open_session(dict(config, bytes_per_word=-1.0))
     for key, value, message in (("hot_rows", -1, "hot_rows must be in"), ("hot_rows", 10 ** 9, "hot_rows must be in"),
-                                ("hot_rows", "5", "hot_rows"), ("cold_every", 0, "cold_every must be an int in"),
-                                ("merge_dtype", "int4", "merge_dtype must be one of"),
-                                ("merge_dtype", None, "merge_dtype")):
+                                ("hot_rows", "5", "hot_rows")):
         with pytest.raises(ValueError, match=message):
             find_dispatcher(two_workers.ns_conf).open_session(dict(config, **{key: value}))
+    # the settings travel whole and are validated as where they were built
+    for key, value, message in (("bytes_per_word", -1.0, "bytes_per_word must be a positive number"),
+                                ("cold_every", 0, "cold_every must be an int in"),
+                                ("merge_dtype", "int4", "merge_dtype must be one of"),
+                                ("merge_dtype", None, "merge_dtype"), ("sync_words", None, "sync_words must be set"),
+                                ("hold_back", "0.1", "hold_back must be in")):
+        with pytest.raises(ValueError, match=message):
+            find_dispatcher(two_workers.ns_conf).open_session(dict(config, settings={**config["settings"], key: value}))
+    for settings in ({k: v for k, v in config["settings"].items() if k != "merge"}, {**config["settings"], "x": 1}, []):
+        with pytest.raises(ValueError, match="malformed session (settings|config: field 'settings' must be dict)"):
+            find_dispatcher(two_workers.ns_conf).open_session(dict(config, settings=settings))
     # and it still trains
     assert model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)[1] == \
         model.corpus_total_words
