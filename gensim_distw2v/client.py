@@ -189,10 +189,10 @@ class DistributedTraining:
     def _open(self, dispatcher, config, arrays):
         """Open a session: the dispatcher names its shards, the arrays go up, shards and dispatcher
         start. Returns ``(session id, ShardLinks)``; on failure the session is closed everywhere."""
-        opened = dispatcher.open_session(config)
-        sid, links = opened["session"], None
+        opened = wire.Opened.from_wire(dispatcher.open_session(config))
+        sid, links = opened.session, None
         try:
-            links = ShardLinks(opened["shards"], self.hmac_key, self.ns_conf)
+            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf)
             self._upload(dispatcher, sid, arrays, config, links)
             dispatcher.start(sid)
             return sid, links

@@ -240,7 +240,7 @@ class Dispatcher:
         uri : str
             Its Pyro URI.
         info : dict
-            ``{"versions": {...}, "threads": int}``.
+            A :class:`gensim_distw2v.wire.Hello`.
 
         Raises
         ------
@@ -249,10 +249,9 @@ class Dispatcher:
         """
         if not isinstance(name, str) or not name.startswith(transport.WORKER_PREFIX) or not isinstance(uri, str):
             raise ValueError(f"malformed hello: name must start with {transport.WORKER_PREFIX!r}")
-        check_versions(wire.need(info, "versions", dict, "hello"), f"worker {name}")
-        threads = wire.need(info, "threads", int, "hello")
-        if not 1 <= threads <= 4096:
-            raise ValueError(f"hello: threads must be in [1, 4096], got {threads}")
+        info = wire.Hello.from_wire(info)
+        check_versions(info.versions, f"worker {name}")
+        threads = info.threads
         with self.cond:
             if name in self.members:
                 self._drop(name, "it said hello again (restarted, or back after a network cut)")
@@ -279,7 +278,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"session": id or None}``; ``{"hello": True}`` if the dispatcher does not know the
+            A :class:`gensim_distw2v.wire.Beat`: the session to be in; ``hello`` if the dispatcher does not know the
             worker (it restarted, or dropped the worker).
         """
         if not isinstance(name, str) or not name.startswith(transport.WORKER_PREFIX):
@@ -293,14 +292,14 @@ class Dispatcher:
             while True:
                 member = self.members.get(name)
                 if member is None:
-                    return {"hello": True}
+                    return wire.Beat(session=None, hello=True).to_wire()
                 member.last_seen = time.monotonic()
                 member.connection = transport.caller()
                 session = self.session
                 current = session.id if session is not None and session.state == "running" else None
                 remaining = deadline - time.monotonic()
                 if current != known or remaining <= 0:
-                    return {"session": current}
+                    return wire.Beat(session=current, hello=False).to_wire()
                 self.cond.wait(remaining)
 
     @transport.expose
@@ -421,7 +420,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"session": id, "shards": [[name, uri], ...]}``: the shards that hold the weights, in
+            A :class:`gensim_distw2v.wire.Opened`: the session and the shards that hold the weights, in
             order (shard ``p`` of ``P`` holds rows ``p, p + P, ...``: :mod:`gensim_distw2v.layout`).
 
         Raises
@@ -452,7 +451,7 @@ class Dispatcher:
                         config["params"]["hs"], config["params"]["negative"], config["settings"]["merge"],
                         config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["settings"]["sync_words"],
                         config["hot_rows"], config["settings"]["cold_every"])
-            return {"session": self.session.id, "shards": self.session.shards}
+            return wire.Opened(session=self.session.id, shards=self.session.shards).to_wire()
 
     @transport.expose
     def upload(self, sid, name, lo, array):
@@ -650,7 +649,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"config", "rank", "shards"}``: the session config, the worker's rank (rank 0
+            A :class:`gensim_distw2v.wire.Joined`: the session config, the worker's rank (rank 0
             continues the client's random stream) and the session's shards (``[[name, uri], ...]``).
         """
         with self.cond:
@@ -664,7 +663,7 @@ class Dispatcher:
                 member.count_session(sid)
             rank = session.join(name)
             logger.info("worker %s joined session %s as rank %i", name, sid, rank)
-            return {"config": session.config, "rank": rank, "shards": session.shards}
+            return wire.Joined(config=session.config, rank=rank, shards=session.shards).to_wire()
 
     @transport.expose
     def get_jobs(self, name, sid, max_jobs, wait=0.2):
@@ -673,7 +672,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``{"jobs": [job messages], "drained": epoch or None}``: ``drained`` is the last epoch
+            A :class:`gensim_distw2v.wire.JobBatch`: job messages, and ``drained``, the last epoch
             the client closed (:meth:`end_epoch`) when the queue is empty: time to flush.
         """
         if not isinstance(max_jobs, int) or not 1 <= max_jobs <= 1024:
@@ -690,7 +689,7 @@ class Dispatcher:
             out, drained = session.hand_out(name, max_jobs)
             if out:
                 self.cond.notify_all()
-            return {"jobs": out, "drained": drained}
+            return wire.JobBatch(jobs=out, drained=drained).to_wire()
 
     @transport.expose
     def round_done(self, name, sid, report):

@@ -559,3 +559,78 @@ class ShardBeat(Record):
         if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.ranks):
             raise ValueError("shard heartbeat reply: ranks must be ints >= 0")
         _non_negative(self, "next_rank")
+
+
+def _check_shard_list(record):
+    if not record.shards or not all(isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(x, str) for x in s)
+                                    for s in record.shards):
+        raise ValueError(f"malformed {record.WHAT}: shards must be a non-empty list of [name, uri]")
+    record.shards = [list(s) for s in record.shards]
+
+
+@dataclasses.dataclass
+class Hello(Record):
+    """What a worker tells the dispatcher of itself when it says hello."""
+
+    WHAT: typing.ClassVar[str] = "hello"
+    versions: dict
+    threads: int
+
+    def check(self):
+        if not 1 <= self.threads <= 4096:
+            raise ValueError(f"hello: threads must be in [1, 4096], got {self.threads}")
+
+
+@dataclasses.dataclass
+class Beat(Record):
+    """The dispatcher's answer to a worker's heartbeat: the session to be in (or None);
+    ``hello``: the dispatcher does not know the worker (it restarted or dropped it): say hello."""
+
+    WHAT: typing.ClassVar[str] = "heartbeat reply"
+    session: typing.Optional[str]
+    hello: bool
+
+
+@dataclasses.dataclass
+class Opened(Record):
+    """The dispatcher's answer to ``open_session``: the session and its shards, in order (shard p
+    of P holds rows p, p + P, ...)."""
+
+    WHAT: typing.ClassVar[str] = "open_session reply"
+    session: str
+    shards: list
+
+    def check(self):
+        _check_shard_list(self)
+
+
+@dataclasses.dataclass
+class Joined(Record):
+    """The dispatcher's answer to a worker's ``join``: the session config (checked on arrival with
+    :func:`check_config`), the worker's rank (rank 0 continues the client's random stream) and
+    the session's shards."""
+
+    WHAT: typing.ClassVar[str] = "join reply"
+    config: dict
+    rank: int
+    shards: list
+
+    def check(self):
+        _non_negative(self, "rank")
+        _check_shard_list(self)
+        check_config(self.config)
+
+
+@dataclasses.dataclass
+class JobBatch(Record):
+    """The dispatcher's answer to ``get_jobs``: job messages (checked when trained), and
+    ``drained``: the last epoch the client closed when nothing is left to hand out (time to
+    flush), else None."""
+
+    WHAT: typing.ClassVar[str] = "get_jobs reply"
+    jobs: list
+    drained: typing.Optional[int]
+
+    def check(self):
+        if self.drained is not None and self.drained < 0:
+            raise ValueError(f"get_jobs reply: drained must be an epoch >= 0 or None, got {self.drained}")

@@ -74,13 +74,8 @@ class _Training:
         self.flushed = -1  # the last epoch this worker flushed (sent everything, exactly)
 
     def run(self):
-        joined = self.proxy.join(self.worker.name, self.sid)
-        config, self.rank = joined["config"], joined["rank"]
-        wire.check_config(config)
-        self.shards = wire.need(joined, "shards", list, "join reply")
-        if not self.shards or not all(isinstance(s, (list, tuple)) and len(s) == 2
-                                      and all(isinstance(x, str) for x in s) for s in self.shards):
-            raise ValueError("join reply: shards must be a non-empty list of [name, uri]")
+        joined = wire.Joined.from_wire(self.proxy.join(self.worker.name, self.sid))
+        config, self.rank, self.shards = joined.config, joined.rank, joined.shards
         self.layout = ShardLayout(len(self.shards))
         self.shard_proxies = [transport.connect(uri, self.worker.hmac_key, timeout=60.0) for _name, uri in self.shards]
         self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link") \
@@ -332,12 +327,11 @@ class _Training:
                 working = self.busy > 0 or not self.jobs.empty()
             reply = self.proxy.get_jobs(self.worker.name, self.sid, prefetch - self.jobs.qsize(),
                                         0.02 if working else 0.2)
-            batch = wire.need(reply, "jobs", list, "get_jobs reply")
-            drained = reply.get("drained")
-            for msg in batch:
+            reply = wire.JobBatch.from_wire(reply)
+            for msg in reply.jobs:
                 self.jobs.put(msg)
             with self.lock:
-                self.drained = drained if isinstance(drained, int) and not batch else None
+                self.drained = reply.drained if not reply.jobs else None
                 self.lock.notify_all()
         if self.error is not None:
             raise self.error
@@ -502,7 +496,7 @@ class Worker:
                 uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
                 if uri:
                     proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
-                    proxy.hello(self.name, self.uri, {"versions": versions(), "threads": self.threads})
+                    proxy.hello(self.name, self.uri, wire.Hello(versions=versions(), threads=self.threads).to_wire())
                     self.dispatcher_uri = uri
                     self.trained_sessions.clear()  # after a new hello the dispatcher treats us as new
                     logger.info("found the dispatcher at %s", uri)
@@ -527,17 +521,17 @@ class Worker:
                 if proxy is None:
                     return
             try:
-                beat = proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every)
-            except transport.PyroError as err:
+                beat = wire.Beat.from_wire(proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every))
+            except (transport.PyroError, ValueError) as err:
                 logger.warning("lost the dispatcher (%s); looking for it again", err)
                 transport.release(proxy)
                 proxy, self.session_wanted, self.dispatcher_uri = None, None, None
                 continue
-            if beat.get("hello"):
+            if beat.hello:
                 transport.release(proxy)
                 proxy, self.session_wanted = None, None
                 continue
-            self.session_wanted = beat.get("session")
+            self.session_wanted = beat.session
             old = self.training
             if old is not None and old.sid != self.session_wanted:
                 # its session is over for the dispatcher; it may still be blocked in a call on a dead

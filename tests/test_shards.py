@@ -71,6 +71,21 @@ def test_records_check_their_fields():
             wire.ShardSpec.from_wire({**spec, field: bad})
 
 
+def test_reply_records_refuse_what_a_peer_could_get_wrong():
+    for record, msg, problem in (
+            (wire.Hello, {"versions": {}, "threads": 0}, "threads must be in \\[1, 4096\\]"),
+            (wire.Beat, {"session": None}, "missing field 'hello'"),
+            (wire.Opened, {"session": "s", "shards": []}, "shards must be a non-empty list of \\[name, uri\\]"),
+            (wire.Opened, {"session": "s", "shards": [["a"]]}, "shards must be a non-empty list"),
+            (wire.JobBatch, {"jobs": [], "drained": -1}, "drained must be an epoch >= 0 or None"),
+            (wire.JobBatch, {"jobs": "x", "drained": None}, "field 'jobs' must be list"),
+            (wire.Joined, {"config": {}, "rank": 0, "shards": [["a", "b"]]}, "malformed session config"),
+            (wire.Joined, {"config": {}, "rank": -1, "shards": [["a", "b"]]}, "rank must be >= 0")):
+        with pytest.raises(ValueError, match=problem):
+            record.from_wire(msg)
+    assert wire.JobBatch.from_wire({"jobs": [], "drained": None}).drained is None
+
+
 # ------------------------------------------------------------------ merge arithmetic through shards, in-process
 @pytest.mark.parametrize("rule", ["damp", "sum", "mean"])
 def test_shards_compute_what_one_server_computes(rule):
