@@ -44,6 +44,8 @@ from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+FLUSH_PART_DIVISOR = 8  # epoch flushes move in parts of part_bytes / 8 (2 MB by default)
+
 
 class SessionLost(Exception):
     """The session ended, was replaced, or the dispatcher went away."""
@@ -133,6 +135,11 @@ class _Training:
             window=self.params["window"], cbow_mean=self.params["cbow_mean"],
             shrink_windows=self.params["shrink_windows"], **self.replica.replica, **arrays)
         self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.part_bytes)
+        # epoch flushes send nearly every row in float32, and every worker flushes at about the same
+        # moment: smaller parts keep what a shard holds at once (K parts in flight) small; a flush is
+        # rare, so the extra calls cost nothing per word
+        self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica),
+                                       max(1024, self.part_bytes // FLUSH_PART_DIVISOR))
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words", self.sid, self.rank, vocab, size, len(self.shards),
                     time.monotonic() - start, self.worker.threads, self.sync_words)
@@ -387,8 +394,8 @@ class _Training:
         self.rounds += 1
         every_row = flush_epoch is not None or self.rounds % self.cold_every == 0
         hot = -1 if every_row else self.hot_rows
-        parts = self.ranges if every_row or "syn1" in self.replica.replica else \
-            [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
+        parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
+            or "syn1" in self.replica.replica else [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
         n_shards, size = len(self.shards), self.params["vector_size"]
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
         for lo, hi in parts:
