@@ -227,16 +227,8 @@ class LocalCluster:
         str
             The worker's process name in :attr:`processes` (``worker-N``).
         """
-        name = f"worker-{self._next_worker}"
         self._next_worker += 1
-        dispatcher = self.processes["dispatcher"]
-        mark = len(dispatcher.lines)
-        match = self._start(name, ["-m", "gensim_distw2v.worker", "--ns-port", str(self.ns_conf["port"]),
-                                   "--threads", str(self.threads_per_worker)],
-                            r"gensim_distw2v\.worker (\S+) ready at")
-        if wait:
-            dispatcher.wait_for(rf"worker {re.escape(match.group(1))} registered", timeout=60.0, start=mark)
-        return name
+        return self._add("worker", self._next_worker - 1, ["--threads", str(self.threads_per_worker)], wait)
 
     def add_shard(self, wait=True):
         """Start one more parameter shard; with ``wait``, return once the dispatcher has registered it.
@@ -246,14 +238,19 @@ class LocalCluster:
         str
             The shard's process name in :attr:`processes` (``shard-N``).
         """
-        name = f"shard-{self._next_shard}"
         self._next_shard += 1
+        return self._add("shard", self._next_shard - 1, [], wait)
+
+    def _add(self, role, number, extra, wait):
+        """Start ``python -m gensim_distw2v.<role>`` as ``<role>-<number>``; with ``wait``, return once
+        the dispatcher logged it registered."""
+        name = f"{role}-{number}"
         dispatcher = self.processes["dispatcher"]
         mark = len(dispatcher.lines)
-        match = self._start(name, ["-m", "gensim_distw2v.shard", "--ns-port", str(self.ns_conf["port"])],
-                            r"gensim_distw2v\.shard (\S+) ready at")
+        match = self._start(name, ["-m", f"gensim_distw2v.{role}", "--ns-port", str(self.ns_conf["port"])] + extra,
+                            rf"gensim_distw2v\.{role} (\S+) ready at")
         if wait:
-            dispatcher.wait_for(rf"shard {re.escape(match.group(1))} registered", timeout=60.0, start=mark)
+            dispatcher.wait_for(rf"{role} {re.escape(match.group(1))} registered", timeout=60.0, start=mark)
         return name
 
     def workers(self):

@@ -1,6 +1,6 @@
 """Merge rules and their bookkeeping: numpy and compiled row arithmetic (``_rows``), no network.
 
-The server (today the dispatcher) holds the global weights ``G`` (:class:`GlobalWeights`); every
+Each parameter shard holds its rows of the global weights ``G`` (:class:`GlobalWeights`); every
 worker holds a replica ``R`` and a base ``B``, the global values it last knew (:class:`Replica`).
 Invariant on a worker: ``R = B + what this worker trained and has not sent yet``. A merge round
 goes through the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed

@@ -50,7 +50,7 @@ class Word2Vec(gensim.models.Word2Vec):
         Words each worker trains between merges (default: derived from the number of workers,
         see :func:`gensim_distw2v.merge.default_sync_words`).
     merge : {'damp', 'sum', 'mean'}, optional
-        How the dispatcher merges the workers' updates (see :mod:`gensim_distw2v.merge`):
+        How the parameter shards merge the workers' updates (see :mod:`gensim_distw2v.merge`):
         ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once
         (input vectors, and the most frequent output vectors), ``'mean'`` is plain model
         averaging, which trains like 1/K of the data.

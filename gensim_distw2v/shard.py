@@ -353,18 +353,7 @@ def main(argv=None):
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     shard.uri = server.uri
-    beat = threading.Thread(target=shard.heartbeat_loop, name="heartbeat", daemon=True)
-
-    def ready():
-        logger.info("gensim_distw2v.shard %s ready at %s", shard.name, server.uri)
-        beat.start()
-
-    def stop():
-        shard.stopped.set()
-        if beat.is_alive():
-            beat.join(timeout=5)
-
-    transport.serve_until_stopped(server, stop, on_ready=ready)
+    transport.serve_member(server, shard, "gensim_distw2v.shard %s ready at %s", shard.name, server.uri)
     logger.info("gensim_distw2v.shard %s stopped", shard.name)
 
 

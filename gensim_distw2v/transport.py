@@ -254,6 +254,24 @@ def add_server_arguments(parser):
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
+def serve_member(server, member, ready_message, *args):
+    """Serve a worker or a shard until stopped: its ``heartbeat_loop`` starts once ``ready_message``
+    (the line supervisors wait on, ``%`` arguments ``*args``) is logged; on stop ``member.stopped``
+    is set and the heartbeat thread gets 5 s to say goodbye."""
+    beat = threading.Thread(target=member.heartbeat_loop, name="heartbeat", daemon=True)
+
+    def ready():
+        logger.info(ready_message, *args)
+        beat.start()
+
+    def stop():
+        member.stopped.set()
+        if beat.is_alive():
+            beat.join(timeout=5)
+
+    serve_until_stopped(server, stop, on_ready=ready)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 

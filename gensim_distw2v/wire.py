@@ -21,15 +21,9 @@ session config (client -> dispatcher -> workers)
     ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
     "end_alpha"}`` (the vocabulary then travels as arrays ``vocab_bytes`` and ``vocab_offsets``);
     arrays and merges move in parts of at most ``part_bytes`` bytes
-merge part (worker -> dispatcher)
-    ``{"lo", "hi", "matrices": {name: {"rows": array uint32, "values": array float32/16 or int8,
-    ["scales": array float32 (int8 values only: value = level * scale, one scale per row)]}}, "hold_back",
-    "max_rows", "exact", "final", "flush", "jobs": [[id, effective_words], ...], "loss", "merge_seconds",
-    "merge_cpu", "kernel_cpu"}``
-    (a range job's entry is ``[id, effective_words, raw_words, examples]``: only its worker
-    knows them); the
-    reply ``{"matrices": {name: {"rows", "values"}}}`` carries the change other workers made to
-    ``[lo, hi)`` since this worker last received it, as deltas (same format).
+merge part, merge reply, round report, shard messages
+    named, typed records: :class:`MergePart`, :class:`MergeReply`, :class:`RoundReport`,
+    :class:`ShardSpec`, :class:`ShardBeat` and the replies below them (:class:`Record`)
 """
 import dataclasses
 import math
@@ -40,7 +34,7 @@ import numpy as np
 
 __all__ = [
     "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "pack_job",
-    "unpack_job", "unpack_range_job", "check_config", "check_merge_part", "need", "pack_deltas", "unpack_deltas",
+    "unpack_job", "unpack_range_job", "check_config", "need", "pack_deltas", "unpack_deltas",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
@@ -298,60 +292,6 @@ def unpack_deltas(msg, name, vector_size, lo, hi, what, absolute=False):
     elif not all_finite(values):
         raise ValueError(f"{what}: {name} values must be finite")
     return rows, values, scales
-
-
-def check_merge_part(part, vocab_size, vector_size, weights):
-    """Check a merge part from a worker.
-
-    Returns
-    -------
-    tuple
-        ``(lo, hi, {name: (rows, values, scales)}, hold_back, exact, final, flush, jobs, loss, (merge_seconds,
-        merge_cpu, kernel_cpu), max_rows, hot_rows)``; ``exact`` asks for a float32 reply;
-        ``max_rows`` caps the reply's rows per matrix (None: no cap); ``hot_rows`` limits the reply's
-        ``syn0`` and ``syn1neg`` rows to those below it (a round that skips the cold rows; None: every
-        row);
-        ``flush`` is the epoch this round flushed (sent everything of), or -1; ``merge_seconds``,
-        ``merge_cpu`` and ``kernel_cpu`` are the worker's totals so far: time in merge rounds, their CPU
-        time and its trainer threads' CPU time in jobs.
-    """
-    lo = need(part, "lo", int, "merge part")
-    hi = need(part, "hi", int, "merge part")
-    if not 0 <= lo <= hi <= vocab_size:
-        raise ValueError(f"merge part: row range [{lo}, {hi}) is outside [0, {vocab_size})")
-    matrices = need(part, "matrices", dict, "merge part")
-    unknown = set(matrices) - set(weights)
-    if unknown:
-        raise ValueError(f"merge part: unknown matrices {sorted(unknown)}; this session trains {sorted(weights)}")
-    deltas = {name: unpack_deltas(msg, name, vector_size, lo, hi, "merge part") for name, msg in matrices.items()}
-    exact = need(part, "exact", bool, "merge part")
-    hold_back = need(part, "hold_back", float, "merge part")
-    if not 0.0 <= hold_back < 1.0:
-        raise ValueError(f"merge part: hold_back must be in [0, 1), got {hold_back}")
-    max_rows = need(part, "max_rows", int, "merge part")
-    if max_rows < -1:
-        raise ValueError(f"merge part: max_rows must be >= 0, or -1 for no limit, got {max_rows}")
-    hot_rows = need(part, "hot_rows", int, "merge part")
-    if hot_rows < -1:
-        raise ValueError(f"merge part: hot_rows must be >= 0, or -1 for every row, got {hot_rows}")
-    final = need(part, "final", bool, "merge part")
-    flush = need(part, "flush", int, "merge part")
-    if flush < -1:
-        raise ValueError(f"merge part: flush must be an epoch or -1, got {flush}")
-    jobs = need(part, "jobs", (list, tuple), "merge part")
-    for entry in jobs:
-        if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
-            raise ValueError(f"merge part: jobs must be [id, effective_words] or [id, effective_words, raw_words, "
-                             f"examples], got {entry!r}")
-    loss = need(part, "loss", float, "merge part")
-    seconds = []
-    for key in ("merge_seconds", "merge_cpu", "kernel_cpu"):
-        seconds.append(need(part, key, float, "merge part"))
-        if seconds[-1] < 0:
-            raise ValueError(f"merge part: {key} must be >= 0, got {seconds[-1]}")
-    return (lo, hi, deltas, hold_back, exact, final, flush, jobs, loss, tuple(seconds),
-            None if max_rows < 0 else max_rows, None if hot_rows < 0 else hot_rows)
 
 
 # ---------------------------------------------------------------------------------------------- records

@@ -606,18 +606,8 @@ def main(argv=None):
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     worker.uri = server.uri
-    beat = threading.Thread(target=worker.heartbeat_loop, name="heartbeat", daemon=True)
-
-    def ready():
-        logger.info("gensim_distw2v.worker %s ready at %s with %i threads", worker.name, server.uri, worker.threads)
-        beat.start()
-
-    def stop():
-        worker.stopped.set()
-        if beat.is_alive():
-            beat.join(timeout=5)
-
-    transport.serve_until_stopped(server, stop, on_ready=ready)
+    transport.serve_member(server, worker, "gensim_distw2v.worker %s ready at %s with %i threads", worker.name,
+                           server.uri, worker.threads)
     logger.info("gensim_distw2v.worker %s stopped", worker.name)
 
 
