@@ -180,7 +180,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           sync_words=stats["sync_words"], kernel_cpu=stats["kernel_cpu"],
                           merge_cpu=stats["merge_cpu"], raw_words=raw, bytes_up=stats["bytes_up"],
                           bytes_down=stats["bytes_down"],
-                          rounds=sum(w[1] for w in stats["workers"].values()),
+                          rounds=sum(w["merges"] for w in stats["workers"].values()),
                           stall_seconds=stats["stall_seconds"], shards=stats["shards"])
     finally:
         if cluster is not None:

@@ -57,7 +57,7 @@ def faults(cluster, total_words, kill_at, add_at, events, stop):
         session = probe.status()["session"]
         if session is None or session["state"] != "running":
             continue
-        done = sum(e[2] for e in probe.progress(session["id"])["epochs"].values()) / total_words
+        done = sum(e["raw_words"] for e in probe.progress(session["id"])["epochs"].values()) / total_words
         if not killed and done >= kill_at:
             os.kill(cluster.processes["worker-1"].pid, signal.SIGKILL)
             events.append({"event": "killed worker-1", "at": done, "t": time.perf_counter()})

@@ -91,8 +91,8 @@ def run_client(args, corpus, rule, out):
               "merge_share": stats["merge_seconds"] / (k * seconds),
               "up_per_word": stats["bytes_up"] / effective, "down_per_word": stats["bytes_down"] / effective,
               # per worker and direction: each worker moves its own share of the words
-              "up_per_word_per_worker": statistics.fmean(w[2] / max(1, w[0]) for w in stats["workers"].values()),
-              "down_per_word_per_worker": statistics.fmean(w[3] / max(1, w[0]) for w in stats["workers"].values()),
+              "up_per_word_per_worker": statistics.fmean(w["bytes_up"] / max(1, w["words"]) for w in stats["workers"].values()),
+              "down_per_word_per_worker": statistics.fmean(w["bytes_down"] / max(1, w["words"]) for w in stats["workers"].values()),
               **evaluate(model.wv)}
     with open(out, "w") as fout:
         json.dump(result, fout)

@@ -121,9 +121,10 @@ class ShardLinks:
 
 
 def _per_word(worker):
-    """``"up/down B/w"``: a worker's bytes sent and received per raw word it trained (merged)."""
-    words, _merges, up, down = worker[:4]
-    return f"{up / max(1, words):.0f}/{down / max(1, words):.0f} B/w"
+    """``"up/down B/w"``: a worker's (:class:`gensim_distw2v.wire.WorkerCounts`) bytes sent and
+    received per raw word it trained (merged)."""
+    words = max(1, worker.words)
+    return f"{worker.bytes_up / words:.0f}/{worker.bytes_down / words:.0f} B/w"
 
 
 class DistributedTraining:
@@ -148,48 +149,46 @@ class DistributedTraining:
         self.stats = {}
 
     def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None):
+        """The session's :class:`gensim_distw2v.wire.SessionConfig` (checked) and its arrays."""
         model = self.model
-        params, arrays = model_arrays(model)
+        kernel, arrays = model_arrays(model)
         if corpus_file is not None:
             arrays["vocab_bytes"], arrays["vocab_offsets"] = vocab_arrays(model.wv.index_to_key)
-        params.update(sample=bool(model.sample), vector_size=int(model.wv.vector_size),
-                      vocab_size=len(model.wv), seed=int(model.seed) & 0xFFFFFFFF)
-        if not params["sample"]:
+        params = wire.TrainParams(**kernel, sample=bool(model.sample), vector_size=int(model.wv.vector_size),
+                                  vocab_size=len(model.wv), seed=int(model.seed) & 0xFFFFFFFF)
+        if not params.sample:
             arrays.pop("sample_int", None)
-        state = model.random.get_state() if isinstance(model.random, np.random.RandomState) else \
-            np.random.RandomState(model.seed).get_state()
+        rng = model.random if isinstance(model.random, np.random.RandomState) else np.random.RandomState(model.seed)
         settings = self.settings
         sync_words = int(settings.sync_words or default_sync_words(n_workers, sg=bool(model.sg)))
         counts = model.wv.expandos.get("count")
         if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
             counts = np.zeros(len(model.wv))
-        config = {
-            "versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
-            "params": params,
-            "arrays": {name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
-            "settings": settings.replace(sync_words=sync_words).to_wire(),
-            "damp_rows": damped_rows(counts, sync_words),
-            "hot_rows": hot_rows(counts, sync_words, n_workers, settings.cold_every) if settings.cold_every > 1
-            else len(model.wv),
-            "compute_loss": bool(compute_loss),
-            "epochs": int(epochs),
-            "rng_state": {"keys": wire.pack_array(state[1].astype(np.uint32)), "pos": int(state[2]),
-                          "has_gauss": int(state[3]), "cached_gaussian": float(state[4])},
-        }
+        spec = None
         if corpus_file is not None:
             path = os.path.abspath(corpus_file)
-            config["corpus_file"] = dict(
-                fingerprint(path), path=path, total_words=int(total_words), start_alpha=float(model.alpha),
-                end_alpha=float(model.min_alpha))
+            found = fingerprint(path)
             # ranges of about batch_words words: the unit of work and of load balancing
-            config["corpus_file"]["range_bytes"] = max(
-                1, round(model.batch_words * config["corpus_file"]["size"] / max(1, total_words)))
+            spec = wire.CorpusFileSpec(
+                path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
+                range_bytes=max(1, round(model.batch_words * found["size"] / max(1, total_words))),
+                start_alpha=float(model.alpha), end_alpha=float(model.min_alpha))
+        config = wire.SessionConfig(
+            versions={"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+            params=params,
+            arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
+            settings=settings.replace(sync_words=sync_words),
+            damp_rows=damped_rows(counts, sync_words),
+            hot_rows=hot_rows(counts, sync_words, n_workers, settings.cold_every) if settings.cold_every > 1
+            else len(model.wv),
+            compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), corpus_file=spec)
+        config.check()
         return config, arrays
 
     def _open(self, dispatcher, config, arrays):
         """Open a session: the dispatcher names its shards, the arrays go up, shards and dispatcher
         start. Returns ``(session id, ShardLinks)``; on failure the session is closed everywhere."""
-        opened = wire.Opened.from_wire(dispatcher.open_session(config))
+        opened = wire.Opened.from_wire(dispatcher.open_session(config.to_wire()))
         sid, links = opened.session, None
         try:
             links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf)
@@ -214,14 +213,11 @@ class DistributedTraining:
             row_bytes = max(1, array.nbytes // max(1, len(array)))
             for lo, hi in row_ranges(len(array), row_bytes, self.settings.part_bytes):
                 dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
-        params = config["params"]
-
         def give(shard):
             spec = wire.ShardSpec(
-                session=sid, index=shard, count=len(links.shards), vocab_size=params["vocab_size"],
-                vector_size=params["vector_size"], weights=list(weights), merge=config["settings"]["merge"],
-                merge_dtype=config["settings"]["merge_dtype"], damp_rows=config["damp_rows"],
-                versions=config["versions"])
+                session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
+                vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
+                merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, versions=config.versions)
             links.call(shard, "open_session", spec.to_wire())
             for name, array in weights.items():
                 rows = links.layout.rows_of(array, shard)
@@ -248,12 +244,13 @@ class DistributedTraining:
         links.each(fetch)
 
     def _shard_stats(self, links, sid):
-        """Per shard: ``[merge calls, their CPU seconds, bytes in, bytes out, rows damped]`` of this session."""
+        """Per shard, of this session: ``{"merges", "merge_cpu", "bytes_in", "bytes_out", "damped"}``
+        (merge calls, their CPU seconds, bytes in and out, rows damped)."""
         out = {}
         for shard, (name, _uri) in enumerate(links.shards):
             held = links.call(shard, "status")["session"]
             if held and held["id"] == sid:
-                out[name] = [held["merges"], held["merge_cpu"], held["bytes_in"], held["bytes_out"], held["damped"]]
+                out[name] = {key: held[key] for key in ("merges", "merge_cpu", "bytes_in", "bytes_out", "damped")}
         return out
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
@@ -275,9 +272,9 @@ class DistributedTraining:
             sid, links = self._open(dispatcher, config, arrays)
             logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "
                         "words per worker", n_workers, len(links.shards), sid, self.settings.merge,
-                        config["settings"]["sync_words"])
+                        config.settings.sync_words)
             if corpus_file is not None:
-                self._check_file(dispatcher, sid, config["corpus_file"])
+                self._check_file(dispatcher, sid, config.corpus_file)
             trained = raw = 0
             start = self._session_start = time.monotonic()
             job_id = 0
@@ -301,38 +298,38 @@ class DistributedTraining:
                 for callback in callbacks:
                     callback.on_epoch_end(model)
             self._download_weights(links, sid)
-            final = dispatcher.progress(sid)
+            final = wire.Progress.from_wire(dispatcher.progress(sid))
             shards = self._shard_stats(links, sid)
-            model.running_training_loss = float(final["loss"])
+            model.running_training_loss = float(final.loss)
             elapsed = time.monotonic() - start
-            up = sum(w[2] for w in final["workers"].values())
-            down = sum(w[3] for w in final["workers"].values())
-            self.stats = {"seconds": elapsed, "merges": final["merges"], "bytes_up": up, "bytes_down": down,
-                          "damped_rows": sum(s[4] for s in shards.values()),
-                          "exact_bytes_up": sum(w[7] for w in final["workers"].values()),
-                          "exact_bytes_down": sum(w[8] for w in final["workers"].values()),
-                          "merge_seconds": sum(w[4] for w in final["workers"].values()),
-                          "merge_cpu": {"workers": sum(w[5] for w in final["workers"].values()),
-                                        "shards": sum(s[1] for s in shards.values())},
-                          "stall_seconds": sum(w[9] for w in final["workers"].values()),
+            up, down = final.total("bytes_up"), final.total("bytes_down")
+            self.stats = {"seconds": elapsed, "merges": final.merges, "bytes_up": up, "bytes_down": down,
+                          "damped_rows": sum(s["damped"] for s in shards.values()),
+                          "exact_bytes_up": final.total("exact_bytes_up"),
+                          "exact_bytes_down": final.total("exact_bytes_down"),
+                          "merge_seconds": final.total("merge_seconds"),
+                          "merge_cpu": {"workers": final.total("merge_cpu"),
+                                        "shards": sum(s["merge_cpu"] for s in shards.values())},
+                          "stall_seconds": final.total("stall_seconds"),
                           "shards": shards,
-                          "kernel_cpu": sum(w[6] for w in final["workers"].values()),
-                          "workers": final["workers"], "effective_words": trained, "raw_words": raw,
-                          "sync_words": config["settings"]["sync_words"], "damp_rows": config["damp_rows"],
-                          "hot_rows": config["hot_rows"], "cold_every": config["settings"]["cold_every"]}
+                          "kernel_cpu": final.total("kernel_cpu"),
+                          "workers": {name: w.to_wire() for name, w in final.workers.items()},
+                          "effective_words": trained, "raw_words": raw,
+                          "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
+                          "hot_rows": config.hot_rows, "cold_every": config.settings.cold_every}
             if raw and not trained:
                 logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
             logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
                         "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
                         "merge rounds %.1f, the %i shards' merge calls %.1f; trainers waited %.1f s for merge rounds; "
-                        "per worker, bytes per word it trained up/down: %s", final["merges"], up / 1e6, down / 1e6,
+                        "per worker, bytes per word it trained up/down: %s", final.merges, up / 1e6, down / 1e6,
                         up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
                         self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
                         self.stats["merge_cpu"]["workers"], len(shards), self.stats["merge_cpu"]["shards"],
                         self.stats["stall_seconds"],
                         ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
-                                  for name, w in sorted(final["workers"].items())) or "-")
+                                  for name, w in sorted(final.workers.items())) or "-")
             return trained, raw
         except transport.CommunicationError as err:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
@@ -363,7 +360,7 @@ class DistributedTraining:
         self._next_report = start + report_delay
         batch = []
         for job in jobs:
-            batch.append(wire.pack_job(job_id, epoch, job))
+            batch.append(wire.Job.of(job_id, epoch, job).to_wire())
             job_id += 1
             model.min_alpha_yet_reached = job.alpha
             if len(batch) >= JOBS_PER_CALL:
@@ -382,8 +379,8 @@ class DistributedTraining:
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
         deadline = time.monotonic() + self.settings.cluster_timeout
         while True:
-            progress = dispatcher.progress(sid)
-            checks, quit_ = progress["file_checks"], progress["quit"]
+            progress = wire.Progress.from_wire(dispatcher.progress(sid))
+            checks, quit_ = progress.file_checks, progress.quit
             workers = set(dispatcher.status()["workers"])
             problems = {name: problem for name, problem in checks.items() if problem}
             if ((checks or quit_) and workers <= set(checks) | set(quit_)) or time.monotonic() > deadline:
@@ -392,33 +389,34 @@ class DistributedTraining:
         self._check_workers(progress)  # the session failed on every worker (before its check, say)
         if problems:
             raise ValueError(
-                f"corpus_file {spec['path']}: {len(problems)} of {len(workers | set(checks))} workers do not see the "
-                f"file this client sees ({spec['size']} bytes) at that path: "
+                f"corpus_file {spec.path}: {len(problems)} of {len(workers | set(checks))} workers do not see the "
+                f"file this client sees ({spec.size} bytes) at that path: "
                 + "; ".join(f"worker {name}: {problem}" for name, problem in sorted(problems.items()))
                 + ". Every worker must read the same file at the same path (a shared filesystem, or the same "
                   "copy at that path on every node); nothing was trained")
         if not checks:
             raise transport.ClusterError(
-                f"no worker checked the corpus file {spec['path']} within {self.settings.cluster_timeout:.0f} s: "
+                f"no worker checked the corpus file {spec.path} within {self.settings.cluster_timeout:.0f} s: "
                 f"are the workers alive? (python -m gensim_distw2v.worker)")
         logger.info("corpus_file %s (%i bytes, %i ranges of %i bytes per epoch) is the same on all %i workers",
-                    spec["path"], spec["size"], -(-spec["size"] // spec["range_bytes"]), spec["range_bytes"],
+                    spec.path, spec.size, -(-spec.size // spec.range_bytes), spec.range_bytes,
                     len(checks))
 
     def _finish_epoch(self, dispatcher, sid, epoch, start, total_examples, total_words, report_delay):
         """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
         model = self.model
         while True:
-            progress = dispatcher.progress(sid)
-            put, jobs_done, raw, effective, examples = progress["epochs"].get(str(epoch), [0, 0, 0, 0, 0])
+            progress = wire.Progress.from_wire(dispatcher.progress(sid))
+            counts = progress.epoch(epoch)
             # done: every job merged, and every worker flushed what it held back
-            if jobs_done >= put and progress["flushed"] is not None and progress["flushed"] >= epoch:
+            if counts.done >= counts.put and progress.flushed is not None and progress.flushed >= epoch:
                 break
             self._check_workers(progress)
             self._report(progress, epoch, start, total_examples, total_words, report_delay)
             time.sleep(0.05)
         elapsed = time.monotonic() - start
-        model.running_training_loss = float(progress["loss"])
+        raw, effective, examples = counts.raw_words, counts.effective_words, counts.examples
+        model.running_training_loss = float(progress.loss)
         logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, %.0f effective words/s",
                     epoch, raw, effective, elapsed, effective / max(elapsed, 1e-9))
         if total_examples and total_examples != examples:
@@ -436,20 +434,20 @@ class DistributedTraining:
             taken = dispatcher.put_jobs(sid, batch)
             batch = batch[taken:]
             if batch or time.monotonic() >= self._next_report:
-                progress = dispatcher.progress(sid)
+                progress = wire.Progress.from_wire(dispatcher.progress(sid))
                 self._check_workers(progress)
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
-        if progress["lost_shards"]:
+        if progress.lost_shards:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
             raise transport.ClusterError(
                 "lost parameter shard " + "; ".join(f"{name} ({reason})" for name, reason in
-                                                      sorted(progress["lost_shards"].items()))
+                                                      sorted(progress.lost_shards.items()))
                 + f": it held part of the weights, so this train() call cannot finish; the model keeps the weights "
                   f"it had before it (or at the last epoch end, with callbacks). Restart the shard with: python -m "
                   f"gensim_distw2v.shard --ns-host {host} --ns-port {port}, then call train() again")
-        gone, quit_ = progress["no_workers_for"], progress["quit"]
+        gone, quit_ = progress.no_workers_for, progress.quit
         if gone is not None and quit_:
             raise RuntimeError(
                 "training failed on every worker of the session, so nothing trains it: "
@@ -466,18 +464,17 @@ class DistributedTraining:
             return
         self._next_report = now + report_delay
         elapsed = max(now - start, 1e-9)
-        _put, _done, raw, effective, examples = progress["epochs"].get(str(epoch), [0, 0, 0, 0, 0])
+        counts = progress.epoch(epoch)
         if total_examples:
-            done = "%.2f%% examples" % (100.0 * examples / total_examples)
+            done = "%.2f%% examples" % (100.0 * counts.examples / total_examples)
         else:
-            done = "%.2f%% words" % (100.0 * raw / total_words)
+            done = "%.2f%% words" % (100.0 * counts.raw_words / total_words)
         session_elapsed = max(now - self._session_start, 1e-9)  # workers' words count over the session
-        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w[0] / session_elapsed:.0f} w/s {_per_word(w)}"
-                               for name, w in sorted(progress["workers"].items()))
-        up = sum(w[2] for w in progress["workers"].values()) / 1e6
-        down = sum(w[3] for w in progress["workers"].values()) / 1e6
+        per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w.words / session_elapsed:.0f} w/s {_per_word(w)}"
+                               for name, w in sorted(progress.workers.items()))
+        up, down = progress.total("bytes_up") / 1e6, progress.total("bytes_down") / 1e6
         logger.info("EPOCH %i - PROGRESS: at %s, %.0f words/s, in_qsize %i, out_qsize %i; %i workers (raw words/s, "
-                    "bytes per word up/down: %s); %i merges, %.1f MB up, %.1f MB down", epoch, done, effective / elapsed,
-                    progress["queued"], progress["in_flight"], len(progress["workers"]), per_worker or "-",
-                    progress["merges"], up, down)
+                    "bytes per word up/down: %s); %i merges, %.1f MB up, %.1f MB down", epoch, done,
+                    counts.effective_words / elapsed, progress.queued, progress.in_flight, len(progress.workers),
+                    per_worker or "-", progress.merges, up, down)
 

@@ -81,6 +81,10 @@ class _Member:
         self.exact_bytes_up = self.exact_bytes_down = 0  # of those, in exact (float32) parts: epoch flushes
         self.merge_seconds = self.merge_cpu = self.kernel_cpu = self.stall_seconds = 0.0
 
+    def counts(self):
+        """Its counters as a :class:`gensim_distw2v.wire.WorkerCounts`."""
+        return wire.WorkerCounts(**{field: getattr(self, field) for field in wire.WorkerCounts.names()})
+
 
 class _ShardMember:
     """What the dispatcher knows of one parameter shard."""
@@ -92,7 +96,8 @@ class _ShardMember:
 
 
 class Dispatcher:
-    """Owns the global model, the job queue, worker membership and the merge schedule.
+    """Coordinates a cluster: worker and shard membership, the session, its job queue (or byte
+    ranges), epochs and progress. The weights are on the shards.
 
     Parameters
     ----------
@@ -415,7 +420,7 @@ class Dispatcher:
         Parameters
         ----------
         config : dict
-            See :func:`gensim_distw2v.wire.check_config`.
+            A :class:`gensim_distw2v.wire.SessionConfig`.
 
         Returns
         -------
@@ -430,8 +435,8 @@ class Dispatcher:
         RuntimeError
             Another client's session is running, or no shard is registered.
         """
-        wire.check_config(config)
-        check_versions(config["versions"], "the client")
+        config = wire.SessionConfig.from_wire(config)
+        check_versions(config.versions, "the client")
         with self.cond:
             if self.session is not None and self.session.state in ("uploading", "running"):
                 raise RuntimeError(
@@ -447,10 +452,9 @@ class Dispatcher:
             logger.info("session %s opened on %i shards: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
                         "(damp: %i syn0 / %i syn1neg rows), sync_words=%i (rows after %i every %i rounds)",
                         self.session.id, len(self.session.shards), self.session.vocab_size,
-                        self.session.vector_size, config["params"]["sg"],
-                        config["params"]["hs"], config["params"]["negative"], config["settings"]["merge"],
-                        config["damp_rows"]["syn0"], config["damp_rows"]["syn1neg"], config["settings"]["sync_words"],
-                        config["hot_rows"], config["settings"]["cold_every"])
+                        self.session.vector_size, config.params.sg, config.params.hs, config.params.negative,
+                        config.settings.merge, config.damp_rows["syn0"], config.damp_rows["syn1neg"],
+                        config.settings.sync_words, config.hot_rows, config.settings.cold_every)
             return wire.Opened(session=self.session.id, shards=self.session.shards).to_wire()
 
     @transport.expose
@@ -479,15 +483,13 @@ class Dispatcher:
 
         with self.cond:
             session = self._session(sid, ("uploading",))
-            params = session.config["params"]
             arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
-            if not params["sample"]:
+            if not session.config.params.sample:
                 arrays.pop("sample_int", None)
             # the weights' shapes checked against the static arrays (np.zeros maps lazily: no memory)
-            arrays.update({name: np.zeros(spec["shape"], np.float32) for name, spec in session.config["arrays"].items()
+            arrays.update({name: np.zeros(spec["shape"], np.float32) for name, spec in session.config.arrays.items()
                            if name in wire.WEIGHTS})
-            JobTrainer(sg=params["sg"], hs=params["hs"], negative=params["negative"], window=params["window"],
-                       cbow_mean=params["cbow_mean"], shrink_windows=params["shrink_windows"], **arrays)
+            JobTrainer(**session.config.params.kernel(), **arrays)
             session.start()
             session.client_seen = time.monotonic()
             self.cond.notify_all()
@@ -515,7 +517,7 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             session.put_jobs([])  # refused here already if the session trains from a file
-        checked = [(msg,) + wire.unpack_job(msg, session.vocab_size)[1:] for msg in jobs]
+        checked = [wire.Job.from_wire(msg, vocab_size=session.vocab_size) for msg in jobs]
         with self.cond:
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
@@ -536,34 +538,19 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``epochs``: {epoch: [jobs put, jobs done, raw words, effective words, examples]};
-            ``queued``, ``in_flight``, ``loss``, ``merges`` (rounds reported), ``workers`` (name -> raw
-            words, merge rounds, bytes up, bytes down, seconds in merge rounds, their CPU seconds, CPU
-            seconds of its trainer threads in jobs, of the bytes up and down those in exact parts: the
-            float32 epoch flushes, and seconds its trainers waited for a merge round),
-            ``lost_shards`` (shard -> why it was lost: the session cannot go on),
-            ``no_workers_for`` (seconds without any worker that is or may still join the session, or
-            None), ``quit`` (worker -> why the session failed on it).
+            A :class:`gensim_distw2v.wire.Progress`.
         """
         with self.cond:
             session = self._session(sid)
             now = time.monotonic()
             session.client_seen = now
-            return {
-                "epochs": session.epochs(),
-                "queued": session.queued(),
-                "in_flight": session.in_flight_count(),
-                "loss": session.loss,
-                "merges": session.merges,
-                "lost_shards": dict(session.lost_shards),
-                "workers": {name: [m.words, m.merges, m.bytes_up, m.bytes_down, m.merge_seconds, m.merge_cpu,
-                                   m.kernel_cpu, m.exact_bytes_up, m.exact_bytes_down, m.stall_seconds]
-                            for name, m in self.members.items() if name in session.ranks},
-                "flushed": session.all_flushed(),
-                "no_workers_for": None if self._available(session) else now - (session.no_workers_since or now),
-                "file_checks": dict(session.file_checks),
-                "quit": {name: reason for name, reason in session.quit.items()},
-            }
+            return wire.Progress(
+                epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
+                loss=session.loss, merges=session.merges, lost_shards=dict(session.lost_shards),
+                workers={name: m.counts() for name, m in self.members.items() if name in session.ranks},
+                flushed=session.all_flushed(),
+                no_workers_for=None if self._available(session) else now - (session.no_workers_since or now),
+                file_checks=dict(session.file_checks), quit=dict(session.quit)).to_wire()
 
     @transport.expose
     def end_epoch(self, sid, epoch):

@@ -34,8 +34,8 @@ class Session:
     ----------
     session_id : str
         Its id.
-    config : dict
-        The session config (:func:`gensim_distw2v.wire.check_config`, checked).
+    config : gensim_distw2v.wire.SessionConfig
+        The session config (checked).
     shards : list of [str, str]
         ``[name, uri]`` of the shards holding its weights, in order.
     """
@@ -44,15 +44,13 @@ class Session:
         self.id, self.config, self.shards = session_id, config, shards
         self.state = "uploading"
         self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
-        params = config["params"]
-        self.vocab_size, self.vector_size = params["vocab_size"], params["vector_size"]
+        self.vocab_size, self.vector_size = config.params.vocab_size, config.params.vector_size
         # the static arrays (the weights are on the shards)
-        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config["arrays"].items()
+        self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config.arrays.items()
                        if name not in wire.WEIGHTS}
         self.received = {name: 0 for name in self.arrays}  # rows (or elements) uploaded
-        self.queue = collections.deque()  # (job message, epoch, raw_words or None, examples or None)
-        self.put = collections.Counter()  # jobs put per epoch
-        self.done = collections.defaultdict(lambda: [0, 0, 0, 0])  # epoch -> jobs, raw, effective, examples
+        self.queue = collections.deque()  # wire.Job records (ranges are cut when handed out)
+        self.counts = collections.defaultdict(wire.EpochCounts)  # epoch -> jobs put and done, and what they trained
         self.loss = 0.0
         self.merges = 0  # merge rounds reported
         self.next_rank = 0
@@ -61,7 +59,7 @@ class Session:
         self.flushed = {}  # worker -> last epoch it flushed (sent all it had)
         self.quit = {}  # worker -> why the session failed on it (it does not come back)
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
-        self.file = config.get("corpus_file")  # corpus_file training: ranges cut here, lazily
+        self.file = config.corpus_file  # corpus_file training: ranges cut here, lazily
         self.file_checks = {}  # worker -> None (sees the client's file) or what is wrong
         self.cursor = {}  # epoch -> first byte not yet cut into a range
         self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
@@ -154,18 +152,18 @@ class Session:
             self.release(worker)
 
     # ------------------------------------------------------------------ jobs
-    def put_jobs(self, checked):
-        """Queue checked jobs: ``(message, epoch, alpha, indices, offsets, raw_words, examples)``."""
+    def put_jobs(self, jobs):
+        """Queue checked jobs (:class:`gensim_distw2v.wire.Job`)."""
         self.expect("running")
         if self.file is not None:
             raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with open_file_epoch")
-        late = [c[1] for c in checked if c[1] >= self.config["epochs"]]
+        late = [job.epoch for job in jobs if job.epoch >= self.config.epochs]
         if late:
             raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
-                             f"{self.config['epochs'] - 1}")
-        for msg, epoch, _alpha, _idx, _off, raw, examples in checked:
-            self.queue.append((msg, epoch, raw, examples))
-            self.put[epoch] += 1
+                             f"{self.config.epochs - 1}")
+        for job in jobs:
+            self.queue.append(job)
+            self.counts[job.epoch].put += 1
 
     def end_epoch(self, epoch):
         """The client has put every job of ``epoch``: workers flush once they run out of jobs."""
@@ -180,19 +178,19 @@ class Session:
         self.expect("running")
         if self.file is None:
             raise ValueError("open_file_epoch: this session trains on jobs the client puts, not a corpus file")
-        if epoch >= self.config["epochs"] or epoch in self.cursor or epoch <= self.closed_epoch:
+        if epoch >= self.config.epochs or epoch in self.cursor or epoch <= self.closed_epoch:
             raise ValueError(f"open_file_epoch: epoch {epoch} was opened before, or is not one of the "
-                             f"session's {self.config['epochs']}")
+                             f"session's {self.config.epochs}")
         self.cursor[epoch] = 0
-        self.put[epoch] = ranges(self.file["size"], self.file["range_bytes"])
+        self.counts[epoch].put = ranges(self.file.size, self.file.range_bytes)
         self.closed_epoch = epoch  # every range of it is there to be cut
-        return self.put[epoch]
+        return self.counts[epoch].put
 
     def file_work_left(self):
         """Bytes of the open file epoch not yet cut into ranges."""
         if self.file is None or self.closed_epoch < 0:
             return 0
-        return self.file["size"] - self.cursor.get(self.closed_epoch, self.file["size"])
+        return self.file.size - self.cursor.get(self.closed_epoch, self.file.size)
 
     def has_work(self):
         """Whether a job (queued, or a range still to cut) is waiting."""
@@ -201,23 +199,23 @@ class Session:
     def queued(self):
         """Jobs waiting: queued ones, and ranges of the open file epoch not yet cut."""
         left = self.file_work_left()
-        return len(self.queue) + (-(-left // self.file["range_bytes"]) if left else 0)
+        return len(self.queue) + (-(-left // self.file.range_bytes) if left else 0)
 
     def _cut_range(self):
         """The next byte range of the open epoch as a queued job, with the learning rate of the
         words trained so far in the epoch (merged words, plus those of ranges out, estimated)."""
         spec, epoch = self.file, self.closed_epoch
         lo = self.cursor[epoch]
-        hi = min(spec["size"], lo + spec["range_bytes"])
+        hi = min(spec.size, lo + spec.range_bytes)
         self.cursor[epoch] = hi
         pending = self.ranges_out[epoch] - self.ranges_done[epoch]
-        words = self.done[epoch][1] + pending * spec["total_words"] / max(1, spec["size"])
-        alpha = next_alpha(spec["start_alpha"], spec["end_alpha"], epoch, self.config["epochs"],
-                           min(1.0, words / spec["total_words"]))
+        words = self.counts[epoch].raw_words + pending * spec.total_words / max(1, spec.size)
+        alpha = next_alpha(spec.start_alpha, spec.end_alpha, epoch, self.config.epochs,
+                           min(1.0, words / spec.total_words))
         self.ranges_out[epoch] += hi - lo
-        msg = {"id": self.next_job, "epoch": epoch, "alpha": alpha, "lo": lo, "hi": hi}
+        job = wire.RangeJob(id=self.next_job, epoch=epoch, alpha=alpha, lo=lo, hi=hi)
         self.next_job += 1
-        return (msg, epoch, None, None)
+        return job
 
     def hand_out(self, worker, max_jobs):
         """Up to ``max_jobs`` jobs for a worker of the session, in flight on it from now on.
@@ -225,7 +223,8 @@ class Session:
         Returns
         -------
         (list, int or None)
-            The job messages, and the epoch the client closed when nothing is left to hand out
+            The job messages (:class:`gensim_distw2v.wire.Job` or :class:`gensim_distw2v.wire.RangeJob`,
+            as plain data), and the epoch the client closed when nothing is left to hand out
             (time to flush), else None.
         """
         self.expect("running")
@@ -234,9 +233,9 @@ class Session:
             raise ValueError(f"worker {worker} has not checked the corpus file of session {self.id}: call file_check")
         out = []
         while len(out) < max_jobs and self.has_work():
-            item = self.queue.popleft() if self.queue else self._cut_range()
-            flight[item[0]["id"]] = item
-            out.append(item[0])
+            job = self.queue.popleft() if self.queue else self._cut_range()
+            flight[job.id] = job
+            out.append(job.to_wire())
         drained = self.closed_epoch if not self.has_work() and self.closed_epoch >= 0 else None
         return out, drained
 
@@ -257,18 +256,19 @@ class Session:
         self.loss += report.loss
         words = 0
         for job_id, effective, *counts in report.jobs:
-            item = flight.pop(job_id, None)
-            if item is None:
+            job = flight.pop(job_id, None)
+            if job is None:
                 continue  # not (or no longer) this worker's: already re-queued elsewhere
-            msg, epoch, raw, examples = item
-            if raw is None:  # a range: its worker counted its words
+            if isinstance(job, wire.RangeJob):  # its worker counted its words
                 raw, examples = counts if counts else (0, 0)
-                self.ranges_done[epoch] += msg["hi"] - msg["lo"]
-            done = self.done[epoch]
-            done[0] += 1
-            done[1] += raw
-            done[2] += effective
-            done[3] += examples
+                self.ranges_done[job.epoch] += job.hi - job.lo
+            else:
+                raw, examples = job.raw_words, job.examples
+            done = self.counts[job.epoch]
+            done.done += 1
+            done.raw_words += raw
+            done.effective_words += effective
+            done.examples += examples
             words += raw
         return words
 
@@ -284,8 +284,9 @@ class Session:
     def epoch_done(self, epoch):
         """Every job of ``epoch`` merged, and every worker in the session flushed it."""
         flushed = self.all_flushed()
-        return self.done[epoch][0] >= self.put[epoch] and flushed is not None and flushed >= epoch
+        counts = self.counts[epoch]
+        return counts.done >= counts.put and flushed is not None and flushed >= epoch
 
     def epochs(self):
-        """``{epoch: [jobs put, jobs done, raw words, effective words, examples]}`` (str keys)."""
-        return {str(e): [self.put[e]] + list(self.done[e]) for e in self.put}
+        """``{epoch: EpochCounts}`` (str keys, as on the wire)."""
+        return {str(e): counts for e, counts in self.counts.items()}

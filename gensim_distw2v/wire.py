@@ -7,25 +7,17 @@ raise :class:`ValueError` naming what is wrong, and never execute or import anyt
 
 Messages
 --------
-job
-    ``{"id", "epoch", "alpha", "indices": array uint32, "offsets": array int64, "raw_words", "examples"}``
-range job (``corpus_file`` sessions; the dispatcher cuts them)
-    ``{"id", "epoch", "alpha", "lo", "hi"}``: train the lines of the corpus file that start in
-    bytes ``[lo, hi)``
-session config (client -> dispatcher -> workers)
-    ``{"versions", "params", "arrays": {name: {"dtype", "shape"}}, "settings", "damp_rows", "hot_rows",
-    "compute_loss", "rng_state", "epochs"}``: ``settings`` is the model's
-    :class:`gensim_distw2v.settings.Settings` whole (``sync_words`` resolved)
-    and, for
-    ``corpus_file`` training,
-    ``"corpus_file": {"path", "size", "digest", "range_bytes", "total_words", "start_alpha",
-    "end_alpha"}`` (the vocabulary then travels as arrays ``vocab_bytes`` and ``vocab_offsets``);
-    arrays and merges move in parts of at most ``part_bytes`` bytes
-merge part, merge reply, round report, shard messages
-    named, typed records: :class:`MergePart`, :class:`MergeReply`, :class:`RoundReport`,
-    :class:`ShardSpec`, :class:`ShardBeat` and the replies below them (:class:`Record`)
+Every message is a named, typed record (:class:`Record`) defined once, below, with its checks
+beside it: the session config (:class:`SessionConfig`, with :class:`TrainParams`,
+:class:`RngState`, :class:`CorpusFileSpec` and the :class:`gensim_distw2v.settings.Settings`
+whole), jobs (:class:`Job`, :class:`RangeJob`), the dispatcher's replies (:class:`Opened`,
+:class:`Joined`, :class:`JobBatch`, :class:`Beat`, :class:`Progress`), merges
+(:class:`MergePart`, :class:`MergeReply`, :class:`RoundReport`) and the shards' messages
+(:class:`ShardSpec`, :class:`ShardBeat`). Arrays and merges move in parts of at most
+``part_bytes`` bytes.
 """
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -33,8 +25,10 @@ import typing
 import numpy as np
 
 __all__ = [
-    "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "pack_job",
-    "unpack_job", "unpack_range_job", "check_config", "need", "pack_deltas", "unpack_deltas",
+    "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "need", "pack_deltas",
+    "unpack_deltas", "Record", "SessionConfig", "TrainParams", "RngState", "CorpusFileSpec", "Job", "RangeJob",
+    "Progress", "EpochCounts", "WorkerCounts", "ShardSpec", "MergePart", "MergeReply", "RoundReport", "ShardBeat",
+    "Hello", "Beat", "Opened", "Joined", "JobBatch",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
@@ -42,7 +36,7 @@ ARRAY_DTYPES = {"float32", "float16", "int8", "uint32", "uint8", "int64"}
 DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with a float32 scale per row)
 MAX_SCALE = float(np.finfo(np.float32).max) / 127  # an int8 row's scale: level * scale stays finite
 MERGE_RULES = ("sum", "damp", "mean")
-WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices, merged by the dispatcher
+WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices (held and merged by the shards)
 STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
           "codes": "uint8", "code_offsets": "int64", "vocab_bytes": "uint8", "vocab_offsets": "int64"}
 MAX_JOB_WORDS = 1_000_000  # a job is about batch_words (10,000) words; refuse absurd ones
@@ -122,64 +116,6 @@ def unpack_array(msg, what, dtype=None, ndim=None, shape=None):
     return np.frombuffer(data, dtype=name).reshape(dims)
 
 
-def pack_job(job_id, epoch, job):
-    """A :class:`gensim_distw2v.jobs.Job` as a wire message."""
-    return {"id": job_id, "epoch": epoch, "alpha": float(job.alpha), "indices": pack_array(job.indices),
-            "offsets": pack_array(job.offsets), "raw_words": int(job.raw_words), "examples": int(job.examples)}
-
-
-def unpack_job(msg, vocab_size):
-    """Check a job message; return ``(id, epoch, alpha, indices, offsets, raw_words, examples)``.
-
-    Checks everything the kernel relies on (dtype, index range, offsets that fit), so that a bad
-    job is refused where it arrives.
-    """
-    job_id = need(msg, "id", int, "job")
-    epoch = need(msg, "epoch", int, "job")
-    alpha = need(msg, "alpha", float, "job")
-    raw_words = need(msg, "raw_words", int, "job")
-    examples = need(msg, "examples", int, "job")
-    indices = unpack_array(need(msg, "indices", dict, "job"), "job indices", "uint32", ndim=1)
-    offsets = unpack_array(need(msg, "offsets", dict, "job"), "job offsets", "int64", ndim=1)
-    if job_id < 0 or epoch < 0 or raw_words < 0 or examples < 0 or not 0 <= alpha < 10:
-        raise ValueError(f"job: id, epoch, raw_words, examples must be >= 0 and alpha in [0, 10), got "
-                         f"{job_id}, {epoch}, {raw_words}, {examples}, {alpha}")
-    if len(indices) > MAX_JOB_WORDS:
-        raise ValueError(f"job has {len(indices)} words, more than the {MAX_JOB_WORDS} allowed")
-    if len(indices) and int(indices.max()) >= vocab_size:
-        raise ValueError(f"job has a word index {int(indices.max())} >= vocab_size {vocab_size}")
-    if (len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(indices)
-            or (len(offsets) > 1 and np.any(np.diff(offsets) < 0))):
-        raise ValueError(f"job offsets must run non-decreasing from 0 to {len(indices)}")
-    return job_id, epoch, alpha, indices, offsets, raw_words, examples
-
-
-def unpack_range_job(msg, size):
-    """Check a range job message; return ``(id, epoch, alpha, lo, hi)`` with ``0 <= lo < hi <= size``."""
-    job_id = need(msg, "id", int, "range job")
-    epoch = need(msg, "epoch", int, "range job")
-    alpha = need(msg, "alpha", float, "range job")
-    lo, hi = need(msg, "lo", int, "range job"), need(msg, "hi", int, "range job")
-    if job_id < 0 or epoch < 0 or not 0 <= alpha < 10 or not 0 <= lo < hi <= size:
-        raise ValueError(f"range job: id and epoch must be >= 0, alpha in [0, 10) and 0 <= lo < hi <= {size}, got "
-                         f"{job_id}, {epoch}, {alpha}, {lo}, {hi}")
-    return job_id, epoch, alpha, lo, hi
-
-
-def _check_corpus_file(spec):
-    for key in ("path", "digest"):
-        need(spec, key, str, "corpus_file")
-    for key in ("size", "range_bytes", "total_words"):
-        need(spec, key, int, "corpus_file")
-    for key in ("start_alpha", "end_alpha"):
-        need(spec, key, float, "corpus_file")
-    if spec["size"] < 0 or spec["range_bytes"] < 1 or spec["total_words"] < 1:
-        raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {spec['size']}, "
-                         f"{spec['range_bytes']}, {spec['total_words']}")
-    if not spec["path"] or "\0" in spec["path"]:
-        raise ValueError("corpus_file: path must be a non-empty str without NUL")
-
-
 def check_damp_rows(damp_rows, what="session config"):
     """``damp_rows`` (how many first rows of ``syn0`` and ``syn1neg`` the damp rule damps) as plain
     ints; ValueError naming the problem otherwise."""
@@ -197,62 +133,6 @@ def check_cold_every(cold_every, what=None):
         raise ValueError(f"{where}cold_every must be an int in [1, 1000] (merge the rows of rare words every "
                          f"n-th round; 1: in every round), got {cold_every!r}")
     return int(cold_every)
-
-
-def check_config(config):
-    """Check a session config from a client; return it (plain data, validated).
-
-    Raises
-    ------
-    ValueError
-        A missing or malformed field, an unknown merge rule, or inconsistent array declarations.
-    """
-    need(config, "versions", dict, "session config")
-    params = need(config, "params", dict, "session config")
-    for key in ("sg", "hs", "negative", "window", "cbow_mean", "vector_size", "vocab_size", "seed"):
-        need(params, key, int, "session params")
-    for key in ("shrink_windows", "sample"):
-        need(params, key, bool, "session params")
-    vocab, size = params["vocab_size"], params["vector_size"]
-    if vocab < 1 or size < 1 or vocab >= 2 ** 32:
-        raise ValueError(f"session params: vocab_size and vector_size must be >= 1, got {vocab} and {size}")
-    if not params["hs"] and not params["negative"]:
-        raise ValueError("session params: either hs=1 or negative > 0 is needed")
-    arrays = need(config, "arrays", dict, "session config")
-    wanted = {"syn0", "lockf"} | ({"syn1neg", "cum_table"} if params["negative"] else set()) \
-        | ({"sample_int"} if params["sample"] else set()) \
-        | ({"syn1", "points", "codes", "code_offsets"} if params["hs"] else set()) \
-        | ({"vocab_bytes", "vocab_offsets"} if config.get("corpus_file") is not None else set())
-    if config.get("corpus_file") is not None:
-        _check_corpus_file(need(config, "corpus_file", dict, "session config"))
-        if list(need(arrays.get("vocab_offsets"), "shape", (list, tuple), "array vocab_offsets")) != [vocab + 1]:
-            raise ValueError(f"array vocab_offsets must have vocab_size + 1 = {vocab + 1} entries")
-    if set(arrays) != wanted:
-        raise ValueError(f"session config: arrays must be exactly {sorted(wanted)}, got {sorted(arrays)}")
-    for name, spec in arrays.items():
-        dtype = need(spec, "dtype", str, f"array {name}")
-        dims = need(spec, "shape", (list, tuple), f"array {name}")
-        if name in WEIGHTS:
-            if dtype != "float32" or list(dims) != [vocab, size]:
-                raise ValueError(f"array {name} must be float32 of shape ({vocab}, {size}), got {dtype} {dims}")
-        elif dtype != STATIC[name] or len(dims) != 1 or not isinstance(dims[0], int) or dims[0] < 0:
-            raise ValueError(f"array {name} must be 1-dimensional {STATIC[name]}, got {dtype} {dims}")
-    from gensim_distw2v.settings import Settings  # (settings needs merge, which needs this module)
-
-    settings = Settings.from_wire(need(config, "settings", dict, "session config"))
-    if settings.sync_words is None:
-        raise ValueError("session settings: sync_words must be set (the client derives it from the workers)")
-    config["settings"] = settings.to_wire()  # validated and normalised
-    check_damp_rows(need(config, "damp_rows", dict, "session config"))
-    if not 0 <= need(config, "hot_rows", int, "session config") <= vocab:
-        raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {config['hot_rows']}")
-    need(config, "compute_loss", bool, "session config")
-    need(config, "epochs", int, "session config")
-    rng = need(config, "rng_state", dict, "session config")
-    unpack_array(need(rng, "keys", dict, "rng_state"), "rng_state keys", "uint32", shape=(624,))
-    if not 0 <= need(rng, "pos", int, "rng_state") <= 624:
-        raise ValueError("rng_state: pos must be in [0, 624]")
-    return config
 
 
 def all_finite(values):
@@ -308,6 +188,12 @@ def _kind(annotation):
     return annotation
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls):
+    """A record's fields' annotations, names of records defined further down resolved."""
+    return typing.get_type_hints(cls)
+
+
 def _flat(kinds):
     out = []
     for kind in kinds if isinstance(kinds, tuple) else (kinds,):
@@ -332,18 +218,20 @@ class Record:
         """
         if not isinstance(msg, dict):
             raise ValueError(f"malformed {cls.WHAT}: expected a dict, got {type(msg).__name__}")
-        fields = dataclasses.fields(cls)
+        fields, hints = dataclasses.fields(cls), _hints(cls)
         unknown = set(msg) - {f.name for f in fields}
         if unknown:
             raise ValueError(f"malformed {cls.WHAT}: unknown fields {sorted(map(str, unknown))}")
         values = {}
         for field in fields:
-            kind = _flat(_kind(field.type))
+            kind = _flat(_kind(hints[field.name]))
             if type(None) in kind and msg.get(field.name) is None:
                 values[field.name] = None
                 continue
-            values[field.name] = need(msg, field.name, tuple(k for k in kind if k is not type(None))
-                                      if len(kind) > 1 else kind[0], cls.WHAT)
+            kind = tuple(k for k in kind if k is not type(None))
+            nested = kind[0] if isinstance(kind[0], type) and issubclass(kind[0], Record) else None
+            value = need(msg, field.name, dict if nested else kind if len(kind) > 1 else kind[0], cls.WHAT)
+            values[field.name] = nested.from_wire(value) if nested else value
         record = cls(**values)
         record.check(**context)
         return record
@@ -351,9 +239,36 @@ class Record:
     def check(self, **context):
         """Checks beyond the fields' types (ranges, consistency); raise ValueError naming the problem."""
 
+    @classmethod
+    def names(cls):
+        """Its fields' names, in order."""
+        return [field.name for field in dataclasses.fields(cls)]
+
     def to_wire(self):
-        """The record as plain data for the wire."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        """The record as plain data for the wire (records and settings inside it too, arrays packed)."""
+        return {field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+
+def _plain(value):
+    """A field's value as plain data: records (and anything with ``to_wire``) and arrays converted,
+    in dicts too."""
+    if value is None or isinstance(value, (int, float, str, bytes, bool, memoryview)):
+        return value
+    if hasattr(value, "to_wire"):
+        return value.to_wire()
+    if isinstance(value, np.ndarray):
+        return pack_array(value)
+    if isinstance(value, dict):
+        return {key: _plain(v) for key, v in value.items()}
+    return value
+
+
+def _check_array(record, name, dtype, ndim=None, shape=None):
+    """Replace ``record.name`` (an array message, or an array) by the checked, read-only array."""
+    value = getattr(record, name)
+    value = pack_array(value) if isinstance(value, np.ndarray) else value
+    setattr(record, name, unpack_array(value, f"{record.WHAT} {name}", dtype, ndim=ndim, shape=shape))
+    return getattr(record, name)
 
 
 def _non_negative(record, *names):
@@ -546,19 +461,17 @@ class Opened(Record):
 
 @dataclasses.dataclass
 class Joined(Record):
-    """The dispatcher's answer to a worker's ``join``: the session config (checked on arrival with
-    :func:`check_config`), the worker's rank (rank 0 continues the client's random stream) and
+    """The dispatcher's answer to a worker's ``join``: the :class:`SessionConfig`, the worker's rank (rank 0 continues the client's random stream) and
     the session's shards."""
 
     WHAT: typing.ClassVar[str] = "join reply"
-    config: dict
+    config: "SessionConfig"
     rank: int
     shards: list
 
     def check(self):
         _non_negative(self, "rank")
         _check_shard_list(self)
-        check_config(self.config)
 
 
 @dataclasses.dataclass
@@ -574,3 +487,285 @@ class JobBatch(Record):
     def check(self):
         if self.drained is not None and self.drained < 0:
             raise ValueError(f"get_jobs reply: drained must be an epoch >= 0 or None, got {self.drained}")
+
+
+# ---------------------------------------------------------------------------------------------- session
+@dataclasses.dataclass
+class TrainParams(Record):
+    """The hyper-parameters of the session's kernel (gensim's names) and of its vocabulary."""
+
+    WHAT: typing.ClassVar[str] = "session params"
+    sg: int
+    hs: int
+    negative: int
+    window: int
+    cbow_mean: int
+    shrink_windows: bool
+    sample: bool
+    vector_size: int
+    vocab_size: int
+    seed: int
+
+    def check(self):
+        if not 1 <= self.vocab_size < 2 ** 32 or not 1 <= self.vector_size <= 100_000:
+            raise ValueError(f"session params: vocab_size must be in [1, 2**32) and vector_size in [1, 100000], "
+                             f"got {self.vocab_size} and {self.vector_size}")
+        if self.sg not in (0, 1) or self.hs not in (0, 1) or self.cbow_mean not in (0, 1):
+            raise ValueError(f"session params: sg, hs and cbow_mean must be 0 or 1, got {self.sg}, {self.hs}, "
+                             f"{self.cbow_mean}")
+        if not 0 <= self.negative <= 1000 or not 1 <= self.window <= 10_000 or self.seed < 0:
+            raise ValueError(f"session params: negative must be in [0, 1000], window in [1, 10000] and seed >= 0, "
+                             f"got {self.negative}, {self.window}, {self.seed}")
+        if not self.hs and not self.negative:
+            raise ValueError("session params: either hs=1 or negative > 0 is needed")
+
+    def kernel(self):
+        """The keyword arguments of :class:`gensim_distw2v._inner.JobTrainer` these give."""
+        return dict(sg=self.sg, hs=self.hs, negative=self.negative, window=self.window, cbow_mean=self.cbow_mean,
+                    shrink_windows=self.shrink_windows)
+
+
+@dataclasses.dataclass
+class RngState(Record):
+    """A ``numpy.random.RandomState`` (MT19937) state: the client's random stream, which rank 0's
+    first thread continues (so one worker with one thread reproduces gensim)."""
+
+    WHAT: typing.ClassVar[str] = "rng_state"
+    keys: dict
+    pos: int
+    has_gauss: int
+    cached_gaussian: float
+
+    def check(self):
+        _check_array(self, "keys", "uint32", shape=(624,))
+        if not 0 <= self.pos <= 624 or self.has_gauss not in (0, 1):
+            raise ValueError(f"rng_state: pos must be in [0, 624] and has_gauss 0 or 1, got {self.pos} and "
+                             f"{self.has_gauss}")
+
+    @classmethod
+    def of(cls, rng):
+        """The state of ``rng`` (a ``RandomState``) as a record."""
+        _name, keys, pos, has_gauss, cached = rng.get_state()
+        return cls(keys=keys.astype(np.uint32), pos=int(pos), has_gauss=int(has_gauss),
+                   cached_gaussian=float(cached))
+
+    def state(self):
+        """The tuple ``RandomState.set_state`` takes."""
+        return ("MT19937", np.array(self.keys), self.pos, self.has_gauss, self.cached_gaussian)
+
+
+@dataclasses.dataclass
+class CorpusFileSpec(Record):
+    """The corpus file of a ``corpus_file`` session: where it is, its fingerprint
+    (:func:`gensim_distw2v.corpusfile.fingerprint`: ``size``, ``digest``), its words, the
+    learning rate's schedule, and ``range_bytes``: the byte ranges the dispatcher cuts."""
+
+    WHAT: typing.ClassVar[str] = "corpus_file"
+    path: str
+    size: int
+    digest: str
+    range_bytes: int
+    total_words: int
+    start_alpha: float
+    end_alpha: float
+
+    def check(self):
+        if self.size < 0 or self.range_bytes < 1 or self.total_words < 1:
+            raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {self.size}, "
+                             f"{self.range_bytes}, {self.total_words}")
+        if not self.path or "\0" in self.path:
+            raise ValueError("corpus_file: path must be a non-empty str without NUL")
+
+    def fingerprint(self):
+        """What :func:`gensim_distw2v.corpusfile.fingerprint` gave the client."""
+        return {"size": self.size, "digest": self.digest}
+
+
+@dataclasses.dataclass
+class SessionConfig(Record):
+    """A training session, as the client opens it (client -> dispatcher -> workers).
+
+    ``arrays`` declares every array of the session, ``{name: {"dtype", "shape"}}``: the trained
+    matrices (:data:`WEIGHTS`, on the shards) and the static ones (:data:`STATIC`, on the
+    dispatcher); ``settings`` is the model's :class:`gensim_distw2v.settings.Settings` whole, with
+    ``sync_words`` resolved; ``damp_rows`` and ``hot_rows`` are the merge rule's row counts;
+    ``corpus_file`` is set for ``corpus_file`` training (the vocabulary then travels as the arrays
+    ``vocab_bytes`` and ``vocab_offsets``).
+    """
+
+    WHAT: typing.ClassVar[str] = "session config"
+    versions: dict
+    params: TrainParams
+    arrays: dict
+    settings: object  # a Settings (a dict on the wire; settings.py imports this module)
+    damp_rows: dict
+    hot_rows: int
+    compute_loss: bool
+    epochs: int
+    rng_state: RngState
+    corpus_file: typing.Optional[CorpusFileSpec] = None
+
+    def check(self):
+        from gensim_distw2v.settings import Settings  # (settings needs merge, which needs this module)
+
+        vocab, size = self.params.vocab_size, self.params.vector_size
+        params = self.params
+        wanted = {"syn0", "lockf"} | ({"syn1neg", "cum_table"} if params.negative else set()) \
+            | ({"sample_int"} if params.sample else set()) \
+            | ({"syn1", "points", "codes", "code_offsets"} if params.hs else set()) \
+            | ({"vocab_bytes", "vocab_offsets"} if self.corpus_file is not None else set())
+        if set(self.arrays) != wanted:
+            raise ValueError(f"session config: arrays must be exactly {sorted(wanted)}, got "
+                             f"{sorted(map(str, self.arrays))}")
+        for name, spec in self.arrays.items():
+            dtype = need(spec, "dtype", str, f"array {name}")
+            dims = need(spec, "shape", (list, tuple), f"array {name}")
+            if name in WEIGHTS:
+                if dtype != "float32" or list(dims) != [vocab, size]:
+                    raise ValueError(f"array {name} must be float32 of shape ({vocab}, {size}), got {dtype} {dims}")
+            elif dtype != STATIC[name] or len(dims) != 1 or not isinstance(dims[0], int) or dims[0] < 0:
+                raise ValueError(f"array {name} must be 1-dimensional {STATIC[name]}, got {dtype} {dims}")
+        if self.corpus_file is not None and list(self.arrays["vocab_offsets"]["shape"]) != [vocab + 1]:
+            raise ValueError(f"array vocab_offsets must have vocab_size + 1 = {vocab + 1} entries")
+        if not isinstance(self.settings, Settings):
+            self.settings = Settings.from_wire(self.settings)  # validated as where it was built
+        if self.settings.sync_words is None:
+            raise ValueError("session settings: sync_words must be set (the client derives it from the workers)")
+        self.damp_rows = check_damp_rows(self.damp_rows)
+        if not 0 <= self.hot_rows <= vocab:
+            raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {self.hot_rows}")
+        if not 1 <= self.epochs <= 1_000_000:
+            raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
+
+
+# ---------------------------------------------------------------------------------------------- jobs
+@dataclasses.dataclass
+class Job(Record):
+    """Sentences to train (client -> dispatcher -> worker): word ``indices`` (uint32), sentence
+    ``offsets`` into them (int64, from 0 to ``len(indices)``), the learning rate, and the raw
+    words and examples they stand for (gensim's progress counts)."""
+
+    WHAT: typing.ClassVar[str] = "job"
+    id: int
+    epoch: int
+    alpha: float
+    indices: dict
+    offsets: dict
+    raw_words: int
+    examples: int
+
+    def check(self, vocab_size):
+        """Everything the kernel relies on (dtype, index range, offsets that fit): a bad job is
+        refused where it arrives."""
+        _non_negative(self, "id", "epoch", "raw_words", "examples")
+        if not 0 <= self.alpha < 10:
+            raise ValueError(f"job: alpha must be in [0, 10), got {self.alpha}")
+        indices = _check_array(self, "indices", "uint32", ndim=1)
+        offsets = _check_array(self, "offsets", "int64", ndim=1)
+        if len(indices) > MAX_JOB_WORDS:
+            raise ValueError(f"job has {len(indices)} words, more than the {MAX_JOB_WORDS} allowed")
+        if len(indices) and int(indices.max()) >= vocab_size:
+            raise ValueError(f"job has a word index {int(indices.max())} >= vocab_size {vocab_size}")
+        if (len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(indices)
+                or (len(offsets) > 1 and np.any(np.diff(offsets) < 0))):
+            raise ValueError(f"job offsets must run non-decreasing from 0 to {len(indices)}")
+
+    @classmethod
+    def of(cls, job_id, epoch, job):
+        """A :class:`gensim_distw2v.jobs.Job` as a record (its arrays packed for the wire)."""
+        return cls(id=job_id, epoch=epoch, alpha=float(job.alpha), indices=pack_array(job.indices),
+                   offsets=pack_array(job.offsets), raw_words=int(job.raw_words), examples=int(job.examples))
+
+
+@dataclasses.dataclass
+class RangeJob(Record):
+    """A byte range of the corpus file to train (dispatcher -> worker, ``corpus_file`` sessions):
+    the lines that start in bytes ``[lo, hi)``."""
+
+    WHAT: typing.ClassVar[str] = "range job"
+    id: int
+    epoch: int
+    alpha: float
+    lo: int
+    hi: int
+
+    def check(self, size):
+        if self.id < 0 or self.epoch < 0 or not 0 <= self.alpha < 10 or not 0 <= self.lo < self.hi <= size:
+            raise ValueError(f"range job: id and epoch must be >= 0, alpha in [0, 10) and 0 <= lo < hi <= {size}, "
+                             f"got {self.id}, {self.epoch}, {self.alpha}, {self.lo}, {self.hi}")
+
+
+# ---------------------------------------------------------------------------------------------- progress
+@dataclasses.dataclass
+class EpochCounts(Record):
+    """One epoch's progress: jobs put (ranges, for a corpus file) and done, and what the done ones
+    trained."""
+
+    WHAT: typing.ClassVar[str] = "epoch progress"
+    put: int = 0
+    done: int = 0
+    raw_words: int = 0
+    effective_words: int = 0
+    examples: int = 0
+
+    def check(self):
+        _non_negative(self, "put", "done", "raw_words", "effective_words", "examples")
+
+
+@dataclasses.dataclass
+class WorkerCounts(Record):
+    """One worker's totals in a session: raw words trained, merge rounds, bytes to and from the
+    shards (of them, ``exact_*`` in float32 epoch flushes), wall seconds in merge rounds and
+    their CPU, its trainer threads' CPU in jobs, and seconds its trainers waited for a round."""
+
+    WHAT: typing.ClassVar[str] = "worker counters"
+    words: int
+    merges: int
+    bytes_up: int
+    bytes_down: int
+    exact_bytes_up: int
+    exact_bytes_down: int
+    merge_seconds: float
+    merge_cpu: float
+    kernel_cpu: float
+    stall_seconds: float
+
+    def check(self):
+        _non_negative(self, *(f.name for f in dataclasses.fields(self)))
+
+
+@dataclasses.dataclass
+class Progress(Record):
+    """The dispatcher's answer to ``progress``: per epoch (str keys) its :class:`EpochCounts`;
+    jobs ``queued`` and ``in_flight``; the summed ``loss``; merge rounds reported; per worker its
+    :class:`WorkerCounts`; ``flushed``: the last epoch every worker flushed (or None);
+    ``lost_shards`` (shard -> why: the session cannot go on); ``no_workers_for`` (seconds without
+    any worker that is or may still join, or None); ``file_checks`` (worker -> None or what is
+    wrong with its view of the corpus file); ``quit`` (worker -> why the session failed on it)."""
+
+    WHAT: typing.ClassVar[str] = "progress reply"
+    epochs: dict
+    queued: int
+    in_flight: int
+    loss: float
+    merges: int
+    workers: dict
+    flushed: typing.Optional[int]
+    lost_shards: dict
+    no_workers_for: typing.Optional[float]
+    file_checks: dict
+    quit: dict
+
+    def check(self):
+        self.epochs = {str(e): c if isinstance(c, EpochCounts) else EpochCounts.from_wire(c)
+                       for e, c in self.epochs.items()}
+        self.workers = {str(w): c if isinstance(c, WorkerCounts) else WorkerCounts.from_wire(c)
+                        for w, c in self.workers.items()}
+
+    def epoch(self, epoch):
+        """The :class:`EpochCounts` of ``epoch`` (zeros before it starts)."""
+        return self.epochs.get(str(epoch), EpochCounts())
+
+    def total(self, counter):
+        """A :class:`WorkerCounts` field summed over the workers."""
+        return sum(getattr(w, counter) for w in self.workers.values())

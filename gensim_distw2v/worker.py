@@ -40,11 +40,13 @@ from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import Replica, budget_rows, row_ranges
-from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-FLUSH_PART_DIVISOR = 8  # epoch flushes move in parts of part_bytes / 8 (2 MB by default)
+# bulk transfers (the weights downloaded at a join, epoch flushes) move in parts of part_bytes / 8
+# (2 MB by default): every worker makes them at about the same moment, so a shard holds K parts (and
+# their serialised copies) at once; they are rare, so the extra calls cost nothing per word
+BULK_PART_DIVISOR = 8
 
 
 class SessionLost(Exception):
@@ -107,39 +109,32 @@ class _Training:
                             f"gensim_distw2v.shard --ns-host {host} --ns-port {port}") from None
 
     def _run(self, config):
-        self.file = config.get("corpus_file")
+        self.file = config.corpus_file
         if self.file is not None:
-            problem = check_file(self.file["path"], self.file)
+            problem = check_file(self.file.path, self.file.fingerprint())
             self.proxy.file_check(self.worker.name, self.sid, problem)
             if problem:
                 raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
-        self.params = config["params"]
-        settings = Settings.from_wire(config["settings"])
-        self.sync_words, self.compute_loss = settings.sync_words, config["compute_loss"]
+        self.params, settings = config.params, config.settings
+        self.sync_words, self.compute_loss = settings.sync_words, config.compute_loss
         self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
-        self.hot_rows, self.cold_every, self.rounds = config["hot_rows"], settings.cold_every, 0
+        self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
+        self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
         self.bytes_per_word, self.merge_dtype = settings.bytes_per_word or 0.0, settings.merge_dtype
-        vocab, size = self.params["vocab_size"], self.params["vector_size"]
+        vocab, size = self.params.vocab_size, self.params.vector_size
         start = time.monotonic()
         arrays = {name: (self._download_weights if name in wire.WEIGHTS else self._download)(name, spec)
-                  for name, spec in config["arrays"].items()}
+                  for name, spec in config.arrays.items()}
         self.replica = Replica({n: arrays.pop(n) for n in wire.WEIGHTS if n in arrays})
-        if not self.params["sample"]:
+        if not self.params.sample:
             arrays.pop("sample_int", None)
         if self.file is not None:
             self.vocab = vocab_lookup(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
             if len(self.vocab) != vocab:
                 raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
-        self.trainer = JobTrainer(
-            sg=self.params["sg"], hs=self.params["hs"], negative=self.params["negative"],
-            window=self.params["window"], cbow_mean=self.params["cbow_mean"],
-            shrink_windows=self.params["shrink_windows"], **self.replica.replica, **arrays)
+        self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.part_bytes)
-        # epoch flushes send nearly every row in float32, and every worker flushes at about the same
-        # moment: smaller parts keep what a shard holds at once (K parts in flight) small; a flush is
-        # rare, so the extra calls cost nothing per word
-        self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica),
-                                       max(1024, self.part_bytes // FLUSH_PART_DIVISOR))
+        self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words", self.sid, self.rank, vocab, size, len(self.shards),
                     time.monotonic() - start, self.worker.threads, self.sync_words)
@@ -164,14 +159,11 @@ class _Training:
     def _rng(self, config, thread):
         """Rank 0's first thread continues the client's random stream (so 1 worker x 1 thread
         reproduces gensim exactly); every other thread gets a stream of its own."""
-        rng = np.random.RandomState(config["params"]["seed"])
+        rng = np.random.RandomState(config.params.seed)
         if self.rank == 0 and thread == 0:
-            state = config["rng_state"]
-            keys = wire.unpack_array(state["keys"], "rng_state keys", "uint32", shape=(624,))
-            rng.set_state(("MT19937", keys.copy(), state["pos"], state.get("has_gauss", 0),
-                           float(state.get("cached_gaussian", 0.0))))
+            rng.set_state(config.rng_state.state())
         else:
-            rng.seed([config["params"]["seed"] & 0xFFFFFFFF, self.rank, thread, 0x5EED])
+            rng.seed([config.params.seed & 0xFFFFFFFF, self.rank, thread, 0x5EED])
         return rng
 
     def _download(self, name, spec):
@@ -191,7 +183,7 @@ class _Training:
 
         def fetch(shard):
             view = self.layout.rows_of(target, shard)
-            for lo, hi in row_ranges(len(view), 4 * target.shape[1], self.part_bytes):
+            for lo, hi in row_ranges(len(view), 4 * target.shape[1], self.bulk_bytes):
                 self.worker.check_alive(self)
                 view[lo:hi] = wire.unpack_array(self._shard_call(shard, "download", self.sid, name, lo, hi, self.rank),
                                                 f"download of {name}", "float32", shape=(hi - lo, target.shape[1]))
@@ -199,11 +191,11 @@ class _Training:
         return target
 
     def _train(self, thread, rng):
-        vocab = self.params["vocab_size"]
+        vocab = self.params.vocab_size
         try:
-            reader = RangeReader(self.file["path"], self.vocab) if self.file is not None else None
+            reader = RangeReader(self.file.path, self.vocab) if self.file is not None else None
         except OSError as err:  # checked at join, gone since
-            self.error = RuntimeError(f"cannot open the corpus file {self.file['path']}: {err}")
+            self.error = RuntimeError(f"cannot open the corpus file {self.file.path}: {err}")
             self.stop.set()
             return
         try:
@@ -222,9 +214,9 @@ class _Training:
                         job_id, effective, loss, raw, examples = self._train_range(msg, reader, rng)
                         entry = [job_id, effective, raw, examples]
                     else:
-                        job_id, _epoch, alpha, indices, offsets, raw, _examples = wire.unpack_job(msg, vocab)
-                        effective, loss = self._train_pieces(indices, offsets, raw, alpha, rng)
-                        entry = [job_id, effective]
+                        job = wire.Job.from_wire(msg, vocab_size=vocab)
+                        effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
+                        raw, entry = job.raw_words, [job.id, effective]
                 except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
                     logger.exception("trainer thread %i failed on a job", thread)
                     self.error = err
@@ -246,7 +238,8 @@ class _Training:
 
     def _train_range(self, msg, reader, rng):
         """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples)``."""
-        job_id, _epoch, alpha, lo, hi = wire.unpack_range_job(msg, self.file["size"])
+        job = wire.RangeJob.from_wire(msg, size=self.file.size)
+        job_id, alpha, lo, hi = job.id, job.alpha, job.lo, job.hi
         indices, offsets, starts, raw, examples = reader.read(lo, hi)
         effective, loss, counted, total = 0, 0.0, 0, len(indices)
         for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
@@ -396,12 +389,12 @@ class _Training:
         hot = -1 if every_row else self.hot_rows
         parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
             or "syn1" in self.replica.replica else [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
-        n_shards, size = len(self.shards), self.params["vector_size"]
+        n_shards, size = len(self.shards), self.params.vector_size
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
         for lo, hi in parts:
             # the traffic budget, each way, for the words this round carries (flushes are exact)
             max_rows = None if flush_epoch is not None else budget_rows(
-                self.bytes_per_word, words, lo, hi, self.params["vocab_size"], len(self.replica.replica),
+                self.bytes_per_word, words, lo, hi, self.params.vocab_size, len(self.replica.replica),
                 size, dtype)
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows, hot)
             traffic[0] += sum(_nbytes(d) for d in deltas.values())

@@ -83,8 +83,8 @@ def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     proxy = find_dispatcher(cluster.ns_conf)
     old = "0" * 32  # no such session (any finished one looks the same to the dispatcher)
-    job = wire.pack_job(0, 0, Job(indices=np.array([1, 2], dtype=np.uint32), offsets=np.array([0, 2], dtype=np.int64),
-                                  alpha=0.025, raw_words=2, examples=1))
+    job = wire.Job.of(0, 0, Job(indices=np.array([1, 2], dtype=np.uint32), offsets=np.array([0, 2], dtype=np.int64),
+                                alpha=0.025, raw_words=2, examples=1)).to_wire()
     for call, args in ((proxy.put_jobs, (old, [job])), (proxy.progress, (old,)), (proxy.end_epoch, (old, 0)),
                        (proxy.download, (old, "syn0", 0, 1))):
         with pytest.raises(ValueError, match="session"):

@@ -145,11 +145,12 @@ def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpu
     per_worker = re.findall(r"(\w+) (\d+)/(\d+) B/w", summary[0].split("per worker")[1])
     assert len(per_worker) == 3, summary  # bytes per trained word, each direction, for each worker
     for name, up, _down in per_worker:
-        words, _merges, sent = next(w for n, w in stats["workers"].items() if n.endswith(name))[:3]
+        counts = next(w for n, w in stats["workers"].items() if n.endswith(name))
+        words, sent = counts["words"], counts["bytes_up"]
         assert int(up) == round(sent / words)
     assert len(stats["workers"]) == 3
-    assert all(w[0] > 0 for w in stats["workers"].values()), f"every worker trained: {stats['workers']}"
-    assert sum(w[0] for w in stats["workers"].values()) == 5 * sum(len(s) for s in lee_corpus)
+    assert all(w["words"] > 0 for w in stats["workers"].values()), f"every worker trained: {stats['workers']}"
+    assert sum(w["words"] for w in stats["workers"].values()) == 5 * sum(len(s) for s in lee_corpus)
     assert stats["bytes_down"] > 0, "workers exchanged updates"
     assert _quality(ours, lee_corpus) > _quality(untrained, lee_corpus) + 0.2
     assert _quality(ours, lee_corpus) > _quality(reference, lee_corpus) - 0.1
@@ -203,7 +204,7 @@ def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode)
     # where the CPU went: the worker's kernels and merge rounds, the shards' merge calls (all ran)
     stats = model.cluster_stats
     assert stats["kernel_cpu"] > 0 and stats["merge_cpu"]["workers"] > 0 and stats["merge_cpu"]["shards"] > 0, stats
-    assert len(stats["shards"]) == one_worker.n_shards and all(s[0] >= stats["merges"] for s in stats["shards"].values())
+    assert len(stats["shards"]) == one_worker.n_shards and all(s["merges"] >= stats["merges"] for s in stats["shards"].values())
     assert stats["kernel_cpu"] < stats["seconds"] + 1 and stats["merge_cpu"]["workers"] < stats["seconds"] + 1, stats
 
 
@@ -245,7 +246,7 @@ def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
         stats[budget] = model.cluster_stats
     for way in ("bytes_up", "bytes_down"):  # (per session: the workers served the first run too)
         assert stats[5.0][way] < 0.6 * stats[None][way], (way, stats)
-        assert sum(w[0] for w in stats[5.0]["workers"].values()) == stats[5.0]["raw_words"]
+        assert sum(w["words"] for w in stats[5.0]["workers"].values()) == stats[5.0]["raw_words"]
     with pytest.raises(ValueError, match="bytes_per_word must be a positive number"):
         Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, bytes_per_word=-5)
 

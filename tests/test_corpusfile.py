@@ -168,7 +168,7 @@ def test_ranges_cut_mid_line_train_every_line_once(two_workers, counted_file, ca
     assert model.corpus_total_words == total and model.corpus_count == 11  # 10 lines, one cut in two
     stats = model.cluster_stats
     assert stats["raw_words"] == 2 * total
-    assert all(w[0] > 0 for w in stats["workers"].values()), "both workers read ranges"
+    assert all(w["words"] > 0 for w in stats["workers"].values()), "both workers read ranges"
     assert not [r for r in caplog.records if "did not equal expected count" in r.getMessage()]
     epochs = [r.getMessage() for r in caplog.records if re.match(r"EPOCH \d: training on", r.getMessage())]
     assert epochs == [m for m in epochs if f"on {total} raw words" in m] and len(epochs) == 2
@@ -301,8 +301,9 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     from gensim_distw2v.client import DistributedTraining
 
     session = DistributedTraining(model, two_workers.ns_conf)
-    config, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)
-    sid, links = session._open(dispatcher, config, arrays)
+    record, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)
+    sid, links = session._open(dispatcher, record, arrays)
+    config = record.to_wire()
     try:
         with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):
             dispatcher.put_jobs(sid, [])

@@ -83,7 +83,7 @@ def valid_int8_part(session):
 def valid_job(session):
     job = Job(indices=np.array([1, 2, 3], dtype=np.uint32), offsets=np.array([0, 3], dtype=np.int64),
               alpha=0.025, raw_words=3, examples=1)
-    return wire.pack_job(10 ** 6, 0, job)
+    return wire.Job.of(10 ** 6, 0, job).to_wire()
 
 
 def array_defects(message, allowed, n_rows_bad):
@@ -263,10 +263,10 @@ def test_malformed_jobs_are_refused(cluster, data):
 
 def test_too_many_jobs_in_one_call_are_refused_and_none_queued(cluster):
     s = cluster.session
-    put = s["proxy"].progress(s["sid"])["epochs"].get("0", [0])[0]
+    put = s["proxy"].progress(s["sid"])["epochs"].get("0", {"put": 0})["put"]
     error = refused(s["proxy"].put_jobs, s["sid"], [valid_job(s)] * 65)
     assert "65 jobs in one call, at most 64" in str(error), error
-    assert s["proxy"].progress(s["sid"])["epochs"].get("0", [0])[0] == put
+    assert s["proxy"].progress(s["sid"])["epochs"].get("0", {"put": 0})["put"] == put
 
 
 METHODS = ["hello", "heartbeat", "open_session", "upload", "start", "put_jobs", "progress", "end_epoch", "download",

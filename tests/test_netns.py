@@ -53,7 +53,7 @@ DRIVER = textwrap.dedent("""
         time.sleep(0.2)
     counts = model.train(corpus, total_examples=len(corpus), epochs=1)
     print("second run: raw words", counts[1], "expected", sum(map(len, corpus)), "workers training",
-          sum(1 for w in model.cluster_stats["workers"].values() if w[0] > 0), flush=True)
+          sum(1 for w in model.cluster_stats["workers"].values() if w["words"] > 0), flush=True)
 """)
 
 

@@ -4,26 +4,40 @@ import pytest
 
 from gensim_distw2v import wire
 from gensim_distw2v.session import Session
+from gensim_distw2v.settings import Settings
 
 
 def config(epochs=2, corpus_file=None):
-    out = {"params": {"vocab_size": 10, "vector_size": 4}, "epochs": epochs,
-           "arrays": {"syn0": {"dtype": "float32", "shape": [10, 4]}, "lockf": {"dtype": "float32", "shape": [10]}}}
+    """A complete, checked session config of a 10-word, 4-dimension skip-gram model."""
+    out = wire.SessionConfig(
+        versions={}, params=wire.TrainParams(sg=1, hs=0, negative=5, window=5, cbow_mean=1, shrink_windows=True,
+                                             sample=False, vector_size=4, vocab_size=10, seed=1),
+        arrays={"syn0": {"dtype": "float32", "shape": [10, 4]}, "syn1neg": {"dtype": "float32", "shape": [10, 4]},
+                "lockf": {"dtype": "float32", "shape": [10]}, "cum_table": {"dtype": "uint32", "shape": [10]}},
+        settings=Settings(sync_words=1000), damp_rows={"syn0": 2, "syn1neg": 2}, hot_rows=10, compute_loss=False,
+        epochs=epochs, rng_state=wire.RngState.of(np.random.RandomState(1)),
+        corpus_file=wire.CorpusFileSpec(**corpus_file) if corpus_file is not None else None)
     if corpus_file is not None:
-        out["corpus_file"] = corpus_file
+        out.arrays.update(vocab_bytes={"dtype": "uint8", "shape": [40]}, vocab_offsets={"dtype": "int64", "shape": [11]})
+    out.check()
     return out
 
 
 def running(**kwargs):
     session = Session("s1", config(**kwargs), [["shard-a", "PYRO:a@h:1"]])
-    session.receive("lockf", 0, np.ones(10, np.float32))
+    for name, array in session.arrays.items():
+        session.receive(name, 0, np.ones_like(array))
     session.start()
     return session
 
 
 def job(job_id, epoch=0, raw=100):
-    msg = {"id": job_id, "epoch": epoch}
-    return (msg, epoch, 0.025, None, None, raw, 5)
+    return wire.Job(id=job_id, epoch=epoch, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
+                    offsets=np.array([0, 3], np.int64), raw_words=raw, examples=5)
+
+
+def counts(put, done, raw, effective, examples):
+    return {"0": wire.EpochCounts(put=put, done=done, raw_words=raw, effective_words=effective, examples=examples)}
 
 
 def report(jobs, flush=-1, loss=0.0):
@@ -35,6 +49,7 @@ def test_states_and_their_transitions():
     session = Session("s1", config(), [])
     with pytest.raises(ValueError, match="session s1 is uploading, expected running"):
         session.put_jobs([job(0)])
+    session.receive("cum_table", 0, np.ones(10, np.uint32))
     with pytest.raises(ValueError, match="start: arrays not fully uploaded: \\['lockf'\\]"):
         session.start()
     with pytest.raises(ValueError, match="the weights go to the session's shards"):
@@ -71,7 +86,7 @@ def test_jobs_of_a_lost_worker_go_back_first_and_count_once():
     assert session.round_done("w1", report([[0, 50]])) == 0
     assert session.round_done("w2", report([[i, 50] for i in range(5)], loss=1.5)) == 500
     assert session.round_done("w2", report([[3, 50]])) == 0  # counted once
-    assert session.epochs() == {"0": [5, 5, 500, 250, 25]} and session.loss == 1.5 and session.merges == 3
+    assert session.epochs() == counts(5, 5, 500, 250, 25) and session.loss == 1.5 and session.merges == 3
 
 
 def test_an_epoch_is_done_when_every_job_is_merged_and_every_worker_flushed():
@@ -99,7 +114,7 @@ def test_a_worker_that_quits_is_named_and_its_jobs_requeued():
     session.join("w1")
     session.hand_out("w1", 1)
     assert session.quit_worker("w1", "out of memory") == 1
-    assert session.quit == {"w1": "out of memory"} and list(session.queue)[0][0]["id"] == 0
+    assert session.quit == {"w1": "out of memory"} and list(session.queue)[0].id == 0
     assert session.all_flushed() is None  # nobody left in the session
 
 
@@ -121,7 +136,7 @@ def test_file_epochs_cut_ranges_lazily_and_count_the_workers_words():
     assert [(m["lo"], m["hi"]) for m in out] == [(0, 300), (300, 600), (600, 900)] and drained is None
     assert out[0]["alpha"] > out[2]["alpha"]  # the ranges out count as trained, estimated: alpha decays
     session.round_done("w1", report([[m["id"], 40, 60, 3] for m in out]))
-    assert session.epochs() == {"0": [4, 3, 180, 120, 9]} and session.ranges_done[0] == 900
+    assert session.epochs() == counts(4, 3, 180, 120, 9) and session.ranges_done[0] == 900
     out, drained = session.hand_out("w1", 3)
     assert [(m["lo"], m["hi"]) for m in out] == [(900, 1000)] and drained == 0
     session.join("w2")
@@ -135,3 +150,68 @@ def test_only_the_sessions_own_shards_fail_it():
     assert session.lose_shard("shard-a", "no heartbeat") and session.lost_shards == {"shard-a": "no heartbeat"}
     session.close()
     assert not session.lose_shard("shard-a", "gone again")
+
+
+# ------------------------------------------------------------------ the session's messages, in-process
+def test_session_config_round_trips_and_names_what_is_wrong():
+    record = config(corpus_file={"path": "/x", "size": 1000, "range_bytes": 300, "total_words": 200,
+                                 "start_alpha": 0.025, "end_alpha": 0.0001, "digest": "d"})
+    msg = record.to_wire()
+    back = wire.SessionConfig.from_wire(msg)
+    assert back.settings == record.settings and back.params == record.params and back.corpus_file == record.corpus_file
+    assert np.array_equal(back.rng_state.keys, record.rng_state.keys) and back.rng_state.pos == record.rng_state.pos
+    state = np.random.RandomState(5)
+    state.set_state(back.rng_state.state())
+    assert state.randint(1 << 30) == np.random.RandomState(1).randint(1 << 30)  # the client's stream, continued
+    for change, problem in (
+            ({"params": {k: v for k, v in msg["params"].items() if k != "window"}},
+             "malformed session params: missing field 'window'"),
+            ({"params": {**msg["params"], "negative": 0}}, "either hs=1 or negative > 0"),
+            ({"params": {**msg["params"], "vocab_size": 2 ** 32}}, "vocab_size must be in"),
+            ({"settings": {**msg["settings"], "merge_dtype": "int4"}}, "merge_dtype must be one of"),
+            ({"settings": [1]}, "malformed session settings: expected a dict"),
+            ({"corpus_file": {**msg["corpus_file"], "range_bytes": 0}}, "range_bytes and total_words >= 1"),
+            ({"corpus_file": None}, "arrays must be exactly"),  # the vocabulary's arrays belong to a file session
+            ({"rng_state": {**msg["rng_state"], "keys": wire.pack_array(np.zeros(3, np.uint32))}},
+             "rng_state keys must have shape \\(624,\\)"),
+            ({"arrays": {**msg["arrays"], "syn0": {"dtype": "float32", "shape": [11, 4]}}},
+             "array syn0 must be float32 of shape \\(10, 4\\)"),
+            ({"epochs": 0}, "epochs must be in"), ({"hot_rows": 11}, "hot_rows must be in"),
+            ({"extra": 1}, "session config: unknown fields \\['extra'\\]")):
+        with pytest.raises(ValueError, match=problem):
+            wire.SessionConfig.from_wire({**msg, **change})
+
+
+def test_jobs_are_checked_against_the_vocabulary():
+    msg = job(7).to_wire()
+    back = wire.Job.from_wire(msg, vocab_size=10)
+    assert back.id == 7 and back.indices.tolist() == [0, 1, 2] and back.offsets.tolist() == [0, 3]
+    assert wire.Job.from_wire(back.to_wire(), vocab_size=10).raw_words == 100  # a queued job goes on as it came
+    with pytest.raises(ValueError, match="word index 2 >= vocab_size 2"):
+        wire.Job.from_wire(msg, vocab_size=2)
+    with pytest.raises(ValueError, match="job offsets must run non-decreasing from 0 to 3"):
+        wire.Job.from_wire({**msg, "offsets": wire.pack_array(np.array([0, 2], np.int64))}, vocab_size=10)
+    with pytest.raises(ValueError, match="range job: .* 0 <= lo < hi <= 100"):
+        wire.RangeJob.from_wire({"id": 1, "epoch": 0, "alpha": 0.02, "lo": 50, "hi": 101}, size=100)
+
+
+def test_progress_round_trips_with_named_counters():
+    session = running()
+    session.put_jobs([job(0), job(1)])
+    session.join("w1")
+    session.hand_out("w1", 2)
+    session.round_done("w1", report([[0, 60]], loss=2.0))
+    worker = wire.WorkerCounts(words=100, merges=1, bytes_up=10, bytes_down=20, exact_bytes_up=0, exact_bytes_down=0,
+                               merge_seconds=0.1, merge_cpu=0.05, kernel_cpu=1.0, stall_seconds=0.0)
+    progress = wire.Progress(epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
+                             loss=session.loss, merges=session.merges, workers={"w1": worker, "w2": worker},
+                             flushed=session.all_flushed(), lost_shards={}, no_workers_for=None, file_checks={},
+                             quit={})
+    back = wire.Progress.from_wire(progress.to_wire())
+    assert back.epoch(0) == wire.EpochCounts(put=2, done=1, raw_words=100, effective_words=60, examples=5)
+    assert back.epoch(1) == wire.EpochCounts() and back.in_flight == 1 and back.flushed == -1
+    assert back.total("bytes_down") == 40 and back.workers["w1"] == worker
+    bad = progress.to_wire()
+    bad["workers"]["w1"]["words"] = -1
+    with pytest.raises(ValueError, match="worker counters: words must be >= 0"):
+        wire.Progress.from_wire(bad)
