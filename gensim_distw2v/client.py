@@ -60,12 +60,12 @@ def wait_for_workers(dispatcher, ns_conf, timeout):
     host, port, _broadcast, _key = transport.ns_settings(ns_conf)
     deadline = time.monotonic() + timeout
     while True:
-        status = dispatcher.status()
-        if status["workers"] and status["shards"]:
-            return len(status["workers"])
+        status = wire.Status.from_wire(dispatcher.status())
+        if status.workers and status.shards:
+            return len(status.workers)
         if time.monotonic() >= deadline:
-            role = "workers" if not status["workers"] else "parameter shards"
-            module = "worker" if not status["workers"] else "shard"
+            role = "workers" if not status.workers else "parameter shards"
+            module = "worker" if not status.workers else "shard"
             raise transport.ClusterError(
                 f"no {role} registered with the dispatcher within {timeout:.0f} s. Start one on each node with: "
                 f"python -m gensim_distw2v.{module} --ns-host {host} --ns-port {port}")
@@ -248,9 +248,10 @@ class DistributedTraining:
         (merge calls, their CPU seconds, bytes in and out, rows damped)."""
         out = {}
         for shard, (name, _uri) in enumerate(links.shards):
-            held = links.call(shard, "status")["session"]
-            if held and held["id"] == sid:
-                out[name] = {key: held[key] for key in ("merges", "merge_cpu", "bytes_in", "bytes_out", "damped")}
+            held = wire.ShardStatus.from_wire(links.call(shard, "status")).session
+            if held is not None and held.id == sid:
+                out[name] = {key: getattr(held, key) for key in ("merges", "merge_cpu", "bytes_in", "bytes_out",
+                                                                 "damped")}
         return out
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
@@ -381,7 +382,7 @@ class DistributedTraining:
         while True:
             progress = wire.Progress.from_wire(dispatcher.progress(sid))
             checks, quit_ = progress.file_checks, progress.quit
-            workers = set(dispatcher.status()["workers"])
+            workers = set(wire.Status.from_wire(dispatcher.status()).workers)
             problems = {name: problem for name, problem in checks.items() if problem}
             if ((checks or quit_) and workers <= set(checks) | set(quit_)) or time.monotonic() > deadline:
                 break

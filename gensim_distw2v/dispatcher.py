@@ -218,21 +218,21 @@ class Dispatcher:
         Returns
         -------
         dict
-            ``versions``, ``workers`` (name -> threads, rank or None, seconds since last heard, jobs in
-            flight, raw words merged in this session), ``shards`` (name -> URI, seconds since last
-            heard), ``session`` (id and state, or None).
+            A :class:`gensim_distw2v.wire.Status`.
         """
         now = time.monotonic()
         with self.cond:
-            return {
-                "versions": versions(),
-                "workers": {name: {"threads": m.threads, "rank": self._rank(name), "silent": now - m.last_seen,
-                                   "in_flight": len(self.session.in_flight.get(name, ())) if self.session else 0,
-                                   "words": m.words}
-                            for name, m in self.members.items()},
-                "shards": {name: {"uri": s.uri, "silent": now - s.last_seen} for name, s in self.shards.items()},
-                "session": None if self.session is None else {"id": self.session.id, "state": self.session.state},
-            }
+            session = self.session
+            return wire.Status(
+                versions=versions(),
+                workers={name: wire.MemberStatus(
+                    threads=m.threads, rank=self._rank(name), silent=now - m.last_seen, words=m.words,
+                    in_flight=len(session.in_flight.get(name, ())) if session else 0)
+                    for name, m in self.members.items()},
+                shards={name: wire.ShardMemberStatus(uri=s.uri, silent=now - s.last_seen)
+                        for name, s in self.shards.items()},
+                session=None if session is None else wire.SessionState(id=session.id, state=session.state),
+            ).to_wire()
 
     @transport.expose
     def hello(self, name, uri, info):
@@ -349,11 +349,11 @@ class Dispatcher:
         uri : str
             Its Pyro URI.
         info : dict
-            ``{"versions": {...}}``.
+            A :class:`gensim_distw2v.wire.ShardHello`.
         """
         if not isinstance(name, str) or not name.startswith(transport.SHARD_PREFIX) or not isinstance(uri, str):
             raise ValueError(f"malformed shard hello: name must start with {transport.SHARD_PREFIX!r}")
-        check_versions(wire.need(info, "versions", dict, "shard hello"), f"shard {name}")
+        check_versions(wire.ShardHello.from_wire(info).versions, f"shard {name}")
         with self.cond:
             if name in self.shards:
                 self._drop_shard(name, "it said hello again (restarted, or back after a network cut)")

@@ -130,19 +130,15 @@ class Shard:
         Returns
         -------
         dict
-            ``name``, ``session`` (None, or ``{"id", "index", "count", "rows", "started", "merges",
-            "merge_cpu", "bytes_in", "bytes_out", "damped", "workers"}``: ``damped`` counts the rows
-            the ``damp`` rule took part of).
+            A :class:`gensim_distw2v.wire.ShardStatus`.
         """
         held = self.held
-        if held is None:
-            return {"name": self.name, "session": None}
-        return {"name": self.name, "session": {
-            "id": held.id, "index": held.spec.index, "count": held.spec.count, "rows": held.n_rows,
-            "started": held.weights is not None, "merges": held.merges, "merge_cpu": held.merge_cpu,
-            "bytes_in": held.bytes_in, "bytes_out": held.bytes_out,
-            "damped": 0 if held.weights is None else held.weights.damped,
-            "workers": 0 if held.weights is None else len(held.weights.slots)}}
+        return wire.ShardStatus(name=self.name, session=None if held is None else wire.HeldStatus(
+            id=held.id, index=held.spec.index, count=held.spec.count, rows=held.n_rows,
+            started=held.weights is not None, merges=held.merges, merge_cpu=held.merge_cpu,
+            bytes_in=held.bytes_in, bytes_out=held.bytes_out,
+            damped=0 if held.weights is None else held.weights.damped,
+            workers=0 if held.weights is None else len(held.weights.slots))).to_wire()
 
     @transport.expose
     def open_session(self, spec):
@@ -273,7 +269,7 @@ class Shard:
                 uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
                 if uri:
                     proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
-                    proxy.shard_hello(self.name, self.uri, {"versions": versions()})
+                    proxy.shard_hello(self.name, self.uri, wire.ShardHello(versions=versions()).to_wire())
                     logger.info("found the dispatcher at %s", uri)
                     return proxy
             except ValueError as err:

@@ -11,9 +11,10 @@ Every message is a named, typed record (:class:`Record`) defined once, below, wi
 beside it: the session config (:class:`SessionConfig`, with :class:`TrainParams`,
 :class:`RngState`, :class:`CorpusFileSpec` and the :class:`gensim_distw2v.settings.Settings`
 whole), jobs (:class:`Job`, :class:`RangeJob`), the dispatcher's replies (:class:`Opened`,
-:class:`Joined`, :class:`JobBatch`, :class:`Beat`, :class:`Progress`), merges
+:class:`Joined`, :class:`JobBatch`, :class:`Beat`, :class:`Progress`, :class:`Status`), merges
 (:class:`MergePart`, :class:`MergeReply`, :class:`RoundReport`) and the shards' messages
-(:class:`ShardSpec`, :class:`ShardBeat`). Arrays and merges move in parts of at most
+(:class:`ShardSpec`, :class:`ShardBeat`, :class:`ShardHello`, :class:`ShardStatus`); a worker's
+:class:`WorkerStatus`. Arrays and merges move in parts of at most
 ``part_bytes`` bytes.
 """
 import dataclasses
@@ -28,7 +29,8 @@ __all__ = [
     "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "need", "pack_deltas",
     "unpack_deltas", "Record", "SessionConfig", "TrainParams", "RngState", "CorpusFileSpec", "Job", "RangeJob",
     "Progress", "EpochCounts", "WorkerCounts", "ShardSpec", "MergePart", "MergeReply", "RoundReport", "ShardBeat",
-    "Hello", "Beat", "Opened", "Joined", "JobBatch",
+    "Hello", "Beat", "Opened", "Joined", "JobBatch", "Status", "MemberStatus", "ShardMemberStatus", "SessionState",
+    "ShardStatus", "HeldStatus", "WorkerStatus", "ShardHello",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
@@ -225,7 +227,7 @@ class Record:
         values = {}
         for field in fields:
             kind = _flat(_kind(hints[field.name]))
-            if type(None) in kind and msg.get(field.name) is None:
+            if type(None) in kind and field.name in msg and msg[field.name] is None:
                 values[field.name] = None
                 continue
             kind = tuple(k for k in kind if k is not type(None))
@@ -769,3 +771,103 @@ class Progress(Record):
     def total(self, counter):
         """A :class:`WorkerCounts` field summed over the workers."""
         return sum(getattr(w, counter) for w in self.workers.values())
+
+
+# ---------------------------------------------------------------------------------------------- status
+@dataclasses.dataclass
+class MemberStatus(Record):
+    """A worker as the dispatcher sees it: threads, rank in the session (or None), seconds since
+    last heard, jobs in flight on it, raw words it merged in this session."""
+
+    WHAT: typing.ClassVar[str] = "worker status"
+    threads: int
+    rank: typing.Optional[int]
+    silent: float
+    in_flight: int
+    words: int
+
+
+@dataclasses.dataclass
+class ShardMemberStatus(Record):
+    """A shard as the dispatcher sees it: its URI and seconds since last heard."""
+
+    WHAT: typing.ClassVar[str] = "shard status"
+    uri: str
+    silent: float
+
+
+@dataclasses.dataclass
+class SessionState(Record):
+    """A session's id and state (``uploading``, ``running``, ``closed``, ``failed``)."""
+
+    WHAT: typing.ClassVar[str] = "session state"
+    id: str
+    state: str
+
+
+@dataclasses.dataclass
+class Status(Record):
+    """The dispatcher's answer to ``status``: its versions, the workers (name ->
+    :class:`MemberStatus`) and shards (name -> :class:`ShardMemberStatus`) registered, and the
+    session (or None)."""
+
+    WHAT: typing.ClassVar[str] = "status reply"
+    versions: dict
+    workers: dict
+    shards: dict
+    session: typing.Optional[SessionState]
+
+    def check(self):
+        self.workers = {str(n): s if isinstance(s, MemberStatus) else MemberStatus.from_wire(s)
+                        for n, s in self.workers.items()}
+        self.shards = {str(n): s if isinstance(s, ShardMemberStatus) else ShardMemberStatus.from_wire(s)
+                       for n, s in self.shards.items()}
+
+
+@dataclasses.dataclass
+class HeldStatus(Record):
+    """What a shard holds of a session: its index of ``count`` shards and rows, whether started,
+    merge calls and their CPU seconds, bytes in and out, rows the ``damp`` rule took part of, and
+    the workers with a slot."""
+
+    WHAT: typing.ClassVar[str] = "held session status"
+    id: str
+    index: int
+    count: int
+    rows: int
+    started: bool
+    merges: int
+    merge_cpu: float
+    bytes_in: int
+    bytes_out: int
+    damped: int
+    workers: int
+
+
+@dataclasses.dataclass
+class ShardStatus(Record):
+    """A shard's answer to ``status``: its name and the session it holds (or None)."""
+
+    WHAT: typing.ClassVar[str] = "shard status reply"
+    name: str
+    session: typing.Optional[HeldStatus]
+
+
+@dataclasses.dataclass
+class WorkerStatus(Record):
+    """A worker's answer to ``status``: name, threads, the dispatcher it follows (URI or None)
+    and the session it trains (or None)."""
+
+    WHAT: typing.ClassVar[str] = "worker status reply"
+    name: str
+    threads: int
+    dispatcher: typing.Optional[str]
+    session: typing.Optional[str]
+
+
+@dataclasses.dataclass
+class ShardHello(Record):
+    """What a shard tells the dispatcher of itself when it says hello."""
+
+    WHAT: typing.ClassVar[str] = "shard hello"
+    versions: dict

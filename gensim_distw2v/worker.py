@@ -477,11 +477,11 @@ class Worker:
         Returns
         -------
         dict
-            ``name``, ``threads``, ``session`` (id or None), ``dispatcher`` (URI or None).
+            A :class:`gensim_distw2v.wire.WorkerStatus`.
         """
         training = self.training
-        return {"name": self.name, "threads": self.threads, "dispatcher": self.dispatcher_uri,
-                "session": training.sid if training is not None else None}
+        return wire.WorkerStatus(name=self.name, threads=self.threads, dispatcher=self.dispatcher_uri,
+                                 session=training.sid if training is not None else None).to_wire()
 
     def check_alive(self, training):
         """Raise SessionLost if ``training`` should stop (session ended, dispatcher gone, shutting down)."""

@@ -11,7 +11,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time

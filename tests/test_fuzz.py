@@ -88,7 +88,7 @@ def valid_job(session):
 
 def array_defects(message, allowed, n_rows_bad):
     """Strategies that spoil one array message."""
-    dtype, shape, data = message["dtype"], message["shape"], bytes(message["data"])
+    shape, data = message["shape"], bytes(message["data"])
     wrong_dtypes = [d for d in ("float64", "int8", "uint32", "float32", "float16", "int64", "object", "<U4", "V8",
                                 "complex128", "") if d not in allowed]
     return st.one_of(

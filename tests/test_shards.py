@@ -82,7 +82,12 @@ def test_reply_records_refuse_what_a_peer_could_get_wrong():
             (wire.Joined, {"config": {}, "rank": 0, "shards": [["a", "b"]]},
              "malformed session config: missing field 'versions'"),
             (wire.Joined, {"config": [], "rank": 0, "shards": [["a", "b"]]},
-             "malformed join reply: field 'config' must be dict")):
+             "malformed join reply: field 'config' must be dict"),
+            (wire.Status, {"versions": {}, "workers": {"w": {"threads": 1}}, "shards": {}, "session": None},
+             "malformed worker status: missing field 'rank'"),
+            (wire.ShardStatus, {"name": "s", "session": {"id": "x"}},
+             "malformed held session status: missing field 'index'"),
+            (wire.ShardHello, {"versions": {}, "threads": 1}, "shard hello: unknown fields \\['threads'\\]")):
         with pytest.raises(ValueError, match=problem):
             record.from_wire(msg)
     assert wire.JobBatch.from_wire({"jobs": [], "drained": None}).drained is None
