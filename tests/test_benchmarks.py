@@ -92,3 +92,21 @@ def test_projection_takes_the_least_limit_of_every_role():
     p = scaling.project(run_, 1e6, 8, 16, 0.1, shards=2)  # shards elsewhere: a worker's link, 100 B/word
     assert p["bottleneck"] == "shard link" and p["cluster_wps"] == pytest.approx(2 * 0.1e9 / 8 / 100)
     assert p["merges_per_worker_per_s"] == pytest.approx(1e-5 * p["cluster_wps"] / 8)
+
+
+def test_clustersim_runs_the_clusters_arithmetic():
+    """One simulated worker (at its default interval) trains exactly as gensim does: the cluster's
+    kernel and merges, in one process; two merge at the interval given, move bytes both ways, and
+    say so."""
+    lee = datapath("lee_background.cor")
+    result = json.loads(run("clustersim.py", "--corpus", lee, "--workers", "1", "--epochs", "2", "--vector-size", "20",
+                            "--json").strip().splitlines()[-1])
+    (one,) = result["runs"]
+    for key in ("analogy", "ws353", "simlex"):
+        assert one[key] == result["gensim"][key], (key, one, result["gensim"])
+    assert one["rounds_per_mword"] > 0 and one["bytes_down_per_word"] == 0  # nobody else's change to take in
+    out = run("clustersim.py", "--corpus", lee, "--workers", "2", "--epochs", "2", "--vector-size", "20",
+              "--sync-words", "5000", "--no-baseline", "--json")
+    (two,) = json.loads(out.strip().splitlines()[-1])["runs"]
+    assert two["K"] == 2 and two["sync_words"] == 5000 and two["bytes_up_per_word"] > 0 and two["bytes_down_per_word"] > 0
+    assert two["rounds_per_mword"] > 1e6 / 5000 and "K=2 sync_words=5000" in out and "delta" not in two

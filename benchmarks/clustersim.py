@@ -1,0 +1,267 @@
+"""Merge schedules simulated in one process: K replicas, the cluster's own kernel and merge code.
+
+K workers' replicas (:class:`gensim_distw2v.merge.Replica`) train with the cluster's kernel
+(``JobTrainer``) on the jobs the client cuts (:func:`gensim_distw2v.jobs.iter_epoch_jobs`), pulled
+in order as workers pull them from the queue, in pieces cut where an interval runs out as a worker
+cuts them; after every ``sync_words`` words each worker merges with one
+:class:`gensim_distw2v.merge.GlobalWeights` (what a shard runs, here over every row) part by part,
+with the cluster's hold-back, codec, traffic budget and cold rows, takes the reply in, and at each
+epoch end flushes exactly. Rounds are synchronous: every worker trains its interval, then they
+merge in rank order, so a run depends only on its seed, and K workers cost one core. A schedule's
+quality is measured here in minutes rather than on a cluster, its bytes per word exactly. Left
+out: a real worker trains on while its round is in flight (one round more staleness), and its
+threads run Hogwild. Plain gensim (``workers=1``, same vocabulary and seed) is trained in the same
+run for the quality deltas (``--no-baseline`` skips it). (``merge_rules_sim.py`` is older: rules
+re-written for the workplace's synchronous simulator, outside this repository; this one runs the
+cluster's own code.)
+
+    python benchmarks/clustersim.py --corpus /tmp/devmix.txt --workers 2,4,8 --sg 0 --epochs 3 --seed 1
+    python benchmarks/clustersim.py --corpus /tmp/devmix.txt --workers 8 --sync-words 12500 --json
+
+Prints a line per K (quality, its delta against gensim, bytes per trained raw word each way per
+worker (all workers' bytes over all words trained), merge rounds per million words, merge CPU per word on the workers' and the server's side,
+max |w|); with ``--json`` one JSON object last.
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_gensim import evaluate  # noqa: E402 (a sibling script)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="text file, one sentence per line, tokens separated by spaces")
+    parser.add_argument("--workers", default="2,4,8", help="comma-separated K values")
+    parser.add_argument("--sg", type=int, choices=(0, 1), default=0)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--vector-size", type=int, default=100)
+    parser.add_argument("--min-count", type=int, default=5)
+    parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
+    parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K, as the cluster does")
+    parser.add_argument("--merge", default="damp")
+    parser.add_argument("--hold-back", type=float, default=None)
+    parser.add_argument("--bytes-per-word", type=float, default=None)
+    parser.add_argument("--cold-every", type=int, default=None)
+    parser.add_argument("--merge-dtype", default=None)
+    parser.add_argument("--damp-words", type=int, default=None,
+                        help="damp the rows a worker sees 1.5 times in this many words (default: sync_words, as the "
+                             "cluster does)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip plain gensim")
+    parser.add_argument("--json", action="store_true")
+    return parser.parse_args(argv)
+
+
+def load_corpus(path, max_words):
+    from gensim.models.word2vec import LineSentence
+
+    sentences, words = [], 0
+    for sentence in LineSentence(path):
+        sentences.append(sentence)
+        words += len(sentence)
+        if max_words and words >= max_words:
+            break
+    return sentences
+
+
+def new_model(args, sentences):
+    import gensim.models
+
+    model = gensim.models.Word2Vec(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, negative=5,
+                                   epochs=args.epochs, seed=args.seed, workers=1)
+    model.build_vocab(sentences)
+    return model
+
+
+class SimWorker:
+    """One simulated worker: its replica, kernel, random stream, and the job it is part-way through."""
+
+    def __init__(self, rank, replica, trainer, rng):
+        self.rank, self.replica, self.trainer, self.rng = rank, replica, trainer, rng
+        self.job, self.at = None, 0  # the job being trained, and its next sentence
+        self.words = 0  # raw words since its last merge
+        self.rounds = 0
+
+    def train_interval(self, jobs, sync_words):
+        """Train pieces of jobs (pulled from ``jobs``) until ``sync_words`` raw words are trained or
+        the jobs run out; returns False when they ran out."""
+        while self.words < sync_words:
+            if self.job is None:
+                self.job, self.at = next(jobs, None), 0
+                if self.job is None:
+                    return False
+            job = self.job
+            indices, offsets, raw = job.indices, job.offsets, job.raw_words
+            total, n_sent = len(indices), len(offsets) - 1
+            room = max(1, sync_words - self.words)
+            a = self.at
+            if a == 0 and (raw <= room + sync_words // 10 or total == 0):
+                b = n_sent
+            else:  # as the worker cuts: the first sentence boundary past `room` raw words
+                reach = int(offsets[a]) + -(-room * total // max(1, raw))
+                b = min(n_sent, max(a + 1, int(np.searchsorted(offsets, reach, side="left"))))
+            if b > a:
+                lo, hi = int(offsets[a]), int(offsets[b])
+                self.trainer.train_job(indices[lo:hi], offsets[a:b + 1] - lo, job.alpha, self.rng, False)
+            done_before = raw * int(offsets[a]) // total if total and a else 0
+            self.words += (raw * int(offsets[b]) // total if b < n_sent and total else raw) - done_before
+            self.at = b
+            if b >= n_sent:
+                self.job = None
+        return True
+
+
+class Simulation:
+    """K workers and one server over every row, on the cluster's merge code."""
+
+    def __init__(self, model, k, settings, damp_words=None):
+        from gensim_distw2v import wire
+        from gensim_distw2v._inner import JobTrainer
+        from gensim_distw2v.kernel import model_arrays
+        from gensim_distw2v.merge import GlobalWeights, Replica, damped_rows, default_sync_words, hot_rows, row_ranges
+
+        kernel, arrays = model_arrays(model)
+        if not model.sample:
+            arrays.pop("sample_int", None)
+        self.names = [name for name in wire.WEIGHTS if name in arrays]
+        static = {name: a for name, a in arrays.items() if name not in self.names}
+        self.n_rows, self.size = len(model.wv), model.wv.vector_size
+        counts = model.wv.expandos["count"]
+        self.settings = settings
+        self.sync_words = int(settings.sync_words or default_sync_words(k, sg=bool(model.sg)))
+        self.hot = hot_rows(counts, self.sync_words, k, settings.cold_every) if settings.cold_every > 1 \
+            else self.n_rows
+        self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge,
+                                    damped_rows(counts, damp_words or self.sync_words), settings.merge_dtype)
+        self.ranges = row_ranges(self.n_rows, 4 * self.size * len(self.names), settings.part_bytes)
+        self.workers = []
+        for rank in range(k):
+            self.server.add_worker(rank)
+            replica = Replica({name: self.server.download(name, 0, self.n_rows, rank) for name in self.names})
+            rng = np.random.RandomState(model.seed)
+            if rank == 0 and isinstance(model.random, np.random.RandomState):
+                rng.set_state(model.random.get_state())  # continues the model's stream, as rank 0's first thread
+            else:
+                rng.seed([model.seed & 0xFFFFFFFF, rank, 0, 0x5EED])
+            self.workers.append(SimWorker(rank, replica, JobTrainer(**kernel, **replica.replica, **static), rng))
+        self.bytes_up = self.bytes_down = self.rounds = 0
+        self.worker_cpu = self.server_cpu = self.kernel_cpu = 0.0
+
+    def merge(self, worker, flush):
+        """One merge round of ``worker`` (an exact flush at epoch ends), part by part."""
+        from gensim_distw2v.merge import budget_rows
+
+        settings = self.settings
+        worker.rounds += 1
+        every_row = flush or worker.rounds % settings.cold_every == 0
+        hot = None if every_row else self.hot
+        codec, hold_back = ("float32", 0.0) if flush else (settings.merge_dtype, settings.hold_back)
+        parts = self.ranges if every_row or "syn1" in self.names else \
+            [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
+        for lo, hi in parts:
+            max_rows = None if flush else budget_rows(settings.bytes_per_word or 0.0, worker.words, lo, hi,
+                                                      self.n_rows, len(self.names), self.size, codec)
+            cpu = time.thread_time()
+            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, max_rows, hot)
+            between = time.thread_time()
+            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, max_rows, hot)
+            after = time.thread_time()
+            worker.replica.take_in(missed, values)
+            self.worker_cpu += (between - cpu) + (time.thread_time() - after)
+            self.server_cpu += after - between
+            self.bytes_up += sum(_nbytes(d) for d in deltas.values())
+            self.bytes_down += sum(_nbytes(d) for way in (missed, values) for d in way.values())
+        worker.words = 0
+        self.rounds += 1
+
+    def train(self, sentences, model, epochs):
+        """Every epoch: rounds until the jobs run out, then every worker flushes."""
+        from gensim_distw2v.jobs import iter_epoch_jobs
+        from gensim_distw2v.kernel import MAX_WORDS_IN_JOB
+
+        for epoch in range(epochs):
+            jobs = iter(iter_epoch_jobs(
+                sentences, model.wv.key_to_index, batch_words=model.batch_words, cur_epoch=epoch, epochs=epochs,
+                start_alpha=model.alpha, end_alpha=model.min_alpha, total_examples=model.corpus_count,
+                total_words=model.corpus_total_words, max_sentence_length=MAX_WORDS_IN_JOB))
+            more = True
+            while more:
+                for worker in self.workers:
+                    cpu = time.thread_time()
+                    more = worker.train_interval(jobs, self.sync_words) and more
+                    self.kernel_cpu += time.thread_time() - cpu
+                    if worker.words >= self.sync_words:
+                        self.merge(worker, flush=False)
+            for worker in self.workers:
+                self.merge(worker, flush=True)
+        for name in self.names:  # the global model is the trained one
+            target = {"syn0": model.wv.vectors, "syn1neg": getattr(model, "syn1neg", None),
+                      "syn1": getattr(model, "syn1", None)}[name]
+            target[...] = self.server.weights[name]
+        model.wv.fill_norms(force=True)
+
+
+def _nbytes(deltas):
+    return sum(0 if a is None else a.nbytes for a in deltas)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=logging.WARNING)
+    import copy
+
+    from gensim_distw2v.settings import Settings
+
+    sentences = load_corpus(args.corpus, args.max_words)
+    template = new_model(args, sentences)
+    words = template.corpus_total_words * args.epochs
+    print(f"corpus {template.corpus_total_words} words, vocabulary {len(template.wv)}; sg={args.sg} "
+          f"epochs={args.epochs} seed={args.seed}", flush=True)
+    result = {"args": vars(args), "runs": []}
+    if not args.no_baseline:
+        model = copy.deepcopy(template)
+        start = time.process_time()
+        model.train(sentences, total_examples=model.corpus_count, epochs=args.epochs)
+        result["gensim"] = dict(evaluate(model.wv), cpu_us=(time.process_time() - start) / words * 1e6)
+        print("  gensim workers=1: analogy {analogy:.4f} ws353 {ws353:.4f} simlex {simlex:.4f}".format(
+            **result["gensim"]), flush=True)
+    given = {key: value for key, value in (("sync_words", args.sync_words), ("merge", args.merge),
+                                           ("hold_back", args.hold_back), ("bytes_per_word", args.bytes_per_word),
+                                           ("cold_every", args.cold_every), ("merge_dtype", args.merge_dtype))
+             if value is not None}
+    settings = Settings(**given)
+    for k in (int(x) for x in args.workers.split(",")):
+        model = copy.deepcopy(template)
+        sim = Simulation(model, k, settings, args.damp_words)
+        started = time.perf_counter()
+        sim.train(sentences, model, args.epochs)
+        run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, damp_rows=sim.server.damp_rows,
+                   seconds=time.perf_counter() - started, **evaluate(model.wv),
+                   bytes_up_per_word=sim.bytes_up / words, bytes_down_per_word=sim.bytes_down / words,
+                   rounds_per_mword=sim.rounds / words * 1e6, worker_merge_us=sim.worker_cpu / words * 1e6,
+                   server_us=sim.server_cpu / words * 1e6, kernel_us=sim.kernel_cpu / words * 1e6,
+                   max_abs=float(max(np.abs(w).max() for w in sim.server.weights.values())))
+        if "gensim" in result:
+            run["delta"] = {key: run[key] - result["gensim"][key] for key in ("analogy", "ws353", "simlex")}
+        result["runs"].append(run)
+        delta = run.get("delta")
+        print(f"  K={k} sync_words={sim.sync_words}: analogy {run['analogy']:.4f} ws353 {run['ws353']:.4f} simlex "
+              f"{run['simlex']:.4f}" + (f" (against gensim {100 * delta['analogy']:+.2f} points, "
+                                        f"{delta['ws353']:+.4f}, {delta['simlex']:+.4f})" if delta else "")
+              + f"; {run['bytes_up_per_word']:.0f}/{run['bytes_down_per_word']:.0f} B "
+              f"up/down, {run['rounds_per_mword']:.0f} rounds/Mw; merge CPU per word {run['worker_merge_us']:.3f} us "
+              f"workers, {run['server_us']:.3f} us server; max |w| {run['max_abs']:.1f}; {run['seconds']:.0f} s",
+              flush=True)
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
