@@ -23,6 +23,7 @@ worker (all workers' bytes over all words trained), merge rounds per million wor
 max |w|); with ``--json`` one JSON object last.
 """
 import argparse
+import collections
 import json
 import logging
 import os
@@ -54,6 +55,10 @@ def parse_args(argv=None):
     parser.add_argument("--damp-words", type=int, default=None,
                         help="damp the rows a worker sees 1.5 times in this many words (default: sync_words, as the "
                              "cluster does)")
+    parser.add_argument("--down-wanted", type=int, default=None, metavar="NEG_ROWS",
+                        help="experiment: a routine reply carries the values of only the rows the worker is about "
+                             "to use (the words of its next interval's jobs, and these first syn1neg rows, where "
+                             "the negatives fall); the other stale rows wait (the server keeps their stale bit)")
     parser.add_argument("--no-baseline", action="store_true", help="skip plain gensim")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
@@ -86,6 +91,7 @@ class SimWorker:
     def __init__(self, rank, replica, trainer, rng):
         self.rank, self.replica, self.trainer, self.rng = rank, replica, trainer, rng
         self.job, self.at = None, 0  # the job being trained, and its next sentence
+        self.queue = collections.deque()  # jobs fetched ahead (as a worker's local queue)
         self.words = 0  # raw words since its last merge
         self.rounds = 0
 
@@ -94,7 +100,7 @@ class SimWorker:
         the jobs run out; returns False when they ran out."""
         while self.words < sync_words:
             if self.job is None:
-                self.job, self.at = next(jobs, None), 0
+                self.job, self.at = self.queue.popleft() if self.queue else next(jobs, None), 0
                 if self.job is None:
                     return False
             job = self.job
@@ -118,10 +124,26 @@ class SimWorker:
         return True
 
 
+    def upcoming(self, jobs, sync_words):
+        """The words of (about) the next ``sync_words`` raw words this worker trains: the rest of
+        its job and jobs fetched ahead until they hold that many."""
+        queued = sum(job.raw_words for job in self.queue)
+        while queued < sync_words:
+            job = next(jobs, None)
+            if job is None:
+                break
+            self.queue.append(job)
+            queued += job.raw_words
+        parts = [job.indices for job in self.queue]
+        if self.job is not None:
+            parts.append(self.job.indices[int(self.job.offsets[self.at]):])
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint32)
+
+
 class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
-    def __init__(self, model, k, settings, damp_words=None):
+    def __init__(self, model, k, settings, damp_words=None, down_wanted=None):
         from gensim_distw2v import wire
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.kernel import model_arrays
@@ -151,10 +173,11 @@ class Simulation:
             else:
                 rng.seed([model.seed & 0xFFFFFFFF, rank, 0, 0x5EED])
             self.workers.append(SimWorker(rank, replica, JobTrainer(**kernel, **replica.replica, **static), rng))
+        self.down_wanted = down_wanted
         self.bytes_up = self.bytes_down = self.rounds = 0
         self.worker_cpu = self.server_cpu = self.kernel_cpu = 0.0
 
-    def merge(self, worker, flush):
+    def merge(self, worker, flush, jobs=None):
         """One merge round of ``worker`` (an exact flush at epoch ends), part by part."""
         from gensim_distw2v.merge import budget_rows
 
@@ -163,6 +186,7 @@ class Simulation:
         every_row = flush or worker.rounds % settings.cold_every == 0
         hot = None if every_row else self.hot
         codec, hold_back = ("float32", 0.0) if flush else (settings.merge_dtype, settings.hold_back)
+        wanted = None if flush or self.down_wanted is None else worker.upcoming(jobs, self.sync_words)
         parts = self.ranges if every_row or "syn1" in self.names else \
             [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
         for lo, hi in parts:
@@ -172,6 +196,8 @@ class Simulation:
             deltas = worker.replica.take_delta(lo, hi, codec, hold_back, max_rows, hot)
             between = time.thread_time()
             missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, max_rows, hot)
+            if wanted is not None:
+                values = self._only_wanted(worker.rank, values, wanted)
             after = time.thread_time()
             worker.replica.take_in(missed, values)
             self.worker_cpu += (between - cpu) + (time.thread_time() - after)
@@ -180,6 +206,19 @@ class Simulation:
             self.bytes_down += sum(_nbytes(d) for way in (missed, values) for d in way.values())
         worker.words = 0
         self.rounds += 1
+
+    def _only_wanted(self, rank, values, wanted):
+        """Keep the values of the rows the worker is about to use (and of the first syn1neg rows);
+        the others are marked stale again for it, as a server that held them back would."""
+        word, mask = self.server._bit(rank)
+        out = {}
+        for name, (rows, got, scales) in values.items():
+            keep = np.isin(rows, wanted)
+            if name == "syn1neg":
+                keep |= rows < self.down_wanted
+            self.server.stale[name][rows[~keep], word] |= mask
+            out[name] = (rows[keep], got[keep], None if scales is None else scales[keep])
+        return out
 
     def train(self, sentences, model, epochs):
         """Every epoch: rounds until the jobs run out, then every worker flushes."""
@@ -198,7 +237,7 @@ class Simulation:
                     more = worker.train_interval(jobs, self.sync_words) and more
                     self.kernel_cpu += time.thread_time() - cpu
                     if worker.words >= self.sync_words:
-                        self.merge(worker, flush=False)
+                        self.merge(worker, flush=False, jobs=jobs)
             for worker in self.workers:
                 self.merge(worker, flush=True)
         for name in self.names:  # the global model is the trained one
@@ -239,7 +278,7 @@ def main(argv=None):
     settings = Settings(**given)
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
-        sim = Simulation(model, k, settings, args.damp_words)
+        sim = Simulation(model, k, settings, args.damp_words, args.down_wanted)
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
         run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, damp_rows=sim.server.damp_rows,
