@@ -55,6 +55,9 @@ def parse_args(argv=None):
     parser.add_argument("--damp-words", type=int, default=None,
                         help="damp the rows a worker sees 1.5 times in this many words (default: sync_words, as the "
                              "cluster does)")
+    parser.add_argument("--damp-output", type=int, default=None, metavar="ROWS",
+                        help="experiment: damp this many first syn1neg rows (the cluster damps at most "
+                             "merge.OUTPUT_DAMP_MOST, and no more than syn0's damped rows)")
     parser.add_argument("--down-wanted", type=int, default=None, metavar="NEG_ROWS",
                         help="experiment: a routine reply carries the values of only the rows the worker is about "
                              "to use (the words of its next interval's jobs, and these first syn1neg rows, where "
@@ -143,7 +146,7 @@ class SimWorker:
 class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
-    def __init__(self, model, k, settings, damp_words=None, down_wanted=None):
+    def __init__(self, model, k, settings, damp_words=None, down_wanted=None, damp_output=None):
         from gensim_distw2v import wire
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.kernel import model_arrays
@@ -160,8 +163,11 @@ class Simulation:
         self.sync_words = int(settings.sync_words or default_sync_words(k, sg=bool(model.sg)))
         self.hot = hot_rows(counts, self.sync_words, k, settings.cold_every) if settings.cold_every > 1 \
             else self.n_rows
-        self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge,
-                                    damped_rows(counts, damp_words or self.sync_words), settings.merge_dtype)
+        damp = damped_rows(counts, damp_words or self.sync_words)
+        if damp_output is not None:
+            damp["syn1neg"] = min(self.n_rows, damp_output)
+        self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge, damp,
+                                    settings.merge_dtype)
         self.ranges = row_ranges(self.n_rows, 4 * self.size * len(self.names), settings.part_bytes)
         self.workers = []
         for rank in range(k):
@@ -278,7 +284,7 @@ def main(argv=None):
     settings = Settings(**given)
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
-        sim = Simulation(model, k, settings, args.damp_words, args.down_wanted)
+        sim = Simulation(model, k, settings, args.damp_words, args.down_wanted, args.damp_output)
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
         run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, damp_rows=sim.server.damp_rows,
