@@ -58,6 +58,9 @@ def parse_args(argv=None):
     parser.add_argument("--damp-output", type=int, default=None, metavar="ROWS",
                         help="experiment: damp this many first syn1neg rows (the cluster damps at most "
                              "merge.OUTPUT_DAMP_MOST, and no more than syn0's damped rows)")
+    parser.add_argument("--hot-rows", type=int, default=None, metavar="ROWS",
+                        help="experiment: routine rounds merge only these first syn0 and syn1neg rows (the rest every "
+                             "--cold-every rounds); default: merge.hot_rows, as the cluster")
     parser.add_argument("--down-wanted", type=int, default=None, metavar="NEG_ROWS",
                         help="experiment: a routine reply carries the values of only the rows the worker is about "
                              "to use (the words of its next interval's jobs, and these first syn1neg rows, where "
@@ -146,7 +149,7 @@ class SimWorker:
 class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
-    def __init__(self, model, k, settings, damp_words=None, down_wanted=None, damp_output=None):
+    def __init__(self, model, k, settings, damp_words=None, down_wanted=None, damp_output=None, hot=None):
         from gensim_distw2v import wire
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.kernel import model_arrays
@@ -161,8 +164,8 @@ class Simulation:
         counts = model.wv.expandos["count"]
         self.settings = settings
         self.sync_words = int(settings.sync_words or default_sync_words(k, sg=bool(model.sg)))
-        self.hot = hot_rows(counts, self.sync_words, k, settings.cold_every) if settings.cold_every > 1 \
-            else self.n_rows
+        self.hot = hot if hot is not None else hot_rows(counts, self.sync_words, k, settings.cold_every) \
+            if settings.cold_every > 1 else self.n_rows
         damp = damped_rows(counts, damp_words or self.sync_words)
         if damp_output is not None:
             damp["syn1neg"] = min(self.n_rows, damp_output)
@@ -284,7 +287,7 @@ def main(argv=None):
     settings = Settings(**given)
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
-        sim = Simulation(model, k, settings, args.damp_words, args.down_wanted, args.damp_output)
+        sim = Simulation(model, k, settings, args.damp_words, args.down_wanted, args.damp_output, args.hot_rows)
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
         run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, damp_rows=sim.server.damp_rows,

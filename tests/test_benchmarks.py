@@ -115,7 +115,8 @@ def test_clustersim_runs_the_clusters_arithmetic():
                             "--sync-words", "5000", "--no-baseline", "--down-wanted", "20",
                             "--json").strip().splitlines()[-1])["runs"]
     assert 0 < few["bytes_down_per_word"] < two["bytes_down_per_word"] and few["bytes_up_per_word"] > 0
-    (damped,) = json.loads(run("clustersim.py", "--corpus", lee, "--workers", "2", "--epochs", "1", "--vector-size",
-                               "20", "--sync-words", "5000", "--no-baseline", "--damp-output", "7",
+    (damped,) = json.loads(run("clustersim.py", "--corpus", lee, "--workers", "2", "--epochs", "2", "--vector-size",
+                               "20", "--sync-words", "5000", "--no-baseline", "--damp-output", "7", "--hot-rows", "30",
                                "--json").strip().splitlines()[-1])["runs"]
     assert damped["damp_rows"]["syn1neg"] == 7 and damped["damp_rows"]["syn0"] == two["damp_rows"]["syn0"]
+    assert damped["hot_rows"] == 30 and damped["bytes_up_per_word"] < two["bytes_up_per_word"]  # fewer rows a round
