@@ -77,13 +77,7 @@ class _Member:
     def count_session(self, sid):
         """Start this worker's traffic and work counters afresh for session ``sid``."""
         self.session_id = sid
-        self.bytes_up = self.bytes_down = self.words = self.merges = 0
-        self.exact_bytes_up = self.exact_bytes_down = 0  # of those, in exact (float32) parts: epoch flushes
-        self.merge_seconds = self.merge_cpu = self.kernel_cpu = self.stall_seconds = 0.0
-
-    def counts(self):
-        """Its counters as a :class:`gensim_distw2v.wire.WorkerCounts`."""
-        return wire.WorkerCounts(**{field: getattr(self, field) for field in wire.WorkerCounts.names()})
+        self.counts = wire.WorkerCounts()
 
 
 class _ShardMember:
@@ -226,7 +220,7 @@ class Dispatcher:
             return wire.Status(
                 versions=versions(),
                 workers={name: wire.MemberStatus(
-                    threads=m.threads, rank=self._rank(name), silent=now - m.last_seen, words=m.words,
+                    threads=m.threads, rank=self._rank(name), silent=now - m.last_seen, words=m.counts.words,
                     in_flight=len(session.in_flight.get(name, ())) if session else 0)
                     for name, m in self.members.items()},
                 shards={name: wire.ShardMemberStatus(uri=s.uri, silent=now - s.last_seen)
@@ -547,7 +541,7 @@ class Dispatcher:
             return wire.Progress(
                 epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
                 loss=session.loss, merges=session.merges, lost_shards=dict(session.lost_shards),
-                workers={name: m.counts() for name, m in self.members.items() if name in session.ranks},
+                workers={name: m.counts for name, m in self.members.items() if name in session.ranks},
                 flushed=session.all_flushed(),
                 no_workers_for=None if self._available(session) else now - (session.no_workers_since or now),
                 file_checks=dict(session.file_checks), quit=dict(session.quit)).to_wire()
@@ -693,17 +687,7 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             member = self._member(name, sid)
-            member.bytes_up += report.bytes_up
-            member.bytes_down += report.bytes_down
-            if report.exact:
-                member.exact_bytes_up += report.bytes_up
-                member.exact_bytes_down += report.bytes_down
-            member.merges += 1
-            member.merge_seconds, member.merge_cpu, member.kernel_cpu, member.stall_seconds = (
-                max(old, new) for old, new in zip(
-                    (member.merge_seconds, member.merge_cpu, member.kernel_cpu, member.stall_seconds),
-                    (report.merge_seconds, report.merge_cpu, report.kernel_cpu, report.stall_seconds)))
-            member.words += session.round_done(name, report)
+            member.counts.add(report, session.round_done(name, report))
             self.cond.notify_all()
 
     def shutdown(self):

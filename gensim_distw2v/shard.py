@@ -45,9 +45,10 @@ def cap_malloc_arenas(arenas=MALLOC_ARENAS):
     """Let glibc's malloc use at most ``arenas`` arenas in this process (Linux; elsewhere nothing).
 
     glibc gives each thread that allocates while others do an arena of its own and keeps the
-    memory freed there for reuse: with K workers' merge calls served at once (each unpacking and
-    answering up to a part of the model), the shard's peak RSS grew with K (devmix, K=8, one shard:
-    568 MB, against 376 MB with two arenas, the same CPU). Two arenas keep it flat in K.
+    memory freed there for reuse: with K workers' calls served at once, the shard's peak RSS grew
+    with K (devmix CBOW, one shard, K=2/4/8: 331 / 396 / 495 MB; with two arenas 260 / 262 / 407,
+    the same CPU; docs/measurements/scaling-shards-cbow-devmix-2026-11-24.json). The rest of the
+    growth was the bulk transfers' part size (gensim_distw2v.worker.BULK_PART_DIVISOR).
     Returns whether the cap is set.
     """
     if not sys.platform.startswith("linux"):

@@ -265,6 +265,12 @@ def _plain(value):
     return value
 
 
+def _record_map(mapping, cls):
+    """``{str key: cls record}`` from a field that maps names to records (as built, or as plain
+    data from the wire, checked)."""
+    return {str(key): value if isinstance(value, cls) else cls.from_wire(value) for key, value in mapping.items()}
+
+
 def _check_array(record, name, dtype, ndim=None, shape=None):
     """Replace ``record.name`` (an array message, or an array) by the checked, read-only array."""
     value = getattr(record, name)
@@ -463,8 +469,8 @@ class Opened(Record):
 
 @dataclasses.dataclass
 class Joined(Record):
-    """The dispatcher's answer to a worker's ``join``: the :class:`SessionConfig`, the worker's rank (rank 0 continues the client's random stream) and
-    the session's shards."""
+    """The dispatcher's answer to a worker's ``join``: the :class:`SessionConfig`, the worker's
+    rank (rank 0 continues the client's random stream) and the session's shards."""
 
     WHAT: typing.ClassVar[str] = "join reply"
     config: "SessionConfig"
@@ -721,19 +727,32 @@ class WorkerCounts(Record):
     their CPU, its trainer threads' CPU in jobs, and seconds its trainers waited for a round."""
 
     WHAT: typing.ClassVar[str] = "worker counters"
-    words: int
-    merges: int
-    bytes_up: int
-    bytes_down: int
-    exact_bytes_up: int
-    exact_bytes_down: int
-    merge_seconds: float
-    merge_cpu: float
-    kernel_cpu: float
-    stall_seconds: float
+    words: int = 0
+    merges: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    exact_bytes_up: int = 0
+    exact_bytes_down: int = 0
+    merge_seconds: float = 0.0
+    merge_cpu: float = 0.0
+    kernel_cpu: float = 0.0
+    stall_seconds: float = 0.0
 
     def check(self):
-        _non_negative(self, *(f.name for f in dataclasses.fields(self)))
+        _non_negative(self, *self.names())
+
+    def add(self, report, words):
+        """Count a merge round (:class:`RoundReport`) whose jobs carried ``words`` raw words; its
+        seconds are the worker's totals so far (a report that arrives late does not lower them)."""
+        self.words += words
+        self.merges += 1
+        self.bytes_up += report.bytes_up
+        self.bytes_down += report.bytes_down
+        if report.exact:
+            self.exact_bytes_up += report.bytes_up
+            self.exact_bytes_down += report.bytes_down
+        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds"):
+            setattr(self, name, max(getattr(self, name), getattr(report, name)))
 
 
 @dataclasses.dataclass
@@ -759,10 +778,8 @@ class Progress(Record):
     quit: dict
 
     def check(self):
-        self.epochs = {str(e): c if isinstance(c, EpochCounts) else EpochCounts.from_wire(c)
-                       for e, c in self.epochs.items()}
-        self.workers = {str(w): c if isinstance(c, WorkerCounts) else WorkerCounts.from_wire(c)
-                        for w, c in self.workers.items()}
+        self.epochs = _record_map(self.epochs, EpochCounts)
+        self.workers = _record_map(self.workers, WorkerCounts)
 
     def epoch(self, epoch):
         """The :class:`EpochCounts` of ``epoch`` (zeros before it starts)."""
@@ -818,10 +835,8 @@ class Status(Record):
     session: typing.Optional[SessionState]
 
     def check(self):
-        self.workers = {str(n): s if isinstance(s, MemberStatus) else MemberStatus.from_wire(s)
-                        for n, s in self.workers.items()}
-        self.shards = {str(n): s if isinstance(s, ShardMemberStatus) else ShardMemberStatus.from_wire(s)
-                       for n, s in self.shards.items()}
+        self.workers = _record_map(self.workers, MemberStatus)
+        self.shards = _record_map(self.shards, ShardMemberStatus)
 
 
 @dataclasses.dataclass

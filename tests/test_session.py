@@ -215,3 +215,16 @@ def test_progress_round_trips_with_named_counters():
     bad["workers"]["w1"]["words"] = -1
     with pytest.raises(ValueError, match="worker counters: words must be >= 0"):
         wire.Progress.from_wire(bad)
+
+
+def test_worker_counters_fold_round_reports():
+    counts = wire.WorkerCounts()
+    counts.add(report([[0, 10]], loss=1.0), 100)
+    late = wire.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.5, merge_cpu=0.0, kernel_cpu=0.0,
+                            stall_seconds=0.0, bytes_up=40, bytes_down=60)
+    counts.add(late, 0)
+    assert (counts.words, counts.merges, counts.bytes_up, counts.bytes_down) == (100, 2, 40, 60)
+    assert (counts.exact_bytes_up, counts.exact_bytes_down) == (40, 60)  # only the exact (flush) round's
+    assert counts.merge_seconds == 0.5  # the worker's running totals: the largest seen
+    counts.add(wire.RoundReport(**{**late.to_wire(), "merge_seconds": 0.2, "exact": False, "flush": -1}), 0)
+    assert counts.merge_seconds == 0.5 and counts.exact_bytes_up == 40
