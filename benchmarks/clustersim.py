@@ -61,10 +61,15 @@ def parse_args(argv=None):
     parser.add_argument("--hot-rows", type=int, default=None, metavar="ROWS",
                         help="experiment: routine rounds merge only these first syn0 and syn1neg rows (the rest every "
                              "--cold-every rounds); default: merge.hot_rows, as the cluster")
-    parser.add_argument("--down-wanted", type=int, default=None, metavar="NEG_ROWS",
-                        help="experiment: a routine reply carries the values of only the rows the worker is about "
-                             "to use (the words of its next interval's jobs, and these first syn1neg rows, where "
-                             "the negatives fall); the other stale rows wait (the server keeps their stale bit)")
+    parser.add_argument("--all-rows-down", action="store_true",
+                        help="a routine reply carries every row the worker lacks (default, as the cluster: of the "
+                             "rows beyond the hot ones, only those of the jobs the worker holds)")
+    parser.add_argument("--value-codec", default=None, help="experiment: codec of the values of rows a worker "
+                                                            "lacks (default: the cluster's)")
+    parser.add_argument("--local", action="store_true",
+                        help="sync='local': no merges within an epoch, only the flushes at epoch ends (the "
+                             "simulator's rounds are otherwise bsp's: in rank order, each taken in before its "
+                             "worker trains on)")
     parser.add_argument("--no-baseline", action="store_true", help="skip plain gensim")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
@@ -91,8 +96,12 @@ def new_model(args, sentences):
     return model
 
 
+PREFETCH = 4  # jobs a one-thread worker fetches ahead (its fetch loop: 4 per thread, topped up at half)
+
+
 class SimWorker:
-    """One simulated worker: its replica, kernel, random stream, and the job it is part-way through."""
+    """One simulated worker: its replica, kernel, random stream, the job it is part-way through and
+    the jobs it holds (fetched as a one-thread worker fetches them)."""
 
     def __init__(self, rank, replica, trainer, rng):
         self.rank, self.replica, self.trainer, self.rng = rank, replica, trainer, rng
@@ -106,7 +115,7 @@ class SimWorker:
         the jobs run out; returns False when they ran out."""
         while self.words < sync_words:
             if self.job is None:
-                self.job, self.at = self.queue.popleft() if self.queue else next(jobs, None), 0
+                self.job, self.at = self.next_job(jobs), 0
                 if self.job is None:
                     return False
             job = self.job
@@ -130,26 +139,27 @@ class SimWorker:
         return True
 
 
-    def upcoming(self, jobs, sync_words):
-        """The words of (about) the next ``sync_words`` raw words this worker trains: the rest of
-        its job and jobs fetched ahead until they hold that many."""
-        queued = sum(job.raw_words for job in self.queue)
-        while queued < sync_words:
-            job = next(jobs, None)
-            if job is None:
-                break
-            self.queue.append(job)
-            queued += job.raw_words
-        parts = [job.indices for job in self.queue]
-        if self.job is not None:
-            parts.append(self.job.indices[int(self.job.offsets[self.at]):])
+    def next_job(self, jobs):
+        """The next job from the local queue, topped up to :data:`PREFETCH` jobs once at half."""
+        if len(self.queue) <= PREFETCH // 2:
+            while len(self.queue) < PREFETCH:
+                job = next(jobs, None)
+                if job is None:
+                    break
+                self.queue.append(job)
+        return self.queue.popleft() if self.queue else None
+
+    def held_rows(self):
+        """The rows of the jobs this worker holds (in training and queued), as a worker asks for them."""
+        parts = [job.indices for job in self.queue] + ([self.job.indices] if self.job is not None else [])
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint32)
 
 
 class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
-    def __init__(self, model, k, settings, damp_words=None, down_wanted=None, damp_output=None, hot=None):
+    def __init__(self, model, k, settings, damp_words=None, all_rows_down=False, damp_output=None, hot=None,
+                 value_codec=None):
         from gensim_distw2v import wire
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.kernel import model_arrays
@@ -164,13 +174,12 @@ class Simulation:
         counts = model.wv.expandos["count"]
         self.settings = settings
         self.sync_words = int(settings.sync_words or default_sync_words(k, sg=bool(model.sg)))
-        self.hot = hot if hot is not None else hot_rows(counts, self.sync_words, k, settings.cold_every) \
-            if settings.cold_every > 1 else self.n_rows
+        self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
         damp = damped_rows(counts, damp_words or self.sync_words)
         if damp_output is not None:
             damp["syn1neg"] = min(self.n_rows, damp_output)
         self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge, damp,
-                                    settings.merge_dtype)
+                                    settings.merge_dtype, delta_rows=self.hot, value_codec=value_codec)
         self.ranges = row_ranges(self.n_rows, 4 * self.size * len(self.names), settings.part_bytes)
         self.workers = []
         for rank in range(k):
@@ -182,11 +191,13 @@ class Simulation:
             else:
                 rng.seed([model.seed & 0xFFFFFFFF, rank, 0, 0x5EED])
             self.workers.append(SimWorker(rank, replica, JobTrainer(**kernel, **replica.replica, **static), rng))
-        self.down_wanted = down_wanted
+        self.all_rows_down = all_rows_down
+        self.local = False
         self.bytes_up = self.bytes_down = self.rounds = 0
+        self.hot_up = self.hot_down = 0  # of those, the hot rows' (syn0 and syn1neg rows below self.hot)
         self.worker_cpu = self.server_cpu = self.kernel_cpu = 0.0
 
-    def merge(self, worker, flush, jobs=None):
+    def merge(self, worker, flush):
         """One merge round of ``worker`` (an exact flush at epoch ends), part by part."""
         from gensim_distw2v.merge import budget_rows
 
@@ -195,7 +206,7 @@ class Simulation:
         every_row = flush or worker.rounds % settings.cold_every == 0
         hot = None if every_row else self.hot
         codec, hold_back = ("float32", 0.0) if flush else (settings.merge_dtype, settings.hold_back)
-        wanted = None if flush or self.down_wanted is None else worker.upcoming(jobs, self.sync_words)
+        wanted = None if flush or self.all_rows_down else worker.held_rows()
         parts = self.ranges if every_row or "syn1" in self.names else \
             [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
         for lo, hi in parts:
@@ -204,30 +215,23 @@ class Simulation:
             cpu = time.thread_time()
             deltas = worker.replica.take_delta(lo, hi, codec, hold_back, max_rows, hot)
             between = time.thread_time()
-            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, max_rows, hot)
-            if wanted is not None:
-                values = self._only_wanted(worker.rank, values, wanted)
+            if wanted is not None:  # of the rows beyond the hot ones, as the worker names them
+                mask = np.zeros(hi - lo, dtype=bool)
+                mask[wanted[np.searchsorted(wanted, max(lo, self.hot)):np.searchsorted(wanted, hi)].astype(np.int64)
+                     - lo] = True
+            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, max_rows, hot,
+                                               None if wanted is None else mask, self.hot)
             after = time.thread_time()
             worker.replica.take_in(missed, values)
             self.worker_cpu += (between - cpu) + (time.thread_time() - after)
             self.server_cpu += after - between
-            self.bytes_up += sum(_nbytes(d) for d in deltas.values())
+            self.bytes_up += sum(_nbytes(d) for d in deltas.values()) + (0 if wanted is None else min(
+                4 * int(mask.sum()), (hi - lo + 7) // 8))  # the wanted rows, as the worker packs them
             self.bytes_down += sum(_nbytes(d) for way in (missed, values) for d in way.values())
+            self.hot_up += sum(_nbytes(d, self.hot) for d in deltas.values())
+            self.hot_down += sum(_nbytes(d, self.hot) for way in (missed, values) for d in way.values())
         worker.words = 0
         self.rounds += 1
-
-    def _only_wanted(self, rank, values, wanted):
-        """Keep the values of the rows the worker is about to use (and of the first syn1neg rows);
-        the others are marked stale again for it, as a server that held them back would."""
-        word, mask = self.server._bit(rank)
-        out = {}
-        for name, (rows, got, scales) in values.items():
-            keep = np.isin(rows, wanted)
-            if name == "syn1neg":
-                keep |= rows < self.down_wanted
-            self.server.stale[name][rows[~keep], word] |= mask
-            out[name] = (rows[keep], got[keep], None if scales is None else scales[keep])
-        return out
 
     def train(self, sentences, model, epochs):
         """Every epoch: rounds until the jobs run out, then every worker flushes."""
@@ -245,8 +249,10 @@ class Simulation:
                     cpu = time.thread_time()
                     more = worker.train_interval(jobs, self.sync_words) and more
                     self.kernel_cpu += time.thread_time() - cpu
-                    if worker.words >= self.sync_words:
-                        self.merge(worker, flush=False, jobs=jobs)
+                    if worker.words >= self.sync_words and self.local:
+                        worker.words = 0  # jobs are pulled in the same order; nothing merges
+                    elif worker.words >= self.sync_words:
+                        self.merge(worker, flush=False)
             for worker in self.workers:
                 self.merge(worker, flush=True)
         for name in self.names:  # the global model is the trained one
@@ -256,7 +262,11 @@ class Simulation:
         model.wv.fill_norms(force=True)
 
 
-def _nbytes(deltas):
+def _nbytes(deltas, below=None):
+    """Bytes of one matrix's ``(rows, values, scales)`` (of its rows below ``below`` only, if given)."""
+    if below is not None:
+        n = int(np.searchsorted(deltas[0], below))
+        deltas = [None if a is None else a[:n] for a in deltas]
     return sum(0 if a is None else a.nbytes for a in deltas)
 
 
@@ -287,12 +297,15 @@ def main(argv=None):
     settings = Settings(**given)
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
-        sim = Simulation(model, k, settings, args.damp_words, args.down_wanted, args.damp_output, args.hot_rows)
+        sim = Simulation(model, k, settings, args.damp_words, args.all_rows_down, args.damp_output, args.hot_rows,
+                         args.value_codec)
+        sim.local = args.local
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
         run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, damp_rows=sim.server.damp_rows,
                    seconds=time.perf_counter() - started, **evaluate(model.wv),
                    bytes_up_per_word=sim.bytes_up / words, bytes_down_per_word=sim.bytes_down / words,
+                   hot_bytes_up_per_word=sim.hot_up / words, hot_bytes_down_per_word=sim.hot_down / words,
                    rounds_per_mword=sim.rounds / words * 1e6, worker_merge_us=sim.worker_cpu / words * 1e6,
                    server_us=sim.server_cpu / words * 1e6, kernel_us=sim.kernel_cpu / words * 1e6,
                    max_abs=float(max(np.abs(w).max() for w in sim.server.weights.values())))
@@ -304,7 +317,8 @@ def main(argv=None):
               f"{run['simlex']:.4f}" + (f" (against gensim {100 * delta['analogy']:+.2f} points, "
                                         f"{delta['ws353']:+.4f}, {delta['simlex']:+.4f})" if delta else "")
               + f"; {run['bytes_up_per_word']:.0f}/{run['bytes_down_per_word']:.0f} B "
-              f"up/down, {run['rounds_per_mword']:.0f} rounds/Mw; merge CPU per word {run['worker_merge_us']:.3f} us "
+              f"up/down (hot rows {run['hot_bytes_up_per_word']:.0f}/{run['hot_bytes_down_per_word']:.0f}), "
+              f"{run['rounds_per_mword']:.0f} rounds/Mw; merge CPU per word {run['worker_merge_us']:.3f} us "
               f"workers, {run['server_us']:.3f} us server; max |w| {run['max_abs']:.1f}; {run['seconds']:.0f} s",
               flush=True)
     if args.json:

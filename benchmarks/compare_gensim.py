@@ -51,8 +51,11 @@ def parse_args(argv=None):
     parser.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
     parser.add_argument("--shards", type=int, default=1, help="parameter shards of the distributed runs (default 1)")
     parser.add_argument("--merge", default="damp", help="merge rule of the distributed runs (default damp)")
+    parser.add_argument("--sync", default=None, help="sync mode of the distributed runs: ssp, bsp, asp or local "
+                                                     "(default: the package's)")
     parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K")
-    parser.add_argument("--hold-back", type=float, default=0.1, help="hold-back share of the distributed runs")
+    parser.add_argument("--hold-back", type=float, default=None,
+                        help="hold-back share of the distributed runs (default: the package's)")
     parser.add_argument("--bytes-per-word", type=float, default=None,
                         help="traffic budget of the distributed runs' routine merges (default: none)")
     parser.add_argument("--cold-every", type=int, default=None,
@@ -119,10 +122,12 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
 
             cluster = LocalCluster(n_workers=k, threads_per_worker=1, n_shards=args.shards).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
-                             sync_words=args.sync_words, hold_back=args.hold_back,
+                             sync_words=args.sync_words,
+                             **({} if args.hold_back is None else {"hold_back": args.hold_back}),
                              bytes_per_word=args.bytes_per_word,
                              **({} if args.cold_every is None else {"cold_every": args.cold_every}),
-                             **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}), **params)
+                             **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
+                             **({} if args.sync is None else {"sync": args.sync}), **params)
             roles = {p.pid: name.split("-")[0] for name, p in cluster.processes.items() if name != "nameserver"}
 
             def sample_once():
@@ -282,7 +287,7 @@ def main(argv=None):
         vocab_path, corpus_path, words, vocab = prepare(args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
               f"seeds={args.seeds} merge={args.merge} bytes_per_word={args.bytes_per_word} "
-              f"cold_every={args.cold_every}", flush=True)
+              f"cold_every={args.cold_every} sync={args.sync}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:
                 for mode in modes:

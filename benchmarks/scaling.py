@@ -105,6 +105,8 @@ def main(argv=None):
     parser.add_argument("--sync-words", type=int, default=None,
                         help="merge interval of every K (default: the package's, which shrinks with K): a fixed one "
                              "separates the servers' cost per merge from the schedule's merges per word")
+    parser.add_argument("--sync", default=None, help="sync mode of the measured runs (default: the package's)")
+    parser.add_argument("--hold-back", type=float, default=None, help="hold-back share (default: the package's)")
     parser.add_argument("--shards", default="1",
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
@@ -123,6 +125,10 @@ def main(argv=None):
     base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs)]
     if args.sync_words:
         base_args += ["--sync-words", str(args.sync_words)]
+    if args.sync:
+        base_args += ["--sync", args.sync]
+    if args.hold_back is not None:
+        base_args += ["--hold-back", str(args.hold_back)]
     rows = {}
     with tempfile.TemporaryDirectory(prefix="scaling_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])

@@ -395,15 +395,17 @@ def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
 
 
 def fold_part(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ssize_t top, float[:, ::1] snap,
-              cnp.uint64_t[:, ::1] stale, const cnp.uint64_t[::1] marks, float scale=1.0, row_scales=None):
+              cnp.uint64_t[:, ::1] stale, const cnp.uint64_t[::1] marks, float scale=1.0, row_scales=None,
+              Py_ssize_t damp_below=-1):
     """A server's side of a worker's merge part, for one matrix, in one pass over its rows; the
     work per row does not depend on the number of workers.
 
     For each row ``r = rows[i]`` with ``d = values[i]``:
 
-    * ``i < top`` (a damped row, ``r < len(snap)``): ``snap`` is the worker's base as the server
-      knows it, so ``m = weights[r] - snap[r]`` is what the worker missed; where ``m . d > 0``
-      the update is ``u = d - (m . d) / (2 |m|^2) m - (m . d) / (2 |d|^2) d`` (AdaSum's pairwise
+    * ``i < top`` (a row with a snapshot, ``r < len(snap)``): ``snap`` is the worker's base as the
+      server knows it, so ``m = weights[r] - snap[r]`` is what the worker missed; for a damped row
+      (``r < damp_below``, or any such row if ``damp_below`` is -1), where ``m . d > 0`` the
+      update is ``u = d - (m . d) / (2 |m|^2) m - (m . d) / (2 |d|^2) d`` (AdaSum's pairwise
       rule, as :func:`gensim_distw2v.merge.damp_agreeing`), else ``u = d``; ``snap[r] += d``
       (the worker's base advanced by what it sent);
     * otherwise ``u = d`` and ``stale[r, :] |= marks`` (the workers whose bit is set lack the
@@ -419,9 +421,9 @@ def fold_part(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     values : numpy.ndarray of float32, float16 or int8, ``(len(rows), dim)``
         The worker's deltas (float16 needs F16C; int8 needs ``row_scales``).
     top : int
-        The first ``top`` rows are damped rows (below ``len(snap)``).
-    snap : numpy.ndarray of float32, C-contiguous ``(n_damped, dim)``
-        The worker's snapshot of the damped rows.
+        The first ``top`` rows have a snapshot (they are below ``len(snap)``).
+    snap : numpy.ndarray of float32, C-contiguous ``(n_snapshot, dim)``
+        The worker's snapshot of the first rows.
     stale : numpy.ndarray of uint64, C-contiguous ``(n_rows, words)``
         One bit per worker slot and row.
     marks : numpy.ndarray of uint64, ``(words,)``
@@ -429,6 +431,8 @@ def fold_part(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     scale : float
     row_scales : numpy.ndarray of float32, optional
         int8 values' scales, one per row (the value is ``level * scale``).
+    damp_below : int
+        Rows with a snapshot below this are damped, the others summed; -1: every one is damped.
 
     Returns
     -------
@@ -481,7 +485,8 @@ def fold_part(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
                 for j in range(width):
                     update[j] = sent[j]
                 if i < top:  # damp: AdaSum's pairwise rule against what the worker missed
-                    missed_sq = _sq_dist(&weights[r, 0], &snap[r, 0], width)
+                    missed_sq = _sq_dist(&weights[r, 0], &snap[r, 0], width) \
+                        if damp_below < 0 or r < damp_below else 0.0
                     if missed_sq > 0:
                         dot = 0.0
                         delta_sq = 0.0

@@ -14,6 +14,7 @@ import sys
 import time
 
 from gensim_distw2v.merge import CODECS, COLD_EVERY, MERGE_DTYPE
+from gensim_distw2v.wire import SYNC_MODES
 from gensim_distw2v.wire import MERGE_RULES as RULES
 
 logger = logging.getLogger("gensim_distw2v")
@@ -50,6 +51,9 @@ def build_parser():
     cluster.add_argument("--ns-port", type=int, help="... and this port (default 9090)")
     cluster.add_argument("--sync-words", type=int, help="words per worker between merges (default: by workers)")
     cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule (default damp)")
+    cluster.add_argument("--sync", choices=SYNC_MODES, default="ssp",
+                         help="order of merge rounds: ssp (bounded staleness, default), bsp (in turn: reproducible "
+                              "with --threads 1 workers), asp (no bound), local (merges at epoch ends only)")
     cluster.add_argument("--hold-back", type=float, default=0.1,
                          help="share of its squared change a worker may keep back per routine merge (default 0.1)")
     cluster.add_argument("--bytes-per-word", type=float, default=None,
@@ -95,7 +99,7 @@ def train(args):
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
-        merge=args.merge, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word, cold_every=args.cold_every,
+        merge=args.merge, sync=args.sync, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word, cold_every=args.cold_every,
         merge_dtype=args.merge_dtype)
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)

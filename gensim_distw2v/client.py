@@ -179,9 +179,9 @@ class DistributedTraining:
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words),
             damp_rows=damped_rows(counts, sync_words),
-            hot_rows=hot_rows(counts, sync_words, n_workers, settings.cold_every) if settings.cold_every > 1
-            else len(model.wv),
-            compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), corpus_file=spec)
+            hot_rows=hot_rows(counts, sync_words),
+            compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), workers=int(n_workers),
+            corpus_file=spec)
         config.check()
         return config, arrays
 
@@ -217,7 +217,8 @@ class DistributedTraining:
             spec = wire.ShardSpec(
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
-                merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, versions=config.versions)
+                merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
+                versions=config.versions)
             links.call(shard, "open_session", spec.to_wire())
             for name, array in weights.items():
                 rows = links.layout.rows_of(array, shard)

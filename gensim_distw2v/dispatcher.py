@@ -143,9 +143,13 @@ class Dispatcher:
         member = self.members.pop(name, None)
         if member is None:
             return
+        ordered = self.session is not None and self.session.ordered and name in self.session.ranks
         requeued = self.session.release(name) if self.session is not None else 0
         logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
                        name, reason, requeued, len(self.members))
+        if ordered:
+            logger.warning("session %s: sync='bsp' without worker %s: its rounds are no longer taken in turn, the "
+                           "run goes on as with sync='ssp' (it will not be reproducible)", self.session.id, name)
         self.cond.notify_all()
 
     def _available(self, session):
@@ -203,6 +207,19 @@ class Dispatcher:
                     elif session.state == "running":
                         session.no_workers_since = None if self._available(session) else \
                             (session.no_workers_since or now)
+                        self._check_order(session, now)
+
+    def _check_order(self, session, now):
+        """``bsp``: a rank no worker claimed within ``cluster_timeout`` of the start ends the order
+        of rounds (its jobs would wait for ever; caller holds the lock)."""
+        unclaimed = session.unclaimed()
+        if unclaimed and now - session.started_at > session.config.settings.cluster_timeout:
+            session.end_order()
+            logger.warning("session %s: sync='bsp' for %i workers, but no worker joined as rank %s within %.0f s: "
+                           "rounds are no longer taken in turn, the run goes on as with sync='ssp' (it will not be "
+                           "reproducible)", session.id, session.config.workers, unclaimed,
+                           session.config.settings.cluster_timeout)
+            self.cond.notify_all()
 
     # ------------------------------------------------------------------ cluster
     @transport.expose
@@ -485,7 +502,7 @@ class Dispatcher:
                            if name in wire.WEIGHTS})
             JobTrainer(**session.config.params.kernel(), **arrays)
             session.start()
-            session.client_seen = time.monotonic()
+            session.client_seen = session.started_at = time.monotonic()
             self.cond.notify_all()
             return len(self.members)
 
@@ -515,11 +532,11 @@ class Dispatcher:
         with self.cond:
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
-            while len(session.queue) >= limit and time.monotonic() < deadline and session is self.session:
+            while session.queued() >= limit and time.monotonic() < deadline and session is self.session:
                 self.cond.wait(deadline - time.monotonic())
             session = self._session(sid)
             session.client_seen = time.monotonic()
-            if len(session.queue) >= limit:
+            if session.queued() >= limit:
                 return 0
             session.put_jobs(checked)
             self.cond.notify_all()
@@ -663,7 +680,7 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             self._member(name, sid)
-            if not session.has_work() and wait:
+            if not session.has_work(name) and wait:
                 self.cond.wait(wait)
                 session = self._session(sid)
                 self._member(name, sid)
@@ -671,6 +688,26 @@ class Dispatcher:
             if out:
                 self.cond.notify_all()
             return wire.JobBatch(jobs=out, drained=drained).to_wire()
+
+    @transport.expose
+    def begin_round(self, name, sid, turn, wait=0.5):
+        """Whether a worker may merge its round ``turn`` (``[epoch, round]``) now; waits up to
+        ``wait`` seconds (at most 1) for its turn. Always true unless the session takes rounds in
+        turn (``sync="bsp"``)."""
+        turn = wire.check_turn(turn, "begin_round")
+        if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= 1:
+            raise ValueError("begin_round: wait must be a number of seconds in [0, 1]")
+        deadline = time.monotonic() + wait
+        with self.cond:
+            while True:
+                session = self._session(sid)
+                self._member(name, sid)
+                if session.may_merge(name, turn):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
 
     @transport.expose
     def round_done(self, name, sid, report):

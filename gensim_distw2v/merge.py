@@ -57,7 +57,7 @@ RULES = MERGE_RULES
 # index). int8 levels with a float32 scale per row (d + 8) halve the bytes but, measured, lost
 # skip-gram's ws353 at K=4 (-0.026, 2 seeds at the default interval; float16 -0.001): opt-in
 # (README.rst, "int8 deltas"). What rounding loses waits for the next round, as held-back rows do.
-MERGE_DTYPE = "float16"
+MERGE_DTYPE = "int8"
 
 
 # The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
@@ -66,13 +66,15 @@ MERGE_DTYPE = "float16"
 # measurement (README.rst, "The merge rule")
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
-# Rows of ``syn0`` and ``syn1neg`` whose word the cluster sees less than COLD_SIGHTINGS times in
-# COLD_EVERY merge intervals merge only every COLD_EVERY-th round (and at epoch ends): see hot_rows;
-# two workers take TWO_WORKER_SIGHTINGS (half a sighting per worker and interval), measured to hold
-# quality at K=2 and not at K=4 or K=8 (README.rst, "Cold rows")
-COLD_SIGHTINGS = 1.0
-TWO_WORKER_SIGHTINGS = 4.0
-COLD_EVERY = 4
+# The merge schedule (docs/schedule.rst): every SYNC_WORDS words per worker, whatever the number of
+# workers, a routine round merges the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees
+# at least HOT_SIGHTINGS times per interval: about the 1,000 most frequent of devmix); every
+# COLD_EVERY-th round merges every row, and epoch ends flush exactly. Down, a routine reply carries the
+# hot rows a worker lacks and, of the others, those of the jobs it holds. Measured in
+# benchmarks/clustersim.py and through the cluster at K = 2, 4, 8 (docs/schedule.rst).
+SYNC_WORDS = 2_200
+HOT_SIGHTINGS = 0.25
+COLD_EVERY = 6
 # the matrices whose rows are in vocabulary order (most frequent first); hs's syn1 is not (tree nodes)
 BY_FREQUENCY = ("syn0", "syn1neg")
 
@@ -117,22 +119,18 @@ def _seen(counts, words, times):
     return None if total <= 0 else counts * float(words) >= times * total
 
 
-def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=None):
-    """How many first rows of ``syn0`` and ``syn1neg`` merge in every round: the words the whole
-    cluster expects to see at least ``sightings`` times while a cold row waits (``cold_every``
-    intervals of ``sync_words`` words on each of ``n_workers`` workers). The rows after them
-    (rarer words) are *cold*: they merge every ``cold_every``-th round and at epoch ends, and
-    their change waits in ``R - B`` (and in the server's stale bits) meanwhile, as
-    held-back rows do. Nearly every output row changes in every round (the negative samples),
-    but a cold row's waiting change comes from about one sighting in the whole cluster, so no
-    two workers' updates of it pile up unseen. Skipping them makes a routine round read and move
-    only the frequent words' rows.
+def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
+    """How many first rows of ``syn0`` and ``syn1neg`` merge in every round: the words a worker
+    expects to see at least ``sightings`` times in ``sync_words`` words (from their counts). The
+    rows after them (rarer words) are *cold*: they merge every ``cold_every``-th round and at
+    epoch ends, and their change waits in ``R - B`` (and in the server's stale bits) meanwhile,
+    as held-back rows do. The count depends on the interval, not on the number of workers, so
+    neither does the traffic of a routine round.
 
-    Measured (README.rst, "Cold rows"): a threshold of half a sighting per worker and interval
-    (2.6 k hot rows of 43.7 k at K=4) cost CBOW 0.45 analogy points at K=4; one sighting in the
-    cluster keeps 10.5 k. Two workers held quality with half a sighting per worker and interval
-    (4 in the cluster: 5.5 k hot rows of CBOW's 12.8 k at K=2), and their rounds cost less, so K=2
-    takes that threshold by default.
+    Measured (docs/schedule.rst): at K=8, merging the first 1,000 rows of devmix (a quarter of a
+    sighting per worker and interval of 2,209 words) every round and the rest every 6th cost 0.21
+    analogy points against 0.35 for every row in every round; the quality a long interval loses is
+    the frequent rows'.
 
     Parameters
     ----------
@@ -140,13 +138,8 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=Non
         Word counts in vocabulary order.
     sync_words : int
         Words each worker trains between merges.
-    n_workers : int
-        Workers in the session.
-    cold_every : int
-        Rounds a cold row waits.
-    sightings : float, optional
-        Expected sightings in the cluster per cold period that make a row hot. Default:
-        :data:`TWO_WORKER_SIGHTINGS` for two workers, :data:`COLD_SIGHTINGS` otherwise.
+    sightings : float
+        Expected sightings per worker and interval that make a row hot.
 
     Returns
     -------
@@ -154,9 +147,7 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=Non
         Rows up to the last hot one (with an unsorted vocabulary, ``sorted_vocab=0``, every hot
         row is below it, with cold ones among them); every row when there are no counts.
     """
-    if sightings is None:
-        sightings = TWO_WORKER_SIGHTINGS if n_workers == 2 else COLD_SIGHTINGS
-    seen = _seen(counts, float(sync_words) * max(1, n_workers) * max(1, cold_every), sightings)
+    seen = _seen(counts, sync_words, sightings)
     if seen is None:  # no counts (a vocabulary built by hand): no row is known to be cold
         return len(counts)
     hot = np.flatnonzero(seen)
@@ -164,25 +155,20 @@ def hot_rows(counts, sync_words, n_workers, cold_every=COLD_EVERY, sightings=Non
 
 
 def default_sync_words(n_workers, sg=True):
-    """Words each worker trains between merges, by default.
+    """Words each worker trains between merges, by default: :data:`SYNC_WORDS` for two workers or
+    more, whatever their number (so the merges per trained word, and their bytes and CPU, do not
+    grow with it); one worker merges rarely (1 M words), its merges only make progress durable.
 
-    Merges must come the more often the more workers there are, faster than 1/K: measured
-    (DESIGN.md, step 5) with summed deltas, 100 k words per worker is fine at K=2, 10 k is fine
-    but 25 k is not at K=4, 3 k is fine but 10 k is not at K=8. Skip-gram: ``400 k / K**2.5``
-    (71 k at K=2, 12.5 k at K=4, 2.2 k at K=8) holds gensim's quality with the ``damp`` rule at
-    K=2 and K=4 through the real cluster. CBOW updates every context word's input vector with
-    each centre word, so a frequent row moves more per word trained: at 71 k words, K=2 missed
-    the analogy tolerance (-1.5 points, mean of 2 seeds), and at 12.5 k K=4 missed it too (-1.53,
-    mean of 6 seeds; 8.8 k: -1.13, mean of 4). CBOW takes ``min(400 k / K**2.5, 141 k / K**2)``:
-    35 k at K=2, 8.8 k at K=4, 2.2 k at K=8 (README.rst, "Cluster against gensim"). One worker
-    merges rarely: its merges only make progress durable, they do not change the model.
+    The interval is the hot rows' clock (:func:`hot_rows`): quality hangs on how often the
+    frequent words' rows merge. Measured with the ``damp`` rule at K=8 (docs/schedule.rst):
+    every row every 2,209 words cost 0.35 analogy points, 12,500 words 2.9; the hot rows every
+    2,209 words and the others every 6th round 0.21. (Before, the interval shrank with K as
+    ``400 k / K**2.5``, merging every row: quality held, the cost per word grew 16-fold from K=2
+    to K=8.) ``sg`` is kept for callers: both models take the same interval.
     """
     if n_workers <= 1:
         return 1_000_000
-    words = 400_000 / n_workers ** 2.5
-    if not sg:
-        words = min(words, 141_421 / n_workers ** 2)
-    return max(1_000, int(words))
+    return SYNC_WORDS
 
 
 def _kept(norms, hold_back, max_rows=None):
@@ -285,9 +271,10 @@ class GlobalWeights:
 
     What a worker lacks is kept two ways, by row:
 
-    * The rows the ``damp`` rule damps (:func:`damped_rows`: a few hundred to a few thousand of the
-      most frequent words) need the change the worker missed, which the rule compares its delta
-      with. For those rows the server keeps a *snapshot* per worker: the worker's base ``B`` as the
+    * The rows the ``damp`` rule damps (:func:`damped_rows`: a few hundred of the most frequent
+      words) need the change the worker missed, which the rule compares its delta with; the hot
+      rows (``delta_rows``, about a thousand) are sent often, and a delta costs half the bytes of a
+      value in int8. For those rows the server keeps a *snapshot* per worker: the worker's base ``B`` as the
       server knows it (set when the worker downloads the row, advanced by every delta it sends and
       every delta it is sent). What it missed is ``G - snapshot``, computed when needed; a reply
       sends it as deltas (``codec`` in routine rounds, the smallest held back; rounding and
@@ -305,7 +292,8 @@ class GlobalWeights:
 
     Folding a delta touches the row once whatever the number of workers (setting the bits is one
     64-bit OR per 64 workers); a reply costs the rows it sends plus a scan of the range's bits.
-    Memory: ``G``, 16 bytes a row per 64 workers, and per worker the damped rows' snapshot.
+    Memory: ``G``, 16 bytes a row per 64 workers, and per worker the snapshot of the damped and
+    hot rows (800 kB per worker for 1,000 rows of 100 dimensions in two matrices).
 
     Parameters
     ----------
@@ -320,19 +308,31 @@ class GlobalWeights:
     codec : {'float16', 'int8', 'float32'}
         Values of routine replies (exact ones are float32); the values of stale rows go as float16
         under ``int8`` (int8 levels of a whole row's value would be too coarse).
+    delta_rows : int
+        The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`hot_rows`) also get a
+        snapshot per worker, undamped (summed, or averaged under ``mean``): replies carry what the
+        worker missed of them as deltas, in ``codec`` (int8 deltas: half the bytes of float16
+        values), the rounding waiting in ``G - snapshot``.
     """
 
-    def __init__(self, weights, rule="sum", damp_rows=None, codec="float16"):
+    def __init__(self, weights, rule="sum", damp_rows=None, codec="float16", delta_rows=0, value_codec=None):
         self.codec = check_codec(codec)
+        self.value_codec = "float16" if value_codec is None and self.codec == "int8" else \
+            check_codec(value_codec or self.codec)
         if rule not in RULES:
             raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
         n_rows = len(next(iter(weights.values()))) if weights else 0
         self.damp_rows = check_damp_rows(damp_rows if damp_rows is not None else
                                          {"syn0": n_rows, "syn1neg": min(n_rows, OUTPUT_DAMP_MOST)}, "GlobalWeights")
         self.weights, self.rule = weights, rule
-        # rows with a per-worker snapshot: the damped ones (none under sum and mean)
-        self.snap_rows = {name: min(n_rows, self.damp_rows.get(name, 0)) if rule == "damp" else 0
-                          for name in weights}
+        # the damped rows (none under sum and mean); rows with a per-worker snapshot: those, and the
+        # first delta_rows of syn0 and syn1neg (the hot rows: replies carry them as deltas)
+        self.damp_below = {name: min(n_rows, self.damp_rows.get(name, 0)) if rule == "damp" else 0
+                           for name in weights}
+        if isinstance(delta_rows, bool) or not isinstance(delta_rows, (int, np.integer)) or delta_rows < 0:
+            raise ValueError(f"delta_rows must be an int >= 0, got {delta_rows!r}")
+        self.snap_rows = {name: max(self.damp_below[name], min(n_rows, int(delta_rows)) if name in BY_FREQUENCY
+                                    else 0) for name in weights}
         self.stale = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}
         self.rounded = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}  # sent as float16
         self.slots = {}  # worker rank -> its bit (slot) in the stale words
@@ -398,7 +398,8 @@ class GlobalWeights:
                 self.rounded[name][lo:hi, word] &= ~mask
             return rows
 
-    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None, hot_rows=None):
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None, hot_rows=None, wanted=None,
+              wanted_from=0):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
@@ -421,6 +422,12 @@ class GlobalWeights:
         hot_rows : int, optional
             A routine round of cold-row skipping (:func:`hot_rows`): reply with rows of ``syn0``
             and ``syn1neg`` below this only (the others wait). Default: every row.
+        wanted : numpy.ndarray of bool, optional
+            Over ``[lo, hi)``: of the rows of ``syn0`` and ``syn1neg`` at or beyond ``wanted_from``,
+            reply with the values of these only (the rows of the jobs the worker holds); the others
+            it lacks wait (their stale bits stay set). Default: every row it lacks.
+        wanted_from : int
+            The rows below this (the hot rows, which nearly every job uses) are always sent.
 
         Returns
         -------
@@ -445,7 +452,7 @@ class GlobalWeights:
                     if values.dtype == np.float16 and not HAS_F16C:
                         values = _as_float32(values)
                     self.damped += fold_part(weights, rows, values, top, snap, self.stale[name], marks, scale,
-                                             row_scales)
+                                             row_scales, self.damp_below[name])
                 end = _row_end(name, lo, hi, hot_rows)
                 # damped rows: what the worker missed, as deltas (hold-back and rounding wait: error feedback)
                 if lo < min(end, top_rows):
@@ -462,11 +469,13 @@ class GlobalWeights:
                     stale = np.flatnonzero(bits & mask).astype(np.uint32) + np.uint32(a)
                 else:
                     stale = np.zeros(0, np.uint32)
+                if wanted is not None and name in BY_FREQUENCY and len(stale):
+                    stale = _only_wanted(stale, lo, wanted, wanted_from)
                 if max_rows is not None:
                     stale = stale[:max(0, max_rows - len(deltas_out[name][0]))]  # most frequent first; the rest waits
-                values_out[name] = (stale,) + _values(weights, stale, "float32" if exact else self.codec)
+                values_out[name] = (stale,) + _values(weights, stale, "float32" if exact else self.value_codec)
                 self.stale[name][stale, word] &= ~mask
-                if values_out[name][1].dtype == np.float16:
+                if values_out[name][1].dtype != np.float32:
                     self.rounded[name][stale, word] |= mask
                 else:
                     self.rounded[name][stale, word] &= ~mask
@@ -474,10 +483,21 @@ class GlobalWeights:
         return deltas_out, values_out
 
 
+def _only_wanted(stale, lo, wanted, wanted_from):
+    """Of ``stale`` rows (increasing), those below ``wanted_from`` and those ``wanted`` marks (a
+    boolean mask over rows from ``lo``)."""
+    first = int(np.searchsorted(stale, wanted_from))
+    beyond = stale[first:]
+    return np.concatenate([stale[:first], beyond[wanted[beyond.astype(np.int64) - lo]]])
+
+
 def _values(weights, rows, codec):
-    """``(values, None)``: rows of the global weights for the wire, float16 unless ``codec`` is float32
-    or a value does not fit float16."""
+    """``(values, row scales or None)``: rows of the global weights for the wire: int8 levels with a
+    scale per row if ``codec`` is int8, else float16 unless ``codec`` is float32 or a value does
+    not fit float16."""
     values = weights[rows]
+    if codec == "int8" and len(rows):
+        return send_rows(values, np.zeros_like(values), np.arange(len(rows), dtype=np.uint32), "int8")
     if codec != "float32" and len(rows):
         half = to_half(values)
         if all_finite(half):

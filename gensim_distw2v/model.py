@@ -54,6 +54,14 @@ class Word2Vec(gensim.models.Word2Vec):
         ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once
         (input vectors, and the most frequent output vectors), ``'mean'`` is plain model
         averaging, which trains like 1/K of the data.
+    sync : {'ssp', 'bsp', 'asp', 'local'}, optional
+        How the workers' merge rounds are ordered. ``'ssp'`` (the default): a worker trains on
+        while its round is in flight, at most one interval ahead. ``'bsp'``: jobs are dealt to
+        the workers in a fixed way and rounds are taken in turn (by epoch, round, worker rank),
+        each taken in before its worker trains on: a model trained twice with the same seed and
+        the same number of workers (of one thread each, as gensim needs ``workers=1``) is
+        bit-identical. ``'asp'``: no bound at all. ``'local'``: no merges within an epoch, the
+        replicas are merged at epoch ends. Measured in ``docs/schedule.rst``.
     hold_back : float, optional
         Share of its squared change (the rows that changed least) a worker may keep back in a
         routine merge, to send later once grown (error feedback); 0 sends every changed row.
@@ -67,12 +75,12 @@ class Word2Vec(gensim.models.Word2Vec):
         merge intervals) merge only every ``cold_every``-th round, and at epoch ends; their change
         waits meanwhile, as held-back rows do. Routine rounds then read and move only the more
         frequent words' rows.
-        1: every row in every round. Default: 4.
+        1: every row in every round. Default: 6.
     merge_dtype : {'float16', 'int8', 'float32'}, optional
-        How routine merges carry values on the wire, both ways: ``'float16'`` (the default);
-        ``'int8'`` as levels with a float32 scale per row, about half the bytes (measured: it cost
-        skip-gram's ws353 0.026 at 4 workers unless ``sync_words`` is shortened, see README.rst);
-        ``'float32'`` exactly. What rounding loses goes with a later round (error feedback); epoch
+        How routine merges carry deltas on the wire, both ways: ``'int8'`` (the default) as levels
+        with a float32 scale per row, about half the bytes of ``'float16'``; ``'float32'`` exactly.
+        The values of rows a worker lacks (beyond the hot rows, which come as deltas) go as float16
+        unless ``'float32'``. What rounding loses goes with a later round (error feedback); epoch
         ends are exact.
     cluster_timeout : float, optional
         Seconds to wait for a first worker and parameter shard, and without any worker during
@@ -87,6 +95,7 @@ class Word2Vec(gensim.models.Word2Vec):
 
     sync_words = _setting("sync_words")
     merge = _setting("merge")
+    sync = _setting("sync")
     hold_back = _setting("hold_back")
     bytes_per_word = _setting("bytes_per_word")
     cold_every = _setting("cold_every")
@@ -94,10 +103,10 @@ class Word2Vec(gensim.models.Word2Vec):
     cluster_timeout = _setting("cluster_timeout")
     part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
 
-    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
-                 bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0,
-                 **kwargs):
-        self.settings = Settings(sync_words=sync_words, merge=merge, hold_back=hold_back,
+    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp",
+                 hold_back=0.1, bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE,
+                 cluster_timeout=30.0, **kwargs):
+        self.settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
                                  bytes_per_word=bytes_per_word, cold_every=cold_every, merge_dtype=merge_dtype,
                                  cluster_timeout=cluster_timeout)
         self.distributed = bool(distributed)
@@ -177,7 +186,7 @@ class Word2Vec(gensim.models.Word2Vec):
             self.__dict__.update(extra)
 
     @classmethod
-    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", hold_back=0.1,
+    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp", hold_back=0.1,
              bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 
@@ -185,10 +194,11 @@ class Word2Vec(gensim.models.Word2Vec):
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf, sync_words, merge, hold_back, bytes_per_word, cold_every, merge_dtype, cluster_timeout
-            Settings for further training of the loaded model (see the class).
+        distributed, ns_conf, sync_words, merge, sync, hold_back, bytes_per_word, cold_every, merge_dtype
+            Settings for further training of the loaded model (see the class); cluster_timeout too.
         """
-        settings = Settings(sync_words=sync_words, merge=merge, hold_back=hold_back, bytes_per_word=bytes_per_word,
+        settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
+                            bytes_per_word=bytes_per_word,
                             cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout)
         model = gensim.models.Word2Vec.load(*args, **kwargs)
         if not isinstance(model, cls):

@@ -14,6 +14,13 @@ jobs (:meth:`Session.hand_out`), report merge rounds (:meth:`Session.round_done`
 trained only then) and leave, or are lost (:meth:`Session.release`: their unmerged jobs go back to
 the front of the queue). An epoch is done when every job put is counted and every worker in the
 session has flushed it (:meth:`Session.epoch_done`).
+
+Under ``sync="bsp"`` the jobs are dealt, as they are put, to the ranks of the workers the session
+was opened for (job ``i`` to rank ``i mod K``), and merge rounds are taken in turn
+(:meth:`Session.may_merge`): by epoch, then round within the epoch, then rank. Each worker's rounds
+then see the same rounds of the others whatever the timing: a run depends only on its seed and K.
+A worker lost (or a rank never claimed) ends that order: the jobs go back to one queue, and the run
+goes on as ``ssp`` (:meth:`Session.end_order`).
 """
 import collections
 
@@ -65,8 +72,12 @@ class Session:
         self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
         self.ranges_done = collections.Counter()  # epoch -> bytes of ranges merged
         self.next_job = 0
+        # sync="bsp": the ranks jobs are dealt to, each rank's jobs, and the round each rank merges next
+        self.ordered = config.settings.sync == "bsp"
+        self.dealt = {rank: collections.deque() for rank in range(config.workers)} if self.ordered else {}
+        self.turns = {rank: (0, 0) for rank in self.dealt}
         # the holder's bookkeeping (its clock): last call from the client, since when no worker is left
-        self.client_seen = self.no_workers_since = None
+        self.client_seen = self.no_workers_since = self.started_at = None
 
     # ------------------------------------------------------------------ states
     def expect(self, *states):
@@ -128,13 +139,58 @@ class Session:
 
     def release(self, worker):
         """A worker leaves (lost, quit, or joining again): its unmerged jobs go back to the front of
-        the queue; returns how many."""
+        the queue; returns how many. Under ``bsp`` the order of rounds ends (:meth:`end_order`)."""
+        was_member = worker in self.ranks
         jobs = self.in_flight.pop(worker, {})
         self.ranks.pop(worker, None)
         self.flushed.pop(worker, None)
+        if was_member and self.ordered:
+            self.end_order()
         if self.state == "running":
             self.queue.extendleft(reversed(list(jobs.values())))
         return len(jobs)
+
+    # ------------------------------------------------------------------ bsp: dealt jobs, rounds in turn
+    def end_order(self):
+        """``bsp`` without a fixed set of workers: the dealt jobs go back to one queue (in the order
+        they were put), rounds are no longer taken in turn; the run goes on as ``ssp``. Returns
+        whether there was an order to end."""
+        if not self.ordered:
+            return False
+        self.ordered = False
+        pending = sorted((job for jobs in self.dealt.values() for job in jobs), key=lambda job: job.id)
+        self.queue.extendleft(reversed(pending))
+        self.dealt, self.turns = {}, {}
+        return True
+
+    def unclaimed(self):
+        """Under ``bsp``, the ranks jobs are dealt to that no worker has joined as yet."""
+        return sorted(rank for rank in self.dealt if rank >= self.next_rank) if self.ordered else []
+
+    def _deal(self, job):
+        self.dealt[job.id % len(self.dealt)].append(job)
+
+    def may_merge(self, worker, turn):
+        """Whether the worker may merge its round ``turn`` (``[epoch, round]``) now: always, unless
+        rounds are in turn (``bsp``); then once every other rank's rounds before it, by (epoch,
+        round, rank), are merged.
+
+        Raises
+        ------
+        ValueError
+            A worker not in the session, or a round other than the one its rank merges next.
+        """
+        self.expect("running")
+        self._flight(worker)
+        if not self.ordered:
+            return True
+        rank, turn = self.ranks[worker], tuple(turn)
+        if rank not in self.turns:
+            return True  # joined beyond the ranks dealt to (it gets no jobs)
+        if turn != self.turns[rank]:
+            raise ValueError(f"bsp: worker {worker} (rank {rank}) asks to merge round {list(turn)}, but its next "
+                             f"round is {list(self.turns[rank])}")
+        return all((theirs, other) > (turn, rank) for other, theirs in self.turns.items() if other != rank)
 
     def quit_worker(self, worker, reason):
         """The session failed on a worker: it leaves for good, the client learns why; jobs requeued."""
@@ -162,7 +218,10 @@ class Session:
             raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
                              f"{self.config.epochs - 1}")
         for job in jobs:
-            self.queue.append(job)
+            if self.ordered:
+                self._deal(job)
+            else:
+                self.queue.append(job)
             self.counts[job.epoch].put += 1
 
     def end_epoch(self, epoch):
@@ -184,6 +243,9 @@ class Session:
         self.cursor[epoch] = 0
         self.counts[epoch].put = ranges(self.file.size, self.file.range_bytes)
         self.closed_epoch = epoch  # every range of it is there to be cut
+        if self.ordered:  # cut and dealt now, each with the learning rate of its place in the file
+            while self.file_work_left():
+                self._deal(self._cut_range(by_position=True))
         return self.counts[epoch].put
 
     def file_work_left(self):
@@ -192,24 +254,29 @@ class Session:
             return 0
         return self.file.size - self.cursor.get(self.closed_epoch, self.file.size)
 
-    def has_work(self):
-        """Whether a job (queued, or a range still to cut) is waiting."""
+    def has_work(self, worker=None):
+        """Whether a job (queued, or a range still to cut) is waiting (for ``worker``, if given)."""
+        if self.ordered:
+            rank = self.ranks.get(worker)
+            return any(self.dealt.values()) if worker is None else bool(self.dealt.get(rank))
         return bool(self.queue) or self.file_work_left() > 0
 
     def queued(self):
-        """Jobs waiting: queued ones, and ranges of the open file epoch not yet cut."""
+        """Jobs waiting: queued ones (dealt ones too), and ranges of the open file epoch not yet cut."""
         left = self.file_work_left()
-        return len(self.queue) + (-(-left // self.file.range_bytes) if left else 0)
+        return len(self.queue) + sum(map(len, self.dealt.values())) + (-(-left // self.file.range_bytes) if left else 0)
 
-    def _cut_range(self):
+    def _cut_range(self, by_position=False):
         """The next byte range of the open epoch as a queued job, with the learning rate of the
-        words trained so far in the epoch (merged words, plus those of ranges out, estimated)."""
+        words trained so far in the epoch (merged words, plus those of ranges out, estimated), or
+        ``by_position``, of the words before the range (in proportion to its bytes)."""
         spec, epoch = self.file, self.closed_epoch
         lo = self.cursor[epoch]
         hi = min(spec.size, lo + spec.range_bytes)
         self.cursor[epoch] = hi
         pending = self.ranges_out[epoch] - self.ranges_done[epoch]
-        words = self.counts[epoch].raw_words + pending * spec.total_words / max(1, spec.size)
+        words = lo * spec.total_words / max(1, spec.size) if by_position else \
+            self.counts[epoch].raw_words + pending * spec.total_words / max(1, spec.size)
         alpha = next_alpha(spec.start_alpha, spec.end_alpha, epoch, self.config.epochs,
                            min(1.0, words / spec.total_words))
         self.ranges_out[epoch] += hi - lo
@@ -232,11 +299,12 @@ class Session:
         if self.file is not None and worker not in self.file_checks:
             raise ValueError(f"worker {worker} has not checked the corpus file of session {self.id}: call file_check")
         out = []
-        while len(out) < max_jobs and self.has_work():
-            job = self.queue.popleft() if self.queue else self._cut_range()
+        while len(out) < max_jobs and self.has_work(worker):
+            job = self.dealt[self.ranks[worker]].popleft() if self.ordered else \
+                self.queue.popleft() if self.queue else self._cut_range()
             flight[job.id] = job
             out.append(job.to_wire())
-        drained = self.closed_epoch if not self.has_work() and self.closed_epoch >= 0 else None
+        drained = self.closed_epoch if not self.has_work(worker) and self.closed_epoch >= 0 else None
         return out, drained
 
     def _flight(self, worker):
@@ -253,6 +321,9 @@ class Session:
         self.merges += 1
         if report.flush >= 0:
             self.flushed[worker] = max(self.flushed[worker], report.flush)
+        rank = self.ranks[worker]
+        if self.ordered and rank in self.turns:  # its next round
+            self.turns[rank] = (report.flush + 1, 0) if report.flush >= 0 else (report.turn[0], report.turn[1] + 1)
         self.loss += report.loss
         words = 0
         for job_id, effective, *counts in report.jobs:

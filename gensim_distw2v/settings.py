@@ -13,7 +13,7 @@ import typing
 import numpy as np
 
 from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every
-from gensim_distw2v.wire import MAX_ARRAY_BYTES
+from gensim_distw2v.wire import MAX_ARRAY_BYTES, SYNC_MODES
 
 __all__ = ["PART_BYTES", "Settings"]
 
@@ -36,6 +36,11 @@ class Settings:
         Words each worker trains between merges (None: derived from the number of workers).
     merge : {'damp', 'sum', 'mean'}
         The merge rule.
+    sync : {'ssp', 'bsp', 'asp', 'local'}
+        How merge rounds are ordered: bounded staleness (a worker trains on while its round is in
+        flight, at most one interval), a barrier per round (rounds in a fixed order; runs with the
+        same seed and workers of one thread are bit-identical), no bound, or no merges within an
+        epoch (replicas merged at epoch ends).
     hold_back : float
         Share of its squared change a worker may keep back in a routine merge, in [0, 1).
     bytes_per_word : float, optional
@@ -52,6 +57,7 @@ class Settings:
 
     sync_words: typing.Optional[int] = None
     merge: str = "damp"
+    sync: str = "ssp"
     hold_back: float = 0.1
     bytes_per_word: typing.Optional[float] = None
     cold_every: int = COLD_EVERY
@@ -65,6 +71,9 @@ class Settings:
             fix(self, "sync_words", _positive_int(self.sync_words, "sync_words", "words per worker between merges"))
         if self.merge not in RULES:
             raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {RULES}")
+        if self.sync not in SYNC_MODES:
+            raise ValueError(f"unknown sync mode {self.sync!r}; choose one of {SYNC_MODES} (ssp: bounded staleness, "
+                             f"bsp: a barrier per round, reproducible; asp: no bound; local: merges at epoch ends)")
         if isinstance(self.hold_back, bool) or not isinstance(self.hold_back, (int, float, np.floating)) \
                 or not 0.0 <= self.hold_back < 1.0:
             raise ValueError(f"hold_back must be in [0, 1), got {self.hold_back!r}")

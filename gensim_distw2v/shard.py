@@ -185,7 +185,8 @@ class Shard:
                 raise ValueError(f"start: rows of {missing} not fully uploaded to shard {self.name}")
             spec = held.spec
             damp = {name: held.layout.count(n, spec.index) for name, n in spec.damp_rows.items()}
-            held.weights = GlobalWeights(held.arrays, rule=spec.merge, damp_rows=damp, codec=spec.merge_dtype)
+            held.weights = GlobalWeights(held.arrays, rule=spec.merge, damp_rows=damp, codec=spec.merge_dtype,
+                                         delta_rows=held.layout.count(spec.hot_rows, spec.index))
         logger.info("session %s started on shard %i of %i", sid, spec.index, spec.count)
 
     @transport.expose
@@ -248,7 +249,8 @@ class Shard:
             raise ValueError(f"worker rank {part.rank} left session {sid}: join it again")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
                                             None if part.max_rows < 0 else part.max_rows,
-                                            None if part.hot_rows < 0 else part.hot_rows)
+                                            None if part.hot_rows < 0 else part.hot_rows, part.wanted,
+                                            part.wanted_from)
         reply = wire.MergeReply(
             matrices={name: wire.pack_deltas(*d) for name, d in missed.items() if len(d[0])},
             values={name: wire.pack_deltas(*v) for name, v in values.items() if len(v[0])})

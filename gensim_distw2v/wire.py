@@ -26,8 +26,8 @@ import typing
 import numpy as np
 
 __all__ = [
-    "ARRAY_DTYPES", "MERGE_RULES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "need", "pack_deltas",
-    "unpack_deltas", "Record", "SessionConfig", "TrainParams", "RngState", "CorpusFileSpec", "Job", "RangeJob",
+    "ARRAY_DTYPES", "MERGE_RULES", "SYNC_MODES", "MAX_JOB_WORDS", "WEIGHTS", "pack_array", "unpack_array", "need", "pack_deltas",
+    "unpack_deltas", "pack_wanted", "unpack_wanted", "Record", "SessionConfig", "TrainParams", "RngState", "CorpusFileSpec", "Job", "RangeJob",
     "Progress", "EpochCounts", "WorkerCounts", "ShardSpec", "MergePart", "MergeReply", "RoundReport", "ShardBeat",
     "Hello", "Beat", "Opened", "Joined", "JobBatch", "Status", "MemberStatus", "ShardMemberStatus", "SessionState",
     "ShardStatus", "HeldStatus", "WorkerStatus", "ShardHello",
@@ -38,6 +38,7 @@ ARRAY_DTYPES = {"float32", "float16", "int8", "uint32", "uint8", "int64"}
 DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with a float32 scale per row)
 MAX_SCALE = float(np.finfo(np.float32).max) / 127  # an int8 row's scale: level * scale stays finite
 MERGE_RULES = ("sum", "damp", "mean")
+SYNC_MODES = ("ssp", "bsp", "asp", "local")  # how workers' merge rounds are ordered (settings.Settings.sync)
 WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices (held and merged by the shards)
 STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
           "codes": "uint8", "code_offsets": "int64", "vocab_bytes": "uint8", "vocab_offsets": "int64"}
@@ -137,6 +138,41 @@ def check_cold_every(cold_every, what=None):
     return int(cold_every)
 
 
+def pack_wanted(rows, lo, hi):
+    """Rows of ``[lo, hi)`` (increasing, distinct) as an array message, in the smaller of two forms:
+    the rows themselves (uint32), or one bit per row of the range (uint8, :func:`numpy.packbits`)."""
+    rows = np.asarray(rows, dtype=np.uint32)
+    if 4 * len(rows) <= (hi - lo + 7) // 8:
+        return pack_array(rows)
+    mask = np.zeros(hi - lo, dtype=bool)
+    mask[rows.astype(np.int64) - lo] = True
+    return pack_array(np.packbits(mask))
+
+
+def unpack_wanted(msg, lo, hi, what="merge part wanted"):
+    """A :func:`pack_wanted` message, checked, as a boolean mask over ``[lo, hi)``."""
+    arr = unpack_array(msg, what, ("uint32", "uint8"), ndim=1)
+    if arr.dtype == np.uint8:
+        if len(arr) != (hi - lo + 7) // 8:
+            raise ValueError(f"{what}: a bitmap of rows [{lo}, {hi}) needs {(hi - lo + 7) // 8} bytes, got {len(arr)}")
+        return np.unpackbits(arr, count=hi - lo).astype(bool)
+    if len(arr) and (int(arr.min()) < lo or int(arr.max()) >= hi):
+        raise ValueError(f"{what}: rows must lie in [{lo}, {hi})")
+    if len(arr) > 1 and np.any(np.diff(arr.astype(np.int64)) <= 0):
+        raise ValueError(f"{what}: rows must be strictly increasing")
+    mask = np.zeros(hi - lo, dtype=bool)
+    mask[arr.astype(np.int64) - lo] = True
+    return mask
+
+
+def check_turn(turn, what):
+    """A merge round's ``[epoch, round]``: two ints >= 0, as a list."""
+    if not isinstance(turn, (list, tuple)) or len(turn) != 2 \
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 62 for v in turn):
+        raise ValueError(f"{what}: turn must be [epoch, round], two ints >= 0, got {turn!r}")
+    return list(turn)
+
+
 def all_finite(values):
     """No inf or nan in a float16 or float32 array (float16: from the bits, 10x faster than numpy's isfinite)."""
     if values.dtype == np.float16:
@@ -145,9 +181,9 @@ def all_finite(values):
     return bool(np.isfinite(values).all())
 
 
-def unpack_deltas(msg, name, vector_size, lo, hi, what, absolute=False):
-    """One matrix's deltas ``{"rows", "values"[, "scales"]}`` of a merge part or reply, checked
-    (with ``absolute``, rows' values: float16 or float32 only).
+def unpack_deltas(msg, name, vector_size, lo, hi, what):
+    """One matrix's deltas ``{"rows", "values"[, "scales"]}`` of a merge part or reply (or rows'
+    values: same form), checked.
 
     Returns
     -------
@@ -157,8 +193,7 @@ def unpack_deltas(msg, name, vector_size, lo, hi, what, absolute=False):
         :data:`MAX_SCALE`), else None.
     """
     rows = unpack_array(need(msg, "rows", dict, what), f"{name} rows", "uint32", ndim=1)
-    values = unpack_array(need(msg, "values", dict, what), f"{name} values",
-                          ("float32", "float16") if absolute else DELTA_DTYPES, ndim=2,
+    values = unpack_array(need(msg, "values", dict, what), f"{name} values", DELTA_DTYPES, ndim=2,
                           shape=(len(rows), vector_size))
     if len(rows) and (int(rows.min()) < lo or int(rows.max()) >= hi):
         raise ValueError(f"{what}: {name} rows must lie in [{lo}, {hi})")
@@ -289,7 +324,8 @@ def _non_negative(record, *names):
 class ShardSpec(Record):
     """What a shard holds of a session (client -> shard): rows ``index, index + count, ...`` of
     each trained matrix (:class:`gensim_distw2v.layout.ShardLayout`), and how it merges them.
-    ``damp_rows`` is the session's (global rows); the shard keeps its own share of them."""
+    ``damp_rows`` and ``hot_rows`` are the session's (global rows); the shard keeps its own share
+    of them (replies carry the hot rows as deltas)."""
 
     WHAT: typing.ClassVar[str] = "shard spec"
     session: str
@@ -301,6 +337,7 @@ class ShardSpec(Record):
     merge: str
     merge_dtype: str
     damp_rows: dict
+    hot_rows: int
     versions: dict
 
     def check(self):
@@ -318,6 +355,8 @@ class ShardSpec(Record):
         if self.merge_dtype not in DELTA_DTYPES:
             raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {self.merge_dtype!r}")
         self.damp_rows = check_damp_rows(self.damp_rows, "shard spec")
+        if not 0 <= self.hot_rows <= self.vocab_size:
+            raise ValueError(f"shard spec: hot_rows must be in [0, vocab_size={self.vocab_size}], got {self.hot_rows}")
         self.weights = list(self.weights)
 
 
@@ -328,7 +367,10 @@ class MergePart(Record):
     ``matrices`` maps a matrix to its deltas (:func:`pack_deltas`) for rows in ``[lo, hi)``;
     ``hold_back`` and ``max_rows`` (-1: no cap) shape the reply, ``exact`` asks for float32,
     ``hot_rows`` (-1: every row) limits a routine round's ``syn0`` and ``syn1neg`` to the rows
-    below it. The shard answers with a :class:`MergeReply`.
+    below it. ``wanted`` (None: every row) names the rows of ``syn0`` and ``syn1neg`` at or beyond
+    ``wanted_from`` whose values the worker wants now (those of the jobs it holds:
+    :func:`pack_wanted`); the others it lacks wait on the shard. The shard answers with a
+    :class:`MergeReply`.
     """
 
     WHAT: typing.ClassVar[str] = "merge part"
@@ -341,11 +383,15 @@ class MergePart(Record):
     max_rows: int
     hot_rows: int
     exact: bool
+    wanted: typing.Optional[dict] = None
+    wanted_from: int = 0
 
     def check(self, n_rows=None, vector_size=None, weights=()):
         if not 0 <= self.lo <= self.hi <= (n_rows if n_rows is not None else self.hi):
             raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is outside [0, {n_rows})")
-        _non_negative(self, "rank")
+        _non_negative(self, "rank", "wanted_from")
+        if self.wanted is not None:
+            self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
         if not 0.0 <= self.hold_back < 1.0:
             raise ValueError(f"merge part: hold_back must be in [0, 1), got {self.hold_back}")
         if self.max_rows < -1 or self.hot_rows < -1:
@@ -378,6 +424,8 @@ class RoundReport(Record):
 
     ``jobs`` lists ``[id, effective_words]`` (a range job's ``[id, effective_words, raw_words,
     examples]``: only its worker knows them); ``flush`` is the epoch the round flushed, or -1;
+    ``turn`` is the round's ``[epoch, round within the epoch]`` on this worker (``sync="bsp"``
+    orders rounds by it);
     the seconds are the worker's totals so far (wall time in merge rounds, their CPU, its trainer
     threads' CPU in jobs, and the time trainers waited for a round: the staleness bound); the
     bytes are this round's, to and from the shards (``exact``: an epoch flush, in float32).
@@ -394,10 +442,12 @@ class RoundReport(Record):
     stall_seconds: float
     bytes_up: int
     bytes_down: int
+    turn: list
 
     def check(self):
         if self.flush < -1:
             raise ValueError(f"round report: flush must be an epoch or -1, got {self.flush}")
+        self.turn = check_turn(self.turn, "round report")
         _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
@@ -597,6 +647,7 @@ class SessionConfig(Record):
     matrices (:data:`WEIGHTS`, on the shards) and the static ones (:data:`STATIC`, on the
     dispatcher); ``settings`` is the model's :class:`gensim_distw2v.settings.Settings` whole, with
     ``sync_words`` resolved; ``damp_rows`` and ``hot_rows`` are the merge rule's row counts;
+    ``workers`` is how many workers the client saw (``sync="bsp"`` deals the jobs to that many ranks);
     ``corpus_file`` is set for ``corpus_file`` training (the vocabulary then travels as the arrays
     ``vocab_bytes`` and ``vocab_offsets``).
     """
@@ -611,6 +662,7 @@ class SessionConfig(Record):
     compute_loss: bool
     epochs: int
     rng_state: RngState
+    workers: int
     corpus_file: typing.Optional[CorpusFileSpec] = None
 
     def check(self):
@@ -644,6 +696,8 @@ class SessionConfig(Record):
             raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {self.hot_rows}")
         if not 1 <= self.epochs <= 1_000_000:
             raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
+        if not 1 <= self.workers <= 65_536:
+            raise ValueError(f"session config: workers must be in [1, 65536], got {self.workers}")
 
 
 # ---------------------------------------------------------------------------------------------- jobs

@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 # (2 MB by default): every worker makes them at about the same moment, so a shard holds K parts (and
 # their serialised copies) at once; they are rare, so the extra calls cost nothing per word
 BULK_PART_DIVISOR = 8
+# sync="local": the interval of a worker that merges only at epoch ends (no job is ever cut)
+LOCAL_INTERVAL = 2 ** 62
 
 
 class SessionLost(Exception):
@@ -67,12 +69,12 @@ class _Training:
         self.lock = threading.Condition()
         self.done = []  # [job id, effective words(, raw words, examples)] trained since the last merge round
         self.words_since_merge = 0
+        self.words_merged = 0  # of those, the words carried by rounds made for want of jobs
         self.loss = 0.0
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
         self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
-        self.busy = 0
         self.error = None
         self.drained = None  # the epoch the dispatcher says is fully handed out, once our queue is empty
         self.flushed = -1  # the last epoch this worker flushed (sent everything, exactly)
@@ -117,6 +119,10 @@ class _Training:
                 raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
         self.params, settings = config.params, config.settings
         self.sync_words, self.compute_loss = settings.sync_words, config.compute_loss
+        # sync="local": no rounds within an epoch (jobs are not cut either); "bsp": rounds in turn
+        self.sync, self.turn = settings.sync, [0, 0]
+        if self.sync == "local":
+            self.sync_words = LOCAL_INTERVAL
         self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
@@ -132,12 +138,20 @@ class _Training:
             self.vocab = vocab_lookup(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
             if len(self.vocab) != vocab:
                 raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
+        # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
+        # round asks the shards for the values of these rows only (corpus-file ranges: every row; bsp:
+        # every row, as how many jobs a worker holds is a matter of timing)
+        self.want = np.zeros(vocab, dtype=np.int32) if self.file is None and self.sync != "bsp" else None
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.part_bytes)
         self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
-                    "%i threads, merging every %i words", self.sid, self.rank, vocab, size, len(self.shards),
-                    time.monotonic() - start, self.worker.threads, self.sync_words)
+                    "%i threads, merging every %i words (sync=%s)", self.sid, self.rank, vocab, size, len(self.shards),
+                    time.monotonic() - start, self.worker.threads, settings.sync_words, self.sync)
+        if self.sync == "bsp" and self.worker.threads > 1:
+            logger.warning("sync='bsp' with %i trainer threads: rounds are taken in turn, but threads share the "
+                           "replica as they run, so two runs differ; start workers with --threads 1 for "
+                           "bit-identical runs", self.worker.threads)
         threads = [threading.Thread(target=self._train, args=(t, self._rng(config, t)), daemon=True,
                                     name=f"trainer-{t}") for t in range(self.worker.threads)]
         threads.append(threading.Thread(target=self._merge_loop, daemon=True, name="merger"))
@@ -191,7 +205,6 @@ class _Training:
         return target
 
     def _train(self, thread, rng):
-        vocab = self.params.vocab_size
         try:
             reader = RangeReader(self.file.path, self.vocab) if self.file is not None else None
         except OSError as err:  # checked at join, gone since
@@ -203,18 +216,16 @@ class _Training:
                 if not self._wait_for_round():
                     continue
                 try:
-                    msg = self.jobs.get(timeout=0.2)
+                    msg = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
                 except queue.Empty:
                     continue
-                with self.lock:
-                    self.busy += 1
                 cpu = time.thread_time()
                 try:
                     if reader is not None:
                         job_id, effective, loss, raw, examples = self._train_range(msg, reader, rng)
                         entry = [job_id, effective, raw, examples]
                     else:
-                        job = wire.Job.from_wire(msg, vocab_size=vocab)
+                        job, _rows = msg
                         effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
                         raw, entry = job.raw_words, [job.id, effective]
                 except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
@@ -225,12 +236,14 @@ class _Training:
                 finally:
                     cpu = time.thread_time() - cpu
                     with self.lock:
-                        self.busy -= 1
                         self.train_cpu += cpu
+                        if reader is None and msg[1] is not None:
+                            self.want[msg[1]] -= 1
                 with self.lock:
                     self.done.append(entry)  # its words counted towards the merge interval as trained
                     self.trained_words += raw
                     self.loss += loss
+                    self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
                     self.lock.notify_all()
         finally:
             if reader is not None:
@@ -258,11 +271,12 @@ class _Training:
 
     def _wait_for_round(self):
         """Bounded staleness: once ``sync_words`` words are trained since the last merge round
-        began, wait for the next round to begin; otherwise slow merges would stretch the real merge
-        interval, and summed deltas blow up beyond it. True when training may go on; False after
-        waiting a while (the caller checks ``stop`` and calls again)."""
+        began (``bsp``: ended), wait for the next round to begin (to end); otherwise slow merges
+        would stretch the real merge interval, and summed deltas blow up beyond it (``asp`` and
+        ``local`` never wait). True when training may go on; False after waiting a while (the
+        caller checks ``stop`` and calls again)."""
         with self.lock:
-            if self.words_since_merge < self.sync_words:
+            if self.words_since_merge < self.sync_words or self.sync in ("asp", "local"):
                 return True
             waited = time.perf_counter()
             self.lock.wait(0.05)
@@ -324,11 +338,18 @@ class _Training:
                     self.lock.wait(0.05)
                 continue
             with self.lock:
-                working = self.busy > 0 or not self.jobs.empty()
+                working = self._holds_jobs()
             reply = self.proxy.get_jobs(self.worker.name, self.sid, prefetch - self.jobs.qsize(),
                                         0.02 if working else 0.2)
             reply = wire.JobBatch.from_wire(reply)
             for msg in reply.jobs:
+                if self.file is None:  # a job's words are rows this worker wants current values of
+                    job, rows = wire.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
+                    if self.want is not None:
+                        rows = np.unique(job.indices)
+                        with self.lock:
+                            self.want[rows] += 1
+                    msg = (job, rows)
                 self.jobs.put(msg)
             with self.lock:
                 self.drained = reply.drained if not reply.jobs else None
@@ -338,15 +359,22 @@ class _Training:
 
     def _merge_loop(self):
         """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush
-        everything exactly once an epoch is drained."""
+        everything exactly once an epoch is drained. ``bsp``: no round for want of jobs (its timing
+        would decide what a round carries), and an interval's round before a flush; ``local``:
+        flushes only."""
         proxy = transport.connect(self.worker.dispatcher_uri, self.worker.hmac_key, timeout=60.0)
         try:
             while not self.stop.is_set():
                 with self.lock:
-                    idle = self.busy == 0 and self.jobs.empty()
-                    flush = idle and self.drained is not None and self.drained > self.flushed
-                    due = self.words_since_merge >= self.sync_words or (idle and bool(self.done))
-                    if not (flush or due):
+                    idle = not self._holds_jobs()
+                    # a flush once the epoch is drained, and again for jobs trained after it (given back
+                    # by a lost worker): an epoch's jobs are always reported by an exact round
+                    flush = idle and self.drained is not None and (self.drained > self.flushed or bool(self.done))
+                    interval = self.words_since_merge >= self.sync_words
+                    if self.sync == "bsp" and interval:
+                        flush = False
+                    spare = idle and self.done and self.sync in ("ssp", "asp")
+                    if not (flush or interval or spare):
                         self.lock.wait(0.05)
                         continue
                     epoch = self.drained
@@ -354,7 +382,7 @@ class _Training:
                     self._merge_round(proxy, "float32", 0.0, flush_epoch=epoch)
                     self.flushed = epoch
                 else:
-                    self._merge_round(proxy, self.merge_dtype, self.hold_back)
+                    self._merge_round(proxy, self.merge_dtype, self.hold_back, restart_clock=interval)
         except SessionLost:
             pass
         except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
@@ -363,24 +391,42 @@ class _Training:
         finally:
             transport.release(proxy)
 
+    def _holds_jobs(self):
+        """Whether a job is queued here or being trained (taken from the queue, not yet done)."""
+        with self.jobs.mutex:
+            return self.jobs.unfinished_tasks > 0
+
     def _kernel_cpu(self):
         """CPU seconds the trainer threads spent in jobs so far."""
         with self.lock:
             return float(self.train_cpu)
 
-    def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None):
+    def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
         """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.wire.DELTA_DTYPES`) to
         the shards and take in the other workers', range by range, every shard at once; then tell
         the dispatcher the round's jobs are merged.
 
         With ``flush_epoch`` the round sends everything (no hold-back, float32) and tells the
-        dispatcher this worker has nothing left of that epoch.
+        dispatcher this worker has nothing left of that epoch. A round made because the worker ran
+        out of jobs (``restart_clock=False``) leaves the interval's word count as it is: where the
+        intervals end depends only on the words trained, not on when jobs arrived (so one worker
+        cuts no job, and reproduces gensim, however its jobs are delayed).
         """
+        turn = list(self.turn)
+        if self.sync == "bsp":
+            while not proxy.begin_round(self.worker.name, self.sid, turn, 0.5):
+                self.worker.check_alive(self)
         began, cpu = time.perf_counter(), time.thread_time()
         with self.lock:
             jobs, self.done = self.done, []
             loss, self.loss = self.loss, 0.0
-            words, self.words_since_merge = self.words_since_merge, 0
+            words = self.words_since_merge - self.words_merged
+            if self.sync == "bsp":  # trainers go on once the round is taken in (below)
+                self.words_merged = self.words_since_merge
+            elif restart_clock or flush_epoch is not None:
+                self.words_since_merge = self.words_merged = 0
+            else:
+                self.words_merged = self.words_since_merge
             self.lock.notify_all()  # trainers waiting for this round may go on
         # every cold_every-th round and every flush merges every row; the others only the hot rows
         # of syn0 and syn1neg (merge.hot_rows): parts beyond them are skipped unless hs's syn1 needs them
@@ -391,6 +437,10 @@ class _Training:
             or "syn1" in self.replica.replica else [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
         n_shards, size = len(self.shards), self.params.vector_size
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
+        wanted = None
+        if flush_epoch is None and self.want is not None:
+            with self.lock:
+                wanted = np.flatnonzero(self.want).astype(np.uint32)
         for lo, hi in parts:
             # the traffic budget, each way, for the words this round carries (flushes are exact)
             max_rows = None if flush_epoch is not None else budget_rows(
@@ -399,39 +449,51 @@ class _Training:
             deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows, hot)
             traffic[0] += sum(_nbytes(d) for d in deltas.values())
             split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
+            wanted_split = None if wanted is None else self.layout.split(
+                wanted[np.searchsorted(wanted, max(lo, self.hot_rows)):np.searchsorted(wanted, hi)])
             self.worker.check_alive(self)
 
-            def merge_with(shard, lo=lo, hi=hi, max_rows=max_rows, split=split):
+            def merge_with(shard, lo=lo, hi=hi, max_rows=max_rows, split=split, wanted_split=wanted_split):
                 thread_cpu = time.thread_time()
                 local_lo, local_hi = self.layout.local_range(lo, hi, shard)
                 part = wire.MergePart(
                     session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
                     matrices={name: wire.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
                     max_rows=-1 if max_rows is None else -(-max_rows // n_shards),
-                    hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None)
+                    hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
+                    wanted=None if wanted_split is None else wire.pack_wanted(wanted_split[shard][0], local_lo,
+                                                                              local_hi),
+                    wanted_from=self.layout.count(self.hot_rows, shard))
+                asked = 0 if part.wanted is None else len(part.wanted["data"])
                 reply = wire.MergeReply.from_wire(self._shard_call(shard, "merge", part.to_wire()))
                 got = []
-                for key, absolute in (("matrices", False), ("values", True)):
+                for key in ("matrices", "values"):
                     got.append({})
                     for name, msg in getattr(reply, key).items():
                         if name not in self.replica.replica:
                             raise ValueError(f"merge reply: unknown matrix {name!r}")
                         rows, values, scales = wire.unpack_deltas(msg, name, size, local_lo, local_hi,
-                                                                  f"merge reply's {key}", absolute)
+                                                                  f"merge reply's {key}")
                         got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
-                return got + [time.thread_time() - thread_cpu]
-            for missed, values, link_cpu in self._on_shards(merge_with):
+                return got + [asked, time.thread_time() - thread_cpu]
+            for missed, values, asked, link_cpu in self._on_shards(merge_with):
                 pool_cpu += link_cpu if self.pool is not None else 0.0  # the shard links' threads' CPU
+                traffic[0] += asked
                 traffic[1] += sum(_nbytes(d) for way in (missed, values) for d in way.values())
                 self.replica.take_in(missed, values)
         with self.lock:
             stalled = self.stalled
+            if self.sync == "bsp":
+                self.words_since_merge = self.words_merged = 0
+                self.lock.notify_all()
+        self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
         self.merge_seconds += time.perf_counter() - began
         self.merge_cpu += time.thread_time() - cpu + pool_cpu
         report = wire.RoundReport(
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
-            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1])
+            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
+            turn=turn)
         proxy.round_done(self.worker.name, self.sid, report.to_wire())
 
 

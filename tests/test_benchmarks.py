@@ -110,11 +110,13 @@ def test_clustersim_runs_the_clusters_arithmetic():
     (two,) = json.loads(out.strip().splitlines()[-1])["runs"]
     assert two["K"] == 2 and two["sync_words"] == 5000 and two["bytes_up_per_word"] > 0 and two["bytes_down_per_word"] > 0
     assert two["rounds_per_mword"] > 1e6 / 5000 and "K=2 sync_words=5000" in out and "delta" not in two
-    # the experiment of a down-link of only the rows about to be used moves fewer bytes down
-    (few,) = json.loads(run("clustersim.py", "--corpus", lee, "--workers", "2", "--epochs", "2", "--vector-size", "20",
-                            "--sync-words", "5000", "--no-baseline", "--down-wanted", "20",
-                            "--json").strip().splitlines()[-1])["runs"]
-    assert 0 < few["bytes_down_per_word"] < two["bytes_down_per_word"] and few["bytes_up_per_word"] > 0
+    # as the cluster, a routine reply carries of the cold rows only those of the jobs a worker holds:
+    # every row the worker lacks moves more bytes down
+    (few, every) = (json.loads(run("clustersim.py", "--corpus", lee, "--workers", "2", "--epochs", "2",
+                                   "--vector-size", "20", "--sync-words", "5000", "--no-baseline", "--hot-rows", "30",
+                                   *extra, "--json").strip().splitlines()[-1])["runs"][0]
+                    for extra in ((), ("--all-rows-down",)))
+    assert 0 < few["bytes_down_per_word"] < every["bytes_down_per_word"] and every["bytes_up_per_word"] > 0
     (damped,) = json.loads(run("clustersim.py", "--corpus", lee, "--workers", "2", "--epochs", "2", "--vector-size",
                                "20", "--sync-words", "5000", "--no-baseline", "--damp-output", "7", "--hot-rows", "30",
                                "--json").strip().splitlines()[-1])["runs"]

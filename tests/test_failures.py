@@ -108,6 +108,29 @@ def test_lost_worker_jobs_are_retrained(corpus, how, freeze_busy_worker):
         transport.release(probe)
 
 
+def test_a_worker_killed_under_bsp_ends_the_turns_and_the_others_train_on(corpus, freeze_busy_worker):
+    """sync="bsp" takes rounds in turn; kill -9 one of three workers while it holds jobs: the others
+    would wait for its turn for ever, so the dispatcher ends the order, deals its jobs out again,
+    and training completes with every word once (as ssp: the run is no longer reproducible)."""
+    epochs = 2
+    with LocalCluster(n_workers=3, worker_timeout=TIMEOUT) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, sync="bsp", **PARAMS)
+        model.build_vocab(corpus)
+        dispatcher_log = cluster.processes["dispatcher"]
+        probe = find_dispatcher(cluster.ns_conf)
+        thread, result = train_in_thread(model, corpus, epochs)
+        victim, proc = wait_until("rank 1 to hold jobs", lambda: freeze_busy_worker(cluster, probe, 1))
+        os.kill(proc.pid, signal.SIGKILL)
+        dispatcher_log.wait_for(rf"WARNING .*sync='bsp' without worker {victim}: its rounds are no longer taken in "
+                                r"turn", timeout=TIMEOUT + 10)
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "train() hangs after losing a worker under bsp"
+        assert "error" not in result, result.get("error")
+        assert result["counts"][1] == expected_words(corpus, epochs)
+        assert victim not in model.cluster_stats["workers"] and np.isfinite(model.wv.vectors).all()
+        transport.release(probe)
+
+
 def test_losing_every_worker_raises_within_the_timeout(corpus):
     with LocalCluster(n_workers=1, worker_timeout=TIMEOUT) as cluster:
         model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2.0, **PARAMS)

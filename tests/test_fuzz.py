@@ -62,13 +62,13 @@ def valid_part(session):
     rows = np.array([0, 2, 5], dtype=np.uint32)
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
     return {"session": session["sid"], "rank": session["rank"], "lo": 0, "hi": session["vocab"], "hold_back": 0.0,
-            "max_rows": -1, "hot_rows": -1, "exact": False,
-            "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
+            "max_rows": -1, "hot_rows": -1, "exact": False, "wanted": wire.pack_wanted([3, 7], 0, session["vocab"]),
+            "wanted_from": 2, "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
 
 
 def valid_report():
     return {"jobs": [], "loss": 0.0, "flush": -1, "exact": False, "merge_seconds": 0.0, "merge_cpu": 0.0,
-            "kernel_cpu": 0.0, "stall_seconds": 0.0, "bytes_up": 0, "bytes_down": 0}
+            "kernel_cpu": 0.0, "stall_seconds": 0.0, "bytes_up": 0, "bytes_down": 0, "turn": [0, 0]}
 
 
 def valid_int8_part(session):
@@ -113,7 +113,8 @@ def bad_merge_part(draw, session):
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
     field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "scales", "hold_back",
-                                  "max_rows", "hot_rows", "exact", "session", "rank", "missing", "unknown"]))
+                                  "max_rows", "hot_rows", "exact", "session", "rank", "wanted", "wanted_from",
+                                  "missing", "unknown"]))
     if field == "session":
         part["session"] = draw(garbage.filter(lambda v: v != session["sid"]))
     elif field == "rank":
@@ -152,6 +153,14 @@ def bad_merge_part(draw, session):
         part[field] = draw(not_int | st.integers(-2 ** 63, -2))
     elif field == "exact":
         part[field] = draw(not_bool)
+    elif field == "wanted":  # rows out of range or out of order, a bitmap of the wrong length, not an array
+        bad_wanted = st.sampled_from([[7, 3], [3, 3], [3, vocab], [vocab + 10 ** 6]]).map(
+            lambda r: wire.pack_array(np.array(r, dtype=np.uint32))) | st.integers(0, vocab // 8 + 3).filter(
+            lambda n: n != (vocab + 7) // 8).map(lambda n: wire.pack_array(np.zeros(n, np.uint8)))
+        part["wanted"] = draw(array_defects(part["wanted"], ("uint32", "uint8"), bad_wanted)
+                              | not_bool.filter(lambda v: v is not None and not isinstance(v, dict)))
+    elif field == "wanted_from":
+        part[field] = draw(not_int | st.integers(-2 ** 63, -1))
     else:
         del part[draw(st.sampled_from(sorted(part)))]
     return part
@@ -161,8 +170,12 @@ def bad_merge_part(draw, session):
 def bad_report(draw):
     report = valid_report()
     field = draw(st.sampled_from(["jobs", "loss", "flush", "exact", "merge_seconds", "merge_cpu", "kernel_cpu",
-                                  "stall_seconds", "bytes_up", "bytes_down", "missing", "unknown", "not a dict"]))
-    if field == "flush":
+                                  "stall_seconds", "bytes_up", "bytes_down", "turn", "missing", "unknown",
+                                  "not a dict"]))
+    if field == "turn":
+        report["turn"] = draw(not_bool.filter(lambda v: not isinstance(v, list)) | st.sampled_from(
+            [[], [0], [0, 0, 0], [-1, 0], [0, -3], [0, 1.5], [True, 0], ["0", 1], [2 ** 63, 0]]))
+    elif field == "flush":
         report["flush"] = draw(not_int | st.integers(-2 ** 63, -2))
     elif field == "exact":
         report["exact"] = draw(not_bool)

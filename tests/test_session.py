@@ -7,15 +7,15 @@ from gensim_distw2v.session import Session
 from gensim_distw2v.settings import Settings
 
 
-def config(epochs=2, corpus_file=None):
+def config(epochs=2, corpus_file=None, sync="ssp", workers=2):
     """A complete, checked session config of a 10-word, 4-dimension skip-gram model."""
     out = wire.SessionConfig(
         versions={}, params=wire.TrainParams(sg=1, hs=0, negative=5, window=5, cbow_mean=1, shrink_windows=True,
                                              sample=False, vector_size=4, vocab_size=10, seed=1),
         arrays={"syn0": {"dtype": "float32", "shape": [10, 4]}, "syn1neg": {"dtype": "float32", "shape": [10, 4]},
                 "lockf": {"dtype": "float32", "shape": [10]}, "cum_table": {"dtype": "uint32", "shape": [10]}},
-        settings=Settings(sync_words=1000), damp_rows={"syn0": 2, "syn1neg": 2}, hot_rows=10, compute_loss=False,
-        epochs=epochs, rng_state=wire.RngState.of(np.random.RandomState(1)),
+        settings=Settings(sync_words=1000, sync=sync), damp_rows={"syn0": 2, "syn1neg": 2}, hot_rows=10,
+        compute_loss=False, epochs=epochs, rng_state=wire.RngState.of(np.random.RandomState(1)), workers=workers,
         corpus_file=wire.CorpusFileSpec(**corpus_file) if corpus_file is not None else None)
     if corpus_file is not None:
         out.arrays.update(vocab_bytes={"dtype": "uint8", "shape": [40]}, vocab_offsets={"dtype": "int64", "shape": [11]})
@@ -40,9 +40,9 @@ def counts(put, done, raw, effective, examples):
     return {"0": wire.EpochCounts(put=put, done=done, raw_words=raw, effective_words=effective, examples=examples)}
 
 
-def report(jobs, flush=-1, loss=0.0):
+def report(jobs, flush=-1, loss=0.0, turn=(0, 0)):
     return wire.RoundReport(jobs=jobs, loss=loss, flush=flush, exact=flush >= 0, merge_seconds=0.0, merge_cpu=0.0,
-                            kernel_cpu=0.0, stall_seconds=0.0, bytes_up=0, bytes_down=0)
+                            kernel_cpu=0.0, stall_seconds=0.0, bytes_up=0, bytes_down=0, turn=list(turn))
 
 
 def test_states_and_their_transitions():
@@ -221,10 +221,82 @@ def test_worker_counters_fold_round_reports():
     counts = wire.WorkerCounts()
     counts.add(report([[0, 10]], loss=1.0), 100)
     late = wire.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.5, merge_cpu=0.0, kernel_cpu=0.0,
-                            stall_seconds=0.0, bytes_up=40, bytes_down=60)
+                            stall_seconds=0.0, bytes_up=40, bytes_down=60, turn=[0, 1])
     counts.add(late, 0)
     assert (counts.words, counts.merges, counts.bytes_up, counts.bytes_down) == (100, 2, 40, 60)
     assert (counts.exact_bytes_up, counts.exact_bytes_down) == (40, 60)  # only the exact (flush) round's
     assert counts.merge_seconds == 0.5  # the worker's running totals: the largest seen
     counts.add(wire.RoundReport(**{**late.to_wire(), "merge_seconds": 0.2, "exact": False, "flush": -1}), 0)
     assert counts.merge_seconds == 0.5 and counts.exact_bytes_up == 40
+
+
+# ------------------------------------------------------------------ sync="bsp": dealt jobs, rounds in turn
+def bsp_session(workers=2, **kwargs):
+    session = Session("s1", config(sync="bsp", workers=workers, **kwargs), [["shard-a", "PYRO:a@h:1"]])
+    for name, array in session.arrays.items():
+        session.receive(name, 0, np.ones_like(array))
+    session.start()
+    return session
+
+
+def test_bsp_deals_job_i_to_rank_i_mod_k_whenever_workers_ask():
+    session = bsp_session(workers=2)
+    session.put_jobs([job(i) for i in range(5)])
+    assert session.unclaimed() == [0, 1] and session.queued() == 5
+    session.join("late-comer-is-rank-0")
+    out, drained = session.hand_out("late-comer-is-rank-0", 10)
+    assert [m["id"] for m in out] == [0, 2, 4] and drained is None  # however many it asks for, only its own
+    session.end_epoch(0)
+    assert session.hand_out("late-comer-is-rank-0", 10) == ([], 0)  # its jobs are out: it flushes
+    session.join("w1")
+    assert session.unclaimed() == [] and [m["id"] for m in session.hand_out("w1", 1)[0]] == [1]
+    assert session.has_work("w1") and not session.has_work("late-comer-is-rank-0")
+
+
+def test_bsp_rounds_go_in_turn_by_epoch_round_and_rank():
+    session = bsp_session(workers=3)
+    for name in ("a", "b", "c"):
+        session.join(name)
+    assert session.may_merge("a", [0, 0]) and not session.may_merge("b", [0, 0])
+    with pytest.raises(ValueError, match=r"asks to merge round \[0, 1\], but its next round is \[0, 0\]"):
+        session.may_merge("b", [0, 1])
+    session.round_done("a", report([], turn=(0, 0)))
+    assert session.may_merge("b", [0, 0]) and not session.may_merge("a", [0, 1]) and not session.may_merge("c", [0, 0])
+    session.round_done("b", report([], turn=(0, 0)))
+    session.round_done("c", report([], flush=0, turn=(0, 0)))  # c's epoch 0 ends after one round
+    assert session.may_merge("a", [0, 1]) and not session.may_merge("c", [1, 0])  # epoch 1 waits for a and b
+    session.round_done("a", report([], flush=0, turn=(0, 1)))
+    assert session.may_merge("b", [0, 1]) and not session.may_merge("a", [1, 0])
+    session.round_done("b", report([], turn=(0, 1)))
+    assert not session.may_merge("a", [1, 0])  # b has a round 2 of epoch 0 to come
+    session.round_done("b", report([], flush=0, turn=(0, 2)))
+    assert session.may_merge("a", [1, 0]) and not session.may_merge("c", [1, 0])
+
+
+def test_bsp_without_a_worker_goes_on_as_ssp_with_every_job():
+    session = bsp_session(workers=2)
+    session.put_jobs([job(i) for i in range(6)])
+    session.join("a")
+    session.join("b")
+    taken = [m["id"] for m in session.hand_out("b", 2)[0]]
+    assert taken == [1, 3]
+    assert not session.may_merge("b", [0, 0])
+    session.release("b")  # lost: its jobs in flight and those dealt to it go back, the order ends
+    assert not session.ordered and session.may_merge("a", [0, 0]) and session.unclaimed() == []
+    assert [m["id"] for m in session.hand_out("a", 10)[0]] == [1, 3, 0, 2, 4, 5]
+    # a rank nobody claims: the holder ends the order (the dispatcher, after cluster_timeout)
+    session = bsp_session(workers=3)
+    session.join("a")
+    assert session.unclaimed() == [1, 2] and session.end_order() and not session.end_order()
+
+
+def test_bsp_file_epochs_are_cut_and_dealt_at_once_with_the_rate_of_their_place():
+    spec = {"path": "/x", "size": 1000, "range_bytes": 300, "total_words": 200, "start_alpha": 0.025,
+            "end_alpha": 0.0001, "digest": "d"}
+    session = bsp_session(workers=2, corpus_file=spec, epochs=1)
+    assert session.open_file_epoch(0) == 4 and session.queued() == 4 and session.file_work_left() == 0
+    session.join("a")
+    session.check_file("a", None)
+    out, drained = session.hand_out("a", 10)
+    assert [(m["lo"], m["hi"]) for m in out] == [(0, 300), (600, 900)] and drained == 0
+    assert out[0]["alpha"] == pytest.approx(0.025) and out[1]["alpha"] == pytest.approx(0.025 - 0.0249 * 0.6)

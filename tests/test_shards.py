@@ -45,7 +45,7 @@ def test_layout_refuses_a_bad_shard_count():
 # ------------------------------------------------------------------ typed messages, in-process
 def test_records_check_their_fields():
     report = wire.RoundReport(jobs=[[1, 5]], loss=0.5, flush=-1, exact=False, merge_seconds=1.0, merge_cpu=0.5,
-                              kernel_cpu=2.0, stall_seconds=0.0, bytes_up=10, bytes_down=20)
+                              kernel_cpu=2.0, stall_seconds=0.0, bytes_up=10, bytes_down=20, turn=[1, 3])
     assert wire.RoundReport.from_wire(report.to_wire()) == report
     msg = report.to_wire()
     with pytest.raises(ValueError, match="round report: unknown fields \\['extra'\\]"):
@@ -63,10 +63,11 @@ def test_records_check_their_fields():
     with pytest.raises(ValueError, match="field 'session' must be str"):
         wire.ShardBeat.from_wire({**beat.to_wire(), "session": 5})
     spec = dict(session="s", index=1, count=2, vocab_size=10, vector_size=4, weights=["syn0", "syn1neg"],
-                merge="damp", merge_dtype="float16", damp_rows={"syn0": 3, "syn1neg": 2}, versions={})
+                merge="damp", merge_dtype="float16", damp_rows={"syn0": 3, "syn1neg": 2}, hot_rows=5, versions={})
     assert wire.ShardSpec.from_wire(spec).damp_rows == {"syn0": 3, "syn1neg": 2}
     for field, bad, problem in (("index", 2, "index must be in \\[0, count\\)"), ("weights", ["cum_table"], "weights"),
-                                ("merge", "avg", "unknown merge rule"), ("damp_rows", {"syn0": -1}, "damp_rows")):
+                                ("merge", "avg", "unknown merge rule"), ("damp_rows", {"syn0": -1}, "damp_rows"),
+                                ("hot_rows", 11, "hot_rows must be in"), ("hot_rows", "5", "hot_rows")):
         with pytest.raises(ValueError, match=problem):
             wire.ShardSpec.from_wire({**spec, field: bad})
 
@@ -101,11 +102,12 @@ def test_shards_compute_what_one_server_computes(rule):
     rng = np.random.default_rng(0)
     n_rows, dim, n_workers = 40, 6, 3
     start = rng.normal(size=(n_rows, dim)).astype(np.float32)
-    damp_rows = {"syn0": 12, "syn1neg": 0}
+    damp_rows, hot = {"syn0": 12, "syn1neg": 0}, 20  # rows 12-19: a snapshot, undamped
     layout = ShardLayout(3)
-    one = GlobalWeights({"syn0": start.copy()}, rule=rule, damp_rows=damp_rows)
+    one = GlobalWeights({"syn0": start.copy()}, rule=rule, damp_rows=damp_rows, delta_rows=hot)
     shards = [GlobalWeights({"syn0": np.ascontiguousarray(layout.rows_of(start, p))}, rule=rule,
-                            damp_rows={name: layout.count(n, p) for name, n in damp_rows.items()}) for p in range(3)]
+                            damp_rows={name: layout.count(n, p) for name, n in damp_rows.items()},
+                            delta_rows=layout.count(hot, p)) for p in range(3)]
     for worker in range(n_workers):
         for server in [one] + shards:
             server.add_worker(worker)

@@ -1,0 +1,84 @@
+"""The sync modes through a real cluster: a name server, a dispatcher, two shards and two workers of
+one thread each, as processes.
+
+``bsp`` trains the same model twice (bit for bit) from the same seed, as gensim's ``workers=1`` does
+(gensim's own ``test_r_n_g`` is run on the cluster); ``asp`` never waits for a round; ``local``
+merges only at epoch ends. (Losing a worker under ``bsp``: ``test_failures.py``.)"""
+import gensim.models
+import numpy as np
+import pytest
+from gensim.test.utils import common_texts
+
+from gensim_distw2v import LocalCluster, Word2Vec
+
+SMALL = dict(vector_size=24, min_count=2, seed=11, epochs=2, workers=1, sg=1, negative=5)
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    with LocalCluster(n_workers=2, threads_per_worker=1, n_shards=2) as cluster:
+        yield cluster
+
+
+def train(cluster, corpus, **params):
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, sync_words=2000, **{**SMALL, **params})
+    model.build_vocab(corpus)
+    model.train(corpus, total_examples=model.corpus_count, epochs=model.epochs)
+    return model
+
+
+def assert_identical(one, two):
+    assert np.array_equal(one.wv.vectors, two.wv.vectors)
+    for name in ("syn1neg", "syn1"):
+        if hasattr(one, name):
+            assert np.array_equal(getattr(one, name), getattr(two, name)), name
+
+
+@pytest.mark.parametrize("variant", [dict(sg=1, hs=0, negative=5), dict(sg=0, hs=1, negative=0, sample=1e-3)],
+                         ids=["sg+neg", "cbow+hs+sample"])
+def test_bsp_trains_the_same_model_twice_from_the_same_seed(two_workers, lee_corpus, variant):
+    first, second = (train(two_workers, lee_corpus, sync="bsp", **variant) for _ in range(2))
+    assert_identical(first, second)
+    stats = first.cluster_stats
+    words = [worker["words"] for worker in stats["workers"].values()]
+    assert len(words) == 2 and min(words) > 0.4 * sum(words)  # the jobs dealt half and half
+    assert stats["merges"] >= 2 * 2 * 10, stats["merges"]  # about 15 rounds per worker and epoch, in turn
+    other = train(two_workers, lee_corpus, sync="bsp", **{**variant, "seed": 12})
+    assert not np.array_equal(first.wv.vectors, other.wv.vectors)  # the seed decides, not the timing
+
+
+def test_gensims_same_seed_same_model_test_holds_on_the_cluster_with_bsp(two_workers):
+    """gensim's ``test_word2vec.TestWord2VecModel.test_r_n_g`` (5 epochs of CBOW on its small corpus,
+    ``seed=42, workers=1``), on two workers."""
+    sentences = common_texts * 50  # gensim's test corpus, long enough for rounds within an epoch
+    models = [Word2Vec(sentences, min_count=2, seed=42, workers=1, distributed=True, ns_conf=two_workers.ns_conf,
+                       sync="bsp", sync_words=300) for _ in range(2)]
+    assert models[0].cluster_stats["merges"] > 2 * 5  # rounds within the epochs, not only flushes
+    assert len(models[0].wv) == len(models[1].wv)
+    assert_identical(*models)
+    plain = gensim.models.Word2Vec(sentences, min_count=2, seed=42, workers=1)
+    assert not np.array_equal(plain.wv.vectors, models[0].wv.vectors)  # two workers are not one
+
+
+def test_asp_never_waits_and_local_merges_only_at_epoch_ends(two_workers, lee_corpus):
+    asp = train(two_workers, lee_corpus, sync="asp")
+    assert asp.cluster_stats["stall_seconds"] == 0.0  # trainers never waited for a round
+    assert asp.cluster_stats["merges"] > 2 * 2 * 10
+    local = train(two_workers, lee_corpus, sync="local", epochs=3)
+    stats = local.cluster_stats
+    assert stats["merges"] == 2 * 3, stats["merges"]  # one flush per worker and epoch, nothing between
+    assert stats["stall_seconds"] == 0.0 and stats["raw_words"] == 3 * sum(map(len, lee_corpus))
+    for model in (asp, local):
+        assert np.isfinite(model.wv.vectors).all()
+        assert model.wv.most_similar("government", topn=10)  # trained: a usable model
+    two_workers.processes["worker-0"].wait_for(r"merging every \d+ words \(sync=local\)", timeout=5)
+
+
+def test_a_bad_sync_mode_is_refused_before_anything_moves():
+    with pytest.raises(ValueError, match=r"unknown sync mode 'barrier'; choose one of \('ssp', 'bsp', 'asp', "
+                                         r"'local'\)"):
+        Word2Vec(distributed=True, sync="barrier")
+    model = Word2Vec(distributed=True)
+    assert model.sync == "ssp"
+    with pytest.raises(ValueError, match="unknown sync mode"):
+        model.sync = "BSP"
