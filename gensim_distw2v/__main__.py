@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from gensim_distw2v.merge import CODECS, COLD_EVERY, MERGE_DTYPE
+from gensim_distw2v.merge import CODECS, COLD_EVERY, HOLD_BACK, MERGE_DTYPE
 from gensim_distw2v.wire import SYNC_MODES
 from gensim_distw2v.wire import MERGE_RULES as RULES
 
@@ -54,8 +54,9 @@ def build_parser():
     cluster.add_argument("--sync", choices=SYNC_MODES, default="ssp",
                          help="order of merge rounds: ssp (bounded staleness, default), bsp (in turn: reproducible "
                               "with --threads 1 workers), asp (no bound), local (merges at epoch ends only)")
-    cluster.add_argument("--hold-back", type=float, default=0.1,
-                         help="share of its squared change a worker may keep back per routine merge (default 0.1)")
+    cluster.add_argument("--hold-back", type=float, default=HOLD_BACK,
+                         help=f"share of its squared change a worker may keep back per routine merge (default "
+                              f"{HOLD_BACK})")
     cluster.add_argument("--bytes-per-word", type=float, default=None,
                          help="traffic budget of routine merges, bytes per trained word each way (default: none)")
     cluster.add_argument("--cold-every", type=int, default=COLD_EVERY,

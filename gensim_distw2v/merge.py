@@ -49,7 +49,7 @@ from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, change
                                   kept_rows, row_diff, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES, all_finite, check_cold_every, check_damp_rows
 
-__all__ = ["CODECS", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "check_codec", "check_cold_every",
+__all__ = ["CODECS", "HOLD_BACK", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "check_codec", "check_cold_every",
            "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_ranges"]
 
 RULES = MERGE_RULES
@@ -75,6 +75,11 @@ OUTPUT_DAMP_MOST = 1000
 SYNC_WORDS = 2_200
 HOT_SIGHTINGS = 0.25
 COLD_EVERY = 6
+# Up, a routine round holds back the rows that changed least, together HOLD_BACK of the squared change
+# (error feedback: they go once grown, or at the epoch's exact flush); down, the hot rows' deltas alike.
+# Measured at K=8 (CBOW, seeds 1-2, docs/schedule.rst): 0.1 -> 0.3 cuts the bytes up from 144 to 110
+# per word for about 0.1 analogy points; 0.5 (87 B) cost 0.3 more.
+HOLD_BACK = 0.3
 # the matrices whose rows are in vocabulary order (most frequent first); hs's syn1 is not (tree nodes)
 BY_FREQUENCY = ("syn0", "syn1neg")
 
@@ -283,12 +288,13 @@ class GlobalWeights:
     * Every other row has one bit per worker (a *stale* bit): set for every other worker when a
       worker's delta is folded into the row (for every worker, its writer included, when the rule
       changed what was sent: ``mean``), cleared when the row's value is sent. A reply sends the
-      stale rows' *values* (float16 in routine rounds, float32 in exact ones): the worker sets its
-      base to them and keeps in its replica what it has not sent yet (:meth:`Replica.take_in`).
-      A float16 value is off by at most 2**-11 of itself; that error stays on the worker (the
+      stale rows' *values* (in ``value_codec`` in routine rounds, float32 in exact ones): the
+      worker sets its base to them and keeps in its replica what it has not sent yet
+      (:meth:`Replica.take_in`). A float16 value is off by at most 2**-11 of itself, an int8 one
+      by half a level (1/254 of the row's largest value); that error stays on the worker (the
       server's ``G`` takes only the workers' deltas) and is gone with the next value sent: a
-      second bit per worker marks the rows it has as float16 only, and an exact reply (epoch
-      ends) sends those too.
+      second bit per worker marks the rows it has rounded only, and an exact reply (epoch ends)
+      sends those too.
 
     Folding a delta touches the row once whatever the number of workers (setting the bits is one
     64-bit OR per 64 workers); a reply costs the rows it sends plus a scan of the range's bits.
@@ -306,8 +312,11 @@ class GlobalWeights:
         Under ``damp``, how many of the first rows of ``syn0`` and ``syn1neg`` are damped
         (:func:`damped_rows`). Default: every ``syn0`` row, 1,000 ``syn1neg`` rows.
     codec : {'float16', 'int8', 'float32'}
-        Values of routine replies (exact ones are float32); the values of stale rows go as float16
-        under ``int8`` (int8 levels of a whole row's value would be too coarse).
+        Deltas of routine replies (exact ones are float32).
+    value_codec : {'float16', 'int8', 'float32'}, optional
+        Values of the stale rows in routine replies; default: ``codec``. (Measured at K=8, CBOW,
+        seeds 1-2: int8 values against float16 cost -0.27 and +0.07 analogy points, and cut the
+        bytes down from 153 to 104 per word: docs/schedule.rst.)
     delta_rows : int
         The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`hot_rows`) also get a
         snapshot per worker, undamped (summed, or averaged under ``mean``): replies carry what the
@@ -317,8 +326,7 @@ class GlobalWeights:
 
     def __init__(self, weights, rule="sum", damp_rows=None, codec="float16", delta_rows=0, value_codec=None):
         self.codec = check_codec(codec)
-        self.value_codec = "float16" if value_codec is None and self.codec == "int8" else \
-            check_codec(value_codec or self.codec)
+        self.value_codec = check_codec(value_codec or self.codec)
         if rule not in RULES:
             raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
         n_rows = len(next(iter(weights.values()))) if weights else 0

@@ -11,7 +11,7 @@ import logging
 
 import gensim.models
 
-from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE
+from gensim_distw2v.merge import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
 from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ class Word2Vec(gensim.models.Word2Vec):
         Where the Pyro4 name server is: ``host``, ``port``, ``broadcast``, ``hmac_key`` (as in
         gensim's ``LdaModel(distributed=True, ns_conf=...)``); default 127.0.0.1:9090.
     sync_words : int, optional
-        Words each worker trains between merges (default: derived from the number of workers,
-        see :func:`gensim_distw2v.merge.default_sync_words`).
+        Words each worker trains between merges (default: 2,200 words with two workers or more,
+        whatever their number; 1 M with one: :func:`gensim_distw2v.merge.default_sync_words`).
     merge : {'damp', 'sum', 'mean'}, optional
         How the parameter shards merge the workers' updates (see :mod:`gensim_distw2v.merge`):
         ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once
@@ -65,23 +65,22 @@ class Word2Vec(gensim.models.Word2Vec):
     hold_back : float, optional
         Share of its squared change (the rows that changed least) a worker may keep back in a
         routine merge, to send later once grown (error feedback); 0 sends every changed row.
-        Epoch ends always merge everything.
+        Default 0.3. Epoch ends always merge everything.
     bytes_per_word : float, optional
         Traffic budget: a routine merge moves at most this many bytes per word the worker trained
         since its last merge, each way (the rows that changed most; the rest waits, as held-back
         rows do). Default: no budget.
     cold_every : int, optional
-        The rows of rare words (those the whole cluster sees less than once in ``cold_every``
-        merge intervals) merge only every ``cold_every``-th round, and at epoch ends; their change
-        waits meanwhile, as held-back rows do. Routine rounds then read and move only the more
-        frequent words' rows.
-        1: every row in every round. Default: 6.
+        The rows of rare words (beyond the hot rows: those a worker sees less than a quarter of a
+        time per merge interval, :func:`gensim_distw2v.merge.hot_rows`) merge only every
+        ``cold_every``-th round, and at epoch ends; their change waits meanwhile, as held-back
+        rows do. Routine rounds then read and move only the frequent words' rows. 1: every row
+        in every round. Default: 6.
     merge_dtype : {'float16', 'int8', 'float32'}, optional
-        How routine merges carry deltas on the wire, both ways: ``'int8'`` (the default) as levels
-        with a float32 scale per row, about half the bytes of ``'float16'``; ``'float32'`` exactly.
-        The values of rows a worker lacks (beyond the hot rows, which come as deltas) go as float16
-        unless ``'float32'``. What rounding loses goes with a later round (error feedback); epoch
-        ends are exact.
+        How routine merges carry deltas, and the values of rows a worker lacks, on the wire, both
+        ways: ``'int8'`` (the default) as levels with a float32 scale per row, about half the bytes
+        of ``'float16'``; ``'float32'`` exactly. What rounding loses goes with a later round (error
+        feedback); epoch ends are exact.
     cluster_timeout : float, optional
         Seconds to wait for a first worker and parameter shard, and without any worker during
         training, before ``train()`` raises.
@@ -104,7 +103,7 @@ class Word2Vec(gensim.models.Word2Vec):
     part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp",
-                 hold_back=0.1, bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE,
+                 hold_back=HOLD_BACK, bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE,
                  cluster_timeout=30.0, **kwargs):
         self.settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
                                  bytes_per_word=bytes_per_word, cold_every=cold_every, merge_dtype=merge_dtype,
@@ -186,7 +185,7 @@ class Word2Vec(gensim.models.Word2Vec):
             self.__dict__.update(extra)
 
     @classmethod
-    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp", hold_back=0.1,
+    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp", hold_back=HOLD_BACK,
              bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 

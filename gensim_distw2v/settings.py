@@ -12,7 +12,8 @@ import typing
 
 import numpy as np
 
-from gensim_distw2v.merge import COLD_EVERY, MERGE_DTYPE, RULES, check_budget, check_codec, check_cold_every
+from gensim_distw2v.merge import (COLD_EVERY, HOLD_BACK, MERGE_DTYPE, RULES, check_budget, check_codec,
+                                   check_cold_every)
 from gensim_distw2v.wire import MAX_ARRAY_BYTES, SYNC_MODES
 
 __all__ = ["PART_BYTES", "Settings"]
@@ -58,7 +59,7 @@ class Settings:
     sync_words: typing.Optional[int] = None
     merge: str = "damp"
     sync: str = "ssp"
-    hold_back: float = 0.1
+    hold_back: float = HOLD_BACK
     bytes_per_word: typing.Optional[float] = None
     cold_every: int = COLD_EVERY
     merge_dtype: str = MERGE_DTYPE

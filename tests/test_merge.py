@@ -439,7 +439,7 @@ def test_hot_rows_come_down_as_deltas_and_only_the_damped_ones_are_damped():
     assert missed["syn0"][0].tolist() == [5] and missed["syn1neg"][0].tolist() == [1, 5]
     for name in ("syn0", "syn1neg"):
         assert missed[name][1].dtype == np.int8
-        assert values[name][0].tolist() == [20] and values[name][1].dtype == np.float16  # a cold row: its value
+        assert values[name][0].tolist() == [20] and values[name][1].dtype == np.int8  # a cold row: its value
     b.take_in(missed, values)
     np.testing.assert_allclose(g.weights["syn0"][1], init["syn0"][1] + d, atol=1e-6)  # counted once: damped
     np.testing.assert_allclose(g.weights["syn0"][5], init["syn0"][5] + 2 * d, atol=1e-6)  # summed
@@ -669,15 +669,20 @@ def test_int8_merges_reach_the_exact_model():
     """Routine rounds in int8 (and hold-back), then the exact epoch-end round: every replica equals
     the global weights, and the global weights hold every update (sum rule: G = initial + all deltas)."""
     init, g, replicas = cluster(3)
-    g.codec = "int8"
+    g.codec = g.value_codec = "int8"  # deltas and the values of stale rows
     total = {n: np.zeros_like(v) for n, v in init.items()}
+    kinds = set()
     for i in range(30):
         for rank, r in enumerate(replicas):
             before = {n: v.copy() for n, v in r.replica.items()}
             train(r, (np.arange(0, V, 4) + i + rank) % V, 0.01 * (1 + rank), 100 * i + rank)
             for n in total:
                 total[n] += r.replica[n] - before[n]
-            merge_round(r, g, rank, np.int8, hold_back=0.2, ranges=row_ranges(V, 16, 160))
+            for lo, hi in row_ranges(V, 16, 160):
+                missed, values = g.apply(rank, lo, hi, r.take_delta(lo, hi, np.int8, 0.2), 0.2, exact=False)
+                kinds |= {(v.dtype.name, s is not None) for _rows, v, s in values.values() if len(_rows)}
+                r.take_in(missed, values)
+    assert kinds == {("int8", True)}  # values as int8 levels with a scale per row
     for rank, r in enumerate(replicas):  # exact rounds: all that was held back or rounded off goes
         merge_round(r, g, rank, np.float32)
     for rank, r in enumerate(replicas):
