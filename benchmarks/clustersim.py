@@ -41,6 +41,7 @@ def parse_args(argv=None):
     parser.add_argument("--corpus", required=True, help="text file, one sentence per line, tokens separated by spaces")
     parser.add_argument("--workers", default="2,4,8", help="comma-separated K values")
     parser.add_argument("--sg", type=int, choices=(0, 1), default=0)
+    parser.add_argument("--hs", type=int, choices=(0, 1), default=0, help="hierarchical softmax (negative=0)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--vector-size", type=int, default=100)
@@ -90,8 +91,8 @@ def load_corpus(path, max_words):
 def new_model(args, sentences):
     import gensim.models
 
-    model = gensim.models.Word2Vec(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, negative=5,
-                                   epochs=args.epochs, seed=args.seed, workers=1)
+    model = gensim.models.Word2Vec(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs,
+                                   negative=0 if args.hs else 5, epochs=args.epochs, seed=args.seed, workers=1)
     model.build_vocab(sentences)
     return model
 
@@ -280,7 +281,7 @@ def main(argv=None):
     sentences = load_corpus(args.corpus, args.max_words)
     template = new_model(args, sentences)
     words = template.corpus_total_words * args.epochs
-    print(f"corpus {template.corpus_total_words} words, vocabulary {len(template.wv)}; sg={args.sg} "
+    print(f"corpus {template.corpus_total_words} words, vocabulary {len(template.wv)}; sg={args.sg} hs={args.hs} "
           f"epochs={args.epochs} seed={args.seed}", flush=True)
     result = {"args": vars(args), "runs": []}
     if not args.no_baseline:

@@ -237,10 +237,10 @@ def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
     params = {**SMALL, "sg": 1, "negative": 5}
     stats = {}
     for budget in (None, 5.0):  # (the epochs' exact float32 flushes, which the budget leaves alone, dominate
-        # the rest on this small corpus: about 0.4x the bytes each way; cold rows, which cut the routine
-        # rounds' bytes too, are off so that the budget alone is measured)
+        # the rest on this small corpus: about 0.4x the bytes each way; cold rows, int8 and a large
+        # hold-back, which cut the routine rounds' bytes too, are off so that the budget alone is measured)
         model = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=2000,
-                         bytes_per_word=budget, cold_every=1, **params)
+                         bytes_per_word=budget, cold_every=1, merge_dtype="float16", hold_back=0.1, **params)
         assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
         assert np.isfinite(model.wv.vectors).all()
         stats[budget] = model.cluster_stats
@@ -253,12 +253,12 @@ def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
 
 def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
     """merge_dtype reaches the wire: int8 routine rounds (d + 8 bytes a row with its index) move fewer bytes
-    up than float16 (2 d + 4), and every word is trained. Down, only the damped rows' missed change goes
-    as int8 deltas; the other rows go as their float16 values (int8 levels of a whole row's value would
-    be too coarse), and how many go depends on how often the others re-send a row: int8's larger
-    rounding remainders make rows go up again in later rounds, each then sent down to every other
-    worker (measured on this corpus: 1.28x float16's bytes down in one run). So only the way up is
-    compared; routine bytes down must be there for both.
+    up than float16 (2 d + 4), and every word is trained. Down, the hot rows' missed change goes as int8
+    deltas and the other rows as their int8 values, but how many go depends on how often the others
+    re-send a row: int8's larger rounding remainders make rows go up again in later rounds, each then
+    sent down to every other worker (measured on this corpus before the values went int8: 1.28x
+    float16's bytes down in one run). So only the way up is compared; routine bytes down must be there
+    for both.
 
     The epoch flushes are exact float32 whatever the codec, and which rows they carry depends on how the
     three workers' jobs interleave: on one pass of lee they were most of the bytes down, and the totals'
