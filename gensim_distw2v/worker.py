@@ -68,6 +68,7 @@ class _Training:
         self.jobs = queue.Queue()
         self.lock = threading.Condition()
         self.done = []  # [job id, effective words(, raw words, examples)] trained since the last merge round
+        self.done_epoch = -1  # the latest epoch of those jobs
         self.words_since_merge = 0
         self.words_merged = 0  # of those, the words carried by rounds made for want of jobs
         self.loss = 0.0
@@ -222,12 +223,12 @@ class _Training:
                 cpu = time.thread_time()
                 try:
                     if reader is not None:
-                        job_id, effective, loss, raw, examples = self._train_range(msg, reader, rng)
+                        job_id, effective, loss, raw, examples, epoch = self._train_range(msg, reader, rng)
                         entry = [job_id, effective, raw, examples]
                     else:
                         job, _rows = msg
                         effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
-                        raw, entry = job.raw_words, [job.id, effective]
+                        raw, entry, epoch = job.raw_words, [job.id, effective], job.epoch
                 except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
                     logger.exception("trainer thread %i failed on a job", thread)
                     self.error = err
@@ -241,6 +242,7 @@ class _Training:
                             self.want[msg[1]] -= 1
                 with self.lock:
                     self.done.append(entry)  # its words counted towards the merge interval as trained
+                    self.done_epoch = max(self.done_epoch, epoch)
                     self.trained_words += raw
                     self.loss += loss
                     self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
@@ -250,7 +252,8 @@ class _Training:
                 reader.close()
 
     def _train_range(self, msg, reader, rng):
-        """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples)``."""
+        """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples,
+        epoch)``."""
         job = wire.RangeJob.from_wire(msg, size=self.file.size)
         job_id, alpha, lo, hi = job.id, job.alpha, job.lo, job.hi
         indices, offsets, starts, raw, examples = reader.read(lo, hi)
@@ -267,7 +270,7 @@ class _Training:
             with self.lock:
                 self.words_since_merge += raw - counted
                 self.lock.notify_all()
-        return job_id, effective, loss, raw, examples
+        return job_id, effective, loss, raw, examples, job.epoch
 
     def _wait_for_round(self):
         """Bounded staleness: once ``sync_words`` words are trained since the last merge round
@@ -367,9 +370,11 @@ class _Training:
             while not self.stop.is_set():
                 with self.lock:
                     idle = not self._holds_jobs()
-                    # a flush once the epoch is drained, and again for jobs trained after it (given back
-                    # by a lost worker): an epoch's jobs are always reported by an exact round
-                    flush = idle and self.drained is not None and (self.drained > self.flushed or bool(self.done))
+                    # a flush once the epoch is drained, and again for jobs of it trained after that (given
+                    # back by a lost worker): an epoch's jobs are always reported by an exact round (jobs of
+                    # the next epoch, while the client has not put all of them, are not: drained is stale)
+                    flush = idle and self.drained is not None and (
+                        self.drained > self.flushed or (bool(self.done) and self.done_epoch <= self.drained))
                     interval = self.words_since_merge >= self.sync_words
                     if self.sync == "bsp" and interval:
                         flush = False
@@ -418,7 +423,7 @@ class _Training:
                 self.worker.check_alive(self)
         began, cpu = time.perf_counter(), time.thread_time()
         with self.lock:
-            jobs, self.done = self.done, []
+            jobs, self.done, self.done_epoch = self.done, [], -1
             loss, self.loss = self.loss, 0.0
             words = self.words_since_merge - self.words_merged
             if self.sync == "bsp":  # trainers go on once the round is taken in (below)
