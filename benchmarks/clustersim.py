@@ -174,7 +174,7 @@ class Simulation:
         self.n_rows, self.size = len(model.wv), model.wv.vector_size
         counts = model.wv.expandos["count"]
         self.settings = settings
-        self.sync_words = int(settings.sync_words or default_sync_words(k, sg=bool(model.sg)))
+        self.sync_words = int(settings.sync_words or default_sync_words(k))
         self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
         damp = damped_rows(counts, damp_words or self.sync_words)
         if damp_output is not None:
@@ -221,7 +221,7 @@ class Simulation:
                 mask[wanted[np.searchsorted(wanted, max(lo, self.hot)):np.searchsorted(wanted, hi)].astype(np.int64)
                      - lo] = True
             missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, max_rows, hot,
-                                               None if wanted is None else mask, self.hot)
+                                               None if wanted is None else mask)
             after = time.thread_time()
             worker.replica.take_in(missed, values)
             self.worker_cpu += (between - cpu) + (time.thread_time() - after)

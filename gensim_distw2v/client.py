@@ -160,7 +160,7 @@ class DistributedTraining:
             arrays.pop("sample_int", None)
         rng = model.random if isinstance(model.random, np.random.RandomState) else np.random.RandomState(model.seed)
         settings = self.settings
-        sync_words = int(settings.sync_words or default_sync_words(n_workers, sg=bool(model.sg)))
+        sync_words = int(settings.sync_words or default_sync_words(n_workers))
         counts = model.wv.expandos.get("count")
         if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
             counts = np.zeros(len(model.wv))

@@ -159,7 +159,7 @@ def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
     return int(hot[-1]) + 1 if len(hot) else 0
 
 
-def default_sync_words(n_workers, sg=True):
+def default_sync_words(n_workers):
     """Words each worker trains between merges, by default: :data:`SYNC_WORDS` for two workers or
     more, whatever their number (so the merges per trained word, and their bytes and CPU, do not
     grow with it); one worker merges rarely (1 M words), its merges only make progress durable.
@@ -169,7 +169,7 @@ def default_sync_words(n_workers, sg=True):
     every row every 2,209 words cost 0.35 analogy points, 12,500 words 2.9; the hot rows every
     2,209 words and the others every 6th round 0.21. (Before, the interval shrank with K as
     ``400 k / K**2.5``, merging every row: quality held, the cost per word grew 16-fold from K=2
-    to K=8.) ``sg`` is kept for callers: both models take the same interval.
+    to K=8.) Skip-gram and CBOW take the same interval.
     """
     if n_workers <= 1:
         return 1_000_000
@@ -406,8 +406,7 @@ class GlobalWeights:
                 self.rounded[name][lo:hi, word] &= ~mask
             return rows
 
-    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None, hot_rows=None, wanted=None,
-              wanted_from=0):
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None, hot_rows=None, wanted=None):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
@@ -431,11 +430,10 @@ class GlobalWeights:
             A routine round of cold-row skipping (:func:`hot_rows`): reply with rows of ``syn0``
             and ``syn1neg`` below this only (the others wait). Default: every row.
         wanted : numpy.ndarray of bool, optional
-            Over ``[lo, hi)``: of the rows of ``syn0`` and ``syn1neg`` at or beyond ``wanted_from``,
-            reply with the values of these only (the rows of the jobs the worker holds); the others
-            it lacks wait (their stale bits stay set). Default: every row it lacks.
-        wanted_from : int
-            The rows below this (the hot rows, which nearly every job uses) are always sent.
+            Over ``[lo, hi)``: of the rows of ``syn0`` and ``syn1neg`` sent as values (those beyond
+            the snapshot's: the hot rows come as deltas), reply with these only (the rows of the
+            jobs the worker holds); the others it lacks wait (their stale bits stay set). Default:
+            every row it lacks.
 
         Returns
         -------
@@ -477,8 +475,8 @@ class GlobalWeights:
                     stale = np.flatnonzero(bits & mask).astype(np.uint32) + np.uint32(a)
                 else:
                     stale = np.zeros(0, np.uint32)
-                if wanted is not None and name in BY_FREQUENCY and len(stale):
-                    stale = _only_wanted(stale, lo, wanted, wanted_from)
+                if wanted is not None and name in BY_FREQUENCY:
+                    stale = stale[wanted[stale.astype(np.int64) - lo]]
                 if max_rows is not None:
                     stale = stale[:max(0, max_rows - len(deltas_out[name][0]))]  # most frequent first; the rest waits
                 values_out[name] = (stale,) + _values(weights, stale, "float32" if exact else self.value_codec)
@@ -489,14 +487,6 @@ class GlobalWeights:
                     self.rounded[name][stale, word] &= ~mask
             self.merges += 1
         return deltas_out, values_out
-
-
-def _only_wanted(stale, lo, wanted, wanted_from):
-    """Of ``stale`` rows (increasing), those below ``wanted_from`` and those ``wanted`` marks (a
-    boolean mask over rows from ``lo``)."""
-    first = int(np.searchsorted(stale, wanted_from))
-    beyond = stale[first:]
-    return np.concatenate([stale[:first], beyond[wanted[beyond.astype(np.int64) - lo]]])
 
 
 def _values(weights, rows, codec):

@@ -367,10 +367,10 @@ class MergePart(Record):
     ``matrices`` maps a matrix to its deltas (:func:`pack_deltas`) for rows in ``[lo, hi)``;
     ``hold_back`` and ``max_rows`` (-1: no cap) shape the reply, ``exact`` asks for float32,
     ``hot_rows`` (-1: every row) limits a routine round's ``syn0`` and ``syn1neg`` to the rows
-    below it. ``wanted`` (None: every row) names the rows of ``syn0`` and ``syn1neg`` at or beyond
-    ``wanted_from`` whose values the worker wants now (those of the jobs it holds:
-    :func:`pack_wanted`); the others it lacks wait on the shard. The shard answers with a
-    :class:`MergeReply`.
+    below it. ``wanted`` (None: every row) names the rows of ``syn0`` and ``syn1neg`` beyond the
+    hot ones whose values the worker wants now (those of the jobs it holds: :func:`pack_wanted`);
+    the others it lacks wait on the shard (the hot rows come as deltas, always). The shard answers
+    with a :class:`MergeReply`.
     """
 
     WHAT: typing.ClassVar[str] = "merge part"
@@ -384,12 +384,11 @@ class MergePart(Record):
     hot_rows: int
     exact: bool
     wanted: typing.Optional[dict] = None
-    wanted_from: int = 0
 
     def check(self, n_rows=None, vector_size=None, weights=()):
         if not 0 <= self.lo <= self.hi <= (n_rows if n_rows is not None else self.hi):
             raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is outside [0, {n_rows})")
-        _non_negative(self, "rank", "wanted_from")
+        _non_negative(self, "rank")
         if self.wanted is not None:
             self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
         if not 0.0 <= self.hold_back < 1.0:

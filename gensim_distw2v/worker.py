@@ -467,8 +467,7 @@ class _Training:
                     max_rows=-1 if max_rows is None else -(-max_rows // n_shards),
                     hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
                     wanted=None if wanted_split is None else wire.pack_wanted(wanted_split[shard][0], local_lo,
-                                                                              local_hi),
-                    wanted_from=self.layout.count(self.hot_rows, shard))
+                                                                              local_hi))
                 asked = 0 if part.wanted is None else len(part.wanted["data"])
                 reply = wire.MergeReply.from_wire(self._shard_call(shard, "merge", part.to_wire()))
                 got = []

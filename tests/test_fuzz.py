@@ -63,7 +63,7 @@ def valid_part(session):
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
     return {"session": session["sid"], "rank": session["rank"], "lo": 0, "hi": session["vocab"], "hold_back": 0.0,
             "max_rows": -1, "hot_rows": -1, "exact": False, "wanted": wire.pack_wanted([3, 7], 0, session["vocab"]),
-            "wanted_from": 2, "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
+            "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
 
 
 def valid_report():
@@ -113,8 +113,8 @@ def bad_merge_part(draw, session):
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
     field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "scales", "hold_back",
-                                  "max_rows", "hot_rows", "exact", "session", "rank", "wanted", "wanted_from",
-                                  "missing", "unknown"]))
+                                  "max_rows", "hot_rows", "exact", "session", "rank", "wanted", "missing",
+                                  "unknown"]))
     if field == "session":
         part["session"] = draw(garbage.filter(lambda v: v != session["sid"]))
     elif field == "rank":
@@ -159,8 +159,6 @@ def bad_merge_part(draw, session):
             lambda n: n != (vocab + 7) // 8).map(lambda n: wire.pack_array(np.zeros(n, np.uint8)))
         part["wanted"] = draw(array_defects(part["wanted"], ("uint32", "uint8"), bad_wanted)
                               | not_bool.filter(lambda v: v is not None and not isinstance(v, dict)))
-    elif field == "wanted_from":
-        part[field] = draw(not_int | st.integers(-2 ** 63, -1))
     else:
         del part[draw(st.sampled_from(sorted(part)))]
     return part

@@ -238,8 +238,7 @@ def test_row_ranges_cover_everything_once():
 
 def test_default_sync_words_does_not_shrink_with_k():
     assert default_sync_words(1) >= 1_000_000  # one worker: merges only make progress durable
-    for sg in (True, False):
-        assert {default_sync_words(k, sg=sg) for k in range(2, 65)} == {merge.SYNC_WORDS}
+    assert {default_sync_words(k) for k in range(2, 65)} == {merge.SYNC_WORDS}
     assert 1_000 <= merge.SYNC_WORDS <= 3_000  # the hot rows' clock measured at K=8 (docs/schedule.rst)
 
 
@@ -393,24 +392,27 @@ def test_cold_rows_wait_for_a_round_of_every_row_and_nothing_is_lost():
 
 
 def test_only_the_wanted_cold_rows_come_down_and_the_rest_wait():
-    """A routine reply carries the hot rows a worker lacks and, beyond them, only those it names
-    (the rows of the jobs it holds); the others keep their stale bit and come with a later reply
-    that wants them, or with an exact one."""
-    init, g, (a, b) = cluster(2)
-    hot = 10
+    """A routine reply carries the hot rows a worker lacks (as deltas) and, beyond them, only the
+    values of those it names (the rows of the jobs it holds); the others keep their stale bit and
+    come with a later reply that wants them, or with an exact one."""
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, delta_rows=10)  # rows 0-9 hot
+    a, b = Replica(init), Replica(init)
+    g.add_worker(0)
+    g.add_worker(1)
     train(a, np.array([1, 20, 30, 40]), 0.1, 1)
     merge_round(a, g, 0)  # a's change is in G; b lacks rows 1, 20, 30, 40
     wanted = np.zeros(V, dtype=bool)
     wanted[[30, 45]] = True  # b holds jobs with the words of rows 30 and 45
-    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted, wanted_from=hot)
+    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted)
     for name in ("syn0", "syn1neg"):
-        assert values[name][0].tolist() == [1, 30], values[name][0]  # the hot row, and the wanted cold one
+        assert missed[name][0].tolist() == [1] and values[name][0].tolist() == [30], (missed, values)
     b.take_in(missed, values)
-    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=np.zeros(V, dtype=bool), wanted_from=hot)
-    assert all(not len(v[0]) for v in values.values())  # 20 and 40 still wait: not wanted
+    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=np.zeros(V, dtype=bool))
+    assert all(not len(v[0]) for part in (missed, values) for v in part.values())  # 20 and 40 wait: not wanted
     wanted[:] = False
     wanted[40] = True
-    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted, wanted_from=hot)
+    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted)
     assert values["syn0"][0].tolist() == [40]
     b.take_in(missed, values)
     missed, values = g.apply(1, 0, V, b.take_delta(0, V), exact=True)  # an exact reply: every row it lacks
