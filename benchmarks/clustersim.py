@@ -5,7 +5,7 @@ K workers' replicas (:class:`gensim_distw2v.merge.Replica`) train with the clust
 in order as workers pull them from the queue, in pieces cut where an interval runs out as a worker
 cuts them; after every ``sync_words`` words each worker merges with one
 :class:`gensim_distw2v.merge.GlobalWeights` (what a shard runs, here over every row) part by part,
-with the cluster's hold-back, codec, traffic budget and cold rows, takes the reply in, and at each
+with the cluster's hold-back, codec and cold rows, takes the reply in, and at each
 epoch end flushes exactly. Rounds are synchronous: every worker trains its interval, then they
 merge in rank order, so a run depends only on its seed, and K workers cost one core. A schedule's
 quality is measured here in minutes rather than on a cluster, its bytes per word exactly. Left
@@ -50,7 +50,6 @@ def parse_args(argv=None):
     parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K, as the cluster does")
     parser.add_argument("--merge", default="damp")
     parser.add_argument("--hold-back", type=float, default=None)
-    parser.add_argument("--bytes-per-word", type=float, default=None)
     parser.add_argument("--cold-every", type=int, default=None)
     parser.add_argument("--merge-dtype", default=None)
     parser.add_argument("--damp-words", type=int, default=None,
@@ -163,10 +162,11 @@ class Simulation:
                  value_codec=None):
         from gensim_distw2v import wire
         from gensim_distw2v._inner import JobTrainer
-        from gensim_distw2v.kernel import model_arrays
+        from gensim_distw2v.kernel import model_arrays, node_counts, reverse_tree
         from gensim_distw2v.merge import GlobalWeights, Replica, damped_rows, default_sync_words, hot_rows, row_ranges
 
         kernel, arrays = model_arrays(model)
+        arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the cluster trains them
         if not model.sample:
             arrays.pop("sample_int", None)
         self.names = [name for name in wire.WEIGHTS if name in arrays]
@@ -176,7 +176,8 @@ class Simulation:
         self.settings = settings
         self.sync_words = int(settings.sync_words or default_sync_words(k))
         self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
-        damp = damped_rows(counts, damp_words or self.sync_words)
+        tree = node_counts(arrays["points"], arrays["code_offsets"], counts, self.n_rows) if "syn1" in arrays else None
+        damp = damped_rows(counts, damp_words or self.sync_words, tree_counts=tree)
         if damp_output is not None:
             damp["syn1neg"] = min(self.n_rows, damp_output)
         self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge, damp,
@@ -200,8 +201,6 @@ class Simulation:
 
     def merge(self, worker, flush):
         """One merge round of ``worker`` (an exact flush at epoch ends), part by part."""
-        from gensim_distw2v.merge import budget_rows
-
         settings = self.settings
         worker.rounds += 1
         every_row = flush or worker.rounds % settings.cold_every == 0
@@ -211,16 +210,14 @@ class Simulation:
         parts = self.ranges if every_row or "syn1" in self.names else \
             [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
         for lo, hi in parts:
-            max_rows = None if flush else budget_rows(settings.bytes_per_word or 0.0, worker.words, lo, hi,
-                                                      self.n_rows, len(self.names), self.size, codec)
             cpu = time.thread_time()
-            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, max_rows, hot)
+            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, hot)
             between = time.thread_time()
             if wanted is not None:  # of the rows beyond the hot ones, as the worker names them
                 mask = np.zeros(hi - lo, dtype=bool)
                 mask[wanted[np.searchsorted(wanted, max(lo, self.hot)):np.searchsorted(wanted, hi)].astype(np.int64)
                      - lo] = True
-            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, max_rows, hot,
+            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, hot,
                                                None if wanted is None else mask)
             after = time.thread_time()
             worker.replica.take_in(missed, values)
@@ -237,7 +234,7 @@ class Simulation:
     def train(self, sentences, model, epochs):
         """Every epoch: rounds until the jobs run out, then every worker flushes."""
         from gensim_distw2v.jobs import iter_epoch_jobs
-        from gensim_distw2v.kernel import MAX_WORDS_IN_JOB
+        from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, reverse_tree_order
 
         for epoch in range(epochs):
             jobs = iter(iter_epoch_jobs(
@@ -259,7 +256,8 @@ class Simulation:
         for name in self.names:  # the global model is the trained one
             target = {"syn0": model.wv.vectors, "syn1neg": getattr(model, "syn1neg", None),
                       "syn1": getattr(model, "syn1", None)}[name]
-            target[...] = self.server.weights[name]
+            trained = self.server.weights[name]
+            target[...] = trained[reverse_tree_order(len(trained))] if name == "syn1" else trained
         model.wv.fill_norms(force=True)
 
 
@@ -292,7 +290,7 @@ def main(argv=None):
         print("  gensim workers=1: analogy {analogy:.4f} ws353 {ws353:.4f} simlex {simlex:.4f}".format(
             **result["gensim"]), flush=True)
     given = {key: value for key, value in (("sync_words", args.sync_words), ("merge", args.merge),
-                                           ("hold_back", args.hold_back), ("bytes_per_word", args.bytes_per_word),
+                                           ("hold_back", args.hold_back),
                                            ("cold_every", args.cold_every), ("merge_dtype", args.merge_dtype))
              if value is not None}
     settings = Settings(**given)

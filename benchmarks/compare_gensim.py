@@ -56,8 +56,6 @@ def parse_args(argv=None):
     parser.add_argument("--sync-words", type=int, default=None, help="default: derived from K")
     parser.add_argument("--hold-back", type=float, default=None,
                         help="hold-back share of the distributed runs (default: the package's)")
-    parser.add_argument("--bytes-per-word", type=float, default=None,
-                        help="traffic budget of the distributed runs' routine merges (default: none)")
     parser.add_argument("--cold-every", type=int, default=None,
                         help="merge the rows of rare words every n-th round (default: the package's; 1: every round)")
     parser.add_argument("--merge-dtype", default=None,
@@ -124,7 +122,6 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words,
                              **({} if args.hold_back is None else {"hold_back": args.hold_back}),
-                             bytes_per_word=args.bytes_per_word,
                              **({} if args.cold_every is None else {"cold_every": args.cold_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.sync is None else {"sync": args.sync}), **params)
@@ -286,7 +283,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="compare_gensim_") as workdir:
         vocab_path, corpus_path, words, vocab = prepare(args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
-              f"seeds={args.seeds} merge={args.merge} bytes_per_word={args.bytes_per_word} "
+              f"seeds={args.seeds} merge={args.merge} "
               f"cold_every={args.cold_every} sync={args.sync}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:

@@ -57,8 +57,6 @@ def build_parser():
     cluster.add_argument("--hold-back", type=float, default=HOLD_BACK,
                          help=f"share of its squared change a worker may keep back per routine merge (default "
                               f"{HOLD_BACK})")
-    cluster.add_argument("--bytes-per-word", type=float, default=None,
-                         help="traffic budget of routine merges, bytes per trained word each way (default: none)")
     cluster.add_argument("--cold-every", type=int, default=COLD_EVERY,
                          help=f"merge the rows of rare words every n-th round (default {COLD_EVERY}; 1: every round)")
     cluster.add_argument("--merge-dtype", choices=CODECS, default=MERGE_DTYPE,
@@ -100,7 +98,7 @@ def train(args):
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
-        merge=args.merge, sync=args.sync, hold_back=args.hold_back, bytes_per_word=args.bytes_per_word, cold_every=args.cold_every,
+        merge=args.merge, sync=args.sync, hold_back=args.hold_back, cold_every=args.cold_every,
         merge_dtype=args.merge_dtype)
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)

@@ -20,7 +20,7 @@ import gensim_distw2v
 from gensim_distw2v import transport, wire
 from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
-from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays
+from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import damped_rows, default_sync_words, hot_rows, row_ranges
 from gensim_distw2v.settings import Settings
@@ -152,6 +152,7 @@ class DistributedTraining:
         """The session's :class:`gensim_distw2v.wire.SessionConfig` (checked) and its arrays."""
         model = self.model
         kernel, arrays = model_arrays(model)
+        arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the merge rules' tiers expect
         if corpus_file is not None:
             arrays["vocab_bytes"], arrays["vocab_offsets"] = vocab_arrays(model.wv.index_to_key)
         params = wire.TrainParams(**kernel, sample=bool(model.sample), vector_size=int(model.wv.vector_size),
@@ -178,7 +179,8 @@ class DistributedTraining:
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words),
-            damp_rows=damped_rows(counts, sync_words),
+            damp_rows=damped_rows(counts, sync_words, tree_counts=node_counts(
+                arrays["points"], arrays["code_offsets"], counts, len(arrays["syn1"])) if "syn1" in arrays else None),
             hot_rows=hot_rows(counts, sync_words),
             compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), workers=int(n_workers),
             corpus_file=spec)
@@ -234,7 +236,7 @@ class DistributedTraining:
         if model.negative:
             targets["syn1neg"] = model.syn1neg
         if model.hs:
-            targets["syn1"] = model.syn1
+            targets["syn1"] = np.empty_like(model.syn1)  # trained busiest node first (kernel.reverse_tree)
 
         def fetch(shard):
             for name, target in targets.items():
@@ -243,6 +245,8 @@ class DistributedTraining:
                     rows[lo:hi] = wire.unpack_array(links.call(shard, "download", sid, name, lo, hi), f"final {name}",
                                                     "float32", shape=(hi - lo, target.shape[1]))
         links.each(fetch)
+        if model.hs:
+            model.syn1[...] = targets["syn1"][reverse_tree_order(len(model.syn1))]
 
     def _shard_stats(self, links, sid):
         """Per shard, of this session: ``{"merges", "merge_cpu", "bytes_in", "bytes_out", "damped"}``

@@ -107,7 +107,13 @@ class Dispatcher:
     def __init__(self, worker_timeout=30.0, client_timeout=120.0, max_queue_jobs=4):
         self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
         self.max_queue_jobs = max_queue_jobs
-        self.cond = threading.Condition()
+        # one lock, two conditions: ``cond`` for jobs, rounds and the client's waits; ``beats`` for the
+        # heartbeats' long polls (K workers and P shards), which only a change of members or session
+        # ends: a merge round's report wakes the former only (waking every heartbeat with every round
+        # cost the dispatcher CPU per round in proportion to K)
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        self.beats = threading.Condition(lock)
         self.members = {}
         self.shards = {}  # name -> _ShardMember
         self.session = None
@@ -150,7 +156,7 @@ class Dispatcher:
         if ordered:
             logger.warning("session %s: sync='bsp' without worker %s: its rounds are no longer taken in turn, the "
                            "run goes on as with sync='ssp' (it will not be reproducible)", self.session.id, name)
-        self.cond.notify_all()
+        self._wake()
 
     def _available(self, session):
         """Whether any registered worker has not quit ``session`` (caller holds the lock)."""
@@ -161,7 +167,7 @@ class Dispatcher:
         if self.session is not None:
             self.session.close()
         self.session = None
-        self.cond.notify_all()
+        self._wake()
 
     def _drop_shard(self, name, reason):
         """Remove a shard; a session it holds rows of cannot go on (caller holds the lock)."""
@@ -174,7 +180,7 @@ class Dispatcher:
                          "python -m gensim_distw2v.shard", name, session.id, reason)
         else:
             logger.warning("shard %s lost (%s); %i shards left", name, reason, len(self.shards))
-        self.cond.notify_all()
+        self._wake()
 
     def connection_closed(self, connection):
         """A client connection closed: if it carried a worker's or a shard's heartbeats, that
@@ -219,7 +225,7 @@ class Dispatcher:
                            "rounds are no longer taken in turn, the run goes on as with sync='ssp' (it will not be "
                            "reproducible)", session.id, session.config.workers, unclaimed,
                            session.config.settings.cluster_timeout)
-            self.cond.notify_all()
+            self._wake()
 
     # ------------------------------------------------------------------ cluster
     @transport.expose
@@ -275,7 +281,7 @@ class Dispatcher:
             self.members[name].connection = transport.caller()
             logger.info("worker %s registered at %s with %i threads (%i workers)", name, uri, threads,
                         len(self.members))
-            self.cond.notify_all()
+            self._wake()
         return {"ok": True}
 
     @transport.expose
@@ -316,7 +322,7 @@ class Dispatcher:
                 remaining = deadline - time.monotonic()
                 if current != known or remaining <= 0:
                     return wire.Beat(session=current, hello=False).to_wire()
-                self.cond.wait(remaining)
+                self.beats.wait(remaining)
 
     @transport.expose
     def leave(self, name):
@@ -346,7 +352,7 @@ class Dispatcher:
             requeued = session.quit_worker(name, reason[:1000])
             logger.warning("worker %s quit session %s (%s); %i unmerged jobs go back to the queue", name, sid,
                            reason[:1000], requeued)
-            self.cond.notify_all()
+            self._wake()
 
     # ------------------------------------------------------------------ shards
     @transport.expose
@@ -371,7 +377,7 @@ class Dispatcher:
             self.shards[name] = _ShardMember(name, uri)
             self.shards[name].connection = transport.caller()
             logger.info("shard %s registered at %s (%i shards)", name, uri, len(self.shards))
-            self.cond.notify_all()
+            self._wake()
         return {"ok": True}
 
     @transport.expose
@@ -410,7 +416,7 @@ class Dispatcher:
                 remaining = deadline - time.monotonic()
                 if (session.id if session else None) != known or remaining <= 0:
                     break
-                self.cond.wait(remaining)
+                self.beats.wait(remaining)
             if session is None:
                 return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
             return wire.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
@@ -461,10 +467,11 @@ class Dispatcher:
                                    [[name, self.shards[name].uri] for name in sorted(self.shards)])
             self.session.client_seen = time.monotonic()
             logger.info("session %s opened on %i shards: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
-                        "(damp: %i syn0 / %i syn1neg rows), sync_words=%i (rows after %i every %i rounds)",
+                        "(damp: %i syn0 / %i syn1neg / %i syn1 rows), sync_words=%i (rows after %i every %i rounds)",
                         self.session.id, len(self.session.shards), self.session.vocab_size,
                         self.session.vector_size, config.params.sg, config.params.hs, config.params.negative,
                         config.settings.merge, config.damp_rows["syn0"], config.damp_rows["syn1neg"],
+                        config.damp_rows.get("syn1", 0),
                         config.settings.sync_words, config.hot_rows, config.settings.cold_every)
             return wire.Opened(session=self.session.id, shards=self.session.shards).to_wire()
 
@@ -503,7 +510,7 @@ class Dispatcher:
             JobTrainer(**session.config.params.kernel(), **arrays)
             session.start()
             session.client_seen = session.started_at = time.monotonic()
-            self.cond.notify_all()
+            self._wake()
             return len(self.members)
 
     # ------------------------------------------------------------------ client: jobs and progress
@@ -539,7 +546,7 @@ class Dispatcher:
             if session.queued() >= limit:
                 return 0
             session.put_jobs(checked)
-            self.cond.notify_all()
+            self._wake()
             return len(checked)
 
     @transport.expose
@@ -572,7 +579,7 @@ class Dispatcher:
             session = self._session(sid)
             session.client_seen = time.monotonic()
             session.end_epoch(epoch)
-            self.cond.notify_all()
+            self._wake()
 
     @transport.expose
     def open_file_epoch(self, sid, epoch):
@@ -589,7 +596,7 @@ class Dispatcher:
             session = self._session(sid)
             session.client_seen = time.monotonic()
             ranges = session.open_file_epoch(epoch)
-            self.cond.notify_all()
+            self._wake()
             return ranges
 
     @transport.expose
@@ -614,7 +621,7 @@ class Dispatcher:
             session.check_file(name, problem[:1000] if problem else None)
             if problem:
                 logger.warning("worker %s cannot train session %s: %s", name, sid, problem)
-            self.cond.notify_all()
+            self._wake()
 
     @transport.expose
     def download(self, sid, name, lo, hi):
@@ -686,7 +693,7 @@ class Dispatcher:
                 self._member(name, sid)
             out, drained = session.hand_out(name, max_jobs)
             if out:
-                self.cond.notify_all()
+                self._wake()
             return wire.JobBatch(jobs=out, drained=drained).to_wire()
 
     @transport.expose
@@ -726,6 +733,11 @@ class Dispatcher:
             member = self._member(name, sid)
             member.counts.add(report, session.round_done(name, report))
             self.cond.notify_all()
+
+    def _wake(self):
+        """Wake every waiter: those of jobs and rounds, and the heartbeats' long polls (the lock held)."""
+        self.cond.notify_all()
+        self.beats.notify_all()
 
     def shutdown(self):
         """Stop the monitor thread."""

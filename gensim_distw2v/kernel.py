@@ -12,8 +12,8 @@ from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JobTrainer", "MAX_WORDS_IN_JOB", "huffman_arrays", "model_arrays", "trainer_for_model", "train_jobs",
-           "train_like_gensim"]
+__all__ = ["JobTrainer", "MAX_WORDS_IN_JOB", "huffman_arrays", "model_arrays", "node_counts", "reverse_tree",
+           "trainer_for_model", "train_jobs", "train_like_gensim"]
 
 
 def huffman_arrays(wv):
@@ -37,6 +37,62 @@ def huffman_arrays(wv):
     flat_points = np.concatenate(points).astype(np.uint32) if len(points) else np.zeros(0, np.uint32)
     flat_codes = np.concatenate(codes).astype(np.uint8) if len(codes) else np.zeros(0, np.uint8)
     return flat_points, flat_codes, offsets
+
+
+def reverse_tree(arrays):
+    """hs's tree nodes renumbered busiest first, for the cluster: ``arrays`` with its ``points``
+    mapped ``p -> V - 2 - p`` and its ``syn1`` rows permuted alike (copies; the rest as is).
+
+    gensim numbers the ``V - 1`` inner nodes of the Huffman tree in the order it makes them, which
+    is the order of their counts: the root, on every word's path, is node ``V - 2``, the last row of
+    ``syn1``. The merge rules' tiers work on a matrix's first rows, in decreasing frequency
+    (:mod:`gensim_distw2v.merge`), so the cluster trains the reversed numbering: the same arithmetic
+    on the same rows, which are only stored in another order (one worker still reproduces gensim to
+    the bit). The map is its own inverse: apply it to the trained ``syn1`` (``syn1[order]`` with
+    ``order`` from :func:`reverse_tree_order`) to give the model gensim's numbering back.
+
+    Parameters
+    ----------
+    arrays : dict of (str, numpy.ndarray)
+        As :func:`model_arrays` returns them; without ``syn1`` (no hs) returned as is.
+
+    Returns
+    -------
+    dict of (str, numpy.ndarray)
+    """
+    if "syn1" not in arrays:
+        return arrays
+    out = dict(arrays)
+    n_rows = len(arrays["syn1"])
+    out["points"] = (np.uint32(max(0, n_rows - 2)) - arrays["points"]).astype(np.uint32)
+    out["syn1"] = np.ascontiguousarray(arrays["syn1"][reverse_tree_order(n_rows)])
+    return out
+
+
+def reverse_tree_order(n_rows):
+    """The row order of :func:`reverse_tree`: ``[V - 2, ..., 1, 0, V - 1]`` (row ``V - 1`` of
+    ``syn1`` is no node); its own inverse."""
+    order = np.arange(n_rows, dtype=np.int64)
+    order[:max(0, n_rows - 1)] = order[:max(0, n_rows - 1)][::-1]
+    return order
+
+
+def node_counts(points, code_offsets, counts, n_rows):
+    """How often each ``syn1`` row (tree node) is on a trained word's path: per node, the summed
+    counts of the words below it (float64, ``n_rows``).
+
+    Parameters
+    ----------
+    points, code_offsets : numpy.ndarray
+        The flat paths of :func:`huffman_arrays` (in either numbering).
+    counts : array_like
+        Word counts in vocabulary order.
+    n_rows : int
+        Rows of ``syn1``.
+    """
+    lengths = np.diff(np.asarray(code_offsets, dtype=np.int64))
+    weights = np.repeat(np.asarray(counts, dtype=np.float64), lengths)
+    return np.bincount(np.asarray(points, dtype=np.int64), weights=weights, minlength=n_rows)[:n_rows]
 
 
 def model_arrays(model):

@@ -54,11 +54,15 @@ class ShardLayout:
             return [(rows,) + columns]
         rows = np.asarray(rows)
         owner = rows % self.n_shards
-        out = []
-        for shard in range(self.n_shards):
-            picked = np.flatnonzero(owner == shard)
-            out.append(((rows[picked] // self.n_shards).astype(np.uint32),)
-                       + tuple(None if c is None else c[picked] for c in columns))
+        # one stable sort by owner, then a slice per shard (rows stay increasing within each)
+        order = np.argsort(owner, kind="stable")
+        ends = np.cumsum(np.bincount(owner, minlength=self.n_shards)).tolist()
+        local = (rows[order] // self.n_shards).astype(np.uint32)
+        columns = tuple(None if c is None else c[order] for c in columns)
+        out, start = [], 0
+        for end in ends:
+            out.append((local[start:end],) + tuple(None if c is None else c[start:end] for c in columns))
+            start = end
         return out
 
     def to_global(self, rows, shard):

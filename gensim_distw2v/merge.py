@@ -49,7 +49,7 @@ from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, change
                                   kept_rows, row_diff, send_rows, take_rows, to_half)
 from gensim_distw2v.wire import MERGE_RULES, all_finite, check_cold_every, check_damp_rows
 
-__all__ = ["CODECS", "HOLD_BACK", "MERGE_DTYPE", "RULES", "budget_rows", "check_budget", "check_codec", "check_cold_every",
+__all__ = ["CODECS", "HOLD_BACK", "MERGE_DTYPE", "RULES", "check_codec", "check_cold_every",
            "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_ranges"]
 
 RULES = MERGE_RULES
@@ -84,7 +84,7 @@ HOLD_BACK = 0.3
 BY_FREQUENCY = ("syn0", "syn1neg")
 
 
-def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES):
+def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES, tree_counts=None):
     """How many of the first rows the ``damp`` rule damps, per matrix: the words a worker sees at
     least ``occurrences`` times in ``sync_words`` trained words (expected from their counts); of
     the output vectors at most :data:`OUTPUT_DAMP_MOST`.
@@ -105,22 +105,37 @@ def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES):
         Words each worker trains between merges.
     occurrences : float
         Expected sightings per interval that make a row hot.
+    tree_counts : array_like, optional
+        With hs: per ``syn1`` row (tree node, busiest first: :func:`gensim_distw2v.kernel.reverse_tree`),
+        how often it is on a trained word's path (:func:`gensim_distw2v.kernel.node_counts`). The
+        nodes near the root are on nearly every word's path: every worker moves them many times
+        per interval, and summed they overshoot as the frequent words' rows do (measured at K=8,
+        skip-gram: docs/schedule.rst), so they are damped by the same rule and threshold.
 
     Returns
     -------
     dict of (str, int)
-        ``{"syn0": n, "syn1neg": min(n, OUTPUT_DAMP_MOST)}``.
+        ``{"syn0": n, "syn1neg": min(n, OUTPUT_DAMP_MOST)}``, and ``"syn1"``'s count of such nodes
+        when ``tree_counts`` is given.
     """
     seen = _seen(counts, sync_words, occurrences)
-    hot = 0 if seen is None else len(seen) if seen.all() else int(np.argmin(seen))
-    return {"syn0": hot, "syn1neg": min(hot, OUTPUT_DAMP_MOST)}
+    out = {"syn0": _prefix(seen), "syn1neg": min(_prefix(seen), OUTPUT_DAMP_MOST)}
+    if tree_counts is not None:
+        out["syn1"] = _prefix(_seen(tree_counts, sync_words, occurrences, total=np.sum(counts, dtype=np.float64)))
+    return out
 
 
-def _seen(counts, words, times):
+def _prefix(seen):
+    """How many first rows are seen (0 when nothing is known)."""
+    return 0 if seen is None else len(seen) if seen.all() else int(np.argmin(seen))
+
+
+def _seen(counts, words, times, total=None):
     """Per row, whether a worker training ``words`` words expects to see its word at least
-    ``times`` times (from the counts); None when there are no counts."""
+    ``times`` times (from the counts, of ``total`` words: default their sum); None when there are
+    no counts."""
     counts = np.asarray(counts, dtype=np.float64)
-    total = float(counts.sum())
+    total = float(counts.sum()) if total is None else float(total)
     return None if total <= 0 else counts * float(words) >= times * total
 
 
@@ -176,29 +191,6 @@ def default_sync_words(n_workers):
     return SYNC_WORDS
 
 
-def _kept(norms, hold_back, max_rows=None):
-    """Indices into ``norms`` that go now, in increasing order: all but the smallest, which
-    together carry up to ``hold_back`` of the sum (they wait for a later round: error feedback;
-    compiled, linear time: :func:`gensim_distw2v._rows.kept_rows`), and of those at most
-    ``max_rows``, the largest (the traffic budget; ``None``: no limit)."""
-    kept = kept_rows(norms, hold_back)
-    if max_rows is not None and len(kept) > max_rows:
-        if max_rows <= 0:
-            return kept[:0]
-        largest = np.argpartition(norms[kept], len(kept) - max_rows)[len(kept) - max_rows:]
-        kept = np.sort(kept[largest])
-    return kept
-
-
-def check_budget(bytes_per_word):
-    """``bytes_per_word`` as a float, or None (no budget); a clear error for anything else."""
-    if bytes_per_word is None:
-        return None
-    if isinstance(bytes_per_word, bool) or not isinstance(bytes_per_word, (int, float, np.integer, np.floating)) \
-            or not 0 < bytes_per_word < math.inf:
-        raise ValueError(f"bytes_per_word must be a positive number of bytes per trained word (or None: no "
-                         f"budget), got {bytes_per_word!r}")
-    return float(bytes_per_word)
 
 
 def check_codec(codec):
@@ -216,16 +208,6 @@ def row_bytes(codec, vector_size):
     """Bytes a row of deltas takes on the wire: its values, int8's float32 scale and a uint32 index."""
     codec = check_codec(codec)
     return vector_size * np.dtype(codec).itemsize + (4 if codec == "int8" else 0) + 4
-
-
-def budget_rows(bytes_per_word, words, lo, hi, n_rows, n_matrices, vector_size, codec="float16"):
-    """Rows per matrix a routine merge part of rows ``[lo, hi)`` may move to stay within
-    ``bytes_per_word`` (values of ``codec``, :func:`row_bytes`) for ``words`` trained words;
-    ``None`` (no limit) when ``bytes_per_word`` is 0."""
-    if not bytes_per_word:
-        return None
-    share = (hi - lo) / max(1, n_rows) / max(1, n_matrices)
-    return int(bytes_per_word * words * share // row_bytes(codec, vector_size))
 
 
 def _compact(values, half):
@@ -406,7 +388,7 @@ class GlobalWeights:
                 self.rounded[name][lo:hi, word] &= ~mask
             return rows
 
-    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, max_rows=None, hot_rows=None, wanted=None):
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, hot_rows=None, wanted=None):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
@@ -423,9 +405,6 @@ class GlobalWeights:
             this share of the range's missed change on those rows.
         exact : bool
             Reply in float32 (else in :attr:`codec`, whose rounding waits: error feedback).
-        max_rows : int, optional
-            Reply with at most this many rows per matrix (the traffic budget; the rest waits).
-            Default: no limit.
         hot_rows : int, optional
             A routine round of cold-row skipping (:func:`hot_rows`): reply with rows of ``syn0``
             and ``syn1neg`` below this only (the others wait). Default: every row.
@@ -463,7 +442,7 @@ class GlobalWeights:
                 # damped rows: what the worker missed, as deltas (hold-back and rounding wait: error feedback)
                 if lo < min(end, top_rows):
                     deltas_out[name] = _take(weights[:top_rows], snap, lo, min(end, top_rows),
-                                             "float32" if exact else self.codec, hold_back, max_rows)
+                                             "float32" if exact else self.codec, hold_back)
                 else:
                     deltas_out[name] = (np.zeros(0, np.uint32), np.zeros((0, weights.shape[1]), np.float32), None)
                 # every other row: the values of those changed since the worker last had them (and, in an
@@ -477,8 +456,6 @@ class GlobalWeights:
                     stale = np.zeros(0, np.uint32)
                 if wanted is not None and name in BY_FREQUENCY:
                     stale = stale[wanted[stale.astype(np.int64) - lo]]
-                if max_rows is not None:
-                    stale = stale[:max(0, max_rows - len(deltas_out[name][0]))]  # most frequent first; the rest waits
                 values_out[name] = (stale,) + _values(weights, stale, "float32" if exact else self.value_codec)
                 self.stale[name][stale, word] &= ~mask
                 if values_out[name][1].dtype != np.float32:
@@ -503,11 +480,11 @@ def _values(weights, rows, codec):
     return values, None
 
 
-def _take(replica, base, lo, hi, codec, hold_back=0.0, max_rows=None):
+def _take(replica, base, lo, hi, codec, hold_back=0.0):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
     :meth:`Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
     changed, norms = changed_rows(replica, base, lo, hi)
-    kept = _kept(norms, hold_back, max_rows)
+    kept = kept_rows(norms, hold_back)  # the smallest wait: error feedback (compiled, linear time)
     changed = changed[kept]
     part_codec = _part_codec(codec, norms[kept])
     if HAS_F16C or part_codec != "float16":  # one pass: difference, rounding, advancing the base
@@ -565,7 +542,7 @@ class Replica:
         self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
         self.base = {name: w.copy() for name, w in self.replica.items()}
 
-    def take_delta(self, lo, hi, codec="float32", hold_back=0.0, max_rows=None, hot_rows=None):
+    def take_delta(self, lo, hi, codec="float32", hold_back=0.0, hot_rows=None):
         """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
 
         Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
@@ -584,9 +561,6 @@ class Replica:
             Keep back the rows with the smallest changes that together carry up to this share of
             the squared delta (per matrix): they stay in ``R - B`` and go in a later round, once
             grown (error feedback). 0 sends every changed row.
-        max_rows : int, optional
-            Of those, send at most this many rows per matrix, the largest changes (the traffic
-            budget: the rest waits in ``R - B`` too). Default: no limit.
         hot_rows : int, optional
             Of ``syn0`` and ``syn1neg``, look at the rows below this only (a routine round that
             skips the cold rows, :func:`hot_rows`); the others wait in ``R - B``. Default: every row.
@@ -599,7 +573,7 @@ class Replica:
         codec = check_codec(codec)
         # B advances by exactly what the server adds to G (so B == G bit for bit on rows no one else
         # touched); the rounding of the delta stays in R - B for the next round.
-        return {name: _take(replica, self.base[name], lo, _row_end(name, lo, hi, hot_rows), codec, hold_back, max_rows)
+        return {name: _take(replica, self.base[name], lo, _row_end(name, lo, hi, hot_rows), codec, hold_back)
                 for name, replica in self.replica.items()}
 
     def take_in(self, missed, values=None):

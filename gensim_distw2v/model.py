@@ -33,6 +33,19 @@ def _setting(name):
     return property(get, put, doc=f"The ``{name}`` setting (:class:`gensim_distw2v.settings.Settings`).")
 
 
+# settings that were removed, and why: a clear error rather than gensim's "unexpected keyword"
+REMOVED = {"bytes_per_word": "the traffic budget was removed: the merge schedule bounds the bytes per word (hot rows "
+                             "every round, the others every cold_every-th, int8 both ways; docs/schedule.rst); "
+                             "drop the argument"}
+
+
+def _refuse_removed(kwargs):
+    """ValueError naming a removed setting found in ``kwargs``, and what to do instead."""
+    for name in REMOVED:
+        if name in kwargs:
+            raise ValueError(f"{name}: {REMOVED[name]}")
+
+
 class Word2Vec(gensim.models.Word2Vec):
     """gensim's ``Word2Vec`` that can train on a cluster of Pyro4 workers.
 
@@ -66,10 +79,6 @@ class Word2Vec(gensim.models.Word2Vec):
         Share of its squared change (the rows that changed least) a worker may keep back in a
         routine merge, to send later once grown (error feedback); 0 sends every changed row.
         Default 0.3. Epoch ends always merge everything.
-    bytes_per_word : float, optional
-        Traffic budget: a routine merge moves at most this many bytes per word the worker trained
-        since its last merge, each way (the rows that changed most; the rest waits, as held-back
-        rows do). Default: no budget.
     cold_every : int, optional
         The rows of rare words (beyond the hot rows: those a worker sees less than a quarter of a
         time per merge interval, :func:`gensim_distw2v.merge.hot_rows`) merge only every
@@ -96,18 +105,16 @@ class Word2Vec(gensim.models.Word2Vec):
     merge = _setting("merge")
     sync = _setting("sync")
     hold_back = _setting("hold_back")
-    bytes_per_word = _setting("bytes_per_word")
     cold_every = _setting("cold_every")
     merge_dtype = _setting("merge_dtype")
     cluster_timeout = _setting("cluster_timeout")
     part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp",
-                 hold_back=HOLD_BACK, bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE,
-                 cluster_timeout=30.0, **kwargs):
+                 hold_back=HOLD_BACK, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
+        _refuse_removed(kwargs)
         self.settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
-                                 bytes_per_word=bytes_per_word, cold_every=cold_every, merge_dtype=merge_dtype,
-                                 cluster_timeout=cluster_timeout)
+                                 cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout)
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
         self.cluster_stats = {}
@@ -186,18 +193,18 @@ class Word2Vec(gensim.models.Word2Vec):
 
     @classmethod
     def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp", hold_back=HOLD_BACK,
-             bytes_per_word=None, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
+             cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf, sync_words, merge, sync, hold_back, bytes_per_word, cold_every, merge_dtype
+        distributed, ns_conf, sync_words, merge, sync, hold_back, cold_every, merge_dtype
             Settings for further training of the loaded model (see the class); cluster_timeout too.
         """
+        _refuse_removed(kwargs)
         settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
-                            bytes_per_word=bytes_per_word,
                             cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout)
         model = gensim.models.Word2Vec.load(*args, **kwargs)
         if not isinstance(model, cls):

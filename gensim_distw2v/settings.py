@@ -12,7 +12,7 @@ import typing
 
 import numpy as np
 
-from gensim_distw2v.merge import (COLD_EVERY, HOLD_BACK, MERGE_DTYPE, RULES, check_budget, check_codec,
+from gensim_distw2v.merge import (COLD_EVERY, HOLD_BACK, MERGE_DTYPE, RULES, check_codec,
                                    check_cold_every)
 from gensim_distw2v.wire import MAX_ARRAY_BYTES, SYNC_MODES
 
@@ -44,8 +44,6 @@ class Settings:
         epoch (replicas merged at epoch ends).
     hold_back : float
         Share of its squared change a worker may keep back in a routine merge, in [0, 1).
-    bytes_per_word : float, optional
-        Traffic budget of routine merges, each way, per word trained (None: no budget).
     cold_every : int
         The rows of rare words merge every ``cold_every``-th round, in [1, 1000].
     merge_dtype : {'float16', 'int8', 'float32'}
@@ -60,7 +58,6 @@ class Settings:
     merge: str = "damp"
     sync: str = "ssp"
     hold_back: float = HOLD_BACK
-    bytes_per_word: typing.Optional[float] = None
     cold_every: int = COLD_EVERY
     merge_dtype: str = MERGE_DTYPE
     cluster_timeout: float = 30.0
@@ -79,7 +76,6 @@ class Settings:
                 or not 0.0 <= self.hold_back < 1.0:
             raise ValueError(f"hold_back must be in [0, 1), got {self.hold_back!r}")
         fix(self, "hold_back", float(self.hold_back))
-        fix(self, "bytes_per_word", check_budget(self.bytes_per_word))
         fix(self, "cold_every", check_cold_every(self.cold_every))
         fix(self, "merge_dtype", check_codec(self.merge_dtype))
         if isinstance(self.cluster_timeout, bool) or not isinstance(self.cluster_timeout, (int, float, np.number)) \

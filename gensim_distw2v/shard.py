@@ -248,7 +248,6 @@ class Shard:
         if part.rank in held.gone:
             raise ValueError(f"worker rank {part.rank} left session {sid}: join it again")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
-                                            None if part.max_rows < 0 else part.max_rows,
                                             None if part.hot_rows < 0 else part.hot_rows, part.wanted)
         reply = wire.MergeReply(
             matrices={name: wire.pack_deltas(*d) for name, d in missed.items() if len(d[0])},

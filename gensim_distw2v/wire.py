@@ -36,6 +36,10 @@ __all__ = [
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
 ARRAY_DTYPES = {"float32", "float16", "int8", "uint32", "uint8", "int64"}
 DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with a float32 scale per row)
+# looked up per array on every merge (numpy's dtype.name and np.dtype(name) cost microseconds each)
+_NAME_OF = {np.dtype(name): name for name in ARRAY_DTYPES}
+_DTYPE = {name: np.dtype(name) for name in ARRAY_DTYPES}
+_ITEMSIZE = {name: dtype.itemsize for name, dtype in _DTYPE.items()}
 MAX_SCALE = float(np.finfo(np.float32).max) / 127  # an int8 row's scale: level * scale stays finite
 MERGE_RULES = ("sum", "damp", "mean")
 SYNC_MODES = ("ssp", "bsp", "asp", "local")  # how workers' merge rounds are ordered (settings.Settings.sync)
@@ -66,7 +70,8 @@ def need(msg, key, kind, what="message"):
 def pack_array(arr):
     """An ndarray as plain data (the bytes are a copy only if ``arr`` is not C-contiguous)."""
     arr = np.ascontiguousarray(arr)
-    return {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.data.cast("B") if arr.size else b""}
+    name = _NAME_OF.get(arr.dtype) or arr.dtype.name
+    return {"dtype": name, "shape": list(arr.shape), "data": arr.data.cast("B") if arr.size else b""}
 
 
 def pack_deltas(rows, values, scales=None):
@@ -111,20 +116,21 @@ def unpack_array(msg, what, dtype=None, ndim=None, shape=None):
         raise ValueError(f"{what} must be {ndim}-dimensional, got shape {tuple(dims)}")
     if shape is not None and any(want is not None and want != got for want, got in zip(shape, dims)):
         raise ValueError(f"{what} must have shape {tuple(shape)}, got {tuple(dims)}")
-    expected = math.prod(dims) * np.dtype(name).itemsize
+    expected = math.prod(dims) * _ITEMSIZE[name]
     if expected > MAX_ARRAY_BYTES:
         raise ValueError(f"{what}: {expected} bytes in one message is more than the {MAX_ARRAY_BYTES} allowed")
     if len(data) != expected:
         raise ValueError(f"{what}: shape {tuple(dims)} of {name} needs {expected} bytes, got {len(data)}")
-    return np.frombuffer(data, dtype=name).reshape(dims)
+    return np.frombuffer(data, dtype=_DTYPE[name]).reshape(dims)
 
 
 def check_damp_rows(damp_rows, what="session config"):
-    """``damp_rows`` (how many first rows of ``syn0`` and ``syn1neg`` the damp rule damps) as plain
-    ints; ValueError naming the problem otherwise."""
-    if not isinstance(damp_rows, dict) or set(damp_rows) != {"syn0", "syn1neg"} or any(
-            isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in damp_rows.values()):
-        raise ValueError(f"{what}: damp_rows must be {{'syn0': int >= 0, 'syn1neg': int >= 0}}, got {damp_rows!r}")
+    """``damp_rows`` (how many first rows of ``syn0``, ``syn1neg`` and, with hs, ``syn1`` the damp
+    rule damps) as plain ints; ValueError naming the problem otherwise."""
+    if not isinstance(damp_rows, dict) or not {"syn0", "syn1neg"} <= set(damp_rows) <= {"syn0", "syn1neg", "syn1"} \
+            or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in damp_rows.values()):
+        raise ValueError(f"{what}: damp_rows must be {{'syn0': int >= 0, 'syn1neg': int >= 0}} (and 'syn1': int >= 0 "
+                         f"with hs), got {damp_rows!r}")
     return {name: int(n) for name, n in damp_rows.items()}
 
 
@@ -238,6 +244,21 @@ def _flat(kinds):
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=None)
+def _specs(cls):
+    """Per field of a record, what :meth:`Record.from_wire` checks: ``(name, the type(s) for
+    :func:`need`, whether None is allowed, the nested record class or None)``; worked out once per
+    class (it runs for every message)."""
+    hints, out = _hints(cls), []
+    for field in dataclasses.fields(cls):
+        kind = _flat(_kind(hints[field.name]))
+        optional = type(None) in kind
+        kind = tuple(k for k in kind if k is not type(None))
+        nested = kind[0] if isinstance(kind[0], type) and issubclass(kind[0], Record) else None
+        out.append((field.name, dict if nested else kind if len(kind) > 1 else kind[0], optional, nested))
+    return tuple(out), frozenset(name for name, *_ in out)
+
+
 @dataclasses.dataclass
 class Record:
     """A message with named, typed fields (subclasses are dataclasses; see :meth:`from_wire`)."""
@@ -255,20 +276,17 @@ class Record:
         """
         if not isinstance(msg, dict):
             raise ValueError(f"malformed {cls.WHAT}: expected a dict, got {type(msg).__name__}")
-        fields, hints = dataclasses.fields(cls), _hints(cls)
-        unknown = set(msg) - {f.name for f in fields}
-        if unknown:
+        specs, names = _specs(cls)
+        if not names.issuperset(msg):
+            unknown = set(msg) - names
             raise ValueError(f"malformed {cls.WHAT}: unknown fields {sorted(map(str, unknown))}")
         values = {}
-        for field in fields:
-            kind = _flat(_kind(hints[field.name]))
-            if type(None) in kind and field.name in msg and msg[field.name] is None:
-                values[field.name] = None
+        for name, kind, optional, nested in specs:
+            if optional and msg.get(name, 0) is None:
+                values[name] = None
                 continue
-            kind = tuple(k for k in kind if k is not type(None))
-            nested = kind[0] if isinstance(kind[0], type) and issubclass(kind[0], Record) else None
-            value = need(msg, field.name, dict if nested else kind if len(kind) > 1 else kind[0], cls.WHAT)
-            values[field.name] = nested.from_wire(value) if nested else value
+            value = need(msg, name, kind, cls.WHAT)
+            values[name] = nested.from_wire(value) if nested else value
         record = cls(**values)
         record.check(**context)
         return record
@@ -283,20 +301,25 @@ class Record:
 
     def to_wire(self):
         """The record as plain data for the wire (records and settings inside it too, arrays packed)."""
-        return {field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
+        return {name: _plain(getattr(self, name)) for name, *_ in _specs(type(self))[0]}
+
+
+_PLAIN = frozenset((type(None), int, float, str, bytes, bool, memoryview, list))
 
 
 def _plain(value):
     """A field's value as plain data: records (and anything with ``to_wire``) and arrays converted,
     in dicts too."""
-    if value is None or isinstance(value, (int, float, str, bytes, bool, memoryview)):
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, (int, float, str, bytes, bool, memoryview)):
         return value
     if hasattr(value, "to_wire"):
         return value.to_wire()
     if isinstance(value, np.ndarray):
         return pack_array(value)
     if isinstance(value, dict):
-        return {key: _plain(v) for key, v in value.items()}
+        return {key: v if type(v) in _PLAIN else _plain(v) for key, v in value.items()}
     return value
 
 
@@ -365,7 +388,7 @@ class MergePart(Record):
     """One part of a worker's merge round with one shard (worker -> shard), in the shard's own rows.
 
     ``matrices`` maps a matrix to its deltas (:func:`pack_deltas`) for rows in ``[lo, hi)``;
-    ``hold_back`` and ``max_rows`` (-1: no cap) shape the reply, ``exact`` asks for float32,
+    ``hold_back`` shapes the reply, ``exact`` asks for float32,
     ``hot_rows`` (-1: every row) limits a routine round's ``syn0`` and ``syn1neg`` to the rows
     below it. ``wanted`` (None: every row) names the rows of ``syn0`` and ``syn1neg`` beyond the
     hot ones whose values the worker wants now (those of the jobs it holds: :func:`pack_wanted`);
@@ -380,7 +403,6 @@ class MergePart(Record):
     hi: int
     matrices: dict
     hold_back: float
-    max_rows: int
     hot_rows: int
     exact: bool
     wanted: typing.Optional[dict] = None
@@ -393,9 +415,8 @@ class MergePart(Record):
             self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
         if not 0.0 <= self.hold_back < 1.0:
             raise ValueError(f"merge part: hold_back must be in [0, 1), got {self.hold_back}")
-        if self.max_rows < -1 or self.hot_rows < -1:
-            raise ValueError(f"merge part: max_rows and hot_rows must be >= 0, or -1 (no limit), got "
-                             f"{self.max_rows} and {self.hot_rows}")
+        if self.hot_rows < -1:
+            raise ValueError(f"merge part: hot_rows must be >= 0, or -1 (every row), got {self.hot_rows}")
         unknown = set(self.matrices) - set(weights)
         if unknown:
             raise ValueError(f"merge part: unknown matrices {sorted(map(str, unknown))}; this session trains "

@@ -39,7 +39,7 @@ from gensim_distw2v._inner import JobTrainer
 from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
 from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import Replica, budget_rows, row_ranges
+from gensim_distw2v.merge import Replica, row_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class _Training:
         self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
-        self.bytes_per_word, self.merge_dtype = settings.bytes_per_word or 0.0, settings.merge_dtype
+        self.merge_dtype = settings.merge_dtype
         vocab, size = self.params.vocab_size, self.params.vector_size
         start = time.monotonic()
         arrays = {name: (self._download_weights if name in wire.WEIGHTS else self._download)(name, spec)
@@ -425,7 +425,6 @@ class _Training:
         with self.lock:
             jobs, self.done, self.done_epoch = self.done, [], -1
             loss, self.loss = self.loss, 0.0
-            words = self.words_since_merge - self.words_merged
             if self.sync == "bsp":  # trainers go on once the round is taken in (below)
                 self.words_merged = self.words_since_merge
             elif restart_clock or flush_epoch is not None:
@@ -440,31 +439,26 @@ class _Training:
         hot = -1 if every_row else self.hot_rows
         parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
             or "syn1" in self.replica.replica else [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
-        n_shards, size = len(self.shards), self.params.vector_size
+        size = self.params.vector_size
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
         wanted = None
         if flush_epoch is None and self.want is not None:
             with self.lock:
                 wanted = np.flatnonzero(self.want).astype(np.uint32)
         for lo, hi in parts:
-            # the traffic budget, each way, for the words this round carries (flushes are exact)
-            max_rows = None if flush_epoch is not None else budget_rows(
-                self.bytes_per_word, words, lo, hi, self.params.vocab_size, len(self.replica.replica),
-                size, dtype)
-            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, max_rows, hot)
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, hot)
             traffic[0] += sum(_nbytes(d) for d in deltas.values())
             split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
             wanted_split = None if wanted is None else self.layout.split(
                 wanted[np.searchsorted(wanted, max(lo, self.hot_rows)):np.searchsorted(wanted, hi)])
             self.worker.check_alive(self)
 
-            def merge_with(shard, lo=lo, hi=hi, max_rows=max_rows, split=split, wanted_split=wanted_split):
+            def merge_with(shard, lo=lo, hi=hi, split=split, wanted_split=wanted_split):
                 thread_cpu = time.thread_time()
                 local_lo, local_hi = self.layout.local_range(lo, hi, shard)
                 part = wire.MergePart(
                     session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
                     matrices={name: wire.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
-                    max_rows=-1 if max_rows is None else -(-max_rows // n_shards),
                     hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
                     wanted=None if wanted_split is None else wire.pack_wanted(wanted_split[shard][0], local_lo,
                                                                               local_hi))

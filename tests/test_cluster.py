@@ -170,6 +170,8 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     ours.train(lee_corpus, total_examples=ours.corpus_count, epochs=2)
     assert ours.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
     assert ours.cluster_stats["merges"] >= 3 and np.isfinite(ours.wv.vectors).all()
+    assert 0 < ours.cluster_stats["damp_rows"]["syn1"] < len(ours.wv)  # hs's busiest tree nodes are damped
+    assert np.isfinite(ours.syn1).all()
     # the same through one worker is still gensim's result: parts change nothing
     one = LocalCluster(n_workers=1).start()
     try:
@@ -231,26 +233,6 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
     assert np.abs(runs[1].syn1neg - runs[3].syn1neg).max() <= 1e-6
 
 
-def test_traffic_budget_cuts_the_bytes_each_way(three_workers, lee_corpus):
-    """bytes_per_word through the cluster: routine rounds move at most the budget's rows each way, so far
-    fewer bytes than without one; every word is still trained and the epoch flushes deliver the rest."""
-    params = {**SMALL, "sg": 1, "negative": 5}
-    stats = {}
-    for budget in (None, 5.0):  # (the epochs' exact float32 flushes, which the budget leaves alone, dominate
-        # the rest on this small corpus: about 0.4x the bytes each way; cold rows, int8 and a large
-        # hold-back, which cut the routine rounds' bytes too, are off so that the budget alone is measured)
-        model = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, sync_words=2000,
-                         bytes_per_word=budget, cold_every=1, merge_dtype="float16", hold_back=0.1, **params)
-        assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
-        assert np.isfinite(model.wv.vectors).all()
-        stats[budget] = model.cluster_stats
-    for way in ("bytes_up", "bytes_down"):  # (per session: the workers served the first run too)
-        assert stats[5.0][way] < 0.6 * stats[None][way], (way, stats)
-        assert sum(w["words"] for w in stats[5.0]["workers"].values()) == stats[5.0]["raw_words"]
-    with pytest.raises(ValueError, match="bytes_per_word must be a positive number"):
-        Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, bytes_per_word=-5)
-
-
 def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
     """merge_dtype reaches the wire: int8 routine rounds (d + 8 bytes a row with its index) move fewer bytes
     up than float16 (2 d + 4), and every word is trained. Down, the hot rows' missed change goes as int8
@@ -310,7 +292,7 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
             assert hot == merge.damped_rows(ours.wv.expandos["count"], 5000)
             assert 0 < hot["syn1neg"] == hot["syn0"] < len(ours.wv), hot
             three_workers.processes["dispatcher"].wait_for(
-                rf"merge=damp \(damp: {hot['syn0']} syn0 / {hot['syn1neg']} syn1neg rows\)", timeout=5)
+                rf"merge=damp \(damp: {hot['syn0']} syn0 / {hot['syn1neg']} syn1neg / 0 syn1 rows\)", timeout=5)
             assert ours.cluster_stats["hot_rows"] == merge.hot_rows(ours.wv.expandos["count"], 5000)
     # mean/sum measured 0.73-0.85 over 7 runs since the hot rows come down as deltas (0.8 was the bound
     # before); a rule that did not scale would give about 1

@@ -329,7 +329,7 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
         with pytest.raises(ValueError, match=message):
             find_dispatcher(two_workers.ns_conf).open_session(dict(config, **{key: value}))
     # the settings travel whole and are validated as where they were built
-    for key, value, message in (("bytes_per_word", -1.0, "bytes_per_word must be a positive number"),
+    for key, value, message in (("bytes_per_word", 100.0, "malformed session settings"),
                                 ("cold_every", 0, "cold_every must be an int in"),
                                 ("merge_dtype", "int4", "merge_dtype must be one of"),
                                 ("merge_dtype", None, "merge_dtype"), ("sync_words", None, "sync_words must be set"),

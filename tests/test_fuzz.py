@@ -62,7 +62,7 @@ def valid_part(session):
     rows = np.array([0, 2, 5], dtype=np.uint32)
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
     return {"session": session["sid"], "rank": session["rank"], "lo": 0, "hi": session["vocab"], "hold_back": 0.0,
-            "max_rows": -1, "hot_rows": -1, "exact": False, "wanted": wire.pack_wanted([3, 7], 0, session["vocab"]),
+            "hot_rows": -1, "exact": False, "wanted": wire.pack_wanted([3, 7], 0, session["vocab"]),
             "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
 
 
@@ -113,7 +113,7 @@ def bad_merge_part(draw, session):
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
         lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
     field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "scales", "hold_back",
-                                  "max_rows", "hot_rows", "exact", "session", "rank", "wanted", "missing",
+                                  "hot_rows", "exact", "session", "rank", "wanted", "missing",
                                   "unknown"]))
     if field == "session":
         part["session"] = draw(garbage.filter(lambda v: v != session["sid"]))
@@ -149,7 +149,7 @@ def bad_merge_part(draw, session):
     elif field == "hold_back":
         part["hold_back"] = draw(not_number | st.floats(1.0, 1e300) | st.floats(-1e300, -1e-9)
                                  | st.sampled_from([float("nan"), float("inf")]))
-    elif field in ("max_rows", "hot_rows"):
+    elif field == "hot_rows":
         part[field] = draw(not_int | st.integers(-2 ** 63, -2))
     elif field == "exact":
         part[field] = draw(not_bool)

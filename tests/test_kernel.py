@@ -7,7 +7,9 @@ import pytest
 
 from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.jobs import iter_epoch_jobs
-from gensim_distw2v.kernel import model_arrays, train_jobs, train_like_gensim, trainer_for_model
+from gensim_distw2v.kernel import (model_arrays, node_counts, reverse_tree, reverse_tree_order, train_jobs,
+                                   train_like_gensim, trainer_for_model)
+from gensim_distw2v.merge import damped_rows
 
 VARIANTS = {
     "sg+neg": dict(sg=1, hs=0, negative=5),
@@ -55,6 +57,41 @@ def test_parity_with_gensim(lee_corpus, variant):
     for name, diff in max_differences(reference, ours).items():
         assert diff <= 1e-6, f"{variant}: {name} differs from gensim by {diff}"
     assert effective > 0.5 * sum(len(s) for s in lee_corpus) * ours.epochs * 0.5
+
+
+@pytest.mark.parametrize("variant", ["sg+hs", "cbow+hs+neg sum"])
+def test_reversed_tree_trains_gensims_model(lee_corpus, variant):
+    """The cluster trains hs's tree numbered busiest node first: the same arithmetic on the same
+    rows, stored in another order; reversed back, syn1 is gensim's to the bit."""
+    reference, ours = twins(lee_corpus, **VARIANTS[variant])
+    params, arrays = model_arrays(ours)
+    reversed_arrays = reverse_tree(arrays)
+    assert reversed_arrays["syn1"] is not arrays["syn1"] and reversed_arrays["points"] is not arrays["points"]
+    trainer = JobTrainer(**params, **reversed_arrays)
+    for epoch in range(ours.epochs):
+        for job in iter_epoch_jobs(lee_corpus, ours.wv.key_to_index, batch_words=ours.batch_words, cur_epoch=epoch,
+                                   epochs=ours.epochs, start_alpha=ours.alpha, end_alpha=ours.min_alpha,
+                                   total_examples=ours.corpus_count):
+            trainer.train_job(job.indices, job.offsets, job.alpha, ours.random, False)
+    order = reverse_tree_order(len(ours.syn1))
+    assert np.array_equal(order[order], np.arange(len(order)))  # its own inverse
+    assert np.array_equal(reference.syn1, reversed_arrays["syn1"][order])
+    assert np.array_equal(reference.wv.vectors, ours.wv.vectors)
+
+
+def test_tree_nodes_counted_busiest_first(lee_corpus):
+    """Reversed, the node counts decrease: the root (every word's path) is row 0, and the damp
+    rule's prefix of syn1 is the busiest nodes."""
+    model = built(lee_corpus, hs=1, negative=0)
+    arrays = reverse_tree(model_arrays(model)[1])
+    counts = model.wv.expandos["count"]
+    nodes = node_counts(arrays["points"], arrays["code_offsets"], counts, len(model.wv))
+    assert nodes[0] == counts.sum() and nodes[-1] == 0  # the root; the last row is no node
+    assert np.all(np.diff(nodes[:-1]) <= 0)
+    damp = damped_rows(counts, 2_000, tree_counts=nodes)
+    expected = int(np.sum(nodes * 2_000 >= 1.5 * counts.sum()))
+    assert damp["syn1"] == expected and 0 < expected < len(nodes)
+    assert "syn1" not in damped_rows(counts, 2_000)
 
 
 def test_parity_loss_and_word_count(lee_corpus):

@@ -178,44 +178,6 @@ def test_unknown_worker_is_refused():
         g.apply(0, 0, V, a.take_delta(0, V))
 
 
-def test_traffic_budget_sends_the_largest_rows_and_keeps_the_rest():
-    """max_rows: a round moves at most that many rows per matrix each way (up the largest changes, down
-    the damped rows' largest, then the most frequent); the rest waits (in R - B up, in the snapshot or
-    the stale bits down) and arrives later, so the replicas still end equal to the global
-    weights once a round without a budget has run."""
-    _init, g, (a, b) = cluster(2, "damp")
-    g.snap_rows["syn0"] = V // 2  # half the rows damped (deltas down), half not (values down)
-    for rank in (0, 1):
-        g.snapshots[rank]["syn0"] = g.snapshots[rank]["syn0"][:V // 2].copy()
-    rng = np.random.default_rng(5)
-    for step in range(5):
-        for r, seed in ((a, step), (b, 100 + step)):
-            train(r, np.sort(rng.choice(V, 20, replace=False)), 0.01, seed)
-        changed = (a.replica["syn0"] - a.base["syn0"]).astype(np.float64)
-        norms = (changed ** 2).sum(1)
-        up = a.take_delta(0, V, np.float32, 0.0, max_rows=6)
-        assert len(up["syn0"][0]) == 6 and len(up["syn1neg"][0]) == 6
-        np.testing.assert_array_equal(np.sort(up["syn0"][0]), up["syn0"][0])
-        assert norms[up["syn0"][0]].min() >= np.delete(norms, up["syn0"][0]).max()
-        down = g.apply(0, 0, V, up, 0.0, True, max_rows=3)
-        assert all(len(part[name][0]) + len(down[1][name][0]) <= 3 for part in down[:1] for name in part)
-        a.take_in(*down)
-        b.take_in(*g.apply(1, 0, V, b.take_delta(0, V, np.float32, 0.0, max_rows=0), 0.0, True, max_rows=0))
-        assert not (a.replica["syn0"] == a.base["syn0"]).all()  # something still waits
-    for _ in range(2):  # rounds without a budget deliver what waited
-        for rank, r in enumerate((a, b)):
-            r.take_in(*g.apply(rank, 0, V, r.take_delta(0, V), 0.0, True))
-    for name in g.weights:
-        np.testing.assert_allclose(a.replica[name], g.weights[name], atol=1e-6)
-        np.testing.assert_allclose(b.replica[name], g.weights[name], atol=1e-6)
-    assert merge.budget_rows(None, 1000, 0, V, V, 2, 100) is None
-    assert merge.budget_rows(102.0, 1000, 0, V, V, 2, 100) == 250  # 102 kB, two matrices, 204 B a row
-    assert merge.budget_rows(102.0, 1000, 0, V // 2, V, 2, 100) == 125
-    for bad in (0, -1.0, float("nan"), float("inf"), "100", True):
-        with pytest.raises(ValueError, match="bytes_per_word must be a positive number"):
-            merge.check_budget(bad)
-
-
 def test_float16_overflow_goes_as_float32():
     r = Replica(initial())
     r.replica["syn0"][2] += 1e6
@@ -695,10 +657,9 @@ def test_int8_merges_reach_the_exact_model():
             np.testing.assert_allclose(r.replica[n], g.weights[n], atol=1e-5)
 
 
-def test_budget_counts_the_codecs_bytes():
+def test_row_bytes_count_the_codecs_bytes():
     assert merge.row_bytes("float16", 100) == 204 and merge.row_bytes("int8", 100) == 108
     assert merge.row_bytes(np.float32, 100) == 404
-    assert merge.budget_rows(108.0, 1000, 0, V, V, 2, 100, "int8") == 500  # 108 kB, two matrices, 108 B a row
     with pytest.raises(ValueError, match="merge_dtype must be one of"):
         merge.check_codec("int4")
 

@@ -80,7 +80,6 @@ BAD_SETTINGS = [
     (dict(sync_words=0), "sync_words must be a positive int"),
     (dict(sync_words=2.5), "sync_words must be a positive int"),
     (dict(hold_back=1.0), "hold_back must be in \\[0, 1\\)"),
-    (dict(bytes_per_word=-3), "bytes_per_word must be a positive number"),
     (dict(cold_every=0), "cold_every must be an int in \\[1, 1000\\]"),
     (dict(merge_dtype="int4"), "merge_dtype must be one of"),
     (dict(cluster_timeout=0), "cluster_timeout must be a positive number of seconds"),
@@ -102,6 +101,16 @@ def test_bad_distributed_settings_are_refused(kwargs, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         setattr(model, name, value)
     assert model.settings is before
+
+
+def test_removed_setting_is_named_with_what_to_do(tmp_path):
+    """The traffic budget is gone (the schedule bounds the bytes): passing it says so, not gensim's
+    "unexpected keyword argument"."""
+    with pytest.raises(ValueError, match="bytes_per_word: the traffic budget was removed.*drop the argument"):
+        Word2Vec(distributed=True, bytes_per_word=100)
+    Word2Vec([["a", "b", "a"]], min_count=1, vector_size=4, epochs=1, workers=1).save(str(tmp_path / "m"))
+    with pytest.raises(ValueError, match="bytes_per_word: the traffic budget was removed"):
+        Word2Vec.load(str(tmp_path / "m"), bytes_per_word=100)
 
 
 def test_settings_are_one_object_passed_whole():
