@@ -122,3 +122,13 @@ def test_clustersim_runs_the_clusters_arithmetic():
                                "--json").strip().splitlines()[-1])["runs"]
     assert damped["damp_rows"]["syn1neg"] == 7 and damped["damp_rows"]["syn0"] == two["damp_rows"]["syn0"]
     assert damped["hot_rows"] == 30 and damped["bytes_up_per_word"] < two["bytes_up_per_word"]  # fewer rows a round
+
+
+def test_round_cost_reports_each_roles_cpu_per_round():
+    out = run("round_cost.py", "--shards", "1,2", "--rounds", "4", "--repeats", "1", "--json")
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert [r["P"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["worker_us_per_round"] > 0 and r["shards_us_per_round"] > 0
+        assert r["shard_us_per_call"] == pytest.approx(r["shards_us_per_round"] / r["P"])
+    assert "each shard more adds" in out
