@@ -161,7 +161,9 @@ class DistributedTraining:
             arrays.pop("sample_int", None)
         rng = model.random if isinstance(model.random, np.random.RandomState) else np.random.RandomState(model.seed)
         settings = self.settings
-        sync_words = int(settings.sync_words or default_sync_words(n_workers))
+        # the interval grows with the corpus (words per epoch: given, or counted by build_vocab)
+        corpus_words = int(total_words or getattr(model, "corpus_total_words", 0) or 0)
+        sync_words = int(settings.sync_words or default_sync_words(n_workers, corpus_words))
         counts = model.wv.expandos.get("count")
         if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
             counts = np.zeros(len(model.wv))

@@ -66,13 +66,18 @@ MERGE_DTYPE = "int8"
 # measurement (README.rst, "The merge rule")
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
-# The merge schedule (docs/schedule.rst): every SYNC_WORDS words per worker, whatever the number of
-# workers, a routine round merges the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees
+# The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,
+# at most ONE_WORKER_SYNC_WORDS) per worker, whatever the number of workers, a routine round merges the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees
 # at least HOT_SIGHTINGS times per interval: about the 1,000 most frequent of devmix); every
 # COLD_EVERY-th round merges every row, and epoch ends flush exactly. Down, a routine reply carries the
 # hot rows a worker lacks and, of the others, those of the jobs it holds. Measured in
 # benchmarks/clustersim.py and through the cluster at K = 2, 4, 8 (docs/schedule.rst).
 SYNC_WORDS = 2_200
+# The interval a corpus tolerates grows with the corpus: at K=8 (CBOW, simulated) one round per
+# 5,400th of an epoch's words cost 0.68, 0.45 and 0.64 analogy points on 3 M, 6 M and 12 M words,
+# four times that interval 2.47 (3 M) and 2.10 (12 M) points (docs/schedule.rst, "The interval").
+SYNC_SHARE = 1 / 5_400
+ONE_WORKER_SYNC_WORDS = 1_000_000
 HOT_SIGHTINGS = 0.25
 COLD_EVERY = 6
 # Up, a routine round holds back the rows that changed least, together HOLD_BACK of the squared change
@@ -174,21 +179,31 @@ def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
     return int(hot[-1]) + 1 if len(hot) else 0
 
 
-def default_sync_words(n_workers):
-    """Words each worker trains between merges, by default: :data:`SYNC_WORDS` for two workers or
-    more, whatever their number (so the merges per trained word, and their bytes and CPU, do not
-    grow with it); one worker merges rarely (1 M words), its merges only make progress durable.
+def default_sync_words(n_workers, corpus_words=0):
+    """Words each worker trains between merges, by default: for two workers or more, whatever their
+    number (so the merges per trained word, and their bytes and CPU, do not grow with it),
+    :data:`SYNC_SHARE` of the corpus's words per epoch, at least :data:`SYNC_WORDS` (2,200) and at
+    most 1 M; one worker merges every 1 M words (its merges only make progress durable).
 
     The interval is the hot rows' clock (:func:`hot_rows`): quality hangs on how often the
-    frequent words' rows merge. Measured with the ``damp`` rule at K=8 (docs/schedule.rst):
-    every row every 2,209 words cost 0.35 analogy points, 12,500 words 2.9; the hot rows every
-    2,209 words and the others every 6th round 0.21. (Before, the interval shrank with K as
-    ``400 k / K**2.5``, merging every row: quality held, the cost per word grew 16-fold from K=2
-    to K=8.) Skip-gram and CBOW take the same interval.
+    frequent words' rows merge, and on how long the run is: at K=8 the same share of the corpus
+    cost the same quality on 3 M, 6 M and 12 M words, while a fixed 2,200 words cost 0.64 analogy
+    points on 12 M words and 2.47 on 3 M (docs/schedule.rst). So the interval grows with the
+    corpus, which is what lets large corpora merge rarely (a 1 G-word corpus: 185 k words). Beyond
+    12 M words that is an extrapolation of the measured range: pass ``sync_words`` to choose.
+    (Before, the interval shrank with K as ``400 k / K**2.5``, merging every row: quality held,
+    the cost per word grew 16-fold from K=2 to K=8.) Skip-gram and CBOW take the same interval.
+
+    Parameters
+    ----------
+    n_workers : int
+        Workers in the session.
+    corpus_words : int, optional
+        Raw words per epoch (0: unknown, the floor).
     """
     if n_workers <= 1:
-        return 1_000_000
-    return SYNC_WORDS
+        return ONE_WORKER_SYNC_WORDS
+    return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(SYNC_SHARE * max(0, int(corpus_words or 0))))))
 
 
 

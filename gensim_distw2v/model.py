@@ -60,8 +60,9 @@ class Word2Vec(gensim.models.Word2Vec):
         Where the Pyro4 name server is: ``host``, ``port``, ``broadcast``, ``hmac_key`` (as in
         gensim's ``LdaModel(distributed=True, ns_conf=...)``); default 127.0.0.1:9090.
     sync_words : int, optional
-        Words each worker trains between merges (default: 2,200 words with two workers or more,
-        whatever their number; 1 M with one: :func:`gensim_distw2v.merge.default_sync_words`).
+        Words each worker trains between merges (default, with two workers or more whatever their
+        number: a 5,400th of the corpus's words per epoch, at least 2,200 and at most 1 M; 1 M with
+        one worker: :func:`gensim_distw2v.merge.default_sync_words`).
     merge : {'damp', 'sum', 'mean'}, optional
         How the parameter shards merge the workers' updates (see :mod:`gensim_distw2v.merge`):
         ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once

@@ -198,9 +198,14 @@ def test_row_ranges_cover_everything_once():
     assert all(hi - lo <= 10 for lo, hi in ranges)
 
 
-def test_default_sync_words_does_not_shrink_with_k():
+def test_default_sync_words_does_not_shrink_with_k_and_grows_with_the_corpus():
     assert default_sync_words(1) >= 1_000_000  # one worker: merges only make progress durable
-    assert {default_sync_words(k) for k in range(2, 65)} == {merge.SYNC_WORDS}
+    assert {default_sync_words(k) for k in range(2, 65)} == {merge.SYNC_WORDS}  # corpus unknown: the floor
+    for words in (0, 60_000, 11_869_233, 54_000_000, 10 ** 9, 10 ** 11):
+        expected = min(1_000_000, max(2_200, round(words / 5_400)))
+        assert {default_sync_words(k, words) for k in (2, 3, 8, 64)} == {expected}, words
+    assert default_sync_words(8, 11_869_233) == 2_200  # devmix: the interval measured at K = 2, 4, 8
+    assert default_sync_words(8, 10 ** 9) == 185_185 and default_sync_words(8, 10 ** 11) == 1_000_000
     assert 1_000 <= merge.SYNC_WORDS <= 3_000  # the hot rows' clock measured at K=8 (docs/schedule.rst)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gensim_distw2v
-from gensim_distw2v import Word2Vec
+from gensim_distw2v import Word2Vec, merge
 
 PARAMS = dict(vector_size=16, min_count=2, seed=5, epochs=2, workers=1, sg=1, negative=5)
 
@@ -124,6 +124,25 @@ def test_settings_are_one_object_passed_whole():
     assert DistributedTraining(model, {}).settings is model.settings
     with pytest.raises(ValueError, match="settings must be a gensim_distw2v.settings.Settings"):
         DistributedTraining(model, {}, {"merge": "sum"})
+
+
+def test_session_interval_grows_with_the_corpus(lee_corpus):
+    """The client sizes the merge interval from the corpus's words per epoch (given to train(), or
+    counted by build_vocab), the floor below 11.9 M words; a given sync_words wins."""
+    from gensim_distw2v.client import DistributedTraining
+
+    model = Word2Vec(distributed=True, vector_size=8, min_count=2, hs=1, negative=0)
+    model.build_vocab(lee_corpus)
+    client = DistributedTraining(model, {})
+    assert client._config(4, False, 1)[0].settings.sync_words == 2_200  # 60 k words: the floor
+    assert client._config(4, False, 1, total_words=54_000_000)[0].settings.sync_words == 10_000
+    model.corpus_total_words = 1_080_000_000
+    config = client._config(8, False, 1)[0]
+    assert config.settings.sync_words == 200_000
+    assert config.hot_rows == merge.hot_rows(model.wv.expandos["count"], 200_000)  # the tiers follow it
+    assert client._config(1, False, 1)[0].settings.sync_words == 1_000_000
+    model.sync_words = 3_000
+    assert DistributedTraining(model, {})._config(8, False, 1)[0].settings.sync_words == 3_000
 
 
 def _run_python(code, cwd):
