@@ -70,7 +70,7 @@ class Rig:
         wanted = np.sort(self.rng.choice(np.arange(HOT, ROWS), 600, replace=False)).astype(np.uint32)
         shard_cpu = 0.0
         start = time.thread_time()
-        deltas = replica.take_delta(0, ROWS, "int8", 0.3, HOT)
+        deltas = replica.take_delta(0, ROWS, "int8", 0.3, hot_rows=HOT)
         split = {n: layout.split(*d) for n, d in deltas.items() if len(d[0])}
         wanted_split = layout.split(wanted[np.searchsorted(wanted, HOT):])
         for p in range(len(self.shards)):

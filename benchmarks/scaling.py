@@ -114,6 +114,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=16, help="threads per node in the projection")
     parser.add_argument("--links", default="1,10", help="link speeds in Gbit/s in the projection")
     parser.add_argument("--project-k", default="2,4,8,16,32", help="node counts in the projection")
+    parser.add_argument("--corpus-file", action="store_true",
+                        help="measure the cluster in corpus_file mode (workers read their byte ranges; the client "
+                             "and dispatcher carry no corpus) rather than from an iterable")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
@@ -130,13 +133,14 @@ def main(argv=None):
     if args.hold_back is not None:
         base_args += ["--hold-back", str(args.hold_back)]
     rows = {}
+    dist_mode = "dist_cf" if args.corpus_file else "dist"
     with tempfile.TemporaryDirectory(prefix="scaling_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])
         vocab_path, corpus_path, words, vocab = compare_gensim.prepare(one_args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} epochs={args.epochs} seeds={args.seeds}",
               flush=True)
         for seed in range(1, args.seeds + 1):
-            for mode, k in [("gensim", 1), ("gensim_cf", 1)] + [("dist", k) for k in ks]:
+            for mode, k in [("gensim", 1), ("gensim_cf", 1)] + [(dist_mode, k) for k in ks]:
                 out = subprocess.run([sys.executable, compare_gensim.__file__, *base_args, "--shards", str(shards_at(k)),
                                       "--_one", mode, str(k),
                                       str(seed), vocab_path, corpus_path], capture_output=True, text=True, check=False)
@@ -154,7 +158,7 @@ def main(argv=None):
           f"{'B/w up':>8}{'B/w dn':>8}{'rounds/Mw':>10}{'stall':>7}{'shard RSS':>10}{'analogy':>9}{'ws353':>8}"
           f"{'simlex':>8}")
     for k in ks:
-        each = [costs(r, k) for r in rows[("dist", k)]]
+        each = [costs(r, k) for r in rows[(dist_mode, k)]]
         run = {key: statistics.fmean(c[key] for c in each) for key in each[0] if key not in ("K", "seed", "rss_mb")}
         run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) for q in ("analogy", "ws353", "simlex")}
         run["per_shard_us"] = run["shard_us"] / shards_at(k)

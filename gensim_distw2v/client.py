@@ -171,10 +171,16 @@ class DistributedTraining:
         if corpus_file is not None:
             path = os.path.abspath(corpus_file)
             found = fingerprint(path)
-            # ranges of about batch_words words: the unit of work and of load balancing
+            # ranges of about batch_words words: the unit of work and of load balancing; with a merge
+            # interval longer than a job (a large corpus merges every 1/5,400 of it), of the interval,
+            # but at least four per worker and epoch (a range costs the dispatcher the same whatever
+            # its length)
+            range_words = model.batch_words
+            if sync_words > MAX_WORDS_IN_JOB:
+                range_words = max(range_words, min(sync_words, int(total_words) // (4 * max(1, n_workers))))
             spec = wire.CorpusFileSpec(
                 path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
-                range_bytes=max(1, round(model.batch_words * found["size"] / max(1, total_words))),
+                range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
                 start_alpha=float(model.alpha), end_alpha=float(model.min_alpha))
         config = wire.SessionConfig(
             versions={"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},

@@ -34,7 +34,8 @@ class Settings:
     Parameters
     ----------
     sync_words : int, optional
-        Words each worker trains between merges (None: derived from the number of workers).
+        Words each worker trains between merges (None: derived from the corpus's length,
+        :func:`gensim_distw2v.merge.default_sync_words`).
     merge : {'damp', 'sum', 'mean'}
         The merge rule.
     sync : {'ssp', 'bsp', 'asp', 'local'}

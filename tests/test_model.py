@@ -145,6 +145,28 @@ def test_session_interval_grows_with_the_corpus(lee_corpus):
     assert DistributedTraining(model, {})._config(8, False, 1)[0].settings.sync_words == 3_000
 
 
+def test_corpus_file_ranges_follow_a_long_interval(lee_corpus, tmp_path):
+    """corpus_file ranges are about batch_words words; with an interval longer than a job (a large
+    corpus), about the interval, but at least four per worker and epoch."""
+    from gensim_distw2v.client import DistributedTraining
+
+    path = tmp_path / "lee.txt"
+    path.write_text("\n".join(" ".join(s) for s in lee_corpus) + "\n")
+    size = path.stat().st_size
+    model = Word2Vec(distributed=True, vector_size=8, min_count=2)
+    model.build_vocab(lee_corpus)
+
+    def range_words(sync_words, workers, total_words):
+        model.sync_words = sync_words
+        spec = DistributedTraining(model, {})._config(workers, False, 1, str(path), total_words)[0].corpus_file
+        return round(spec.range_bytes * total_words / size)
+
+    assert range_words(2_200, 2, 10 ** 7) == pytest.approx(10_000, rel=0.01)  # batch_words
+    assert range_words(50_000, 2, 10 ** 7) == pytest.approx(50_000, rel=0.01)  # the interval
+    assert range_words(50_000, 8, 10 ** 6) == pytest.approx(31_250, rel=0.01)  # four ranges per worker
+    assert range_words(50_000, 64, 10 ** 6) == pytest.approx(10_000, rel=0.01)  # never below batch_words
+
+
 def _run_python(code, cwd):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
 
