@@ -225,7 +225,7 @@ class Dispatcher:
                            "rounds are no longer taken in turn, the run goes on as with sync='ssp' (it will not be "
                            "reproducible)", session.id, session.config.workers, unclaimed,
                            session.config.settings.cluster_timeout)
-            self._wake()
+            self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
 
     # ------------------------------------------------------------------ cluster
     @transport.expose
@@ -546,7 +546,7 @@ class Dispatcher:
             if session.queued() >= limit:
                 return 0
             session.put_jobs(checked)
-            self._wake()
+            self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return len(checked)
 
     @transport.expose
@@ -579,7 +579,7 @@ class Dispatcher:
             session = self._session(sid)
             session.client_seen = time.monotonic()
             session.end_epoch(epoch)
-            self._wake()
+            self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
 
     @transport.expose
     def open_file_epoch(self, sid, epoch):
@@ -596,7 +596,7 @@ class Dispatcher:
             session = self._session(sid)
             session.client_seen = time.monotonic()
             ranges = session.open_file_epoch(epoch)
-            self._wake()
+            self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return ranges
 
     @transport.expose
@@ -693,7 +693,7 @@ class Dispatcher:
                 self._member(name, sid)
             out, drained = session.hand_out(name, max_jobs)
             if out:
-                self._wake()
+                self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return wire.JobBatch(jobs=out, drained=drained).to_wire()
 
     @transport.expose
