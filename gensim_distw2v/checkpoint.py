@@ -1,0 +1,234 @@
+"""Checkpoints on disk: written atomically, read back checked, never with pickle. No network.
+
+A :class:`CheckpointStore` keeps one role's checkpoints (the dispatcher's progress, one shard's
+rows) under ``directory/name/``, each in a folder of its own::
+
+    directory/name/ckpt-00000007/
+        MANIFEST.json     what the checkpoint holds: format, sequence, each file's size and digest
+        meta.json         the role's state as plain JSON (session config, epoch, counters, ...)
+        <array>.npy       one numpy array per file (numpy's format, object arrays refused)
+
+A checkpoint is written into a hidden folder beside them, every file and the folder flushed to
+disk (``fsync``), then renamed into place (a rename within one file system is atomic) and the
+parent folder flushed: a crash at any moment leaves either the new checkpoint whole or none of it,
+and the previous one intact. Reading checks the manifest, each file's size and BLAKE2 digest, the
+arrays' dtypes and shapes, and what the caller expects of the metadata (the vocabulary's digest,
+the vector size, ...); a checkpoint that fails a check is skipped with a warning naming what is
+wrong, and the previous one is used. The last ``keep`` checkpoints stay on disk.
+
+Issue 20 (checkpoints and resume) builds on this store; the dispatcher, shards and client are not
+wired to it yet.
+"""
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CheckpointError", "CheckpointStore", "FORMAT"]
+
+FORMAT = 1  # the layout above; a store refuses checkpoints of another format
+MANIFEST = "MANIFEST.json"
+META = "meta.json"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # role and array names: safe file names
+_FOLDER = re.compile(r"^ckpt-(\d{8})$")
+_ALLOWED_KINDS = "biuf"  # bool, ints, floats: no objects, strings or structured arrays
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: the message says which file or field and why."""
+
+
+def _digest(path):
+    """BLAKE2b (16 bytes) of a file, hex."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fin:
+        for block in iter(lambda: fin.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path):
+    """Flush a folder's entries (new or renamed files) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path, write):
+    """Write a file with ``write(fout)``, flushed to disk."""
+    with open(path, "wb") as fout:
+        write(fout)
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+class CheckpointStore:
+    """One role's checkpoints in ``directory/name``.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The checkpoint folder the user gave (``checkpoint_dir=``); created if missing.
+    name : str
+        The role: ``"dispatcher"``, ``"shard-0-of-8"``, ... (letters, digits, ``_.-``).
+    keep : int
+        How many checkpoints to keep (at least 2: the newest may be the one a crash cut short).
+    """
+
+    def __init__(self, directory, name, keep=2):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"checkpoint name must be letters, digits and _.- (at most 128), got {name!r}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 2:
+            raise ValueError(f"keep must be an int >= 2 (the newest checkpoint may be cut short), got {keep!r}")
+        self.root = os.path.join(os.fspath(directory), name)
+        self.name, self.keep = name, keep
+        os.makedirs(self.root, exist_ok=True)
+
+    def sequences(self):
+        """The sequence numbers of the checkpoints on disk, oldest first (whole or not)."""
+        found = []
+        for entry in os.listdir(self.root):
+            match = _FOLDER.match(entry)
+            if match and os.path.isdir(os.path.join(self.root, entry)):
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    def path(self, sequence):
+        """The folder of checkpoint ``sequence``."""
+        return os.path.join(self.root, f"ckpt-{sequence:08d}")
+
+    def write(self, meta, arrays):
+        """Write a checkpoint atomically and return its sequence number.
+
+        Parameters
+        ----------
+        meta : dict
+            The role's state, as JSON (plain data: str, int, float, bool, None, lists, dicts).
+        arrays : dict of (str, numpy.ndarray)
+            Arrays of numbers (bool, int, float), each written to ``<name>.npy``.
+
+        Returns
+        -------
+        int
+            The new checkpoint's sequence number (one more than the newest on disk).
+        """
+        for key, array in arrays.items():
+            if not isinstance(key, str) or not _NAME.match(key) or key in ("MANIFEST", "meta"):
+                raise ValueError(f"checkpoint array name {key!r} is not a safe file name (letters, digits, _.-)")
+            if not isinstance(array, np.ndarray) or array.dtype.kind not in _ALLOWED_KINDS:
+                raise ValueError(f"checkpoint array {key!r} must be a numpy array of numbers, got "
+                                 f"{getattr(array, 'dtype', type(array).__name__)}")
+        meta_bytes = json.dumps(meta, allow_nan=False, sort_keys=True).encode("utf8")
+        sequence = (self.sequences() or [0])[-1] + 1
+        tmp = os.path.join(self.root, f".tmp-{sequence:08d}-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        try:
+            files = {}
+            _write_file(os.path.join(tmp, META), lambda fout: fout.write(meta_bytes))
+            files[META] = None
+            for key, array in arrays.items():
+                _write_file(os.path.join(tmp, key + ".npy"),
+                            lambda fout, a=array: np.save(fout, np.ascontiguousarray(a), allow_pickle=False))
+                files[key + ".npy"] = {"dtype": array.dtype.str, "shape": list(array.shape)}
+            manifest = {"format": FORMAT, "name": self.name, "sequence": sequence, "files": {
+                fname: {"size": os.path.getsize(os.path.join(tmp, fname)), "digest": _digest(os.path.join(tmp, fname)),
+                        **({"array": spec} if spec else {})} for fname, spec in files.items()}}
+            _write_file(os.path.join(tmp, MANIFEST), lambda fout: fout.write(json.dumps(manifest, indent=1).encode()))
+            _fsync_dir(tmp)
+            os.rename(tmp, self.path(sequence))
+            _fsync_dir(self.root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        for old in self.sequences()[:-self.keep]:
+            shutil.rmtree(self.path(old), ignore_errors=True)
+        logger.info("checkpoint %i of %s written to %s", sequence, self.name, self.path(sequence))
+        return sequence
+
+    def read(self, sequence, expect=None):
+        """Checkpoint ``sequence``, checked: ``(meta, arrays)``.
+
+        Parameters
+        ----------
+        sequence : int
+        expect : dict, optional
+            Metadata fields and the values they must have (``{"vocab_digest": ..., "vector_size":
+            100}``): a checkpoint of another corpus, vocabulary or model is refused.
+
+        Raises
+        ------
+        CheckpointError
+            A missing, truncated or altered file, a manifest or format it does not know, an array
+            of another dtype or shape than its manifest says, or metadata that differs from
+            ``expect``; the message names which.
+        """
+        folder = self.path(sequence)
+        where = f"checkpoint {folder}"
+        try:
+            with open(os.path.join(folder, MANIFEST), "rb") as fin:
+                manifest = json.loads(fin.read().decode("utf8"))
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"{where}: no readable {MANIFEST} ({err})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("sequence") != sequence \
+                or not isinstance(manifest.get("files"), dict) or META not in manifest["files"]:
+            raise CheckpointError(f"{where}: {MANIFEST} is not a format-{FORMAT} manifest of checkpoint {sequence}")
+        arrays, meta = {}, None
+        for fname, entry in manifest["files"].items():
+            path = os.path.join(folder, fname)
+            if not isinstance(fname, str) or os.path.basename(fname) != fname or not isinstance(entry, dict):
+                raise CheckpointError(f"{where}: {MANIFEST} names a file it may not ({fname!r})")
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                raise CheckpointError(f"{where}: {fname} is missing") from None
+            if size != entry.get("size"):
+                raise CheckpointError(f"{where}: {fname} has {size} bytes, its manifest says {entry.get('size')} "
+                                      f"(cut short or altered)")
+            if _digest(path) != entry.get("digest"):
+                raise CheckpointError(f"{where}: {fname} does not match its digest (altered on disk)")
+            if fname == META:
+                with open(path, "rb") as fin:
+                    meta = json.loads(fin.read().decode("utf8"))
+                continue
+            spec = entry.get("array")
+            if not fname.endswith(".npy") or not isinstance(spec, dict):
+                raise CheckpointError(f"{where}: {fname} is not an array file of the manifest")
+            try:
+                array = np.load(path, allow_pickle=False)
+            except ValueError as err:
+                raise CheckpointError(f"{where}: {fname} is not a numpy array file ({err})") from None
+            if array.dtype.str != spec.get("dtype") or list(array.shape) != spec.get("shape"):
+                raise CheckpointError(f"{where}: {fname} is {array.dtype.str} {list(array.shape)}, its manifest says "
+                                      f"{spec.get('dtype')} {spec.get('shape')}")
+            arrays[fname[:-4]] = array
+        for key, value in (expect or {}).items():
+            if not isinstance(meta, dict) or meta.get(key) != value:
+                got = meta.get(key) if isinstance(meta, dict) else None
+                raise CheckpointError(f"{where} is of another run: its {key} is {got!r}, this run's is {value!r} "
+                                      f"(give an empty checkpoint folder, or the same corpus and settings)")
+        return meta, arrays
+
+    def latest(self, expect=None):
+        """The newest checkpoint that passes :meth:`read`'s checks, as ``(sequence, meta, arrays)``,
+        or None if there is none. Checkpoints that fail are skipped with a warning; one of another
+        run (``expect``) is an error, not skipped: resuming from an older one would be wrong too.
+        """
+        for sequence in reversed(self.sequences()):
+            try:
+                meta, arrays = self.read(sequence, expect)
+            except CheckpointError as err:
+                if "is of another run" in str(err):
+                    raise
+                logger.warning("skipping checkpoint %i of %s: %s", sequence, self.name, err)
+                continue
+            return sequence, meta, arrays
+        return None
