@@ -67,8 +67,9 @@ MERGE_DTYPE = "int8"
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
 # The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,
-# at most ONE_WORKER_SYNC_WORDS) per worker, whatever the number of workers, a routine round merges the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees
-# at least HOT_SIGHTINGS times per interval: about the 1,000 most frequent of devmix); every
+# at most ONE_WORKER_SYNC_WORDS) per worker, whatever the number of workers, a routine round merges
+# the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees at least HOT_SIGHTINGS times
+# per interval: about the 1,000 most frequent of devmix); every
 # COLD_EVERY-th round merges every row, and epoch ends flush exactly. Down, a routine reply carries the
 # hot rows a worker lacks and, of the others, those of the jobs it holds. Measured in
 # benchmarks/clustersim.py and through the cluster at K = 2, 4, 8 (docs/schedule.rst).
