@@ -61,6 +61,9 @@ def parse_args(argv=None):
     parser.add_argument("--hot-rows", type=int, default=None, metavar="ROWS",
                         help="experiment: routine rounds merge only these first syn0 and syn1neg rows (the rest every "
                              "--cold-every rounds); default: merge.hot_rows, as the cluster")
+    parser.add_argument("--all-tree-rows", action="store_true",
+                        help="hs: every syn1 row in every round (default, as the cluster: the tree nodes a worker "
+                             "passes a quarter of a time per interval every round, the others every cold_every-th)")
     parser.add_argument("--all-rows-down", action="store_true",
                         help="a routine reply carries every row the worker lacks (default, as the cluster: of the "
                              "rows beyond the hot ones, only those of the jobs the worker holds)")
@@ -159,11 +162,12 @@ class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
     def __init__(self, model, k, settings, damp_words=None, all_rows_down=False, damp_output=None, hot=None,
-                 value_codec=None):
+                 value_codec=None, all_tree_rows=False):
         from gensim_distw2v import wire
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.kernel import model_arrays, node_counts, reverse_tree
-        from gensim_distw2v.merge import GlobalWeights, Replica, damped_rows, default_sync_words, hot_rows, row_ranges
+        from gensim_distw2v.merge import (GlobalWeights, Replica, damped_rows, default_sync_words, hot_rows, row_ranges,
+                                          tree_hot_rows)
 
         kernel, arrays = model_arrays(model)
         arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the cluster trains them
@@ -180,8 +184,12 @@ class Simulation:
         damp = damped_rows(counts, damp_words or self.sync_words, tree_counts=tree)
         if damp_output is not None:
             damp["syn1neg"] = min(self.n_rows, damp_output)
+        # hs: syn1's hot rows, as the cluster's client counts them (-1: every row, --all-tree-rows)
+        self.tree_hot = -1 if tree is None or all_tree_rows else \
+            tree_hot_rows(tree, np.sum(counts, dtype=np.float64), self.sync_words) or -1
         self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge, damp,
-                                    settings.merge_dtype, delta_rows=self.hot, value_codec=value_codec)
+                                    settings.merge_dtype, value_codec=value_codec,
+                                    delta_rows={"syn0": self.hot, "syn1neg": self.hot, "syn1": max(0, self.tree_hot)})
         self.ranges = row_ranges(self.n_rows, 4 * self.size * len(self.names), settings.part_bytes)
         self.workers = []
         for rank in range(k):
@@ -204,20 +212,22 @@ class Simulation:
         settings = self.settings
         worker.rounds += 1
         every_row = flush or worker.rounds % settings.cold_every == 0
-        hot = None if every_row else self.hot
+        from gensim_distw2v.merge import row_limits
+
+        limits = None if every_row else row_limits(self.hot, self.tree_hot)
+        top = self.n_rows if every_row or ("syn1" in self.names and self.tree_hot < 0) else max(self.hot, self.tree_hot)
         codec, hold_back = ("float32", 0.0) if flush else (settings.merge_dtype, settings.hold_back)
         wanted = None if flush or self.all_rows_down else worker.held_rows()
-        parts = self.ranges if every_row or "syn1" in self.names else \
-            [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
+        parts = [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
         for lo, hi in parts:
             cpu = time.thread_time()
-            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, hot)
+            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, limits)
             between = time.thread_time()
             if wanted is not None:  # of the rows beyond the hot ones, as the worker names them
                 mask = np.zeros(hi - lo, dtype=bool)
                 mask[wanted[np.searchsorted(wanted, max(lo, self.hot)):np.searchsorted(wanted, hi)].astype(np.int64)
                      - lo] = True
-            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, hot,
+            missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, limits,
                                                None if wanted is None else mask)
             after = time.thread_time()
             worker.replica.take_in(missed, values)
@@ -297,11 +307,12 @@ def main(argv=None):
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
         sim = Simulation(model, k, settings, args.damp_words, args.all_rows_down, args.damp_output, args.hot_rows,
-                         args.value_codec)
+                         args.value_codec, args.all_tree_rows)
         sim.local = args.local
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
-        run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, damp_rows=sim.server.damp_rows,
+        run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, tree_hot_rows=sim.tree_hot,
+                   damp_rows=sim.server.damp_rows,
                    seconds=time.perf_counter() - started, **evaluate(model.wv),
                    bytes_up_per_word=sim.bytes_up / words, bytes_down_per_word=sim.bytes_down / words,
                    hot_bytes_up_per_word=sim.hot_up / words, hot_bytes_down_per_word=sim.hot_down / words,

@@ -22,7 +22,7 @@ from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
 from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import damped_rows, default_sync_words, hot_rows, row_ranges
+from gensim_distw2v.merge import damped_rows, default_sync_words, hot_rows, row_ranges, tree_hot_rows
 from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -167,6 +167,9 @@ class DistributedTraining:
         counts = model.wv.expandos.get("count")
         if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
             counts = np.zeros(len(model.wv))
+        # hs: how often each tree node is on a trained word's path (the tiers of syn1's rows)
+        tree = node_counts(arrays["points"], arrays["code_offsets"], counts, len(arrays["syn1"])) \
+            if "syn1" in arrays else None
         spec = None
         if corpus_file is not None:
             path = os.path.abspath(corpus_file)
@@ -187,9 +190,8 @@ class DistributedTraining:
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words),
-            damp_rows=damped_rows(counts, sync_words, tree_counts=node_counts(
-                arrays["points"], arrays["code_offsets"], counts, len(arrays["syn1"])) if "syn1" in arrays else None),
-            hot_rows=hot_rows(counts, sync_words),
+            damp_rows=damped_rows(counts, sync_words, tree_counts=tree), hot_rows=hot_rows(counts, sync_words),
+            tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
             compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), workers=int(n_workers),
             corpus_file=spec)
         config.check()
@@ -228,7 +230,7 @@ class DistributedTraining:
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
-                versions=config.versions)
+                tree_hot_rows=config.tree_hot_rows, versions=config.versions)
             links.call(shard, "open_session", spec.to_wire())
             for name, array in weights.items():
                 rows = links.layout.rows_of(array, shard)
@@ -330,7 +332,8 @@ class DistributedTraining:
                           "workers": {name: w.to_wire() for name, w in final.workers.items()},
                           "effective_words": trained, "raw_words": raw,
                           "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
-                          "hot_rows": config.hot_rows, "cold_every": config.settings.cold_every}
+                          "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
+                          "cold_every": config.settings.cold_every}
             if raw and not trained:
                 logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                                "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)

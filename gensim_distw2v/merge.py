@@ -50,7 +50,8 @@ from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, change
 from gensim_distw2v.wire import MERGE_RULES, all_finite, check_cold_every, check_damp_rows
 
 __all__ = ["CODECS", "HOLD_BACK", "MERGE_DTYPE", "RULES", "check_codec", "check_cold_every",
-           "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_ranges"]
+           "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_limits",
+           "row_ranges", "tree_hot_rows"]
 
 RULES = MERGE_RULES
 # Routine merges' values on the wire, by default: float16 (2 d + 4 bytes a row of d values with its
@@ -143,6 +144,15 @@ def _seen(counts, words, times, total=None):
     counts = np.asarray(counts, dtype=np.float64)
     total = float(counts.sum()) if total is None else float(total)
     return None if total <= 0 else counts * float(words) >= times * total
+
+
+def tree_hot_rows(tree_counts, words_total, sync_words, sightings=HOT_SIGHTINGS):
+    """How many first rows of hs's ``syn1`` (tree nodes, busiest first:
+    :func:`gensim_distw2v.kernel.reverse_tree`) merge in every round: the nodes a worker expects
+    to pass at least ``sightings`` times in ``sync_words`` words, as :func:`hot_rows` counts the
+    words (``tree_counts``: :func:`gensim_distw2v.kernel.node_counts`; ``words_total``: the
+    words' count)."""
+    return _prefix(_seen(tree_counts, sync_words, sightings, total=words_total))
 
 
 def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
@@ -261,11 +271,26 @@ def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
     return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
 
 
+def row_limits(hot_rows, tree_hot_rows=-1):
+    """What a routine round reads of each matrix, for :meth:`GlobalWeights.apply` and
+    :meth:`Replica.take_delta`: None (every row) if ``hot_rows`` is negative; else the words' hot
+    rows (``syn0``, ``syn1neg``) and, if ``tree_hot_rows`` is not negative, hs's ``syn1`` below
+    that (otherwise every ``syn1`` row)."""
+    if hot_rows is None or hot_rows < 0:
+        return None
+    if tree_hot_rows is None or tree_hot_rows < 0:
+        return int(hot_rows)
+    return {"syn0": int(hot_rows), "syn1neg": int(hot_rows), "syn1": int(tree_hot_rows)}
+
+
 def _row_end(name, lo, hi, hot_rows):
-    """Where a merge part's rows ``[lo, hi)`` of matrix ``name`` end in a round that skips cold rows."""
-    if hot_rows is None or hot_rows < 0 or name not in BY_FREQUENCY:
+    """Where a merge part's rows ``[lo, hi)`` of matrix ``name`` end in a round that skips cold rows:
+    ``hot_rows`` is the words' count (for ``syn0`` and ``syn1neg``) or a count per matrix (with
+    hs's ``syn1``, whose rows are tree nodes); None or negative: every row."""
+    hot = hot_rows.get(name) if isinstance(hot_rows, dict) else hot_rows if name in BY_FREQUENCY else None
+    if hot is None or hot < 0:
         return hi
-    return min(hi, max(lo, hot_rows))
+    return min(hi, max(lo, hot))
 
 
 class GlobalWeights:
@@ -315,9 +340,9 @@ class GlobalWeights:
         Values of the stale rows in routine replies; default: ``codec``. (Measured at K=8, CBOW,
         seeds 1-2: int8 values against float16 cost -0.27 and +0.07 analogy points, and cut the
         bytes down from 153 to 104 per word: docs/schedule.rst.)
-    delta_rows : int
-        The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`hot_rows`) also get a
-        snapshot per worker, undamped (summed, or averaged under ``mean``): replies carry what the
+    delta_rows : int or dict of (str, int)
+        The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`hot_rows`), or of each
+        matrix named (hs's ``syn1``: :func:`tree_hot_rows`), also get a snapshot per worker, undamped (summed, or averaged under ``mean``): replies carry what the
         worker missed of them as deltas, in ``codec`` (int8 deltas: half the bytes of float16
         values), the rounding waiting in ``G - snapshot``.
     """
@@ -335,10 +360,11 @@ class GlobalWeights:
         # first delta_rows of syn0 and syn1neg (the hot rows: replies carry them as deltas)
         self.damp_below = {name: min(n_rows, self.damp_rows.get(name, 0)) if rule == "damp" else 0
                            for name in weights}
-        if isinstance(delta_rows, bool) or not isinstance(delta_rows, (int, np.integer)) or delta_rows < 0:
-            raise ValueError(f"delta_rows must be an int >= 0, got {delta_rows!r}")
-        self.snap_rows = {name: max(self.damp_below[name], min(n_rows, int(delta_rows)) if name in BY_FREQUENCY
-                                    else 0) for name in weights}
+        per_matrix = delta_rows if isinstance(delta_rows, dict) else {name: delta_rows for name in BY_FREQUENCY}
+        if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in per_matrix.values()):
+            raise ValueError(f"delta_rows must be an int >= 0 (or one per matrix), got {delta_rows!r}")
+        self.snap_rows = {name: max(self.damp_below[name], min(n_rows, int(per_matrix.get(name, 0))))
+                          for name in weights}
         self.stale = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}
         self.rounded = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}  # sent as float16
         self.slots = {}  # worker rank -> its bit (slot) in the stale words
@@ -421,9 +447,10 @@ class GlobalWeights:
             this share of the range's missed change on those rows.
         exact : bool
             Reply in float32 (else in :attr:`codec`, whose rounding waits: error feedback).
-        hot_rows : int, optional
+        hot_rows : int or dict of (str, int), optional
             A routine round of cold-row skipping (:func:`hot_rows`): reply with rows of ``syn0``
-            and ``syn1neg`` below this only (the others wait). Default: every row.
+            and ``syn1neg`` below this only, or of each matrix below its count (the others wait).
+            Default: every row.
         wanted : numpy.ndarray of bool, optional
             Over ``[lo, hi)``: of the rows of ``syn0`` and ``syn1neg`` sent as values (those beyond
             the snapshot's: the hot rows come as deltas), reply with these only (the rows of the
@@ -577,9 +604,10 @@ class Replica:
             Keep back the rows with the smallest changes that together carry up to this share of
             the squared delta (per matrix): they stay in ``R - B`` and go in a later round, once
             grown (error feedback). 0 sends every changed row.
-        hot_rows : int, optional
-            Of ``syn0`` and ``syn1neg``, look at the rows below this only (a routine round that
-            skips the cold rows, :func:`hot_rows`); the others wait in ``R - B``. Default: every row.
+        hot_rows : int or dict of (str, int), optional
+            Of ``syn0`` and ``syn1neg`` (or of each matrix named), look at the rows below this only
+            (a routine round that skips the cold rows, :func:`hot_rows`); the others wait in
+            ``R - B``. Default: every row.
 
         Returns
         -------

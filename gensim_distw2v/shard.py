@@ -33,7 +33,7 @@ import numpy as np
 from gensim_distw2v import transport, wire
 from gensim_distw2v.dispatcher import check_versions, versions
 from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import GlobalWeights
+from gensim_distw2v.merge import GlobalWeights, row_limits
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +186,9 @@ class Shard:
             spec = held.spec
             damp = {name: held.layout.count(n, spec.index) for name, n in spec.damp_rows.items()}
             held.weights = GlobalWeights(held.arrays, rule=spec.merge, damp_rows=damp, codec=spec.merge_dtype,
-                                         delta_rows=held.layout.count(spec.hot_rows, spec.index))
+                                         delta_rows={"syn0": held.layout.count(spec.hot_rows, spec.index),
+                                                     "syn1neg": held.layout.count(spec.hot_rows, spec.index),
+                                                     "syn1": held.layout.count(spec.tree_hot_rows, spec.index)})
         logger.info("session %s started on shard %i of %i", sid, spec.index, spec.count)
 
     @transport.expose
@@ -248,7 +250,7 @@ class Shard:
         if part.rank in held.gone:
             raise ValueError(f"worker rank {part.rank} left session {sid}: join it again")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
-                                            None if part.hot_rows < 0 else part.hot_rows, part.wanted)
+                                            row_limits(part.hot_rows, part.tree_hot_rows), part.wanted)
         reply = wire.MergeReply(
             matrices={name: wire.pack_deltas(*d) for name, d in missed.items() if len(d[0])},
             values={name: wire.pack_deltas(*v) for name, v in values.items() if len(v[0])})

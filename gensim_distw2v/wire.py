@@ -255,8 +255,12 @@ def _specs(cls):
         optional = type(None) in kind
         kind = tuple(k for k in kind if k is not type(None))
         nested = kind[0] if isinstance(kind[0], type) and issubclass(kind[0], Record) else None
-        out.append((field.name, dict if nested else kind if len(kind) > 1 else kind[0], optional, nested))
+        default = field.default if field.default is not dataclasses.MISSING else _REQUIRED
+        out.append((field.name, dict if nested else kind if len(kind) > 1 else kind[0], optional, nested, default))
     return tuple(out), frozenset(name for name, *_ in out)
+
+
+_REQUIRED = object()  # a field without a default: a message must carry it
 
 
 @dataclasses.dataclass
@@ -281,9 +285,12 @@ class Record:
             unknown = set(msg) - names
             raise ValueError(f"malformed {cls.WHAT}: unknown fields {sorted(map(str, unknown))}")
         values = {}
-        for name, kind, optional, nested in specs:
+        for name, kind, optional, nested, default in specs:
             if optional and msg.get(name, 0) is None:
                 values[name] = None
+                continue
+            if name not in msg and default is not _REQUIRED:  # a field added with a default
+                values[name] = default
                 continue
             value = need(msg, name, kind, cls.WHAT)
             values[name] = nested.from_wire(value) if nested else value
@@ -362,6 +369,7 @@ class ShardSpec(Record):
     damp_rows: dict
     hot_rows: int
     versions: dict
+    tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
 
     def check(self):
         if not 0 <= self.index < self.count <= 4096:
@@ -378,8 +386,9 @@ class ShardSpec(Record):
         if self.merge_dtype not in DELTA_DTYPES:
             raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {self.merge_dtype!r}")
         self.damp_rows = check_damp_rows(self.damp_rows, "shard spec")
-        if not 0 <= self.hot_rows <= self.vocab_size:
-            raise ValueError(f"shard spec: hot_rows must be in [0, vocab_size={self.vocab_size}], got {self.hot_rows}")
+        if not 0 <= self.hot_rows <= self.vocab_size or not 0 <= self.tree_hot_rows <= self.vocab_size:
+            raise ValueError(f"shard spec: hot_rows and tree_hot_rows must be in [0, vocab_size={self.vocab_size}], "
+                             f"got {self.hot_rows} and {self.tree_hot_rows}")
         self.weights = list(self.weights)
 
 
@@ -406,6 +415,7 @@ class MergePart(Record):
     hot_rows: int
     exact: bool
     wanted: typing.Optional[dict] = None
+    tree_hot_rows: int = -1  # with hs: syn1's rows in a routine round (-1: every row)
 
     def check(self, n_rows=None, vector_size=None, weights=()):
         if not 0 <= self.lo <= self.hi <= (n_rows if n_rows is not None else self.hi):
@@ -415,8 +425,9 @@ class MergePart(Record):
             self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
         if not 0.0 <= self.hold_back < 1.0:
             raise ValueError(f"merge part: hold_back must be in [0, 1), got {self.hold_back}")
-        if self.hot_rows < -1:
-            raise ValueError(f"merge part: hot_rows must be >= 0, or -1 (every row), got {self.hot_rows}")
+        if self.hot_rows < -1 or self.tree_hot_rows < -1:
+            raise ValueError(f"merge part: hot_rows and tree_hot_rows must be >= 0, or -1 (every row), got "
+                             f"{self.hot_rows} and {self.tree_hot_rows}")
         unknown = set(self.matrices) - set(weights)
         if unknown:
             raise ValueError(f"merge part: unknown matrices {sorted(map(str, unknown))}; this session trains "
@@ -684,6 +695,7 @@ class SessionConfig(Record):
     rng_state: RngState
     workers: int
     corpus_file: typing.Optional[CorpusFileSpec] = None
+    tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
 
     def check(self):
         from gensim_distw2v.settings import Settings  # (settings needs merge, which needs this module)
@@ -714,6 +726,8 @@ class SessionConfig(Record):
         self.damp_rows = check_damp_rows(self.damp_rows)
         if not 0 <= self.hot_rows <= vocab:
             raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {self.hot_rows}")
+        if not 0 <= self.tree_hot_rows <= vocab:
+            raise ValueError(f"tree_hot_rows must be in [0, vocab_size={vocab}], got {self.tree_hot_rows}")
         if not 1 <= self.epochs <= 1_000_000:
             raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
         if not 1 <= self.workers <= 65_536:

@@ -39,7 +39,7 @@ from gensim_distw2v._inner import JobTrainer
 from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
 from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import Replica, row_ranges
+from gensim_distw2v.merge import Replica, row_limits, row_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +127,8 @@ class _Training:
         self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
+        # hs: syn1's hot rows (tree nodes, busiest first); 0: not known, syn1 moves every row every round
+        self.tree_hot_rows = config.tree_hot_rows if "syn1" in config.arrays and config.tree_hot_rows else -1
         self.merge_dtype = settings.merge_dtype
         vocab, size = self.params.vocab_size, self.params.vector_size
         start = time.monotonic()
@@ -433,12 +435,16 @@ class _Training:
                 self.words_merged = self.words_since_merge
             self.lock.notify_all()  # trainers waiting for this round may go on
         # every cold_every-th round and every flush merges every row; the others only the hot rows
-        # of syn0 and syn1neg (merge.hot_rows): parts beyond them are skipped unless hs's syn1 needs them
+        # of syn0 and syn1neg (merge.hot_rows) and of hs's syn1 (merge.tree_hot_rows; every syn1 row
+        # if those are not known): parts beyond them are skipped
         self.rounds += 1
         every_row = flush_epoch is not None or self.rounds % self.cold_every == 0
         hot = -1 if every_row else self.hot_rows
+        tree = -1 if every_row else self.tree_hot_rows
+        top = self.params.vocab_size if "syn1" in self.replica.replica and tree < 0 else max(hot, tree)
         parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
-            or "syn1" in self.replica.replica else [(lo, hi) for lo, hi in self.ranges if lo < hot] or self.ranges[:1]
+            else [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
+        limits = row_limits(hot, tree)
         size = self.params.vector_size
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
         wanted = None
@@ -446,7 +452,7 @@ class _Training:
             with self.lock:
                 wanted = np.flatnonzero(self.want).astype(np.uint32)
         for lo, hi in parts:
-            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, hot)
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits)
             traffic[0] += sum(_nbytes(d) for d in deltas.values())
             split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
             wanted_split = None if wanted is None else self.layout.split(
@@ -460,6 +466,7 @@ class _Training:
                     session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
                     matrices={name: wire.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
                     hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
+                    tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
                     wanted=None if wanted_split is None else wire.pack_wanted(wanted_split[shard][0], local_lo,
                                                                               local_hi))
                 asked = 0 if part.wanted is None else len(part.wanted["data"])

@@ -171,6 +171,7 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     assert ours.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
     assert ours.cluster_stats["merges"] >= 3 and np.isfinite(ours.wv.vectors).all()
     assert 0 < ours.cluster_stats["damp_rows"]["syn1"] < len(ours.wv)  # hs's busiest tree nodes are damped
+    assert ours.cluster_stats["damp_rows"]["syn1"] < ours.cluster_stats["tree_hot_rows"] < len(ours.wv)  # tiered
     assert np.isfinite(ours.syn1).all()
     # the same through one worker is still gensim's result: parts change nothing
     one = LocalCluster(n_workers=1).start()

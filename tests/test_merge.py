@@ -707,3 +707,40 @@ def test_a_65th_worker_gets_a_second_stale_word():
     merge_round(replicas[0], g, 0)
     g.add_worker(70)  # takes slot 66, with none of the old occupant's bits
     assert g.slots[70] == 66 and not (g.stale["syn0"][:, 1] & np.uint64(1 << 2)).any()
+
+
+def test_hs_tree_nodes_have_their_own_hot_rows():
+    """With hs, a routine round reads syn1 below its own hot count (the tree's busiest nodes) and
+    the words' matrices below theirs; the others wait, and an every-row round delivers them."""
+    assert merge.row_limits(-1, 7) is None and merge.row_limits(5) == 5 and merge.row_limits(5, -1) == 5
+    assert merge.row_limits(5, 7) == {"syn0": 5, "syn1neg": 5, "syn1": 7}
+    tree = np.array([100.0, 60, 40, 10, 2, 0])  # node counts, busiest first; 100 words in all
+    assert merge.tree_hot_rows(tree, 100.0, 10) == 4  # a quarter of a pass per 10 words: from 2.5 on
+    assert merge.tree_hot_rows(tree, 100.0, 1) == 3 and merge.tree_hot_rows(tree, 0.0, 10) == 0
+    rng = np.random.default_rng(3)
+    init = {"syn0": rng.uniform(-0.1, 0.1, (V, D)).astype(np.float32), "syn1": np.zeros((V, D), np.float32)}
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="damp", damp_rows={"syn0": 2, "syn1neg": 0,
+                                                                                      "syn1": 3},
+                      codec="int8", delta_rows={"syn0": 10, "syn1neg": 10, "syn1": 20})
+    assert g.snap_rows == {"syn0": 10, "syn1": 20}
+    a, b = Replica(init), Replica(init)
+    g.add_worker(0)
+    g.add_worker(1)
+    for r in (a, b):
+        for name in r.replica:
+            r.replica[name][[1, 15, 30]] += 0.05
+    limits = merge.row_limits(10, 20)
+    sent = a.take_delta(0, V, "int8", 0.0, limits)
+    assert sent["syn0"][0].tolist() == [1] and sent["syn1"][0].tolist() == [1, 15]  # row 30 waits in both
+    a.take_in(*g.apply(0, 0, V, sent, exact=False, hot_rows=limits))
+    missed, values = g.apply(1, 0, V, b.take_delta(0, V, "int8", 0.0, limits), exact=False, hot_rows=limits)
+    assert missed["syn1"][0].tolist() == [15] and not len(values["syn1"][0])  # a's row 15 (1 is damped alike)
+    b.take_in(missed, values)
+    for rank, r in ((0, a), (1, b), (0, a)):  # every row, exact: everything arrives
+        merge_round(r, g, rank)
+    for n in init:
+        np.testing.assert_allclose(a.replica[n], g.weights[n], atol=1e-6)
+        np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)
+    np.testing.assert_allclose(g.weights["syn1"][30], init["syn1"][30] + 0.1, atol=1e-6)  # both, summed
+    with pytest.raises(ValueError, match="delta_rows must be an int >= 0 \\(or one per matrix\\)"):
+        GlobalWeights(initial(), delta_rows={"syn0": -1})
