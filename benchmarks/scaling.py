@@ -99,6 +99,7 @@ def main(argv=None):
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--workers", default="2,4,8")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1))
+    parser.add_argument("--hs", type=int, default=0, choices=(0, 1), help="hierarchical softmax (negative=0)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
@@ -125,7 +126,7 @@ def main(argv=None):
 
     def shards_at(k):
         return k if args.shards == "K" else int(args.shards)
-    base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs)]
+    base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--hs", str(args.hs), "--epochs", str(args.epochs)]
     if args.sync_words:
         base_args += ["--sync-words", str(args.sync_words)]
     if args.sync:

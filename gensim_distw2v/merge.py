@@ -29,7 +29,8 @@ Rules (``merge=``):
     so nothing is lost; rows sent as their float16 values are sent again, exactly, at epoch ends.
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
-    several times per merge interval, at most 1,000 output rows: :func:`damped_rows`; ``syn1`` is summed):
+    several times per merge interval, at most 1,000 output rows) and of hs's ``syn1`` (the tree
+    nodes a worker passes as often: :func:`damped_rows`):
     there a worker's delta is first reduced by what it repeats of the change it missed
     (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against ``G`` less the server's
     snapshot of the worker's base: the change the worker missed): updates of a frequent word that several workers
@@ -87,7 +88,8 @@ COLD_EVERY = 6
 # Measured at K=8 (CBOW, seeds 1-2, docs/schedule.rst): 0.1 -> 0.3 cuts the bytes up from 144 to 110
 # per word for about 0.1 analogy points; 0.5 (87 B) cost 0.3 more.
 HOLD_BACK = 0.3
-# the matrices whose rows are in vocabulary order (most frequent first); hs's syn1 is not (tree nodes)
+# the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
+# busiest first as the cluster trains them (kernel.reverse_tree), with counts of their own
 BY_FREQUENCY = ("syn0", "syn1neg")
 
 
@@ -217,8 +219,6 @@ def default_sync_words(n_workers, corpus_words=0):
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(SYNC_SHARE * max(0, int(corpus_words or 0))))))
 
 
-
-
 def check_codec(codec):
     """``codec`` (a name or numpy dtype of :data:`CODECS`) as its name; a clear error otherwise."""
     try:
@@ -342,7 +342,8 @@ class GlobalWeights:
         bytes down from 153 to 104 per word: docs/schedule.rst.)
     delta_rows : int or dict of (str, int)
         The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`hot_rows`), or of each
-        matrix named (hs's ``syn1``: :func:`tree_hot_rows`), also get a snapshot per worker, undamped (summed, or averaged under ``mean``): replies carry what the
+        matrix named (hs's ``syn1``: :func:`tree_hot_rows`), also get a snapshot per worker,
+        undamped (summed, or averaged under ``mean``): replies carry what the
         worker missed of them as deltas, in ``codec`` (int8 deltas: half the bytes of float16
         values), the rounding waiting in ``G - snapshot``.
     """
@@ -357,7 +358,7 @@ class GlobalWeights:
                                          {"syn0": n_rows, "syn1neg": min(n_rows, OUTPUT_DAMP_MOST)}, "GlobalWeights")
         self.weights, self.rule = weights, rule
         # the damped rows (none under sum and mean); rows with a per-worker snapshot: those, and the
-        # first delta_rows of syn0 and syn1neg (the hot rows: replies carry them as deltas)
+        # first delta_rows of each matrix (the hot rows: replies carry them as deltas)
         self.damp_below = {name: min(n_rows, self.damp_rows.get(name, 0)) if rule == "damp" else 0
                            for name in weights}
         per_matrix = delta_rows if isinstance(delta_rows, dict) else {name: delta_rows for name in BY_FREQUENCY}

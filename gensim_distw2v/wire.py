@@ -220,7 +220,8 @@ def unpack_deltas(msg, name, vector_size, lo, hi, what):
 # ---------------------------------------------------------------------------------------------- records
 # Messages as named, typed records: each is defined once here, with its validation beside it.
 # ``to_wire()`` gives the plain dict that travels; ``from_wire(msg)`` checks every field's type (and
-# refuses unknown ones), then the record's own ``check()``; both sides use the same class.
+# refuses unknown ones; a field with a default, added later, may be left out), then the record's own
+# ``check()``; both sides use the same class.
 
 def _kind(annotation):
     """The type(s) :func:`need` checks for a field's annotation (``Optional[X]`` allows None)."""
@@ -247,8 +248,8 @@ def _flat(kinds):
 @functools.lru_cache(maxsize=None)
 def _specs(cls):
     """Per field of a record, what :meth:`Record.from_wire` checks: ``(name, the type(s) for
-    :func:`need`, whether None is allowed, the nested record class or None)``; worked out once per
-    class (it runs for every message)."""
+    :func:`need`, whether None is allowed, the nested record class or None, the default or
+    _REQUIRED)``, and the set of names; worked out once per class (it runs for every message)."""
     hints, out = _hints(cls), []
     for field in dataclasses.fields(cls):
         kind = _flat(_kind(hints[field.name]))

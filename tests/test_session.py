@@ -300,3 +300,18 @@ def test_bsp_file_epochs_are_cut_and_dealt_at_once_with_the_rate_of_their_place(
     out, drained = session.hand_out("a", 10)
     assert [(m["lo"], m["hi"]) for m in out] == [(0, 300), (600, 900)] and drained == 0
     assert out[0]["alpha"] == pytest.approx(0.025) and out[1]["alpha"] == pytest.approx(0.025 - 0.0249 * 0.6)
+
+
+def test_a_record_field_with_a_default_may_be_left_out():
+    """A field added later with a default (an older peer's message lacks it) takes its default; a
+    field without one is still required, and an unknown one refused."""
+    msg = wire.MergePart(session="s", rank=0, lo=0, hi=10, matrices={}, hold_back=0.0, hot_rows=4,
+                         exact=False).to_wire()
+    assert msg["tree_hot_rows"] == -1 and msg["wanted"] is None
+    del msg["tree_hot_rows"], msg["wanted"]
+    part = wire.MergePart.from_wire(msg)
+    assert part.tree_hot_rows == -1 and part.wanted is None and part.hot_rows == 4
+    with pytest.raises(ValueError, match="missing field 'rank'"):
+        wire.MergePart.from_wire({k: v for k, v in msg.items() if k != "rank"})
+    with pytest.raises(ValueError, match="unknown fields \\['max_rows'\\]"):
+        wire.MergePart.from_wire({**msg, "max_rows": -1})
