@@ -14,6 +14,7 @@ import sys
 import time
 
 from gensim_distw2v.merge import CODECS, COLD_EVERY, HOLD_BACK, MERGE_DTYPE
+from gensim_distw2v.settings import CHECKPOINT_EVERY
 from gensim_distw2v.wire import SYNC_MODES
 from gensim_distw2v.wire import MERGE_RULES as RULES
 
@@ -64,6 +65,15 @@ def build_parser():
     cluster.add_argument("--corpus-file", action="store_true",
                          help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
                               "faster; the file must be at the same path on every worker (a shared filesystem)")
+    cluster.add_argument("--checkpoint-dir",
+                         help="write checkpoints to this folder (at every epoch end and every --checkpoint-every "
+                              "seconds; the same path on every node that runs a dispatcher or shard): a run whose "
+                              "dispatcher or shard dies waits for it to be restarted and goes on from the last one")
+    cluster.add_argument("--checkpoint-every", type=float, default=CHECKPOINT_EVERY,
+                         help=f"seconds between timed checkpoints (default {CHECKPOINT_EVERY:.0f})")
+    cluster.add_argument("--resume", action="store_true",
+                         help="go on with the run whose checkpoints are in --checkpoint-dir (its client died): same "
+                              "corpus and options")
     cluster.add_argument("--no-cluster", action="store_true",
                          help="train in this process with gensim's threads (--workers) instead")
     train.add_argument("--evaluate", action="store_true",
@@ -91,6 +101,10 @@ def train(args):
         sys.exit(f"error: corpus file {args.corpus!r} does not exist")
     if args.local_workers < 1 or args.threads_per_worker < 1 or args.local_shards < 1:
         sys.exit("error: --local-workers, --threads-per-worker and --local-shards must be >= 1")
+    if args.resume and not args.checkpoint_dir:
+        sys.exit("error: --resume needs --checkpoint-dir: the folder of the run's checkpoints")
+    if args.no_cluster and args.checkpoint_dir:
+        sys.exit("error: --checkpoint-dir is for cluster training; drop --no-cluster or --checkpoint-dir")
     sentences = LineSentence(args.corpus)
     start = time.perf_counter()
     model = Word2Vec(
@@ -99,7 +113,9 @@ def train(args):
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
         merge=args.merge, sync=args.sync, hold_back=args.hold_back, cold_every=args.cold_every,
-        merge_dtype=args.merge_dtype)
+        merge_dtype=args.merge_dtype, checkpoint_dir=None if args.resume else args.checkpoint_dir,
+        checkpoint_every=args.checkpoint_every)
+    resume = {"resume_from": args.checkpoint_dir} if args.resume else {}
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)
     else:
@@ -124,9 +140,9 @@ def train(args):
         start = time.perf_counter()
         if args.corpus_file:
             effective, raw = model.train(corpus_file=os.path.abspath(args.corpus), total_examples=model.corpus_count,
-                                         total_words=model.corpus_total_words, epochs=model.epochs)
+                                         total_words=model.corpus_total_words, epochs=model.epochs, **resume)
         else:
-            effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs)
+            effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs, **resume)
         train_seconds = time.perf_counter() - start
     finally:
         if cluster is not None:

@@ -16,8 +16,9 @@ arrays' dtypes and shapes, and what the caller expects of the metadata (the voca
 the vector size, ...); a checkpoint that fails a check is skipped with a warning naming what is
 wrong, and the previous one is used. The last ``keep`` checkpoints stay on disk.
 
-Issue 20 (checkpoints and resume) builds on this store; the dispatcher, shards and client are not
-wired to it yet.
+The dispatcher keeps its progress records in one store, each shard its rows in another
+(:mod:`gensim_distw2v.dispatcher`, :mod:`gensim_distw2v.shard`): a cluster checkpoint is the
+dispatcher's record of number ``n`` and every shard's checkpoint ``n``, the record written last.
 """
 import hashlib
 import json
@@ -79,14 +80,16 @@ class CheckpointStore:
         The checkpoint folder the user gave (``checkpoint_dir=``); created if missing.
     name : str
         The role: ``"dispatcher"``, ``"shard-0-of-8"``, ... (letters, digits, ``_.-``).
-    keep : int
-        How many checkpoints to keep (at least 2: the newest may be the one a crash cut short).
+    keep : int or None
+        How many checkpoints to keep (at least 2: the newest may be the one a crash cut short);
+        None: keep all until :meth:`prune` (a shard's checkpoints are kept as long as the
+        dispatcher's records name them).
     """
 
     def __init__(self, directory, name, keep=2):
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"checkpoint name must be letters, digits and _.- (at most 128), got {name!r}")
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 2:
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 2):
             raise ValueError(f"keep must be an int >= 2 (the newest checkpoint may be cut short), got {keep!r}")
         self.root = os.path.join(os.fspath(directory), name)
         self.name, self.keep = name, keep
@@ -105,7 +108,7 @@ class CheckpointStore:
         """The folder of checkpoint ``sequence``."""
         return os.path.join(self.root, f"ckpt-{sequence:08d}")
 
-    def write(self, meta, arrays):
+    def write(self, meta, arrays, sequence=None):
         """Write a checkpoint atomically and return its sequence number.
 
         Parameters
@@ -114,11 +117,15 @@ class CheckpointStore:
             The role's state, as JSON (plain data: str, int, float, bool, None, lists, dicts).
         arrays : dict of (str, numpy.ndarray)
             Arrays of numbers (bool, int, float), each written to ``<name>.npy``.
+        sequence : int, optional
+            Its number (a shard writes the number the dispatcher gave the cluster checkpoint; one
+            already on disk, a leftover of a checkpoint never completed, is replaced). Default: one
+            more than the newest on disk.
 
         Returns
         -------
         int
-            The new checkpoint's sequence number (one more than the newest on disk).
+            The new checkpoint's sequence number.
         """
         for key, array in arrays.items():
             if not isinstance(key, str) or not _NAME.match(key) or key in ("MANIFEST", "meta"):
@@ -127,7 +134,10 @@ class CheckpointStore:
                 raise ValueError(f"checkpoint array {key!r} must be a numpy array of numbers, got "
                                  f"{getattr(array, 'dtype', type(array).__name__)}")
         meta_bytes = json.dumps(meta, allow_nan=False, sort_keys=True).encode("utf8")
-        sequence = (self.sequences() or [0])[-1] + 1
+        if sequence is None:
+            sequence = (self.sequences() or [0])[-1] + 1
+        elif isinstance(sequence, bool) or not isinstance(sequence, int) or not 0 < sequence < 10 ** 8:
+            raise ValueError(f"checkpoint sequence must be an int in [1, 10**8), got {sequence!r}")
         tmp = os.path.join(self.root, f".tmp-{sequence:08d}-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
@@ -144,15 +154,27 @@ class CheckpointStore:
                         **({"array": spec} if spec else {})} for fname, spec in files.items()}}
             _write_file(os.path.join(tmp, MANIFEST), lambda fout: fout.write(json.dumps(manifest, indent=1).encode()))
             _fsync_dir(tmp)
+            if os.path.exists(self.path(sequence)):  # a leftover of the same number, never completed
+                shutil.rmtree(self.path(sequence))
             os.rename(tmp, self.path(sequence))
             _fsync_dir(self.root)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        for old in self.sequences()[:-self.keep]:
-            shutil.rmtree(self.path(old), ignore_errors=True)
+        if self.keep:
+            for old in self.sequences()[:-self.keep]:
+                shutil.rmtree(self.path(old), ignore_errors=True)
         logger.info("checkpoint %i of %s written to %s", sequence, self.name, self.path(sequence))
         return sequence
+
+    def prune(self, below):
+        """Delete the checkpoints numbered below ``below`` (and leftovers of interrupted writes)."""
+        for old in self.sequences():
+            if old < below:
+                shutil.rmtree(self.path(old), ignore_errors=True)
+        for entry in os.listdir(self.root):
+            if entry.startswith(".tmp-") and not entry.endswith(f"-{os.getpid()}"):
+                shutil.rmtree(os.path.join(self.root, entry), ignore_errors=True)
 
     def read(self, sequence, expect=None):
         """Checkpoint ``sequence``, checked: ``(meta, arrays)``.
@@ -217,12 +239,15 @@ class CheckpointStore:
                                       f"(give an empty checkpoint folder, or the same corpus and settings)")
         return meta, arrays
 
-    def latest(self, expect=None):
+    def latest(self, expect=None, below=None):
         """The newest checkpoint that passes :meth:`read`'s checks, as ``(sequence, meta, arrays)``,
         or None if there is none. Checkpoints that fail are skipped with a warning; one of another
         run (``expect``) is an error, not skipped: resuming from an older one would be wrong too.
+        ``below``: only checkpoints numbered below it (one above failed elsewhere).
         """
         for sequence in reversed(self.sequences()):
+            if below is not None and sequence >= below:
+                continue
             try:
                 meta, arrays = self.read(sequence, expect)
             except CheckpointError as err:
@@ -232,3 +257,136 @@ class CheckpointStore:
                 continue
             return sequence, meta, arrays
         return None
+
+
+def shard_store(directory, index, count):
+    """The store of shard ``index`` of ``count``'s rows (kept until the dispatcher's records no
+    longer name them)."""
+    return CheckpointStore(directory, f"shard-{index}-of-{count}", keep=None)
+
+
+def identity_differences(theirs, ours):
+    """The fields of two runs' identities (the checkpoint's, this call's) that differ, as
+    ``"name (checkpoint: x, this call: y)"`` strings."""
+    out = []
+    for key in sorted(set(theirs) | set(ours)):
+        if theirs.get(key) != ours.get(key):
+            out.append(f"{key} (checkpoint: {str(theirs.get(key))[:80]}, this call: {str(ours.get(key))[:80]})")
+    return out
+
+
+class SessionCheckpoints:
+    """The checkpoints of one session as the dispatcher runs them: no sockets, no locks (the
+    caller's), the clock passed in.
+
+    A cluster checkpoint ``n`` goes: *ordered* (the dispatcher notes where the session would go
+    on, :meth:`gensim_distw2v.session.Session.resume_point`, and the shards learn of the order in
+    their heartbeat replies), *taken* (every shard has copied its rows: they are at least as new
+    as the note, so every job it counts as trained is in them), *written* (every shard has its
+    copy on disk) and *committed* (the dispatcher's record ``n`` is on disk: a restart resumes
+    from it). One is in progress at a time; a timed one is due ``every`` seconds after the last
+    ended, but never sooner than 49 times as long as the last took (so that checkpoints cost at
+    most about 2 % of the run, whatever the model's size); one asked for meanwhile (an epoch end)
+    starts as soon as the current one ends.
+
+    Parameters
+    ----------
+    spec : gensim_distw2v.wire.CheckpointSpec
+        Where, how often, and the run's identity.
+    run : str
+        The run's id (the first session's; a resumed session keeps it).
+    shards : int
+        The session's shards.
+    now : float
+        The clock (monotonic seconds).
+    committed : int, optional
+        The checkpoint the session resumed from.
+    """
+
+    def __init__(self, spec, run, shards, now, committed=0):
+        self.spec, self.run, self.shards = spec, run, shards
+        self.store = CheckpointStore(spec.dir, "dispatcher", keep=2)
+        self.sequence = max([committed] + self.store.sequences())  # the last number given out
+        self.current = None  # the checkpoint in progress: see begin()
+        self.wanted = None  # a checkpoint asked for while another was in progress: its number
+        self.last_end, self.last_seconds, self.last_bytes = now, 0.0, 0
+        from gensim_distw2v import wire  # (wire does not import this module)
+        self.state = wire.CheckpointState(committed=committed, taken=committed)
+
+    def due(self, now):
+        """Whether a checkpoint should start now (none in progress; one asked for, or it is time)."""
+        if self.current is not None:
+            return False
+        return self.wanted is not None or now - self.last_end >= max(self.spec.every, 49 * self.last_seconds)
+
+    def ask(self):
+        """A checkpoint is wanted now (an epoch end): returns the number it will have."""
+        if self.wanted is None:
+            self.wanted = self.sequence + 1
+        return self.wanted
+
+    def begin(self, point, finished, now):
+        """Order checkpoint ``sequence + 1`` of the session at ``point`` (a :class:`Resumed`);
+        ``finished``: the run's last (every epoch trained). Returns its number."""
+        self.sequence += 1
+        self.wanted = None
+        point.checkpoint = self.sequence
+        self.current = {"sequence": self.sequence, "point": point, "finished": bool(finished), "started": now,
+                        "taken": set(), "written": {}}
+        return self.sequence
+
+    def order(self, index):
+        """The order shard ``index`` should act on (a :class:`CheckpointOrder`), or None."""
+        from gensim_distw2v import wire
+
+        current = self.current
+        if current is None or index in current["taken"]:
+            return None
+        kept = self.store.sequences()
+        return wire.CheckpointOrder(sequence=current["sequence"], dir=self.spec.dir, run=self.run,
+                                    keep_from=max(1, min([current["sequence"]] + kept[-self.store.keep + 1:])))
+
+    def report(self, index, report, now):
+        """Shard ``index``'s :class:`ShardCheckpoint`. Returns ``"commit"`` when every shard has
+        written the checkpoint (the caller then writes :meth:`record`), ``"failed"`` when one could
+        not (the checkpoint is dropped), else None."""
+        current = self.current
+        if current is None or report.sequence != current["sequence"] or not 0 <= index < self.shards:
+            return None  # a late report of a checkpoint dropped since
+        if report.stage == "failed":
+            self.fail(f"shard {index} could not write checkpoint {report.sequence}: {report.error}", now)
+            return "failed"
+        current["taken"].add(index)
+        if len(current["taken"]) == self.shards:
+            self.state.taken = max(self.state.taken, current["sequence"])
+        if report.stage == "written":
+            current["written"][index] = report.bytes
+            if len(current["written"]) == self.shards:
+                return "commit"
+        return None
+
+    def record(self, identity):
+        """The dispatcher's record of the current checkpoint: ``(sequence, meta)``."""
+        current = self.current
+        return current["sequence"], {"run": self.run, "identity": identity, "point": current["point"].to_wire(),
+                                     "shards": self.shards, "finished": current["finished"]}
+
+    def committed(self, sequence, nbytes, now):
+        """The record of checkpoint ``sequence`` is on disk: it is the one to resume from."""
+        current = self.current
+        if current is None or current["sequence"] != sequence:
+            return
+        self.last_seconds = now - current["started"]
+        self.last_end, self.current = now, None
+        state = self.state
+        state.committed, state.count = sequence, state.count + 1
+        state.seconds += self.last_seconds
+        self.last_bytes = nbytes + sum(current["written"].values())
+        state.bytes += self.last_bytes
+
+    def fail(self, error, now):
+        """The checkpoint in progress cannot complete (a shard could not write it, or was lost)."""
+        if self.current is not None:
+            self.state.taken = max(self.state.taken, self.current["sequence"])  # no one waits for it
+        self.current, self.last_end = None, now
+        self.state.error = error[:1000]

@@ -7,11 +7,19 @@ streams the corpus as encoded jobs with gensim's cuts and learning rates (never 
 than a few jobs) or, with ``corpus_file``, lets the workers read the shared file's byte ranges
 themselves, logs gensim-style progress, runs the epoch callbacks, and copies the merged weights
 back from the shards into the model.
+
+With ``checkpoint_dir``, it asks for a checkpoint at every epoch end, and when the dispatcher or a
+shard is lost it waits up to ``cluster_timeout`` for the cluster to be back and resumes the run
+from the last checkpoint (a new session that starts where the checkpoint left off: the jobs it
+trained are skipped, the corpus file's trained ranges are not handed out); ``resume_from`` does the
+same for a run whose client died.
 """
 import concurrent.futures
+import hashlib
 import logging
 import os
 import time
+import zlib
 
 import gensim
 import numpy as np
@@ -28,6 +36,87 @@ from gensim_distw2v.settings import Settings
 logger = logging.getLogger(__name__)
 
 JOBS_PER_CALL = 8
+MAX_RESUMES = 20  # a run resumes from its checkpoints after at most this many losses of a server
+
+
+class _Retry(Exception):
+    """A session of the run ended in a way the run may recover from (with checkpoints)."""
+
+
+class _Lost(_Retry):
+    """The dispatcher or a shard was lost: ``what`` happened, ``error`` is raised if the run cannot resume."""
+
+    def __init__(self, what, error):
+        super().__init__(what)
+        self.what, self.error = what, error
+
+
+class _RestoreFailed(_Retry):
+    """A shard could not read its rows of checkpoint ``sequence`` (damaged on disk): resume from an older one."""
+
+    def __init__(self, sequence, message):
+        super().__init__(message)
+        self.sequence = sequence
+
+
+class SkippedJobs:
+    """The jobs of a resumed epoch that its checkpoint trained: skipped, and checked to be the
+    jobs it trained (their number and the sum of their words' CRC-32), and the epoch's first jobs
+    checked to be those of the run's epochs (their CRC-32): another corpus is refused.
+
+    Parameters
+    ----------
+    point : gensim_distw2v.wire.Resumed or None
+        Where the run resumes (None: nothing to skip).
+    """
+
+    def __init__(self, point):
+        self.point, self.seen, self.crc, self.checked = point, 0, 0, point is None
+        if point is not None:
+            self.ids = set(point.done_jobs)
+            self.count = point.done_below - point.first_job + len(point.done_jobs)
+            self.last = max([point.done_below - 1] + list(point.done_jobs))
+
+    def skips(self, job_id, job):
+        """Whether job ``job_id`` (a :class:`gensim_distw2v.jobs.Job`) was trained before the resume.
+
+        Raises
+        ------
+        ValueError
+            Once the last trained job has passed, if the jobs differ from those the checkpoint trained.
+        """
+        point = self.point
+        if point is None:
+            return False
+        position = job_id - point.first_job
+        if position < len(point.head) and zlib.crc32(np.ascontiguousarray(job.indices, dtype=np.uint32)) \
+                != point.head[position]:
+            raise ValueError(
+                f"resume: this corpus is not the one checkpoint {point.checkpoint} was trained on: job {position} of "
+                f"an epoch holds other words here. Resume with the same corpus, in the same order (and the same "
+                f"batch_words)")
+        if self.checked:
+            return False
+        trained = job_id < point.done_below or job_id in self.ids
+        if trained:
+            self.seen += 1
+            self.crc = (self.crc + zlib.crc32(np.ascontiguousarray(job.indices, dtype=np.uint32))) % 2 ** 64
+        if job_id >= self.last:
+            self.finish()
+        return trained
+
+    def finish(self):
+        """Check the skipped jobs (at the last of them, or at the end of the corpus)."""
+        if self.checked:
+            return
+        self.checked = True
+        point = self.point
+        if self.seen != self.count or self.crc != point.crc:
+            raise ValueError(
+                f"resume: this corpus is not the one checkpoint {point.checkpoint} was trained on: the "
+                f"{self.count} jobs it trained of epoch {point.epoch} " + (
+                    f"are {self.seen} here" if self.seen != self.count else "hold other words here")
+                + ". Resume with the same corpus, in the same order (and the same batch_words)")
 
 
 def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
@@ -148,7 +237,25 @@ class DistributedTraining:
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
 
-    def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None):
+    def _identity(self, params, epochs, spec, total_examples, total_words):
+        """What must be equal for a run to resume from a checkpoint: the vocabulary (its words and
+        counts, digested), the hyper-parameters, the epochs, the corpus (a file's fingerprint; an
+        iterable's counts; its jobs are checked as they are skipped: :class:`gensim_distw2v.wire.Resumed`)."""
+        model = self.model
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update("\n".join(model.wv.index_to_key).encode("utf8"))
+        counts = model.wv.expandos.get("count")
+        if counts is not None:
+            digest.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
+        kernel = params.to_wire()
+        return {"vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
+                "params": {key: kernel[key] for key in sorted(kernel)}, "alpha": float(model.alpha),
+                "min_alpha": float(model.min_alpha), "batch_words": int(model.batch_words),
+                "corpus_file": None if spec is None else f"{spec.path} ({spec.size} bytes, {spec.digest})",
+                "total_words": int(total_words or 0), "total_examples": int(total_examples or 0)}
+
+    def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None, total_examples=None,
+                resume=False, below=None):
         """The session's :class:`gensim_distw2v.wire.SessionConfig` (checked) and its arrays."""
         model = self.model
         kernel, arrays = model_arrays(model)
@@ -194,19 +301,24 @@ class DistributedTraining:
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
             compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), workers=int(n_workers),
             corpus_file=spec)
+        if settings.checkpoint_dir is not None:
+            config.checkpoint = wire.CheckpointSpec(
+                dir=settings.checkpoint_dir, every=settings.checkpoint_every, resume=bool(resume), below=below,
+                identity=self._identity(params, epochs, spec, total_examples, total_words))
         config.check()
         return config, arrays
 
     def _open(self, dispatcher, config, arrays):
-        """Open a session: the dispatcher names its shards, the arrays go up, shards and dispatcher
-        start. Returns ``(session id, ShardLinks)``; on failure the session is closed everywhere."""
+        """Open a session: the dispatcher names its shards, the arrays go up (a resumed session's
+        weights come from the checkpoint), shards and dispatcher start. Returns ``(session id,
+        ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
         opened = wire.Opened.from_wire(dispatcher.open_session(config.to_wire()))
         sid, links = opened.session, None
         try:
             links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf)
-            self._upload(dispatcher, sid, arrays, config, links)
+            self._upload(dispatcher, sid, arrays, config, links, opened.resumed)
             dispatcher.start(sid)
-            return sid, links
+            return sid, links, opened.resumed
         except BaseException:
             if links is not None:
                 links.close(sid)
@@ -216,8 +328,9 @@ class DistributedTraining:
                 pass
             raise
 
-    def _upload(self, dispatcher, sid, arrays, config, links):
-        """The static arrays to the dispatcher, each shard's rows of the weights to that shard; start the shards."""
+    def _upload(self, dispatcher, sid, arrays, config, links, resumed=None):
+        """The static arrays to the dispatcher, each shard's rows of the weights to that shard (or,
+        resuming, where the shards read them); start the shards."""
         weights = {name: a for name, a in arrays.items() if name in wire.WEIGHTS}
         for name, array in arrays.items():
             if name in weights:
@@ -225,17 +338,26 @@ class DistributedTraining:
             row_bytes = max(1, array.nbytes // max(1, len(array)))
             for lo, hi in row_ranges(len(array), row_bytes, self.settings.part_bytes):
                 dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
+        restore = None if resumed is None else wire.RestoreSpec(
+            dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
+
         def give(shard):
             spec = wire.ShardSpec(
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
-                tree_hot_rows=config.tree_hot_rows, versions=config.versions)
-            links.call(shard, "open_session", spec.to_wire())
-            for name, array in weights.items():
-                rows = links.layout.rows_of(array, shard)
-                for lo, hi in row_ranges(len(rows), 4 * array.shape[1], self.settings.part_bytes):
-                    links.call(shard, "upload", sid, name, lo, wire.pack_array(rows[lo:hi]))
+                tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore)
+            try:
+                links.call(shard, "open_session", spec.to_wire())
+            except ValueError as err:
+                if restore is not None and str(err).startswith("restore:"):
+                    raise _RestoreFailed(resumed.checkpoint, str(err)) from None
+                raise
+            if restore is None:
+                for name, array in weights.items():
+                    rows = links.layout.rows_of(array, shard)
+                    for lo, hi in row_ranges(len(rows), 4 * array.shape[1], self.settings.part_bytes):
+                        links.call(shard, "upload", sid, name, lo, wire.pack_array(rows[lo:hi]))
             links.call(shard, "start", sid)
         links.each(give)
 
@@ -270,92 +392,134 @@ class DistributedTraining:
         return out
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
-              report_delay=1.0, corpus_file=None):
+              report_delay=1.0, corpus_file=None, resume_from=None):
         """Train ``epochs`` passes over ``corpus_iterable`` (or over ``corpus_file``, which every
         worker reads at the same path) on the cluster.
+
+        With ``checkpoint_dir`` set, a lost dispatcher or shard is waited for (``cluster_timeout``)
+        and the run resumed from its last checkpoint; ``resume_from`` (a checkpoint folder) goes on
+        with a run whose client died.
 
         Returns
         -------
         (int, int)
             Effective and raw words trained, as gensim's ``train()`` returns them.
         """
+        if resume_from is not None:
+            folder = os.path.abspath(os.fspath(resume_from))
+            if self.settings.checkpoint_dir not in (None, folder):
+                raise ValueError(f"resume_from={folder!r} and checkpoint_dir={self.settings.checkpoint_dir!r} differ: "
+                                 f"a resumed run goes on writing its checkpoints where it reads them; give one folder")
+            self.settings = self.settings.replace(checkpoint_dir=folder)
+        args = (corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
+                corpus_file)
+        self._session_start = time.monotonic()
+        self._begun = set()  # epochs whose callbacks' on_epoch_begin ran
+        resume, below, lost = resume_from is not None, None, 0
+        while True:
+            try:
+                return self._run(*args, resume=resume, below=below)
+            except _RestoreFailed as err:
+                logger.warning("checkpoint %i could not be restored (%s): resuming from the one before",
+                               err.sequence, err)
+                below = err.sequence
+            except _Lost as err:
+                committed = self._committed
+                if self.settings.checkpoint_dir is None or not committed or lost >= MAX_RESUMES:
+                    raise err.error from None
+                lost += 1
+                logger.warning("%s; resuming from checkpoint %i in %s once the cluster is back (waiting up to %.0f s, "
+                               "attempt %i of %i)", err.what, committed, self.settings.checkpoint_dir,
+                               self.settings.cluster_timeout, lost, MAX_RESUMES)
+                resume, below = True, None
+
+    def _connect(self, resume):
+        """The dispatcher; resuming, waited for up to ``cluster_timeout`` (it may be restarting)."""
+        deadline = time.monotonic() + (self.settings.cluster_timeout if resume else 0.0)
+        while True:
+            try:
+                return find_dispatcher(self.ns_conf, self.hmac_key)
+            except transport.ClusterError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+
+    def _wait_for_shards(self, dispatcher, count):
+        """Resuming: wait up to ``cluster_timeout`` for as many shards as the lost session had
+        (the run goes on with those there are after that)."""
+        deadline = time.monotonic() + self.settings.cluster_timeout
+        while len(wire.Status.from_wire(dispatcher.status()).shards) < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def _run(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
+             corpus_file, resume=False, below=None):
+        """One session of the run (a run resumed after a loss has several): ``(effective, raw)``."""
         model = self.model
-        dispatcher = find_dispatcher(self.ns_conf, self.hmac_key)
+        self._committed = 0
+        dispatcher = self._connect(resume)
         sid = links = None
         try:
             n_workers = wait_for_workers(dispatcher, self.ns_conf, self.settings.cluster_timeout)
-            config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words)
-            sid, links = self._open(dispatcher, config, arrays)
+            if resume:
+                self._wait_for_shards(dispatcher, getattr(self, "_shard_count", 1))
+            config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words, total_examples,
+                                          resume=resume, below=below)
+            sid, links, resumed = self._open(dispatcher, config, arrays)
+            self._shard_count = len(links.shards)
+            self._committed = resumed.checkpoint if resumed else 0
             logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "
-                        "words per worker", n_workers, len(links.shards), sid, self.settings.merge,
-                        config.settings.sync_words)
+                        "words per worker%s", n_workers, len(links.shards), sid, self.settings.merge,
+                        config.settings.sync_words, "" if resumed is None else
+                        f", resumed from checkpoint {resumed.checkpoint} at epoch {resumed.epoch}")
             if corpus_file is not None:
                 self._check_file(dispatcher, sid, config.corpus_file)
-            trained = raw = 0
-            start = self._session_start = time.monotonic()
-            job_id = 0
-            for epoch in range(epochs):
-                for callback in callbacks:
-                    callback.on_epoch_begin(model)
+            start = time.monotonic()
+            first = 0 if resumed is None else resumed.epoch
+            job_id = 0 if resumed is None else resumed.first_job
+            for epoch in range(first, epochs):
+                if epoch not in self._begun:
+                    self._begun.add(epoch)
+                    for callback in callbacks:
+                        callback.on_epoch_begin(model)
                 if corpus_file is not None:
                     dispatcher.open_file_epoch(sid, epoch)
                     self._next_report = time.monotonic() + report_delay
-                    epoch_trained, epoch_raw = self._finish_epoch(
-                        dispatcher, sid, epoch, time.monotonic(), total_examples, total_words, report_delay)
+                    self._finish_epoch(dispatcher, sid, epoch, time.monotonic(), total_examples, total_words,
+                                       report_delay)
                     model.min_alpha_yet_reached = next_alpha(model.alpha, model.min_alpha, epoch + 1, epochs, 0.0)
                 else:
-                    job_id, epoch_trained, epoch_raw = self._train_epoch(
-                        dispatcher, sid, corpus_iterable, epoch, epochs, total_examples, total_words, job_id,
-                        report_delay)
-                trained += epoch_trained
-                raw += epoch_raw
+                    skip = resumed if resumed is not None and epoch == resumed.epoch else None
+                    job_id = self._train_epoch(dispatcher, sid, corpus_iterable, epoch, epochs, total_examples,
+                                               total_words, job_id, report_delay, skip)
+                if config.checkpoint is not None:
+                    self._checkpoint(dispatcher, sid, last=epoch == epochs - 1)
                 if callbacks:
                     self._download_weights(links, sid)
                 for callback in callbacks:
                     callback.on_epoch_end(model)
             self._download_weights(links, sid)
             final = wire.Progress.from_wire(dispatcher.progress(sid))
-            shards = self._shard_stats(links, sid)
-            model.running_training_loss = float(final.loss)
-            elapsed = time.monotonic() - start
-            up, down = final.total("bytes_up"), final.total("bytes_down")
-            self.stats = {"seconds": elapsed, "merges": final.merges, "bytes_up": up, "bytes_down": down,
-                          "damped_rows": sum(s["damped"] for s in shards.values()),
-                          "exact_bytes_up": final.total("exact_bytes_up"),
-                          "exact_bytes_down": final.total("exact_bytes_down"),
-                          "merge_seconds": final.total("merge_seconds"),
-                          "merge_cpu": {"workers": final.total("merge_cpu"),
-                                        "shards": sum(s["merge_cpu"] for s in shards.values())},
-                          "stall_seconds": final.total("stall_seconds"),
-                          "shards": shards,
-                          "kernel_cpu": final.total("kernel_cpu"),
-                          "workers": {name: w.to_wire() for name, w in final.workers.items()},
-                          "effective_words": trained, "raw_words": raw,
-                          "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
-                          "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
-                          "cold_every": config.settings.cold_every}
-            if raw and not trained:
-                logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
-                               "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
-            logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
-                        "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
-                        "merge rounds %.1f, the %i shards' merge calls %.1f; trainers waited %.1f s for merge rounds; "
-                        "per worker, bytes per word it trained up/down: %s", final.merges, up / 1e6, down / 1e6,
-                        up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
-                        self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
-                        self.stats["merge_cpu"]["workers"], len(shards), self.stats["merge_cpu"]["shards"],
-                        self.stats["stall_seconds"],
-                        ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
-                                  for name, w in sorted(final.workers.items())) or "-")
+            # every epoch's words, counted once (a resumed session starts with the checkpoint's counts)
+            trained = sum(final.epoch(e).effective_words for e in range(epochs))
+            raw = sum(final.epoch(e).raw_words for e in range(epochs))
+            self._summarise(final, links, sid, config, start, trained, raw)
             return trained, raw
+        except _Retry:
+            raise
         except transport.CommunicationError as err:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
             dispatcher._pyroTimeout = 2.0  # it may hang: do not wait long to close the session
-            raise transport.ClusterError(
+            raise _Lost(f"lost the dispatcher during training ({type(err).__name__}: {err})", transport.ClusterError(
                 f"lost the dispatcher during training ({type(err).__name__}: {err}); this train() call did not "
                 f"finish and the model keeps the weights it had before it (or at the last epoch end, with "
                 f"callbacks). Once a dispatcher runs again (python -m gensim_distw2v.dispatcher --ns-host {host} "
-                f"--ns-port {port}), the workers rejoin it by themselves: call train() again") from None
+                f"--ns-port {port}), the workers rejoin it by themselves: call train() again"
+                + ("" if self.settings.checkpoint_dir is None else
+                   f" with resume_from={self.settings.checkpoint_dir!r} to go on from its last checkpoint"))) from None
+        except transport.ClusterError as err:
+            if "lost parameter shard" not in str(err):
+                raise
+            raise _Lost("lost a parameter shard", err) from None
         finally:
             if links is not None:
                 links.close(sid)
@@ -366,8 +530,68 @@ class DistributedTraining:
                     logger.warning("could not close session %s on the dispatcher: %s", sid, err)
             transport.release(dispatcher)
 
+    def _checkpoint(self, dispatcher, sid, last):
+        """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
+        (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
+        sequence = dispatcher.checkpoint(sid)
+        while True:
+            progress = wire.Progress.from_wire(dispatcher.progress(sid))
+            self._check_workers(progress)
+            state = progress.checkpoints
+            self._committed = state.committed
+            if (state.committed if last else state.taken) >= sequence:
+                break
+            time.sleep(0.01)
+        if state.committed < sequence and last or state.error and state.committed < sequence:
+            logger.error("the checkpoint at the end of this epoch failed: %s", state.error)
+
+    def _summarise(self, final, links, sid, config, start, trained, raw):
+        """``self.stats`` and the closing log line of a session."""
+        shards = self._shard_stats(links, sid)
+        self.model.running_training_loss = float(final.loss)
+        elapsed = time.monotonic() - start
+        up, down = final.total("bytes_up"), final.total("bytes_down")
+        checkpoints = final.checkpoints
+        self.stats = {"seconds": elapsed, "merges": final.merges, "bytes_up": up, "bytes_down": down,
+                      "damped_rows": sum(s["damped"] for s in shards.values()),
+                      "exact_bytes_up": final.total("exact_bytes_up"),
+                      "exact_bytes_down": final.total("exact_bytes_down"),
+                      "merge_seconds": final.total("merge_seconds"),
+                      "merge_cpu": {"workers": final.total("merge_cpu"),
+                                    "shards": sum(s["merge_cpu"] for s in shards.values())},
+                      "stall_seconds": final.total("stall_seconds"),
+                      "shards": shards,
+                      "kernel_cpu": final.total("kernel_cpu"),
+                      "workers": {name: w.to_wire() for name, w in final.workers.items()},
+                      "effective_words": trained, "raw_words": raw,
+                      "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
+                      "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
+                      "cold_every": config.settings.cold_every,
+                      "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
+                      "session_seconds": time.monotonic() - self._session_start}
+        if raw and not trained:
+            logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
+                           "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
+        logger.info("cluster training: %i merges, %.1f MB up / %.1f MB down (%.1f / %.1f bytes per trained "
+                    "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
+                    "merge rounds %.1f, the %i shards' merge calls %.1f; trainers waited %.1f s for merge rounds; "
+                    "per worker, bytes per word it trained up/down: %s", final.merges, up / 1e6, down / 1e6,
+                    up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
+                    self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
+                    self.stats["merge_cpu"]["workers"], len(shards), self.stats["merge_cpu"]["shards"],
+                    self.stats["stall_seconds"],
+                    ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
+                              for name, w in sorted(final.workers.items())) or "-")
+        if checkpoints is not None and checkpoints.count:
+            logger.info("checkpoints: %i written, %.1f MB each, %.2f s each from order to commit (training went on "
+                        "meanwhile)", checkpoints.count, checkpoints.bytes / checkpoints.count / 1e6,
+                        checkpoints.seconds / checkpoints.count)
+
     def _train_epoch(self, dispatcher, sid, corpus, epoch, epochs, total_examples, total_words, job_id,
-                     report_delay):
+                     report_delay, skip=None):
+        """Put one epoch's jobs and wait until they are trained; returns the next job id. ``skip``
+        (a :class:`gensim_distw2v.wire.Resumed`): the jobs a checkpoint trained are not put again,
+        and their words must be those it trained (else the corpus is another one)."""
         model = self.model
         jobs = iter_epoch_jobs(
             corpus, model.wv.key_to_index, batch_words=model.batch_words, cur_epoch=epoch, epochs=epochs,
@@ -376,21 +600,26 @@ class DistributedTraining:
         start = time.monotonic()
         self._next_report = start + report_delay
         batch = []
+        skipped = SkippedJobs(skip)
         for job in jobs:
+            if skipped.skips(job_id, job):
+                job_id += 1
+                continue
             batch.append(wire.Job.of(job_id, epoch, job).to_wire())
             job_id += 1
             model.min_alpha_yet_reached = job.alpha
             if len(batch) >= JOBS_PER_CALL:
                 self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
                 batch = []
+        skipped.finish()
         if batch:
             self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
         dispatcher.end_epoch(sid, epoch)
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
                            "that offers restartable iteration = an iterable).")
-        effective, raw = self._finish_epoch(dispatcher, sid, epoch, start, total_examples, total_words, report_delay)
-        return job_id, effective, raw
+        self._finish_epoch(dispatcher, sid, epoch, start, total_examples, total_words, report_delay)
+        return job_id
 
     def _check_file(self, dispatcher, sid, spec):
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
@@ -456,6 +685,8 @@ class DistributedTraining:
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
+        if progress.checkpoints is not None:
+            self._committed = progress.checkpoints.committed
         if progress.lost_shards:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
             raise transport.ClusterError(

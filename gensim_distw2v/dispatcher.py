@@ -27,9 +27,17 @@ How it works:
 5. The client polls :meth:`Dispatcher.progress`, downloads the final weights and closes the
    session; the dispatcher keeps serving the next one. A client silent for ``client_timeout``
    seconds loses its session.
+6. With ``checkpoint_dir`` (the session config's :class:`gensim_distw2v.wire.CheckpointSpec`), the
+   session is checkpointed every ``checkpoint_every`` seconds and at every epoch end the client
+   asks for (:meth:`Dispatcher.checkpoint`): the dispatcher notes where the session would go on,
+   the shards copy and write their rows (ordered in their heartbeat replies, reported by
+   :meth:`Dispatcher.shard_checkpoint`), and the dispatcher's record, written last, commits it
+   (:class:`gensim_distw2v.checkpoint.SessionCheckpoints`). A session opened to resume (after this
+   process, a shard or the client died) starts from the newest committed checkpoint.
 """
 import argparse
 import logging
+import os
 import threading
 import time
 import uuid
@@ -39,6 +47,7 @@ import numpy as np
 
 import gensim_distw2v
 from gensim_distw2v import transport, wire
+from gensim_distw2v.checkpoint import CheckpointError, CheckpointStore, SessionCheckpoints, identity_differences
 from gensim_distw2v.session import Session
 
 logger = logging.getLogger(__name__)
@@ -178,6 +187,8 @@ class Dispatcher:
         if session is not None and session.lose_shard(name, reason):
             logger.error("shard %s of session %s lost (%s): the session cannot go on; restart the shard with: "
                          "python -m gensim_distw2v.shard", name, session.id, reason)
+            if session.checkpoints is not None and session.checkpoints.current is not None:
+                session.checkpoints.fail(f"shard {name} was lost", time.monotonic())
         else:
             logger.warning("shard %s lost (%s); %i shards left", name, reason, len(self.shards))
         self._wake()
@@ -214,6 +225,9 @@ class Dispatcher:
                         session.no_workers_since = None if self._available(session) else \
                             (session.no_workers_since or now)
                         self._check_order(session, now)
+                        if session.checkpoints is not None and not session.lost_shards \
+                                and session.checkpoints.due(now):
+                            self._begin_checkpoint(session, now)
 
     def _check_order(self, session, now):
         """``bsp``: a rank no worker claimed within ``cluster_timeout`` of the start ends the order
@@ -414,13 +428,16 @@ class Dispatcher:
                 shard.connection = transport.caller()
                 session = self.session
                 remaining = deadline - time.monotonic()
-                if (session.id if session else None) != known or remaining <= 0:
+                order = None
+                if session is not None and session.checkpoints is not None and session.state == "running":
+                    order = session.checkpoints.order(self._shard_index(session, name))
+                if (session.id if session else None) != known or remaining <= 0 or order is not None:
                     break
                 self.beats.wait(remaining)
             if session is None:
                 return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
             return wire.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
-                                  ranks=sorted(session.ranks.values())).to_wire()
+                                  ranks=sorted(session.ranks.values()), checkpoint=order).to_wire()
 
     @transport.expose
     def shard_leave(self, name):
@@ -454,18 +471,36 @@ class Dispatcher:
         """
         config = wire.SessionConfig.from_wire(config)
         check_versions(config.versions, "the client")
+        spec = config.checkpoint
         with self.cond:
-            if self.session is not None and self.session.state in ("uploading", "running"):
-                raise RuntimeError(
-                    f"the dispatcher is busy with session {self.session.id} of another train() call; wait for it "
-                    f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
+            sid = uuid.uuid4().hex
+            run, point = (sid, None) if spec is None else self._checkpoint_start(spec)
+            current = self.session
+            if current is not None and current.state in ("uploading", "running"):
+                if spec is not None and spec.resume and current.config.checkpoint is not None \
+                        and current.config.checkpoint.dir == spec.dir:
+                    logger.warning("session %s replaced: a client resumes its run from %s (its own client is gone)",
+                                   current.id, spec.dir)
+                else:
+                    raise RuntimeError(
+                        f"the dispatcher is busy with session {current.id} of another train() call; wait for it "
+                        f"to finish (or for it to time out after {self.client_timeout:.0f} s if its client died)")
             if not self.shards:
                 raise RuntimeError("no parameter shard is registered with the dispatcher: start one (on each worker "
                                    "node) with: python -m gensim_distw2v.shard")
             self._end_session()
-            self.session = Session(uuid.uuid4().hex, config,
-                                   [[name, self.shards[name].uri] for name in sorted(self.shards)])
-            self.session.client_seen = time.monotonic()
+            self.session = Session(sid, config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
+            self.session.client_seen = now = time.monotonic()
+            if spec is not None:
+                self.session.run = run
+                self.session.checkpoints = SessionCheckpoints(spec, run, len(self.session.shards), now,
+                                                              committed=point.checkpoint if point else 0)
+            if point is not None:
+                self.session.restore(point)
+                logger.info("session %s resumes run %s from checkpoint %i in %s: epoch %i, %i jobs of it trained, "
+                            "%i raw words in all", sid, run, point.checkpoint, spec.dir, point.epoch,
+                            point.done_below - point.first_job + len(point.done_jobs),
+                            sum(counts.raw_words for counts in point.epochs.values()))
             logger.info("session %s opened on %i shards: %i words x %i dimensions, sg=%i hs=%i negative=%i, merge=%s "
                         "(damp: %i syn0 / %i syn1neg / %i syn1 rows), sync_words=%i (rows after %i every %i rounds)",
                         self.session.id, len(self.session.shards), self.session.vocab_size,
@@ -473,7 +508,56 @@ class Dispatcher:
                         config.settings.merge, config.damp_rows["syn0"], config.damp_rows["syn1neg"],
                         config.damp_rows.get("syn1", 0),
                         config.settings.sync_words, config.hot_rows, config.settings.cold_every)
-            return wire.Opened(session=self.session.id, shards=self.session.shards).to_wire()
+            return wire.Opened(session=self.session.id, shards=self.session.shards, resumed=point).to_wire()
+
+    @staticmethod
+    def _checkpoint_start(spec):
+        """A session with checkpoints: ``(run id, resume point or None)``. Resuming, the newest
+        committed checkpoint in the folder (numbered below ``spec.below``), checked to be of the
+        same run; starting afresh, a folder without an unfinished run.
+
+        Raises
+        ------
+        ValueError
+            Nothing to resume, a run with another identity (naming what differs), a finished
+            run, or (afresh) an unfinished run in the folder.
+        """
+        try:
+            found = CheckpointStore(spec.dir, "dispatcher").latest(below=spec.below)
+        except OSError as err:
+            raise ValueError(f"checkpoint_dir {spec.dir}: cannot use it ({err})") from None
+        if not spec.resume:
+            if found is not None and not found[1].get("finished"):
+                raise ValueError(
+                    f"checkpoint_dir {spec.dir} holds checkpoint {found[0]} of an unfinished run: to go on with it, "
+                    f"pass resume_from={spec.dir!r} to train() (--resume on the command line); to start afresh, "
+                    f"give an empty folder (or delete that one)")
+            return uuid.uuid4().hex, None
+        if found is None:
+            raise ValueError(f"resume: no usable checkpoint in {spec.dir}" + (
+                f" numbered below {spec.below}" if spec.below else "") + " (none written yet, or every one damaged: "
+                "the dispatcher's log names what is wrong with each)")
+        sequence, meta, _arrays = found
+        if not isinstance(meta, dict) or not isinstance(meta.get("identity"), dict):
+            raise ValueError(f"resume: checkpoint {sequence} in {spec.dir} has no run identity")
+        differ = identity_differences(meta["identity"], spec.identity)
+        if differ:
+            raise ValueError(
+                f"resume: checkpoint {sequence} in {spec.dir} is of another run: " + "; ".join(differ)
+                + ". Resume with the same corpus, vocabulary and hyper-parameters, or give another checkpoint_dir")
+        if meta.get("finished"):
+            raise ValueError(f"resume: the run in {spec.dir} finished (checkpoint {sequence}): nothing to resume; "
+                             f"the trained model is the one its train() returned")
+        try:
+            point = wire.Resumed.from_wire(meta["point"])
+        except (KeyError, ValueError) as err:
+            raise CheckpointError(f"resume: checkpoint {sequence} in {spec.dir}: {err}") from None
+        run = str(meta.get("run") or "")[:64]
+        shards = meta.get("shards")
+        if not run or isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 4096:
+            raise CheckpointError(f"resume: checkpoint {sequence} in {spec.dir} names no run or no shards")
+        point.checkpoint, point.shards, point.run = sequence, shards, run
+        return run, point
 
     @transport.expose
     def upload(self, sid, name, lo, array):
@@ -568,7 +652,8 @@ class Dispatcher:
                 workers={name: m.counts for name, m in self.members.items() if name in session.ranks},
                 flushed=session.all_flushed(),
                 no_workers_for=None if self._available(session) else now - (session.no_workers_since or now),
-                file_checks=dict(session.file_checks), quit=dict(session.quit)).to_wire()
+                file_checks=dict(session.file_checks), quit=dict(session.quit),
+                checkpoints=None if session.checkpoints is None else session.checkpoints.state).to_wire()
 
     @transport.expose
     def end_epoch(self, sid, epoch):
@@ -732,6 +817,91 @@ class Dispatcher:
             session = self._session(sid)
             member = self._member(name, sid)
             member.counts.add(report, session.round_done(name, report))
+            self.cond.notify_all()
+
+    # ------------------------------------------------------------------ checkpoints
+    @staticmethod
+    def _shard_index(session, name):
+        """A shard's place in the session (-1: not one of its shards)."""
+        return next((index for index, (held, _uri) in enumerate(session.shards) if held == name), -1)
+
+    def _begin_checkpoint(self, session, now):
+        """Order a checkpoint of the running session (caller holds the lock)."""
+        point = session.resume_point(0)
+        finished = point.epoch >= session.config.epochs
+        sequence = session.checkpoints.begin(point, finished, now)
+        logger.info("checkpoint %i of session %s ordered: epoch %i, %i jobs of it trained%s", sequence, session.id,
+                    point.epoch, point.done_below - point.first_job + len(point.done_jobs),
+                    " (the run's last)" if finished else "")
+        self.beats.notify_all()  # the shards' long polls carry the order
+
+    @transport.expose
+    def checkpoint(self, sid):
+        """The client asks for a checkpoint now (at an epoch end, before it goes on).
+
+        Returns
+        -------
+        int
+            The checkpoint's number: :meth:`progress`'s ``checkpoints.taken`` reaches it once
+            every shard has copied its rows (training may go on), ``committed`` once it is on disk.
+        """
+        with self.cond:
+            session = self._session(sid)
+            session.client_seen = now = time.monotonic()
+            if session.checkpoints is None:
+                raise ValueError(f"checkpoint: session {sid} has no checkpoint_dir")
+            sequence = session.checkpoints.ask()
+            if session.checkpoints.due(now) and not session.lost_shards:
+                self._begin_checkpoint(session, now)
+            return sequence
+
+    @transport.expose
+    def shard_checkpoint(self, name, sid, report):
+        """A shard's report on a checkpoint order.
+
+        Parameters
+        ----------
+        name, sid : str
+            The shard and the session.
+        report : dict
+            A :class:`gensim_distw2v.wire.ShardCheckpoint`.
+        """
+        report = wire.ShardCheckpoint.from_wire(report)
+        with self.cond:
+            session = self._session(sid)
+            checkpoints = session.checkpoints
+            if checkpoints is None:
+                raise ValueError(f"shard_checkpoint: session {sid} has no checkpoint_dir")
+            now = time.monotonic()
+            outcome = checkpoints.report(self._shard_index(session, name), report, now)
+            if outcome == "failed":
+                logger.error("checkpoint %i of session %s failed: %s; training goes on, the last complete "
+                             "checkpoint is %i", report.sequence, sid, checkpoints.state.error,
+                             checkpoints.state.committed)
+            if outcome != "commit":
+                self.cond.notify_all()
+                return
+            sequence, meta = checkpoints.record(session.config.checkpoint.identity)
+        try:  # the record, written last, commits it (outside the lock: the session goes on)
+            written = checkpoints.store.write(meta, {}, sequence=sequence)
+            nbytes = sum(os.path.getsize(os.path.join(checkpoints.store.path(written), f))
+                         for f in os.listdir(checkpoints.store.path(written)))
+            error = None
+        except (OSError, ValueError) as err:
+            error = f"the dispatcher could not write its record of checkpoint {sequence}: {err}"
+        with self.cond:
+            now = time.monotonic()
+            if error:
+                checkpoints.fail(error, now)
+                logger.error("%s; training goes on, the last complete checkpoint is %i", error,
+                             checkpoints.state.committed)
+            else:
+                checkpoints.committed(sequence, nbytes, now)
+                logger.info("checkpoint %i of session %s committed in %.2f s (%.1f MB)", sequence, sid,
+                            checkpoints.last_seconds, checkpoints.last_bytes / 1e6)
+                if self.session is session and session.state == "running" and checkpoints.due(now) \
+                        and checkpoints.wanted is not None:
+                    self._begin_checkpoint(session, now)
             self.cond.notify_all()
 
     def _wake(self):

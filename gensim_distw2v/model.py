@@ -12,7 +12,7 @@ import logging
 import gensim.models
 
 from gensim_distw2v.merge import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.settings import CHECKPOINT_EVERY, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,18 @@ class Word2Vec(gensim.models.Word2Vec):
         feedback); epoch ends are exact.
     cluster_timeout : float, optional
         Seconds to wait for a first worker and parameter shard, and without any worker during
-        training, before ``train()`` raises.
+        training, before ``train()`` raises; with ``checkpoint_dir``, also how long to wait for a
+        lost dispatcher or shard to be back before the run resumes.
+    checkpoint_dir : str, optional
+        A folder the cluster writes checkpoints to: the dispatcher its record of the run's progress,
+        each parameter shard its rows (the same path must reach the same folder on every node that
+        runs one: a shared filesystem, as for ``corpus_file``). A checkpoint is taken at every epoch
+        end and every ``checkpoint_every`` seconds; when the dispatcher or a shard dies, ``train()``
+        waits for it to be restarted (``cluster_timeout``) and goes on from the last checkpoint
+        (``docs/checkpoints.rst``). Default None: no checkpoints.
+    checkpoint_every : float, optional
+        Seconds between timed checkpoints (default 300; never sooner than 49 times as long as the
+        last one took, so they cost at most about 2 % of the run).
 
     Attributes
     ----------
@@ -110,12 +121,16 @@ class Word2Vec(gensim.models.Word2Vec):
     merge_dtype = _setting("merge_dtype")
     cluster_timeout = _setting("cluster_timeout")
     part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
+    checkpoint_dir = _setting("checkpoint_dir")
+    checkpoint_every = _setting("checkpoint_every")
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp",
-                 hold_back=HOLD_BACK, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
+                 hold_back=HOLD_BACK, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0,
+                 checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY, **kwargs):
         _refuse_removed(kwargs)
         self.settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
-                                 cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout)
+                                 cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout,
+                                 checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
         self.cluster_stats = {}
@@ -123,8 +138,13 @@ class Word2Vec(gensim.models.Word2Vec):
 
     def train(self, corpus_iterable=None, corpus_file=None, total_examples=None, total_words=None,
               epochs=None, start_alpha=None, end_alpha=None, word_count=0, queue_factor=2, report_delay=1.0,
-              compute_loss=False, callbacks=(), **kwargs):
+              compute_loss=False, callbacks=(), resume_from=None, **kwargs):
         """Train as :meth:`gensim.models.Word2Vec.train` does (same arguments, same return value).
+
+        ``resume_from`` (distributed only): a checkpoint folder of a run whose client died; this
+        call goes on from its last checkpoint, given the same corpus, vocabulary (build it again
+        from the same corpus) and hyper-parameters (it refuses others, naming what differs), and
+        returns what the uninterrupted call would have returned.
 
         With ``distributed=True`` the jobs are trained by the cluster's workers; statistics of
         the cluster run (merges, bytes moved and of those the exact epoch flushes' (``exact_bytes_up``,
@@ -140,6 +160,8 @@ class Word2Vec(gensim.models.Word2Vec):
             Effective words trained and raw words processed.
         """
         if not getattr(self, "distributed", False):
+            if resume_from is not None:
+                raise ValueError("resume_from: only a distributed model (distributed=True) resumes from checkpoints")
             return super().train(
                 corpus_iterable=corpus_iterable, corpus_file=corpus_file, total_examples=total_examples,
                 total_words=total_words, epochs=epochs, start_alpha=start_alpha, end_alpha=end_alpha,
@@ -166,7 +188,8 @@ class Word2Vec(gensim.models.Word2Vec):
             callback.on_train_begin(self)
         session = DistributedTraining(self, self.ns_conf, self.settings)
         trained, raw = session.train(corpus_iterable, total_examples, total_words, epochs, compute_loss,
-                                     callbacks, report_delay=report_delay, corpus_file=corpus_file)
+                                     callbacks, report_delay=report_delay, corpus_file=corpus_file,
+                                     resume_from=resume_from)
         self.cluster_stats = session.stats
         elapsed = max(session.stats.get("seconds", 0.0), 1e-9)
         self.total_train_time += elapsed
@@ -194,7 +217,8 @@ class Word2Vec(gensim.models.Word2Vec):
 
     @classmethod
     def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp", hold_back=HOLD_BACK,
-             cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, **kwargs):
+             cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, checkpoint_dir=None,
+             checkpoint_every=CHECKPOINT_EVERY, **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
@@ -202,11 +226,13 @@ class Word2Vec(gensim.models.Word2Vec):
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`.
         distributed, ns_conf, sync_words, merge, sync, hold_back, cold_every, merge_dtype
-            Settings for further training of the loaded model (see the class); cluster_timeout too.
+            Settings for further training of the loaded model (see the class); cluster_timeout,
+            checkpoint_dir and checkpoint_every too.
         """
         _refuse_removed(kwargs)
         settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
-                            cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout)
+                            cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout,
+                            checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
         model = gensim.models.Word2Vec.load(*args, **kwargs)
         if not isinstance(model, cls):
             model.__class__ = cls

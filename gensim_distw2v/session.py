@@ -21,8 +21,14 @@ was opened for (job ``i`` to rank ``i mod K``), and merge rounds are taken in tu
 then see the same rounds of the others whatever the timing: a run depends only on its seed and K.
 A worker lost (or a rank never claimed) ends that order: the jobs go back to one queue, and the run
 goes on as ``ssp`` (:meth:`Session.end_order`).
+
+Checkpoints (:meth:`Session.resume_point`, :meth:`Session.restore`): the session knows which jobs
+(or byte ranges) of the current epoch are trained, and the CRC-32 of the trained jobs' words; a
+session resumed from a checkpoint starts with those counts and never hands out a range already
+trained (the client skips the jobs already trained).
 """
 import collections
+import zlib
 
 import numpy as np
 
@@ -30,6 +36,8 @@ from gensim_distw2v import wire
 from gensim_distw2v.jobs import next_alpha
 
 __all__ = ["Session"]
+
+HEAD_JOBS = 8  # checkpoints keep the CRC-32 of this many of an epoch's first jobs (a resume checks its corpus)
 
 TRANSITIONS = {"uploading": ("running", "closed"), "running": ("closed",), "closed": ()}
 
@@ -72,12 +80,26 @@ class Session:
         self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
         self.ranges_done = collections.Counter()  # epoch -> bytes of ranges merged
         self.next_job = 0
+        # what checkpoints record: the epochs done, the jobs (ids; ranges: their index in the file)
+        # trained in each epoch and the sum of their words' CRC-32 (a corpus iterable's jobs)
+        self.completed = -1  # every epoch up to this one is trained and flushed
+        self.done_ids = collections.defaultdict(list)
+        self.crc = collections.Counter()
+        self.job_crc = {}  # job id -> CRC-32 of its words, from put to trained
+        self.first_job = {}  # epoch -> id of its first job (iterable)
+        self.next_id = 0  # one more than the largest job id put (iterable)
+        self.skip = {}  # epoch -> indices of ranges trained before a resume (never handed out again)
+        self.head, self.head_epoch = [], 0  # CRC-32 of the first jobs of an epoch (each gives the same jobs)
         # sync="bsp": the ranks jobs are dealt to, each rank's jobs, and the round each rank merges next
         self.ordered = config.settings.sync == "bsp"
         self.dealt = {rank: collections.deque() for rank in range(config.workers)} if self.ordered else {}
         self.turns = {rank: (0, 0) for rank in self.dealt}
         # the holder's bookkeeping (its clock): last call from the client, since when no worker is left
         self.client_seen = self.no_workers_since = self.started_at = None
+        # the run this session trains (a resumed session keeps its run's id), and its checkpoints
+        # (gensim_distw2v.checkpoint.SessionCheckpoints, with checkpoint_dir)
+        self.run = session_id
+        self.checkpoints = None
 
     # ------------------------------------------------------------------ states
     def expect(self, *states):
@@ -223,6 +245,11 @@ class Session:
             else:
                 self.queue.append(job)
             self.counts[job.epoch].put += 1
+            self.job_crc[job.id] = crc = zlib.crc32(job.indices)
+            first = self.first_job.setdefault(job.epoch, job.id)
+            if job.id - first == len(self.head) < HEAD_JOBS and job.epoch == self.head_epoch:
+                self.head.append(crc)
+            self.next_id = max(self.next_id, job.id + 1)
 
     def end_epoch(self, epoch):
         """The client has put every job of ``epoch``: workers flush once they run out of jobs."""
@@ -243,6 +270,7 @@ class Session:
         self.cursor[epoch] = 0
         self.counts[epoch].put = ranges(self.file.size, self.file.range_bytes)
         self.closed_epoch = epoch  # every range of it is there to be cut
+        self._skip_trained(epoch)
         if self.ordered:  # cut and dealt now, each with the learning rate of its place in the file
             while self.file_work_left():
                 self._deal(self._cut_range(by_position=True))
@@ -282,7 +310,16 @@ class Session:
         self.ranges_out[epoch] += hi - lo
         job = wire.RangeJob(id=self.next_job, epoch=epoch, alpha=alpha, lo=lo, hi=hi)
         self.next_job += 1
+        self._skip_trained(epoch)
         return job
+
+    def _skip_trained(self, epoch):
+        """Move the epoch's cursor past ranges trained before a resume."""
+        skip = self.skip.get(epoch)
+        if skip:
+            size, step = self.file.size, self.file.range_bytes
+            while self.cursor[epoch] < size and self.cursor[epoch] // step in skip:
+                self.cursor[epoch] = min(size, self.cursor[epoch] + step)
 
     def hand_out(self, worker, max_jobs):
         """Up to ``max_jobs`` jobs for a worker of the session, in flight on it from now on.
@@ -324,6 +361,8 @@ class Session:
         rank = self.ranks[worker]
         if self.ordered and rank in self.turns:  # its next round
             self.turns[rank] = (report.flush + 1, 0) if report.flush >= 0 else (report.turn[0], report.turn[1] + 1)
+        if report.flush >= 0:
+            self.advance()
         self.loss += report.loss
         words = 0
         for job_id, effective, *counts in report.jobs:
@@ -333,8 +372,11 @@ class Session:
             if isinstance(job, wire.RangeJob):  # its worker counted its words
                 raw, examples = counts if counts else (0, 0)
                 self.ranges_done[job.epoch] += job.hi - job.lo
+                self.done_ids[job.epoch].append(job.lo // self.file.range_bytes)
             else:
                 raw, examples = job.raw_words, job.examples
+                self.done_ids[job.epoch].append(job_id)
+                self.crc[job.epoch] = (self.crc[job.epoch] + self.job_crc.pop(job_id, 0)) % 2 ** 64
             done = self.counts[job.epoch]
             done.done += 1
             done.raw_words += raw
@@ -361,3 +403,54 @@ class Session:
     def epochs(self):
         """``{epoch: EpochCounts}`` (str keys, as on the wire)."""
         return {str(e): counts for e, counts in self.counts.items()}
+
+    # ------------------------------------------------------------------ checkpoints
+    def advance(self):
+        """Note the epochs now trained and flushed (in order); returns the last one (-1: none)."""
+        while self.completed + 1 < self.config.epochs and self.completed + 1 <= self.closed_epoch \
+                and self.epoch_done(self.completed + 1):
+            self.completed += 1
+            self.done_ids.pop(self.completed, None)
+        return self.completed
+
+    def resume_point(self, checkpoint):
+        """Where a session resumed from checkpoint number ``checkpoint`` taken now would go on: a
+        :class:`gensim_distw2v.wire.Resumed` (the next epoch to train and, in it, the jobs or
+        ranges trained; their counts, the loss). Jobs handed out and not yet merged are not in it:
+        they are trained again after a resume."""
+        epoch = self.advance() + 1
+        done = sorted(self.done_ids.get(epoch, ()))
+        first = 0 if self.file is not None else self.first_job.get(epoch, self.next_id)
+        below = first
+        for index, job_id in enumerate(done):
+            if job_id != below:
+                done = done[index:]
+                break
+            below += 1
+        else:
+            done = []
+        epochs = {str(e): wire.EpochCounts(put=c.done, done=c.done, raw_words=c.raw_words,
+                                           effective_words=c.effective_words, examples=c.examples)
+                  for e, c in self.counts.items() if e <= epoch}
+        return wire.Resumed(checkpoint=checkpoint, epoch=epoch, first_job=first, done_below=below, done_jobs=done,
+                            crc=int(self.crc.get(epoch, 0)), epochs=epochs, loss=float(self.loss),
+                            head=list(self.head))
+
+    def restore(self, point):
+        """Start from a checkpoint's :class:`gensim_distw2v.wire.Resumed` (before :meth:`start`):
+        its counts and loss; the ranges it trained are not handed out again (the client skips the
+        jobs it trained)."""
+        self.expect("uploading")
+        for key, counts in point.epochs.items():
+            self.counts[int(key)] = wire.EpochCounts(**counts.to_wire())
+        self.loss = point.loss
+        self.completed = self.closed_epoch = point.epoch - 1
+        self.crc[point.epoch] = point.crc
+        trained = list(range(point.first_job, point.done_below)) + list(point.done_jobs)
+        self.done_ids[point.epoch] = trained
+        if self.file is not None:
+            self.skip[point.epoch] = set(trained)
+        else:
+            self.next_id = self.next_job = point.first_job
+            self.first_job[point.epoch] = point.first_job
+            self.head, self.head_epoch = list(point.head), point.epoch

@@ -8,6 +8,7 @@ and attributes stay as they were (each attribute reads and, validated, replaces 
 """
 import dataclasses
 import math
+import os
 import typing
 
 import numpy as np
@@ -16,9 +17,10 @@ from gensim_distw2v.merge import (COLD_EVERY, HOLD_BACK, MERGE_DTYPE, RULES, che
                                    check_cold_every)
 from gensim_distw2v.wire import MAX_ARRAY_BYTES, SYNC_MODES
 
-__all__ = ["PART_BYTES", "Settings"]
+__all__ = ["CHECKPOINT_EVERY", "PART_BYTES", "Settings"]
 
 PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
+CHECKPOINT_EVERY = 300.0  # seconds between timed checkpoints (with checkpoint_dir)
 
 
 def _positive_int(value, name, what):
@@ -53,6 +55,11 @@ class Settings:
         Seconds to wait for a first worker and shard, and without any worker during training.
     part_bytes : int
         Arrays and merge rounds move in messages of at most this many bytes.
+    checkpoint_dir : str, optional
+        A folder the dispatcher and the shards write checkpoints to (the same path on every node
+        that runs one, as ``corpus_file``); None: no checkpoints. Made absolute.
+    checkpoint_every : float
+        Seconds between timed checkpoints (besides one at every epoch end).
     """
 
     sync_words: typing.Optional[int] = None
@@ -63,6 +70,8 @@ class Settings:
     merge_dtype: str = MERGE_DTYPE
     cluster_timeout: float = 30.0
     part_bytes: int = PART_BYTES
+    checkpoint_dir: typing.Optional[str] = None
+    checkpoint_every: float = CHECKPOINT_EVERY
 
     def __post_init__(self):
         fix = object.__setattr__  # frozen: the validated, normalised values replace the given ones
@@ -87,6 +96,16 @@ class Settings:
         if not 1024 <= part_bytes <= MAX_ARRAY_BYTES // 2:
             raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {part_bytes}")
         fix(self, "part_bytes", part_bytes)
+        if self.checkpoint_dir is not None:
+            if not isinstance(self.checkpoint_dir, (str, os.PathLike)) or not os.fspath(self.checkpoint_dir):
+                raise ValueError(f"checkpoint_dir must be a folder (a str or path), got {self.checkpoint_dir!r}")
+            fix(self, "checkpoint_dir", os.path.abspath(os.fspath(self.checkpoint_dir)))
+            if os.path.exists(self.checkpoint_dir) and not os.path.isdir(self.checkpoint_dir):
+                raise ValueError(f"checkpoint_dir {self.checkpoint_dir} exists and is not a folder")
+        if isinstance(self.checkpoint_every, bool) or not isinstance(self.checkpoint_every, (int, float, np.number)) \
+                or not 0 < self.checkpoint_every <= 1e7:
+            raise ValueError(f"checkpoint_every must be a number of seconds in (0, 1e7], got {self.checkpoint_every!r}")
+        fix(self, "checkpoint_every", float(self.checkpoint_every))
 
     def replace(self, **changes):
         """A copy with ``changes``, validated."""

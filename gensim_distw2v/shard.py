@@ -19,10 +19,18 @@ How it works:
    work proportional to the rows moved, memory independent of the number of workers).
 4. The client downloads the trained rows and closes the session. A session the dispatcher no
    longer runs is dropped at the next heartbeat.
+5. Checkpoints: a heartbeat reply may carry a checkpoint order (:class:`gensim_distw2v.wire.CheckpointOrder`);
+   the shard copies its rows (merges wait only for the copy), tells the dispatcher, writes the copy
+   to ``<checkpoint_dir>/shard-<p>-of-<P>/`` in a thread of its own and tells the dispatcher again
+   (:meth:`gensim_distw2v.dispatcher.Dispatcher.shard_checkpoint`). A session resumed from a
+   checkpoint gives the shard its rows as a :class:`gensim_distw2v.wire.RestoreSpec` instead of
+   uploading them: it reads them from the checkpoint's files (of every shard that held some, if the
+   number of shards changed).
 """
 import argparse
 import ctypes
 import logging
+import os
 import sys
 import threading
 import time
@@ -31,6 +39,7 @@ import uuid
 import numpy as np
 
 from gensim_distw2v import transport, wire
+from gensim_distw2v.checkpoint import CheckpointError, shard_store
 from gensim_distw2v.dispatcher import check_versions, versions
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import GlobalWeights, row_limits
@@ -103,6 +112,8 @@ class Shard:
         self.lock = threading.Lock()
         self.held = None
         self.stopped = threading.Event()
+        self.ordered = (None, 0)  # the last checkpoint order taken: (session, sequence)
+        self.dispatcher_uri = None
 
     # ------------------------------------------------------------------ helpers (not remote)
     def _held(self, sid, started=True):
@@ -153,6 +164,8 @@ class Shard:
         spec = wire.ShardSpec.from_wire(spec)
         check_versions(spec.versions, "the client")
         held = _Held(spec)
+        if spec.restore is not None:
+            self._restore(held, spec.restore)
         with self.lock:
             if self.held is not None:
                 logger.info("session %s dropped: session %s replaces it", self.held.id, spec.session)
@@ -160,6 +173,32 @@ class Shard:
         logger.info("session %s opened: shard %i of %i, %i of %i rows x %i dimensions of %s, merge=%s",
                     spec.session, spec.index, spec.count, held.n_rows, spec.vocab_size, spec.vector_size,
                     "/".join(spec.weights), spec.merge)
+
+    def _restore(self, held, restore):
+        """Fill a session's rows from checkpoint ``restore.sequence`` (written by ``restore.count``
+        shards: this shard's rows are in the files of those that held them)."""
+        spec, started = held.spec, time.monotonic()
+        for old in range(restore.count):
+            rows = old + np.arange(ShardLayout(restore.count).count(spec.vocab_size, old), dtype=np.int64) \
+                * restore.count  # the global rows shard ``old`` held
+            mine = rows % spec.count == spec.index
+            if not mine.any():
+                continue
+            try:
+                _meta, arrays = shard_store(restore.dir, old, restore.count).read(
+                    restore.sequence, expect={"run": restore.run, "vocab_size": spec.vocab_size,
+                                              "vector_size": spec.vector_size})
+            except (CheckpointError, OSError) as err:
+                raise ValueError(f"restore: {err}") from None
+            for name in spec.weights:
+                array = arrays.get(name)
+                if array is None or array.dtype != np.float32 or array.shape != (len(rows), spec.vector_size):
+                    raise ValueError(f"restore: checkpoint {restore.sequence} of shard {old} of {restore.count} in "
+                                     f"{restore.dir} has no float32 {name} of {len(rows)} rows x {spec.vector_size}")
+                held.arrays[name][rows[mine] // spec.count] = array[mine]
+        held.received = {name: held.n_rows for name in spec.weights}
+        logger.info("session %s: rows of shard %i of %i restored from checkpoint %i in %s (%.2f s)", spec.session,
+                    spec.index, spec.count, restore.sequence, restore.dir, time.monotonic() - started)
 
     @transport.expose
     def upload(self, sid, name, lo, array):
@@ -273,6 +312,7 @@ class Shard:
                 if uri:
                     proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
                     proxy.shard_hello(self.name, self.uri, wire.ShardHello(versions=versions()).to_wire())
+                    self.dispatcher_uri = uri
                     logger.info("found the dispatcher at %s", uri)
                     return proxy
             except ValueError as err:
@@ -305,6 +345,57 @@ class Shard:
                         held.gone.add(rank)
                         logger.info("worker rank %i left session %s: its slot is free", rank, held.id)
 
+    def _checkpoint(self, proxy, sid, order):
+        """Act on a checkpoint order: copy the session's rows, report it, write them in a thread."""
+        if self.ordered == (sid, order.sequence):
+            return  # taken already (the dispatcher has not heard yet)
+        started = time.monotonic()
+        with self.lock:
+            held = self.held
+            if held is None or held.id != sid or held.weights is None:
+                return
+            with held.weights.lock:  # merges fold in under it: a copy between two folds
+                rows = {name: array.copy() for name, array in held.arrays.items()}
+            spec = held.spec
+        try:
+            proxy.shard_checkpoint(self.name, sid, wire.ShardCheckpoint(
+                sequence=order.sequence, stage="taken", seconds=time.monotonic() - started).to_wire())
+        except ValueError as err:  # the session ended meanwhile (a lost dispatcher: the beat loop sees it)
+            logger.warning("checkpoint %i: could not tell the dispatcher the rows were taken: %s", order.sequence, err)
+            self.stopped.wait(0.1)
+            return
+        self.ordered = (sid, order.sequence)
+        threading.Thread(target=self._write_checkpoint, args=(sid, spec, order, rows, self.dispatcher_uri), daemon=True,
+                         name=f"checkpoint-{order.sequence}").start()
+
+    def _write_checkpoint(self, sid, spec, order, rows, uri):
+        """Write a checkpoint's rows (a thread of its own) and tell the dispatcher."""
+        started = time.monotonic()
+        store, report = None, None
+        try:
+            store = shard_store(order.dir, spec.index, spec.count)
+            sequence = store.write({"run": order.run, "session": sid, "index": spec.index, "count": spec.count,
+                                    "vocab_size": spec.vocab_size, "vector_size": spec.vector_size}, rows,
+                                   sequence=order.sequence)
+            nbytes = sum(os.path.getsize(os.path.join(store.path(sequence), f))
+                         for f in os.listdir(store.path(sequence)))
+            store.prune(order.keep_from)
+            report = wire.ShardCheckpoint(sequence=order.sequence, stage="written", bytes=nbytes,
+                                          seconds=time.monotonic() - started)
+        except (OSError, ValueError) as err:
+            logger.error("checkpoint %i of session %s: could not write this shard's rows to %s: %s", order.sequence,
+                         sid, order.dir, err)
+            report = wire.ShardCheckpoint(sequence=order.sequence, stage="failed", error=f"{type(err).__name__}: {err}")
+        try:
+            proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
+            try:
+                proxy.shard_checkpoint(self.name, sid, report.to_wire())
+            finally:
+                transport.release(proxy)
+        except (transport.PyroError, ValueError) as err:
+            logger.warning("checkpoint %i: could not tell the dispatcher the rows were %s: %s", order.sequence,
+                           report.stage, err)
+
     def heartbeat_loop(self):
         """Keep in touch with the dispatcher."""
         proxy = None
@@ -328,6 +419,13 @@ class Shard:
                 proxy = None
                 continue
             self._beat(beat, asked)
+            if beat.checkpoint is not None:
+                try:
+                    self._checkpoint(proxy, beat.session, beat.checkpoint)
+                except transport.PyroError as err:
+                    logger.warning("lost the dispatcher (%s); looking for it again", err)
+                    transport.release(proxy)
+                    proxy = None
         if proxy is not None:
             try:
                 proxy.shard_leave(self.name)

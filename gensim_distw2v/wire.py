@@ -13,8 +13,9 @@ beside it: the session config (:class:`SessionConfig`, with :class:`TrainParams`
 whole), jobs (:class:`Job`, :class:`RangeJob`), the dispatcher's replies (:class:`Opened`,
 :class:`Joined`, :class:`JobBatch`, :class:`Beat`, :class:`Progress`, :class:`Status`), merges
 (:class:`MergePart`, :class:`MergeReply`, :class:`RoundReport`) and the shards' messages
-(:class:`ShardSpec`, :class:`ShardBeat`, :class:`ShardHello`, :class:`ShardStatus`); a worker's
-:class:`WorkerStatus`. Arrays and merges move in parts of at most
+(:class:`ShardSpec`, :class:`ShardBeat`, :class:`ShardHello`, :class:`ShardStatus`); checkpoints
+(:class:`CheckpointSpec`, :class:`Resumed`, :class:`CheckpointOrder`, :class:`ShardCheckpoint`,
+:class:`RestoreSpec`, :class:`CheckpointState`); a worker's :class:`WorkerStatus`. Arrays and merges move in parts of at most
 ``part_bytes`` bytes.
 """
 import dataclasses
@@ -30,7 +31,8 @@ __all__ = [
     "unpack_deltas", "pack_wanted", "unpack_wanted", "Record", "SessionConfig", "TrainParams", "RngState", "CorpusFileSpec", "Job", "RangeJob",
     "Progress", "EpochCounts", "WorkerCounts", "ShardSpec", "MergePart", "MergeReply", "RoundReport", "ShardBeat",
     "Hello", "Beat", "Opened", "Joined", "JobBatch", "Status", "MemberStatus", "ShardMemberStatus", "SessionState",
-    "ShardStatus", "HeldStatus", "WorkerStatus", "ShardHello",
+    "ShardStatus", "HeldStatus", "WorkerStatus", "ShardHello", "CheckpointSpec", "Resumed", "CheckpointOrder",
+    "ShardCheckpoint", "RestoreSpec", "CheckpointState",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
@@ -371,6 +373,7 @@ class ShardSpec(Record):
     hot_rows: int
     versions: dict
     tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
+    restore: typing.Optional["RestoreSpec"] = None  # a resumed session: the rows come from a checkpoint
 
     def check(self):
         if not 0 <= self.index < self.count <= 4096:
@@ -499,6 +502,7 @@ class ShardBeat(Record):
     ranks: list
     next_rank: int
     hello: bool
+    checkpoint: typing.Optional["CheckpointOrder"] = None  # write the session's rows to a checkpoint
 
     def check(self):
         if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.ranks):
@@ -544,6 +548,7 @@ class Opened(Record):
     WHAT: typing.ClassVar[str] = "open_session reply"
     session: str
     shards: list
+    resumed: typing.Optional["Resumed"] = None  # a session resumed from a checkpoint: where it goes on
 
     def check(self):
         _check_shard_list(self)
@@ -697,6 +702,7 @@ class SessionConfig(Record):
     workers: int
     corpus_file: typing.Optional[CorpusFileSpec] = None
     tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
+    checkpoint: typing.Optional["CheckpointSpec"] = None  # with checkpoint_dir: where and how often
 
     def check(self):
         from gensim_distw2v.settings import Settings  # (settings needs merge, which needs this module)
@@ -733,6 +739,164 @@ class SessionConfig(Record):
             raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
         if not 1 <= self.workers <= 65_536:
             raise ValueError(f"session config: workers must be in [1, 65536], got {self.workers}")
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+MAX_PATH = 4096
+CHECKPOINT_STAGES = ("taken", "written", "failed")
+
+
+def _check_dir(record, name="dir"):
+    path = getattr(record, name)
+    if not path.startswith("/") or len(path) > MAX_PATH or "\x00" in path:
+        raise ValueError(f"malformed {record.WHAT}: {name} must be an absolute path of at most {MAX_PATH} "
+                         f"characters, got {path[:200]!r}")
+
+
+def _plain_json(value, what, depth=0):
+    """Raise ValueError unless ``value`` is JSON-able plain data (str keys, no bytes), not too deep."""
+    if depth > 8:
+        raise ValueError(f"malformed {what}: nested too deep")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"malformed {what}: keys must be str")
+            _plain_json(item, what, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _plain_json(item, what, depth + 1)
+    elif not (value is None or isinstance(value, (str, int, float, bool))) or \
+            (isinstance(value, float) and not math.isfinite(value)):
+        raise ValueError(f"malformed {what}: {type(value).__name__} is not plain data")
+
+
+@dataclasses.dataclass
+class CheckpointSpec(Record):
+    """Checkpoints of a session (client -> dispatcher, in :class:`SessionConfig`): the folder the
+    dispatcher and the shards write to (the same path on every node), seconds between timed
+    checkpoints, and the run's ``identity`` (vocabulary digest, hyper-parameters, corpus: what must
+    be equal to resume). ``resume``: go on from the newest checkpoint in the folder (numbered below
+    ``below``, when given: one above failed to load)."""
+
+    WHAT: typing.ClassVar[str] = "checkpoint spec"
+    dir: str
+    every: float
+    identity: dict
+    resume: bool = False
+    below: typing.Optional[int] = None
+
+    def check(self):
+        _check_dir(self)
+        if not 0 < self.every <= 10 ** 7:
+            raise ValueError(f"checkpoint spec: every must be in (0, 1e7] seconds, got {self.every}")
+        _plain_json(self.identity, "checkpoint identity")
+        if self.below is not None and self.below < 1:
+            raise ValueError(f"checkpoint spec: below must be >= 1, got {self.below}")
+
+
+@dataclasses.dataclass
+class Resumed(Record):
+    """Where a session resumed from a checkpoint goes on (dispatcher -> client, in :class:`Opened`):
+    the checkpoint's number, the ``epoch`` to train next (every one before it was trained and
+    flushed), for a corpus iterable the id of that epoch's first job, the jobs of it already
+    trained (every id below ``done_below``, and ``done_jobs``) and the sum of their CRC-32
+    (``crc``, modulo 2**64), and the CRC-32 of every epoch's first jobs (``head``): the client's
+    corpus must give the same jobs; the per-epoch counts and the loss as they were."""
+
+    WHAT: typing.ClassVar[str] = "resume point"
+    checkpoint: int
+    epoch: int
+    first_job: int
+    done_below: int
+    done_jobs: list
+    crc: int
+    epochs: dict
+    loss: float
+    shards: int = 0  # the shards that wrote the checkpoint (set when it is read)
+    run: str = ""  # the run's id (likewise)
+    head: list = dataclasses.field(default_factory=list)  # CRC-32 of an epoch's first jobs' words, in order
+
+    def check(self):
+        _non_negative(self, "checkpoint", "epoch", "first_job", "done_below", "crc", "shards")
+        if not all(isinstance(j, int) and not isinstance(j, bool) and j >= 0 for j in self.done_jobs):
+            raise ValueError("resume point: done_jobs must be job ids (ints >= 0)")
+        if len(self.head) > 64 or not all(isinstance(c, int) and 0 <= c < 2 ** 32 for c in self.head):
+            raise ValueError("resume point: head must be at most 64 CRC-32 values")
+        self.epochs = _record_map(self.epochs, EpochCounts)
+
+
+@dataclasses.dataclass
+class CheckpointOrder(Record):
+    """Write a checkpoint of the session's rows (dispatcher -> shard, in :class:`ShardBeat`):
+    its number, the folder, the run it is of, and ``keep_from``: checkpoints numbered below it
+    are no longer needed."""
+
+    WHAT: typing.ClassVar[str] = "checkpoint order"
+    sequence: int
+    dir: str
+    run: str
+    keep_from: int
+
+    def check(self):
+        _check_dir(self)
+        if not 1 <= self.sequence < 10 ** 8 or not 1 <= self.keep_from <= self.sequence or len(self.run) > 64:
+            raise ValueError(f"checkpoint order: sequence must be in [1, 1e8), keep_from in [1, sequence], run at most "
+                             f"64 characters, got {self.sequence}, {self.keep_from}, {self.run[:80]!r}")
+
+
+@dataclasses.dataclass
+class ShardCheckpoint(Record):
+    """A shard's report on a checkpoint order (shard -> dispatcher): its rows were copied
+    (``taken``: merges go on meanwhile), written to disk (``written``), or could not be
+    (``failed``, with the ``error``)."""
+
+    WHAT: typing.ClassVar[str] = "shard checkpoint report"
+    sequence: int
+    stage: str
+    error: typing.Optional[str] = None
+    seconds: float = 0.0  # taking the copy, or writing it
+    bytes: int = 0  # written
+
+    def check(self):
+        if self.stage not in CHECKPOINT_STAGES:
+            raise ValueError(f"shard checkpoint report: stage must be one of {CHECKPOINT_STAGES}, got {self.stage!r}")
+        _non_negative(self, "sequence", "seconds", "bytes")
+        if self.error is not None:
+            self.error = self.error[:1000]
+
+
+@dataclasses.dataclass
+class RestoreSpec(Record):
+    """A resumed session's rows come from checkpoint ``sequence`` of run ``run`` in ``dir``, which
+    ``count`` shards wrote (client -> shard, in :class:`ShardSpec`; the count may differ from the
+    session's: a shard then reads its rows from the files of every shard that held some)."""
+
+    WHAT: typing.ClassVar[str] = "restore spec"
+    dir: str
+    sequence: int
+    count: int
+    run: str
+
+    def check(self):
+        _check_dir(self)
+        if not 1 <= self.sequence < 10 ** 8 or not 1 <= self.count <= 4096:
+            raise ValueError(f"restore spec: sequence must be in [1, 1e8) and count in [1, 4096], got "
+                             f"{self.sequence} and {self.count}")
+
+
+@dataclasses.dataclass
+class CheckpointState(Record):
+    """A session's checkpoints (in :class:`Progress`): the last one every shard has ``taken``
+    (copied), the last ``committed`` (whole on disk: the one a restart resumes from), the last
+    ``error``, how many were committed, and their cost: seconds from order to commit, and bytes."""
+
+    WHAT: typing.ClassVar[str] = "checkpoint state"
+    taken: int = 0
+    committed: int = 0
+    count: int = 0
+    seconds: float = 0.0
+    bytes: int = 0
+    error: typing.Optional[str] = None
 
 
 # ---------------------------------------------------------------------------------------------- jobs
@@ -865,6 +1029,7 @@ class Progress(Record):
     no_workers_for: typing.Optional[float]
     file_checks: dict
     quit: dict
+    checkpoints: typing.Optional["CheckpointState"] = None  # with checkpoint_dir
 
     def check(self):
         self.epochs = _record_map(self.epochs, EpochCounts)

@@ -101,3 +101,73 @@ def test_arrays_that_would_need_pickle_or_unsafe_names_are_refused(tmp_path):
     with pytest.raises(ValueError):  # NaN is not JSON
         store.write({"loss": float("nan")}, {})
     assert store.sequences() == []  # nothing written by the refused calls
+
+
+def spec(tmp_path, every=10.0, **kwargs):
+    from gensim_distw2v import wire
+
+    return wire.CheckpointSpec(dir=str(tmp_path), every=every, identity={"vocabulary": "v1"}, **kwargs)
+
+
+def point(epoch=0):
+    from gensim_distw2v import wire
+
+    return wire.Resumed(checkpoint=0, epoch=epoch, first_job=0, done_below=0, done_jobs=[], crc=0, epochs={},
+                        loss=0.0)
+
+
+def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
+    from gensim_distw2v import wire
+    from gensim_distw2v.checkpoint import SessionCheckpoints
+
+    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=2, now=0.0)
+    assert not plan.due(5.0) and plan.due(10.0) and plan.order(0) is None
+    assert plan.ask() == 1 and plan.due(5.0)  # asked for (an epoch end): due at once
+    assert plan.begin(point(), False, 10.0) == 1 and not plan.due(100.0)
+    order = plan.order(1)
+    assert (order.sequence, order.run, order.keep_from, order.dir) == (1, "run1", 1, str(tmp_path))
+    assert plan.ask() == 2  # an epoch end while checkpoint 1 is in progress: 2 starts after it
+    assert plan.report(0, wire.ShardCheckpoint(sequence=1, stage="taken"), 10.1) is None
+    assert plan.order(0) is None and plan.state.taken == 0
+    assert plan.report(1, wire.ShardCheckpoint(sequence=1, stage="written", bytes=100), 10.2) is None
+    assert plan.state.taken == 1  # every shard copied its rows
+    assert plan.report(0, wire.ShardCheckpoint(sequence=0, stage="written"), 10.3) is None  # not this one: ignored
+    assert plan.report(0, wire.ShardCheckpoint(sequence=1, stage="written", bytes=50), 10.3) == "commit"
+    sequence, record = plan.record({"vocabulary": "v1"})
+    assert sequence == 1 and record["run"] == "run1" and record["shards"] == 2 and not record["finished"]
+    plan.store.write(record, {}, sequence=sequence)
+    plan.committed(1, 10, 12.0)
+    assert (plan.state.committed, plan.state.count, plan.state.bytes) == (1, 1, 160)
+    # the one asked for is due at once; a timed one not before 49 times the last one's 2 s
+    assert plan.due(12.0) and plan.begin(point(1), True, 12.0) == 2
+    assert plan.order(0).keep_from == 1  # checkpoint 1 stays until 2 is committed
+    plan.fail("shard 1 could not write checkpoint 2: disk full", 13.0)
+    assert plan.state.error.endswith("disk full") and plan.state.taken == 2 and plan.state.committed == 1
+    assert not plan.due(13.0 + 97.0) and plan.due(13.0 + 98.0)
+
+
+def test_skipped_jobs_must_be_the_ones_the_checkpoint_trained():
+    import zlib
+
+    from gensim_distw2v.client import SkippedJobs
+    from gensim_distw2v.jobs import Job
+
+    jobs = [Job(np.arange(i, i + 5, dtype=np.uint32), np.array([0, 5]), 0.02, 5, 1) for i in range(6)]
+    crc = sum(zlib.crc32(jobs[i].indices) for i in (0, 1, 3))
+    resumed = point()
+    resumed.done_below, resumed.done_jobs, resumed.crc = 2, [3], crc
+    skipped = SkippedJobs(resumed)
+    assert [skipped.skips(i, job) for i, job in enumerate(jobs)] == [True, True, False, True, False, False]
+    other = SkippedJobs(resumed)
+    with pytest.raises(ValueError, match="not the one checkpoint 0 was trained on: the 3 jobs it trained of epoch 0 "
+                                         "hold other words here"):
+        for i, job in enumerate(jobs[1:] + jobs[:1]):
+            other.skips(i, job)
+    resumed.head = [zlib.crc32(jobs[0].indices), zlib.crc32(jobs[1].indices)]  # every epoch's first jobs
+    assert SkippedJobs(resumed).skips(0, jobs[0])
+    with pytest.raises(ValueError, match="job 1 of an epoch holds other words here"):
+        SkippedJobs(resumed).skips(1, jobs[2])
+    short = SkippedJobs(resumed)
+    short.skips(0, jobs[0])
+    with pytest.raises(ValueError, match="the 3 jobs it trained of epoch 0 are 1 here"):
+        short.finish()

@@ -56,3 +56,19 @@ def test_train_refuses_bad_input(tmp_path):
     empty.write_text("just a few words\n")
     out = run_cli(["train", str(empty), "--output", str(tmp_path / "m"), "--quiet"], tmp_path)
     assert out.returncode != 0 and "lower --min-count" in out.stderr, out.stderr
+
+
+def test_checkpoints_from_the_command_line(tmp_path):
+    folder = tmp_path / "checkpoints"
+    args = ["train", datapath("lee_background.cor"), "--output", str(tmp_path / "m"), "--min-count", "2",
+            "--epochs", "2", "--vector-size", "20", "--quiet", "--checkpoint-dir", str(folder)]
+    out = run_cli(args, tmp_path)
+    assert out.returncode == 0, out.stderr
+    # one checkpoint per epoch end, the last marks the run finished: a fresh cluster reads it from disk
+    assert sorted(p.name for p in (folder / "dispatcher").iterdir()) == ["ckpt-00000001", "ckpt-00000002"]
+    assert sorted(p.name for p in (folder / "shard-0-of-1").iterdir()) == ["ckpt-00000001", "ckpt-00000002"]
+    out = run_cli(args + ["--resume"], tmp_path)
+    assert out.returncode != 0 and "finished (checkpoint 2): nothing to resume" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    out = run_cli(args[:-2] + ["--resume"], tmp_path)
+    assert out.returncode != 0 and "--resume needs --checkpoint-dir" in out.stderr, out.stderr

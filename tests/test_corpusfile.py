@@ -301,7 +301,7 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
 
     session = DistributedTraining(model, two_workers.ns_conf)
     record, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)
-    sid, links = session._open(dispatcher, record, arrays)
+    sid, links, _resumed = session._open(dispatcher, record, arrays)
     config = record.to_wire()
     try:
         with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):

@@ -42,7 +42,7 @@ def cluster(lee_corpus):
         training = DistributedTraining(model, cluster.ns_conf)
         proxy = find_dispatcher(cluster.ns_conf)
         config, arrays = training._config(1, False, 1)
-        sid, links = training._open(proxy, config, arrays)
+        sid, links, _resumed = training._open(proxy, config, arrays)
         proxy.hello(FAKE, "PYRO:fuzz@127.0.0.1:1", {"versions": versions(), "threads": 1})
         rank = proxy.join(FAKE, sid)["rank"]
         shard = links.proxies[0]

@@ -315,3 +315,57 @@ def test_a_record_field_with_a_default_may_be_left_out():
         wire.MergePart.from_wire({k: v for k, v in msg.items() if k != "rank"})
     with pytest.raises(ValueError, match="unknown fields \\['max_rows'\\]"):
         wire.MergePart.from_wire({**msg, "max_rows": -1})
+
+
+def test_a_resume_point_names_the_trained_jobs_and_a_restored_session_counts_on():
+    import zlib
+
+    session = running(epochs=2)
+    session.join("w1")
+    session.put_jobs([job(i) for i in range(6)])
+    out, _ = session.hand_out("w1", 6)
+    # jobs 0, 1, 2 and 4 merged; 3 and 5 in flight: they are trained again after a resume
+    session.round_done("w1", report([[0, 80], [1, 80], [2, 80], [4, 80]]))
+    point = session.resume_point(7)
+    crc = zlib.crc32(np.arange(3, dtype=np.uint32))
+    assert (point.checkpoint, point.epoch, point.first_job, point.done_below, point.done_jobs) == (7, 0, 0, 3, [4])
+    assert point.crc == 4 * crc and point.epochs == counts(4, 4, 400, 320, 20) and point.head == [crc] * 6
+    restored = Session("s2", config(epochs=2), [["shard-a", "PYRO:a@h:1"]])
+    restored.restore(wire.Resumed.from_wire(point.to_wire()))
+    for name, array in restored.arrays.items():
+        restored.receive(name, 0, np.ones_like(array))
+    restored.start()
+    restored.join("w1")
+    restored.put_jobs([job(3), job(5)])  # the client puts the jobs not trained
+    restored.end_epoch(0)
+    restored.hand_out("w1", 2)
+    restored.round_done("w1", report([[3, 80], [5, 80]], flush=0))
+    assert restored.epochs() == counts(6, 6, 600, 480, 30) and restored.epoch_done(0)
+    # an epoch trained and flushed: the next point starts the next epoch, after the last job put
+    point = restored.resume_point(8)
+    assert (point.epoch, point.first_job, point.done_below, point.done_jobs, point.crc) == (1, 6, 6, [], 0)
+
+
+def test_a_restored_file_epoch_never_hands_out_a_trained_range():
+    spec = {"path": "/x", "size": 1000, "range_bytes": 300, "total_words": 200, "start_alpha": 0.025,
+            "end_alpha": 0.0001, "digest": "d"}
+    session = running(corpus_file=spec, epochs=1)
+    session.open_file_epoch(0)
+    session.join("w1")
+    session.check_file("w1", None)
+    out, _ = session.hand_out("w1", 3)
+    session.round_done("w1", report([[out[0]["id"], 40, 60, 3], [out[2]["id"], 40, 60, 3]]))  # ranges 0 and 2
+    point = session.resume_point(1)
+    assert (point.first_job, point.done_below, point.done_jobs) == (0, 1, [2])
+    restored = Session("s2", config(corpus_file=spec, epochs=1), [["shard-a", "PYRO:a@h:1"]])
+    restored.restore(point)
+    for name, array in restored.arrays.items():
+        restored.receive(name, 0, np.ones_like(array))
+    restored.start()
+    assert restored.open_file_epoch(0) == 4
+    restored.join("w1")
+    restored.check_file("w1", None)
+    out, drained = restored.hand_out("w1", 4)
+    assert [(m["lo"], m["hi"]) for m in out] == [(300, 600), (900, 1000)] and drained == 0
+    restored.round_done("w1", report([[m["id"], 40, 60, 3] for m in out], flush=0))
+    assert restored.epochs() == counts(4, 4, 240, 160, 12) and restored.epoch_done(0)
