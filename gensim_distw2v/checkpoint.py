@@ -356,6 +356,8 @@ class SessionCheckpoints:
         if report.stage == "failed":
             self.fail(f"shard {index} could not write checkpoint {report.sequence}: {report.error}", now)
             return "failed"
+        if report.stage == "taken":
+            self.state.copy_seconds += report.seconds
         current["taken"].add(index)
         if len(current["taken"]) == self.shards:
             self.state.taken = max(self.state.taken, current["sequence"])
@@ -388,5 +390,6 @@ class SessionCheckpoints:
         """The checkpoint in progress cannot complete (a shard could not write it, or was lost)."""
         if self.current is not None:
             self.state.taken = max(self.state.taken, self.current["sequence"])  # no one waits for it
+            self.state.failed = self.current["sequence"]
         self.current, self.last_end = None, now
         self.state.error = error[:1000]

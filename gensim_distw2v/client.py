@@ -238,9 +238,10 @@ class DistributedTraining:
         self.stats = {}
 
     def _identity(self, params, epochs, spec, total_examples, total_words):
-        """What must be equal for a run to resume from a checkpoint: the vocabulary (its words and
-        counts, digested), the hyper-parameters, the epochs, the corpus (a file's fingerprint; an
-        iterable's counts; its jobs are checked as they are skipped: :class:`gensim_distw2v.wire.Resumed`)."""
+        """What must be equal for a run to resume from a checkpoint: the versions, the vocabulary (its
+        words and counts, digested), the hyper-parameters, the epochs, the corpus (a file's
+        fingerprint; an iterable's counts; its jobs are checked as they are skipped:
+        :class:`gensim_distw2v.wire.Resumed`)."""
         model = self.model
         digest = hashlib.blake2b(digest_size=16)
         digest.update("\n".join(model.wv.index_to_key).encode("utf8"))
@@ -248,7 +249,8 @@ class DistributedTraining:
         if counts is not None:
             digest.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
         kernel = params.to_wire()
-        return {"vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
+        return {"versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+                "vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
                 "params": {key: kernel[key] for key in sorted(kernel)}, "alpha": float(model.alpha),
                 "min_alpha": float(model.min_alpha), "batch_words": int(model.batch_words),
                 "corpus_file": None if spec is None else f"{spec.path} ({spec.size} bytes, {spec.digest})",
@@ -413,9 +415,12 @@ class DistributedTraining:
             self.settings = self.settings.replace(checkpoint_dir=folder)
         args = (corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
                 corpus_file)
-        self._session_start = time.monotonic()
+        self._call_start = self._session_start = time.monotonic()
         self._begun = set()  # epochs whose callbacks' on_epoch_begin ran
         resume, below, lost = resume_from is not None, None, 0
+        self._resumes = 0
+        self._checkpoint_wait = 0.0  # seconds the client waited at epoch ends for checkpoints
+        lost_error = None  # resuming after a loss: the error to raise if there is nothing to resume from
         while True:
             try:
                 return self._run(*args, resume=resume, below=below)
@@ -423,15 +428,20 @@ class DistributedTraining:
                 logger.warning("checkpoint %i could not be restored (%s): resuming from the one before",
                                err.sequence, err)
                 below = err.sequence
+            except ValueError as err:
+                if lost_error is None or not str(err).startswith(("resume: no usable checkpoint", "resume: the run")):
+                    raise
+                raise lost_error from None  # lost before the run's first checkpoint was written
             except _Lost as err:
-                committed = self._committed
-                if self.settings.checkpoint_dir is None or not committed or lost >= MAX_RESUMES:
+                if self.settings.checkpoint_dir is None or lost >= MAX_RESUMES:
                     raise err.error from None
+                lost_error = err.error
                 lost += 1
-                logger.warning("%s; resuming from checkpoint %i in %s once the cluster is back (waiting up to %.0f s, "
-                               "attempt %i of %i)", err.what, committed, self.settings.checkpoint_dir,
+                logger.warning("%s; resuming from the last checkpoint in %s once the cluster is back (waiting up to "
+                               "%.0f s, attempt %i of %i)", err.what, self.settings.checkpoint_dir,
                                self.settings.cluster_timeout, lost, MAX_RESUMES)
                 resume, below = True, None
+                self._resumes += 1
 
     def _connect(self, resume):
         """The dispatcher; resuming, waited for up to ``cluster_timeout`` (it may be restarting)."""
@@ -455,7 +465,6 @@ class DistributedTraining:
              corpus_file, resume=False, below=None):
         """One session of the run (a run resumed after a loss has several): ``(effective, raw)``."""
         model = self.model
-        self._committed = 0
         dispatcher = self._connect(resume)
         sid = links = None
         try:
@@ -466,14 +475,13 @@ class DistributedTraining:
                                           resume=resume, below=below)
             sid, links, resumed = self._open(dispatcher, config, arrays)
             self._shard_count = len(links.shards)
-            self._committed = resumed.checkpoint if resumed else 0
             logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "
                         "words per worker%s", n_workers, len(links.shards), sid, self.settings.merge,
                         config.settings.sync_words, "" if resumed is None else
                         f", resumed from checkpoint {resumed.checkpoint} at epoch {resumed.epoch}")
             if corpus_file is not None:
                 self._check_file(dispatcher, sid, config.corpus_file)
-            start = time.monotonic()
+            start = self._session_start = time.monotonic()
             first = 0 if resumed is None else resumed.epoch
             job_id = 0 if resumed is None else resumed.first_job
             for epoch in range(first, epochs):
@@ -533,17 +541,26 @@ class DistributedTraining:
     def _checkpoint(self, dispatcher, sid, last):
         """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
         (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
+        started = time.monotonic()
         sequence = dispatcher.checkpoint(sid)
         while True:
             progress = wire.Progress.from_wire(dispatcher.progress(sid))
             self._check_workers(progress)
             state = progress.checkpoints
-            self._committed = state.committed
+            if state.failed >= sequence:
+                logger.error("the checkpoint at the end of epoch %i failed (%s); training goes on, the last complete "
+                             "one is %i", progress.flushed, state.error, state.committed)
+                break
             if (state.committed if last else state.taken) >= sequence:
                 break
+            if time.monotonic() - started > self.settings.cluster_timeout:
+                logger.error("checkpoint %i at the end of epoch %i: not %s within %.0f s; training goes on (the last "
+                             "complete checkpoint is %i)", sequence, progress.flushed,
+                             "on disk" if last else "copied by every shard", self.settings.cluster_timeout,
+                             state.committed)
+                break
             time.sleep(0.01)
-        if state.committed < sequence and last or state.error and state.committed < sequence:
-            logger.error("the checkpoint at the end of this epoch failed: %s", state.error)
+        self._checkpoint_wait += time.monotonic() - started
 
     def _summarise(self, final, links, sid, config, start, trained, raw):
         """``self.stats`` and the closing log line of a session."""
@@ -568,7 +585,8 @@ class DistributedTraining:
                       "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
                       "cold_every": config.settings.cold_every,
                       "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
-                      "session_seconds": time.monotonic() - self._session_start}
+                      "call_seconds": time.monotonic() - self._call_start, "resumes": self._resumes,
+                      "checkpoint_wait": self._checkpoint_wait}
         if raw and not trained:
             logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                            "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
@@ -584,8 +602,9 @@ class DistributedTraining:
                               for name, w in sorted(final.workers.items())) or "-")
         if checkpoints is not None and checkpoints.count:
             logger.info("checkpoints: %i written, %.1f MB each, %.2f s each from order to commit (training went on "
-                        "meanwhile)", checkpoints.count, checkpoints.bytes / checkpoints.count / 1e6,
-                        checkpoints.seconds / checkpoints.count)
+                        "meanwhile); training waited %.2f s for them at epoch ends, the shards' merges %.2f s for "
+                        "their copies", checkpoints.count, checkpoints.bytes / checkpoints.count / 1e6,
+                        checkpoints.seconds / checkpoints.count, self._checkpoint_wait, checkpoints.copy_seconds)
 
     def _train_epoch(self, dispatcher, sid, corpus, epoch, epochs, total_examples, total_words, job_id,
                      report_delay, skip=None):
@@ -685,8 +704,6 @@ class DistributedTraining:
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
-        if progress.checkpoints is not None:
-            self._committed = progress.checkpoints.committed
         if progress.lost_shards:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
             raise transport.ClusterError(

@@ -28,7 +28,10 @@ __all__ = ["LocalCluster", "ManagedProcess"]
 
 
 def _die_with_parent():
-    """preexec_fn: ask Linux to SIGKILL the child when its parent dies (no orphans after a kill -9)."""
+    """preexec_fn: ask Linux to SIGKILL the child when its parent dies (no orphans after a kill -9).
+
+    Linux ties this to the *thread* that started the child: a process started from a thread that
+    ends is killed with it. Start cluster processes from a thread that outlives them (the main one)."""
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

@@ -191,7 +191,7 @@ class Word2Vec(gensim.models.Word2Vec):
                                      callbacks, report_delay=report_delay, corpus_file=corpus_file,
                                      resume_from=resume_from)
         self.cluster_stats = session.stats
-        elapsed = max(session.stats.get("seconds", 0.0), 1e-9)
+        elapsed = max(session.stats.get("call_seconds", 0.0), 1e-9)  # all of it, resumes included
         self.total_train_time += elapsed
         self.add_lifecycle_event("train", msg=(
             f"training on {raw} raw words ({trained} effective words) took {elapsed:.1f}s, "

@@ -897,6 +897,8 @@ class CheckpointState(Record):
     seconds: float = 0.0
     bytes: int = 0
     error: typing.Optional[str] = None
+    failed: int = 0  # the last that could not be completed (``error`` says why)
+    copy_seconds: float = 0.0  # the shards' copies of their rows, summed (merges wait for them)
 
 
 # ---------------------------------------------------------------------------------------------- jobs

@@ -235,3 +235,23 @@ def test_a_resume_with_another_corpus_or_vocabulary_is_refused(corpus, tmp_path)
         assert counts[1] == words(corpus)
         with pytest.raises(ValueError, match=r"the run in .* finished \(checkpoint \d+\): nothing to resume"):
             model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+
+
+def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(lee_corpus, tmp_path, caplog):
+    import logging
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "shard-0-of-1").write_text("a file where the shard's folder goes")
+    with LocalCluster(n_workers=1) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=str(folder), **PARAMS)
+        model.build_vocab(lee_corpus)
+        with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client"):
+            counts = model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+        assert counts[1] == words(lee_corpus, 2)
+        errors = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+        assert len(errors) == 2 and "shard 0 could not write checkpoint" in errors[0], errors
+        cluster.processes["dispatcher"].wait_for(r"ERROR : checkpoint 1 of session \S+ failed: shard 0 could not "
+                                                 r"write checkpoint 1: FileExistsError", timeout=5)
+        assert model.cluster_stats["checkpoints"]["count"] == 0
+        assert CheckpointStore(folder, "dispatcher").latest() is None
