@@ -172,3 +172,25 @@ def test_skipped_jobs_must_be_the_ones_the_checkpoint_trained():
     short.skips(0, jobs[0])
     with pytest.raises(ValueError, match="the 3 jobs it trained of epoch 0 are 1 here"):
         short.finish()
+
+
+def test_checkpoint_messages_are_checked_on_arrival():
+    from gensim_distw2v import wire
+
+    good = {"dir": "/data/run", "every": 300.0, "identity": {"vocabulary": "v"}}
+    assert wire.CheckpointSpec.from_wire(good).resume is False
+    for bad, message in [({"dir": "run"}, "dir must be an absolute path"),
+                         ({"every": 0.0}, r"every must be in \(0, 1e7\]"),
+                         ({"identity": {"x": b"bytes"}}, "bytes is not plain data"),
+                         ({"identity": {"x": float("nan")}}, "float is not plain data"),
+                         ({"below": 0}, "below must be >= 1")]:
+        with pytest.raises(ValueError, match=message):
+            wire.CheckpointSpec.from_wire({**good, **bad})
+    with pytest.raises(ValueError, match="stage must be one of"):
+        wire.ShardCheckpoint.from_wire({"sequence": 1, "stage": "done"})
+    with pytest.raises(ValueError, match=r"keep_from in \[1, sequence\]"):
+        wire.CheckpointOrder.from_wire({"sequence": 2, "dir": "/d", "run": "r", "keep_from": 3})
+    with pytest.raises(ValueError, match="done_jobs must be job ids"):
+        wire.Resumed.from_wire({**point().to_wire(), "done_jobs": [-1]})
+    with pytest.raises(ValueError, match=r"count in \[1, 4096\]"):
+        wire.RestoreSpec.from_wire({"dir": "/d", "sequence": 1, "count": 0, "run": "r"})

@@ -286,9 +286,9 @@ def test_too_many_jobs_in_one_call_are_refused_and_none_queued(cluster):
 
 METHODS = ["hello", "heartbeat", "open_session", "upload", "start", "put_jobs", "progress", "end_epoch", "download",
            "join", "get_jobs", "round_done", "shard_hello", "shard_beat", "status", "no_such_method", "_session",
-           "__init__", "shutdown"]
+           "__init__", "shutdown", "checkpoint", "shard_checkpoint", "_checkpoint_start", "_begin_checkpoint"]
 SHARD_METHODS = ["open_session", "upload", "start", "download", "merge", "close", "_held", "heartbeat_loop",
-                 "no_such_method"]
+                 "no_such_method", "_restore", "_checkpoint", "_write_checkpoint"]
 
 
 @SETTINGS
