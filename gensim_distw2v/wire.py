@@ -887,8 +887,9 @@ class RestoreSpec(Record):
 @dataclasses.dataclass
 class CheckpointState(Record):
     """A session's checkpoints (in :class:`Progress`): the last one every shard has ``taken``
-    (copied), the last ``committed`` (whole on disk: the one a restart resumes from), the last
-    ``error``, how many were committed, and their cost: seconds from order to commit, and bytes."""
+    (copied), the last ``committed`` (whole on disk: the one a restart resumes from), the last that
+    ``failed`` and why (``error``), how many were committed, and their cost: seconds from order to
+    commit, bytes, and the seconds the shards' copies took (merges wait for them)."""
 
     WHAT: typing.ClassVar[str] = "checkpoint state"
     taken: int = 0
@@ -899,6 +900,9 @@ class CheckpointState(Record):
     error: typing.Optional[str] = None
     failed: int = 0  # the last that could not be completed (``error`` says why)
     copy_seconds: float = 0.0  # the shards' copies of their rows, summed (merges wait for them)
+
+    def check(self):
+        _non_negative(self, "taken", "committed", "count", "seconds", "bytes", "failed", "copy_seconds")
 
 
 # ---------------------------------------------------------------------------------------------- jobs
