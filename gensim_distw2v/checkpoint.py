@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import shutil
+import uuid
 
 import numpy as np
 
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["CheckpointError", "CheckpointStore", "FORMAT"]
 
 FORMAT = 1  # the layout above; a store refuses checkpoints of another format
+CHECKPOINT_DEADLINE = 120.0  # seconds from order to commit before a cluster checkpoint is given up
 MANIFEST = "MANIFEST.json"
 META = "meta.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # role and array names: safe file names
@@ -138,8 +140,7 @@ class CheckpointStore:
             sequence = (self.sequences() or [0])[-1] + 1
         elif isinstance(sequence, bool) or not isinstance(sequence, int) or not 0 < sequence < 10 ** 8:
             raise ValueError(f"checkpoint sequence must be an int in [1, 10**8), got {sequence!r}")
-        tmp = os.path.join(self.root, f".tmp-{sequence:08d}-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = os.path.join(self.root, f".tmp-{sequence:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         os.makedirs(tmp)
         try:
             files = {}
@@ -173,7 +174,7 @@ class CheckpointStore:
             if old < below:
                 shutil.rmtree(self.path(old), ignore_errors=True)
         for entry in os.listdir(self.root):
-            if entry.startswith(".tmp-") and not entry.endswith(f"-{os.getpid()}"):
+            if entry.startswith(".tmp-") and f"-{os.getpid()}-" not in entry:
                 shutil.rmtree(os.path.join(self.root, entry), ignore_errors=True)
 
     def read(self, sequence, expect=None):
@@ -319,8 +320,15 @@ class SessionCheckpoints:
             return False
         return self.wanted is not None or now - self.last_end >= max(self.spec.every, 49 * self.last_seconds)
 
-    def ask(self):
-        """A checkpoint is wanted now (an epoch end): returns the number it will have."""
+    def ask(self, completed=None):
+        """A checkpoint is wanted now (an epoch end: every epoch up to ``completed`` is trained and
+        flushed): returns the number it will have, or that of the one in progress if it was
+        ordered at that very point (after the epoch, before any job of the next)."""
+        current = self.current
+        if current is not None and completed is not None:
+            point = current["point"]
+            if point.epoch == completed + 1 and point.done_below == point.first_job and not point.done_jobs:
+                return current["sequence"]
         if self.wanted is None:
             self.wanted = self.sequence + 1
         return self.wanted
@@ -335,6 +343,15 @@ class SessionCheckpoints:
                         "taken": set(), "written": {}}
         return self.sequence
 
+    def deadline(self):
+        """Seconds a checkpoint may take from order to commit before it is given up (a shard's
+        report lost, say): 120, or 10 times as long as the last one took."""
+        return max(CHECKPOINT_DEADLINE, 10 * self.last_seconds)
+
+    def expired(self, now):
+        """Whether the checkpoint in progress is past its :meth:`deadline`."""
+        return self.current is not None and now - self.current["started"] > self.deadline()
+
     def order(self, index):
         """The order shard ``index`` should act on (a :class:`CheckpointOrder`), or None."""
         from gensim_distw2v import wire
@@ -342,9 +359,11 @@ class SessionCheckpoints:
         current = self.current
         if current is None or index in current["taken"]:
             return None
-        kept = self.store.sequences()
+        # keep what the newest record and the last committed checkpoint (the one resumed from: a
+        # newer record may be damaged) name, until this one is committed
+        kept = self.store.sequences()[-self.store.keep + 1:] + ([self.state.committed] if self.state.committed else [])
         return wire.CheckpointOrder(sequence=current["sequence"], dir=self.spec.dir, run=self.run,
-                                    keep_from=max(1, min([current["sequence"]] + kept[-self.store.keep + 1:])))
+                                    keep_from=max(1, min([current["sequence"]] + kept)))
 
     def report(self, index, report, now):
         """Shard ``index``'s :class:`ShardCheckpoint`. Returns ``"commit"`` when every shard has

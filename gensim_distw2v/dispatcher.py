@@ -225,8 +225,14 @@ class Dispatcher:
                         session.no_workers_since = None if self._available(session) else \
                             (session.no_workers_since or now)
                         self._check_order(session, now)
-                        if session.checkpoints is not None and not session.lost_shards \
-                                and session.checkpoints.due(now):
+                        checkpoints = session.checkpoints
+                        if checkpoints is not None and checkpoints.expired(now):
+                            checkpoints.fail(f"checkpoint {checkpoints.sequence} was not complete within "
+                                             f"{checkpoints.deadline():.0f} s", now)
+                            logger.error("session %s: %s; training goes on, the last complete checkpoint is %i",
+                                         session.id, checkpoints.state.error, checkpoints.state.committed)
+                            self.cond.notify_all()
+                        if checkpoints is not None and not session.lost_shards and checkpoints.due(now):
                             self._begin_checkpoint(session, now)
 
     def _check_order(self, session, now):
@@ -429,8 +435,9 @@ class Dispatcher:
                 session = self.session
                 remaining = deadline - time.monotonic()
                 order = None
-                if session is not None and session.checkpoints is not None and session.state == "running":
-                    order = session.checkpoints.order(self._shard_index(session, name))
+                index = -1 if session is None else self._shard_index(session, name)
+                if index >= 0 and session.checkpoints is not None and session.state == "running":
+                    order = session.checkpoints.order(index)
                 if (session.id if session else None) != known or remaining <= 0 or order is not None:
                     break
                 self.beats.wait(remaining)
@@ -488,6 +495,10 @@ class Dispatcher:
             if not self.shards:
                 raise RuntimeError("no parameter shard is registered with the dispatcher: start one (on each worker "
                                    "node) with: python -m gensim_distw2v.shard")
+            if point is not None and config.corpus_file is not None and point.range_bytes:
+                # the ranges are cut as before the resume (their length follows the workers' number):
+                # the indices of the trained ones mean the same bytes
+                config.corpus_file.range_bytes = point.range_bytes
             self._end_session()
             self.session = Session(sid, config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
             self.session.client_seen = now = time.monotonic()
@@ -850,7 +861,7 @@ class Dispatcher:
             session.client_seen = now = time.monotonic()
             if session.checkpoints is None:
                 raise ValueError(f"checkpoint: session {sid} has no checkpoint_dir")
-            sequence = session.checkpoints.ask()
+            sequence = session.checkpoints.ask(session.advance())
             if session.checkpoints.due(now) and not session.lost_shards:
                 self._begin_checkpoint(session, now)
             return sequence

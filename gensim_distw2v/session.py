@@ -434,7 +434,7 @@ class Session:
                   for e, c in self.counts.items() if e <= epoch}
         return wire.Resumed(checkpoint=checkpoint, epoch=epoch, first_job=first, done_below=below, done_jobs=done,
                             crc=int(self.crc.get(epoch, 0)), epochs=epochs, loss=float(self.loss),
-                            head=list(self.head))
+                            head=list(self.head), range_bytes=0 if self.file is None else self.file.range_bytes)
 
     def restore(self, point):
         """Start from a checkpoint's :class:`gensim_distw2v.wire.Resumed` (before :meth:`start`):
@@ -449,6 +449,9 @@ class Session:
         trained = list(range(point.first_job, point.done_below)) + list(point.done_jobs)
         self.done_ids[point.epoch] = trained
         if self.file is not None:
+            if point.range_bytes != self.file.range_bytes:
+                raise ValueError(f"restore: the checkpoint's ranges are of {point.range_bytes} bytes, this session's "
+                                 f"of {self.file.range_bytes}")
             self.skip[point.epoch] = set(trained)
         else:
             self.next_id = self.next_job = point.first_job

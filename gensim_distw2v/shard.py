@@ -47,6 +47,7 @@ from gensim_distw2v.merge import GlobalWeights, row_limits
 logger = logging.getLogger(__name__)
 
 MAX_RANK = 2 ** 31
+REPORT_ATTEMPTS = 5  # tries to tell the dispatcher a checkpoint's rows are written
 MALLOC_ARENAS = 2
 
 
@@ -114,6 +115,7 @@ class Shard:
         self.stopped = threading.Event()
         self.ordered = (None, 0)  # the last checkpoint order taken: (session, sequence)
         self.dispatcher_uri = None
+        self.writing = threading.Lock()  # one checkpoint write at a time (a replaced session's may still run)
 
     # ------------------------------------------------------------------ helpers (not remote)
     def _held(self, sid, started=True):
@@ -371,30 +373,38 @@ class Shard:
     def _write_checkpoint(self, sid, spec, order, rows, uri):
         """Write a checkpoint's rows (a thread of its own) and tell the dispatcher."""
         started = time.monotonic()
-        store, report = None, None
         try:
-            store = shard_store(order.dir, spec.index, spec.count)
-            sequence = store.write({"run": order.run, "session": sid, "index": spec.index, "count": spec.count,
-                                    "vocab_size": spec.vocab_size, "vector_size": spec.vector_size}, rows,
-                                   sequence=order.sequence)
-            nbytes = sum(os.path.getsize(os.path.join(store.path(sequence), f))
-                         for f in os.listdir(store.path(sequence)))
-            store.prune(order.keep_from)
+            with self.writing:
+                store = shard_store(order.dir, spec.index, spec.count)
+                sequence = store.write({"run": order.run, "session": sid, "index": spec.index, "count": spec.count,
+                                        "vocab_size": spec.vocab_size, "vector_size": spec.vector_size}, rows,
+                                       sequence=order.sequence)
+                nbytes = sum(os.path.getsize(os.path.join(store.path(sequence), f))
+                             for f in os.listdir(store.path(sequence)))
+                store.prune(order.keep_from)
             report = wire.ShardCheckpoint(sequence=order.sequence, stage="written", bytes=nbytes,
                                           seconds=time.monotonic() - started)
-        except (OSError, ValueError) as err:
+        except Exception as err:  # noqa: B902 - any failure is reported (the thread must not die silently)
             logger.error("checkpoint %i of session %s: could not write this shard's rows to %s: %s", order.sequence,
                          sid, order.dir, err)
             report = wire.ShardCheckpoint(sequence=order.sequence, stage="failed", error=f"{type(err).__name__}: {err}")
-        try:
-            proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
+        del rows
+        for attempt in range(REPORT_ATTEMPTS):  # a report lost would leave the checkpoint hanging to its deadline
             try:
-                proxy.shard_checkpoint(self.name, sid, report.to_wire())
-            finally:
-                transport.release(proxy)
-        except (transport.PyroError, ValueError) as err:
-            logger.warning("checkpoint %i: could not tell the dispatcher the rows were %s: %s", order.sequence,
-                           report.stage, err)
+                proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
+                try:
+                    proxy.shard_checkpoint(self.name, sid, report.to_wire())
+                finally:
+                    transport.release(proxy)
+                return
+            except ValueError as err:  # the session is over: nothing to tell
+                logger.info("checkpoint %i: the dispatcher no longer wants it (%s)", order.sequence, err)
+                return
+            except transport.PyroError as err:
+                logger.warning("checkpoint %i: could not tell the dispatcher the rows were %s (attempt %i of %i): %s",
+                               order.sequence, report.stage, attempt + 1, REPORT_ATTEMPTS, err)
+                if self.stopped.wait(1.0 + attempt):
+                    return
 
     def heartbeat_loop(self):
         """Keep in touch with the dispatcher."""

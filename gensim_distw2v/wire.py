@@ -815,9 +815,10 @@ class Resumed(Record):
     shards: int = 0  # the shards that wrote the checkpoint (set when it is read)
     run: str = ""  # the run's id (likewise)
     head: list = dataclasses.field(default_factory=list)  # CRC-32 of an epoch's first jobs' words, in order
+    range_bytes: int = 0  # a corpus file's ranges, as cut before (their indices are the trained ones)
 
     def check(self):
-        _non_negative(self, "checkpoint", "epoch", "first_job", "done_below", "crc", "shards")
+        _non_negative(self, "checkpoint", "epoch", "first_job", "done_below", "crc", "shards", "range_bytes")
         if not all(isinstance(j, int) and not isinstance(j, bool) and j >= 0 for j in self.done_jobs):
             raise ValueError("resume point: done_jobs must be job ids (ints >= 0)")
         if len(self.head) > 64 or not all(isinstance(c, int) and 0 <= c < 2 ** 32 for c in self.head):

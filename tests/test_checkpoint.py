@@ -194,3 +194,15 @@ def test_checkpoint_messages_are_checked_on_arrival():
         wire.Resumed.from_wire({**point().to_wire(), "done_jobs": [-1]})
     with pytest.raises(ValueError, match=r"count in \[1, 4096\]"):
         wire.RestoreSpec.from_wire({"dir": "/d", "sequence": 1, "count": 0, "run": "r"})
+
+
+def test_an_epoch_end_reuses_a_checkpoint_ordered_at_it_and_a_resumed_run_keeps_its_rows(tmp_path):
+    from gensim_distw2v.checkpoint import CHECKPOINT_DEADLINE, SessionCheckpoints
+
+    CheckpointStore(tmp_path, "dispatcher").write({"finished": False}, {}, sequence=2)  # damaged, say
+    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=1, now=0.0, committed=1)  # resumed from 1
+    assert plan.begin(point(epoch=1), False, 10.0) == 3
+    assert plan.order(0).keep_from == 1  # the rows of checkpoint 1 stay until 3 is committed
+    assert plan.ask(completed=0) == 3  # ordered after epoch 0, before any job of epoch 1: that epoch end's
+    assert plan.ask(completed=1) == 4 and plan.wanted == 4
+    assert not plan.expired(10.0 + CHECKPOINT_DEADLINE) and plan.expired(10.1 + CHECKPOINT_DEADLINE)

@@ -356,7 +356,7 @@ def test_a_restored_file_epoch_never_hands_out_a_trained_range():
     out, _ = session.hand_out("w1", 3)
     session.round_done("w1", report([[out[0]["id"], 40, 60, 3], [out[2]["id"], 40, 60, 3]]))  # ranges 0 and 2
     point = session.resume_point(1)
-    assert (point.first_job, point.done_below, point.done_jobs) == (0, 1, [2])
+    assert (point.first_job, point.done_below, point.done_jobs, point.range_bytes) == (0, 1, [2], 300)
     restored = Session("s2", config(corpus_file=spec, epochs=1), [["shard-a", "PYRO:a@h:1"]])
     restored.restore(point)
     for name, array in restored.arrays.items():
