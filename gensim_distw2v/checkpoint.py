@@ -168,6 +168,11 @@ class CheckpointStore:
         logger.info("checkpoint %i of %s written to %s", sequence, self.name, self.path(sequence))
         return sequence
 
+    def size(self, sequence):
+        """Bytes on disk of checkpoint ``sequence``."""
+        folder = self.path(sequence)
+        return sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
+
     def prune(self, below):
         """Delete the checkpoints numbered below ``below`` (and leftovers of interrupted writes)."""
         for old in self.sequences():

@@ -37,10 +37,10 @@ How it works:
 """
 import argparse
 import logging
-import os
 import threading
 import time
 import uuid
+import zlib
 
 import gensim
 import numpy as np
@@ -631,6 +631,8 @@ class Dispatcher:
             session = self._session(sid)
             session.put_jobs([])  # refused here already if the session trains from a file
         checked = [wire.Job.from_wire(msg, vocab_size=session.vocab_size) for msg in jobs]
+        # with checkpoints, the jobs' CRC-32 (a resume checks its corpus by them), outside the lock
+        crcs = [zlib.crc32(job.indices) for job in checked] if session.config.checkpoint is not None else None
         with self.cond:
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
@@ -640,7 +642,7 @@ class Dispatcher:
             session.client_seen = time.monotonic()
             if session.queued() >= limit:
                 return 0
-            session.put_jobs(checked)
+            session.put_jobs(checked, crcs)
             self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return len(checked)
 
@@ -894,9 +896,7 @@ class Dispatcher:
                 return
             sequence, meta = checkpoints.record(session.config.checkpoint.identity)
         try:  # the record, written last, commits it (outside the lock: the session goes on)
-            written = checkpoints.store.write(meta, {}, sequence=sequence)
-            nbytes = sum(os.path.getsize(os.path.join(checkpoints.store.path(written), f))
-                         for f in os.listdir(checkpoints.store.path(written)))
+            nbytes = checkpoints.store.size(checkpoints.store.write(meta, {}, sequence=sequence))
             error = None
         except (OSError, ValueError) as err:
             error = f"the dispatcher could not write its record of checkpoint {sequence}: {err}"

@@ -230,8 +230,10 @@ class Session:
             self.release(worker)
 
     # ------------------------------------------------------------------ jobs
-    def put_jobs(self, jobs):
-        """Queue checked jobs (:class:`gensim_distw2v.wire.Job`)."""
+    def put_jobs(self, jobs, crcs=None):
+        """Queue checked jobs (:class:`gensim_distw2v.wire.Job`). With checkpoints, the CRC-32 of
+        each job's words (``crcs``, worked out by the caller outside its lock, or here) is kept
+        until the job is trained; without, nothing is."""
         self.expect("running")
         if self.file is not None:
             raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with open_file_epoch")
@@ -239,17 +241,21 @@ class Session:
         if late:
             raise ValueError(f"put_jobs: a job of epoch {late[0]}, but this session trains epochs 0 to "
                              f"{self.config.epochs - 1}")
-        for job in jobs:
+        checked = self.config.checkpoint is not None
+        if checked and crcs is None:
+            crcs = [zlib.crc32(job.indices) for job in jobs]
+        for index, job in enumerate(jobs):
             if self.ordered:
                 self._deal(job)
             else:
                 self.queue.append(job)
             self.counts[job.epoch].put += 1
-            self.job_crc[job.id] = crc = zlib.crc32(job.indices)
             first = self.first_job.setdefault(job.epoch, job.id)
-            if job.id - first == len(self.head) < HEAD_JOBS and job.epoch == self.head_epoch:
-                self.head.append(crc)
             self.next_id = max(self.next_id, job.id + 1)
+            if checked:
+                self.job_crc[job.id] = crcs[index]
+                if job.id - first == len(self.head) < HEAD_JOBS and job.epoch == self.head_epoch:
+                    self.head.append(crcs[index])
 
     def end_epoch(self, epoch):
         """The client has put every job of ``epoch``: workers flush once they run out of jobs."""

@@ -30,7 +30,6 @@ How it works:
 import argparse
 import ctypes
 import logging
-import os
 import sys
 import threading
 import time
@@ -379,8 +378,7 @@ class Shard:
                 sequence = store.write({"run": order.run, "session": sid, "index": spec.index, "count": spec.count,
                                         "vocab_size": spec.vocab_size, "vector_size": spec.vector_size}, rows,
                                        sequence=order.sequence)
-                nbytes = sum(os.path.getsize(os.path.join(store.path(sequence), f))
-                             for f in os.listdir(store.path(sequence)))
+                nbytes = store.size(sequence)
                 store.prune(order.keep_from)
             report = wire.ShardCheckpoint(sequence=order.sequence, stage="written", bytes=nbytes,
                                           seconds=time.monotonic() - started)

@@ -7,8 +7,9 @@ from gensim_distw2v.session import Session
 from gensim_distw2v.settings import Settings
 
 
-def config(epochs=2, corpus_file=None, sync="ssp", workers=2):
-    """A complete, checked session config of a 10-word, 4-dimension skip-gram model."""
+def config(epochs=2, corpus_file=None, sync="ssp", workers=2, checkpoint=False):
+    """A complete, checked session config of a 10-word, 4-dimension skip-gram model (with
+    ``checkpoint``, of a session with checkpoints)."""
     out = wire.SessionConfig(
         versions={}, params=wire.TrainParams(sg=1, hs=0, negative=5, window=5, cbow_mean=1, shrink_windows=True,
                                              sample=False, vector_size=4, vocab_size=10, seed=1),
@@ -19,6 +20,8 @@ def config(epochs=2, corpus_file=None, sync="ssp", workers=2):
         corpus_file=wire.CorpusFileSpec(**corpus_file) if corpus_file is not None else None)
     if corpus_file is not None:
         out.arrays.update(vocab_bytes={"dtype": "uint8", "shape": [40]}, vocab_offsets={"dtype": "int64", "shape": [11]})
+    if checkpoint:
+        out.checkpoint = wire.CheckpointSpec(dir="/checkpoints", every=300.0, identity={})
     out.check()
     return out
 
@@ -320,7 +323,10 @@ def test_a_record_field_with_a_default_may_be_left_out():
 def test_a_resume_point_names_the_trained_jobs_and_a_restored_session_counts_on():
     import zlib
 
-    session = running(epochs=2)
+    plain = running(epochs=2)
+    plain.put_jobs([job(0)])
+    assert not plain.job_crc and not plain.head  # without checkpoints, no CRC is worked out
+    session = running(epochs=2, checkpoint=True)
     session.join("w1")
     session.put_jobs([job(i) for i in range(6)])
     out, _ = session.hand_out("w1", 6)
@@ -330,7 +336,7 @@ def test_a_resume_point_names_the_trained_jobs_and_a_restored_session_counts_on(
     crc = zlib.crc32(np.arange(3, dtype=np.uint32))
     assert (point.checkpoint, point.epoch, point.first_job, point.done_below, point.done_jobs) == (7, 0, 0, 3, [4])
     assert point.crc == 4 * crc and point.epochs == counts(4, 4, 400, 320, 20) and point.head == [crc] * 6
-    restored = Session("s2", config(epochs=2), [["shard-a", "PYRO:a@h:1"]])
+    restored = Session("s2", config(epochs=2, checkpoint=True), [["shard-a", "PYRO:a@h:1"]])
     restored.restore(wire.Resumed.from_wire(point.to_wire()))
     for name, array in restored.arrays.items():
         restored.receive(name, 0, np.ones_like(array))
