@@ -309,21 +309,35 @@ class SessionCheckpoints:
         The checkpoint the session resumed from.
     """
 
-    def __init__(self, spec, run, shards, now, committed=0):
+    def __init__(self, spec, run, shards, now, committed=0, mark=None):
         self.spec, self.run, self.shards = spec, run, shards
         self.store = CheckpointStore(spec.dir, "dispatcher", keep=2)
         self.sequence = max([committed] + self.store.sequences())  # the last number given out
         self.current = None  # the checkpoint in progress: see begin()
         self.wanted = None  # a checkpoint asked for while another was in progress: its number
         self.last_end, self.last_seconds, self.last_bytes = now, 0.0, 0
+        self.last_mark = mark  # the session's trained_mark() at the last commit (or the resume)
         from gensim_distw2v import wire  # (wire does not import this module)
         self.state = wire.CheckpointState(committed=committed, taken=committed)
 
-    def due(self, now):
-        """Whether a checkpoint should start now (none in progress; one asked for, or it is time)."""
+    def due(self, now, mark):
+        """Whether a checkpoint should start now: none is in progress, and one was asked for, or it
+        is time and the session trained something since the last one (``mark``: its
+        :meth:`~gensim_distw2v.session.Session.trained_mark`; an idle session, its client gone
+        say, writes none)."""
         if self.current is not None:
             return False
-        return self.wanted is not None or now - self.last_end >= max(self.spec.every, 49 * self.last_seconds)
+        if self.wanted is not None:
+            return True
+        return mark != self.last_mark and now - self.last_end >= max(self.spec.every, 49 * self.last_seconds)
+
+    def status(self, mark):
+        """The :class:`CheckpointState`, with the checkpoint in progress and the jobs merged since
+        the last commit (``mark``: the session's trained_mark() now)."""
+        state = self.state
+        state.progress = 0 if self.current is None else self.current["sequence"]
+        state.unsaved = max(0, mark[1] - (self.last_mark or (None, 0))[1])
+        return state
 
     def ask(self, completed=None):
         """A checkpoint is wanted now (an epoch end: every epoch up to ``completed`` is trained and
@@ -338,14 +352,15 @@ class SessionCheckpoints:
             self.wanted = self.sequence + 1
         return self.wanted
 
-    def begin(self, point, finished, now):
-        """Order checkpoint ``sequence + 1`` of the session at ``point`` (a :class:`Resumed`);
-        ``finished``: the run's last (every epoch trained). Returns its number."""
+    def begin(self, point, finished, now, mark=None):
+        """Order checkpoint ``sequence + 1`` of the session at ``point`` (a :class:`Resumed`, whose
+        ``mark`` is the session's trained_mark()); ``finished``: the run's last (every epoch
+        trained). Returns its number."""
         self.sequence += 1
         self.wanted = None
         point.checkpoint = self.sequence
         self.current = {"sequence": self.sequence, "point": point, "finished": bool(finished), "started": now,
-                        "taken": set(), "written": {}}
+                        "taken": set(), "written": {}, "mark": mark}
         return self.sequence
 
     def deadline(self):
@@ -403,7 +418,7 @@ class SessionCheckpoints:
         if current is None or current["sequence"] != sequence:
             return
         self.last_seconds = now - current["started"]
-        self.last_end, self.current = now, None
+        self.last_end, self.last_mark, self.current = now, current["mark"], None
         state = self.state
         state.committed, state.count = sequence, state.count + 1
         state.seconds += self.last_seconds

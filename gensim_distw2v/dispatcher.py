@@ -232,7 +232,7 @@ class Dispatcher:
                             logger.error("session %s: %s; training goes on, the last complete checkpoint is %i",
                                          session.id, checkpoints.state.error, checkpoints.state.committed)
                             self.cond.notify_all()
-                        if checkpoints is not None and not session.lost_shards and checkpoints.due(now):
+                        if checkpoints is not None and not session.lost_shards and checkpoints.due(now, session.trained_mark()):
                             self._begin_checkpoint(session, now)
 
     def _check_order(self, session, now):
@@ -505,9 +505,11 @@ class Dispatcher:
             if spec is not None:
                 self.session.run = run
                 self.session.checkpoints = SessionCheckpoints(spec, run, len(self.session.shards), now,
-                                                              committed=point.checkpoint if point else 0)
+                                                              committed=point.checkpoint if point else 0,
+                                                              mark=self.session.trained_mark())
             if point is not None:
                 self.session.restore(point)
+                self.session.checkpoints.last_mark = self.session.trained_mark()
                 logger.info("session %s resumes run %s from checkpoint %i in %s: epoch %i, %i jobs of it trained, "
                             "%i raw words in all", sid, run, point.checkpoint, spec.dir, point.epoch,
                             point.done_below - point.first_job + len(point.done_jobs),
@@ -659,6 +661,7 @@ class Dispatcher:
             session = self._session(sid)
             now = time.monotonic()
             session.client_seen = now
+            checkpoints = None if session.checkpoints is None else session.checkpoints.status(session.trained_mark())
             return wire.Progress(
                 epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
                 loss=session.loss, merges=session.merges, lost_shards=dict(session.lost_shards),
@@ -666,7 +669,7 @@ class Dispatcher:
                 flushed=session.all_flushed(),
                 no_workers_for=None if self._available(session) else now - (session.no_workers_since or now),
                 file_checks=dict(session.file_checks), quit=dict(session.quit),
-                checkpoints=None if session.checkpoints is None else session.checkpoints.state).to_wire()
+                checkpoints=checkpoints).to_wire()
 
     @transport.expose
     def end_epoch(self, sid, epoch):
@@ -842,7 +845,7 @@ class Dispatcher:
         """Order a checkpoint of the running session (caller holds the lock)."""
         point = session.resume_point(0)
         finished = point.epoch >= session.config.epochs
-        sequence = session.checkpoints.begin(point, finished, now)
+        sequence = session.checkpoints.begin(point, finished, now, session.trained_mark())
         logger.info("checkpoint %i of session %s ordered: epoch %i, %i jobs of it trained%s", sequence, session.id,
                     point.epoch, point.done_below - point.first_job + len(point.done_jobs),
                     " (the run's last)" if finished else "")
@@ -864,7 +867,7 @@ class Dispatcher:
             if session.checkpoints is None:
                 raise ValueError(f"checkpoint: session {sid} has no checkpoint_dir")
             sequence = session.checkpoints.ask(session.advance())
-            if session.checkpoints.due(now) and not session.lost_shards:
+            if session.checkpoints.due(now, session.trained_mark()) and not session.lost_shards:
                 self._begin_checkpoint(session, now)
             return sequence
 
@@ -910,7 +913,7 @@ class Dispatcher:
                 checkpoints.committed(sequence, nbytes, now)
                 logger.info("checkpoint %i of session %s committed in %.2f s (%.1f MB)", sequence, sid,
                             checkpoints.last_seconds, checkpoints.last_bytes / 1e6)
-                if self.session is session and session.state == "running" and checkpoints.due(now) \
+                if self.session is session and session.state == "running" and checkpoints.due(now, session.trained_mark()) \
                         and checkpoints.wanted is not None:
                     self._begin_checkpoint(session, now)
             self.cond.notify_all()

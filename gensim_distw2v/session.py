@@ -411,6 +411,11 @@ class Session:
         return {str(e): counts for e, counts in self.counts.items()}
 
     # ------------------------------------------------------------------ checkpoints
+    def trained_mark(self):
+        """What :meth:`resume_point` follows, cheaply: ``(last epoch trained and flushed, jobs
+        merged in all)``. While it is unchanged, a checkpoint would repeat the last one."""
+        return self.advance(), sum(counts.done for counts in self.counts.values())
+
     def advance(self):
         """Note the epochs now trained and flushed (in order); returns the last one (-1: none)."""
         while self.completed + 1 < self.config.epochs and self.completed + 1 <= self.closed_epoch \

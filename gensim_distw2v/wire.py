@@ -890,7 +890,9 @@ class CheckpointState(Record):
     """A session's checkpoints (in :class:`Progress`): the last one every shard has ``taken``
     (copied), the last ``committed`` (whole on disk: the one a restart resumes from), the last that
     ``failed`` and why (``error``), how many were committed, and their cost: seconds from order to
-    commit, bytes, and the seconds the shards' copies took (merges wait for them)."""
+    commit, bytes, and the seconds the shards' copies took (merges wait for them); the one in
+    ``progress`` (0: none), and the jobs merged since the last committed one (``unsaved``: those a
+    resume would train again)."""
 
     WHAT: typing.ClassVar[str] = "checkpoint state"
     taken: int = 0
@@ -901,9 +903,12 @@ class CheckpointState(Record):
     error: typing.Optional[str] = None
     failed: int = 0  # the last that could not be completed (``error`` says why)
     copy_seconds: float = 0.0  # the shards' copies of their rows, summed (merges wait for them)
+    progress: int = 0  # the checkpoint in progress (0: none)
+    unsaved: int = 0  # jobs merged since the last committed checkpoint
 
     def check(self):
-        _non_negative(self, "taken", "committed", "count", "seconds", "bytes", "failed", "copy_seconds")
+        _non_negative(self, "taken", "committed", "count", "seconds", "bytes", "failed", "copy_seconds", "progress",
+                      "unsaved")
 
 
 # ---------------------------------------------------------------------------------------------- jobs

@@ -120,10 +120,11 @@ def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
     from gensim_distw2v import wire
     from gensim_distw2v.checkpoint import SessionCheckpoints
 
-    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=2, now=0.0)
-    assert not plan.due(5.0) and plan.due(10.0) and plan.order(0) is None
-    assert plan.ask() == 1 and plan.due(5.0)  # asked for (an epoch end): due at once
-    assert plan.begin(point(), False, 10.0) == 1 and not plan.due(100.0)
+    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=2, now=0.0, mark=(-1, 0))
+    assert not plan.due(5.0, (-1, 3)) and plan.due(10.0, (-1, 3)) and plan.order(0) is None
+    assert not plan.due(10.0, (-1, 0))  # nothing trained since the start: a timed one would repeat it
+    assert plan.ask() == 1 and plan.due(5.0, (-1, 0))  # asked for (an epoch end): due at once
+    assert plan.begin(point(), False, 10.0, (-1, 3)) == 1 and not plan.due(100.0, (-1, 9))
     order = plan.order(1)
     assert (order.sequence, order.run, order.keep_from, order.dir) == (1, "run1", 1, str(tmp_path))
     assert plan.ask() == 2  # an epoch end while checkpoint 1 is in progress: 2 starts after it
@@ -139,12 +140,16 @@ def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
     plan.committed(1, 10, 12.0)
     assert (plan.state.committed, plan.state.count, plan.state.bytes) == (1, 1, 160)
     # the one asked for is due at once; a timed one not before 49 times the last one's 2 s
-    assert plan.due(12.0) and plan.begin(point(1), True, 12.0) == 2
+    assert plan.due(12.0, (0, 9)) and plan.begin(point(1), True, 12.0, (0, 9)) == 2
     assert plan.order(0).keep_from == 1  # checkpoint 1 stays until 2 is committed
     plan.fail("shard 1 could not write checkpoint 2: disk full", 13.0)
     assert plan.state.error.endswith("disk full") and plan.state.taken == plan.state.failed == 2
     assert plan.state.committed == 1
-    assert not plan.due(13.0 + 97.0) and plan.due(13.0 + 98.0)
+    assert not plan.due(13.0 + 97.0, (0, 9)) and plan.due(13.0 + 98.0, (0, 9))  # the failed one is retried
+    # once committed, an idle session (its client dead, say) writes no more timed checkpoints
+    assert plan.begin(point(1), True, 200.0, (0, 9)) == 3
+    plan.committed(3, 10, 201.0)
+    assert not plan.due(1e6, (0, 9)) and plan.due(1e6, (0, 10)) and plan.due(1e6, (1, 9))
 
 
 def test_skipped_jobs_must_be_the_ones_the_checkpoint_trained():

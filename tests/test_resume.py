@@ -150,19 +150,39 @@ model.train(corpus, total_examples=model.corpus_count, epochs={epochs})
 """
 
 
+def wait_until_idle(cluster, timeout=60.0):
+    """Wait until the running session (its client dead) has merged every job it had, and a
+    checkpoint holds them all: from then on it writes no more."""
+    probe = find_dispatcher(cluster.ns_conf)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            progress = session_progress(probe)
+            if progress and not progress["queued"] and not progress["in_flight"] and \
+                    not progress["checkpoints"]["progress"] and not progress["checkpoints"]["unsaved"]:
+                return progress
+            time.sleep(0.02)
+    finally:
+        transport.release(probe)
+    raise AssertionError(f"the session of the dead client was not idle within {timeout} s: {progress}")
+
+
 def kill_a_client_mid_run(cluster, tmp_path, folder, corpus):
     """Start a client in a process of its own and kill -9 it once its run has two checkpoints and
-    about 40 % of its words; returns the progress seen just before."""
+    about 40 % of its words; returns the progress seen just before. Its session goes on with the
+    jobs it had: this returns once it is idle, every one of them in a checkpoint."""
     script = tmp_path / "client.py"
     script.write_text(textwrap.dedent(CLIENT.format(port=cluster.ns_conf["port"], folder=folder, params=PARAMS,
                                                     epochs=EPOCHS)))
     client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env=cluster._env())
     try:
-        return wait_for_progress(cluster, 0.4 * words(corpus), committed=2)
+        before = wait_for_progress(cluster, 0.4 * words(corpus), committed=2)
     finally:
         client.kill()
         client.wait()
+    wait_until_idle(cluster)
+    return before
 
 
 @pytest.mark.parametrize("damage", ["dispatcher", "shard"])
