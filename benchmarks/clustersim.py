@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from provenance import provenance  # noqa: E402 - a sibling module
 from compare_gensim import evaluate  # noqa: E402 (a sibling script)
 
 
@@ -332,7 +333,7 @@ def main(argv=None):
               f"workers, {run['server_us']:.3f} us server; max |w| {run['max_abs']:.1f}; {run['seconds']:.0f} s",
               flush=True)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps({"provenance": provenance(), **result}))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import tempfile
 import threading
 import time
 
+from provenance import provenance  # a sibling module (the script's folder is on sys.path)
+
 MODES = ("gensim", "gensim_cf", "dist", "dist_cf")
 CLUSTER_MODES = ("dist", "dist_cf")
 
@@ -347,7 +349,8 @@ def main(argv=None):
         plot(results, ks, args.plots)
         print(f"plots written to {args.plots}")
     if args.json:
-        print(json.dumps({"args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "table": table,
+        print(json.dumps({"provenance": provenance(),
+                          "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "table": table,
                           "runs": {f"{m}:{k}": rows for (m, k), rows in results.items()}}))
 
 

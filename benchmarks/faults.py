@@ -131,6 +131,7 @@ def main():
         return
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from compare_gensim import head
+    from provenance import provenance
 
     with tempfile.TemporaryDirectory() as workdir:
         corpus_path = os.path.join(workdir, "corpus.txt")
@@ -189,7 +190,7 @@ def main():
     print(f"quality faulty - clean: analogy {100 * d['analogy']:+.2f} points, ws353 {d['ws353']:+.3f}, "
           f"simlex {d['simlex']:+.3f} (targets: within 1.5 points / 0.02)")
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps({"provenance": provenance(), **out}))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from provenance import provenance  # a sibling module (the script's folder is on sys.path)
+
 MODES = ("kernel", "gensim", "gensim_corpus_file")
 
 
@@ -166,6 +168,7 @@ def main(argv=None):
           "in-memory token lists, incl. its per-token lookups; corpus_file: train() incl. reading the file")
     if args.json:
         print(json.dumps({
+            "provenance": provenance(),
             "threads": args.threads, "sg": args.sg, "hs": args.hs, "words": words, "epochs": args.epochs,
             "kernel_wps": med["kernel"]["raw_wps"], "gensim_wps": med["gensim"]["raw_wps"],
             "gensim_corpus_file_wps": med["gensim_corpus_file"]["raw_wps"], "ratio": ratio,

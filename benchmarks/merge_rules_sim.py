@@ -1,10 +1,9 @@
-"""The merge rules of README's simulator rows, plugged into the workplace's merge simulator.
+"""The merge rules of the design's evidence (``docs/merge_rule.rst``), plugged into the simulator.
 
 Exploration, not the product: ``gensim_distw2v/merge.py`` holds the rules the cluster runs. This
-script adds rules to ``mergesim.py`` (the workplace's synchronous merge simulator, outside this
-repository: ``shared/tools/mergesim.py``, found through ``$MERGESIM_DIR``, default
-``../shared/tools`` next to the checkout) and runs it with its own arguments. The rules, as
-README.rst's merge-rule table names them (the simulator merges all K replicas at once, so its
+script adds rules to ``benchmarks/mergesim.py`` (a synchronous merge simulator: K replicas,
+each trained by gensim's own ``train()``, merged every S words) and runs it with its own
+arguments (``--json`` too). The rules (the simulator merges all K replicas at once, so its
 "damp" is the synchronous analogue of the cluster's rule: the summed delta of a row is divided by
 ``1 + (K - 1) rho``, rho the mean pairwise agreement of the K deltas, clipped to [0, 1]):
 
@@ -16,16 +15,15 @@ README.rst's merge-rule table names them (the simulator merges all K replicas at
 ``adasum`` / ``adasumpos``   AdaSum tree over the K deltas (with negative agreement counted as 0)
 ``tierH:R``                  sum; rows [0, H) merged R times per round of S words, the rest once
 
-    python benchmarks/merge_rules_sim.py devmix.txt --K 4 --S 10000 --rule cd0t1000 --sg 1 --epochs 3 --seed 1
+    python benchmarks/merge_rules_sim.py devmix.txt --K 4 --S 10000 --rule cd0t1000 --sg 1 --epochs 3 --seed 1 --json
 """
 import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.environ.get("MERGESIM_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                                               "shared", "tools")))
-import mergesim  # noqa: E402 - the workplace's simulator
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mergesim  # noqa: E402 - the simulator, a sibling script
 
 orig = mergesim.merge
 

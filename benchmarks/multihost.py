@@ -32,6 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from provenance import provenance  # noqa: E402 - a sibling module
 from compare_gensim import evaluate, head  # noqa: E402 - the benchmarks share these
 
 SUBNET = "10.233.0"
@@ -270,7 +271,8 @@ def main(argv=None):
           "workers') on a worker host's link (mean) and the head's, counted on the NICs; d: distributed - gensim "
           "workers=1")
     if args.json:
-        print(json.dumps({"args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "gensim": ref,
+        print(json.dumps({"provenance": provenance(),
+                          "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "gensim": ref,
                           "results": results}))
     return 0
 

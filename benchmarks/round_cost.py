@@ -23,6 +23,7 @@ import numpy as np
 from gensim_distw2v import wire
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import GlobalWeights, Replica
+from provenance import provenance  # a sibling module (the script's folder is on sys.path)
 
 ROWS, SIZE, HOT, DAMPED = 43_726, 100, 1_134, 162
 NAMES = ("syn0", "syn1neg")
@@ -132,7 +133,7 @@ def main(argv=None):
             slope = np.polyfit(ps, [r[key] for r in rows], 1)[0]
             print(f"each shard more adds {slope:.0f} us of {key.split('_')[0]} CPU to a round")
     if args.json:
-        print(json.dumps({"args": vars(args), "rows": rows}))
+        print(json.dumps({"provenance": provenance(), "args": vars(args), "rows": rows}))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery and the corpus preparation
 
 
@@ -198,7 +199,8 @@ def main(argv=None):
             print(f"{k:>3}{link:>7g}{p['cluster_wps']:>13.0f}{p['single_node_wps']:>12.0f}{p['speedup']:>9.2f}"
                   f"{p['merges_per_worker_per_s']:>9.1f}  {p['bottleneck']}")
     if args.json:
-        print(json.dumps({"args": vars(args), "gensim_cf_wps": gensim_cf_wps, "runs": runs, "projection": projection}))
+        print(json.dumps({"provenance": provenance(), "args": vars(args), "gensim_cf_wps": gensim_cf_wps, "runs": runs,
+                          "projection": projection}))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,8 @@ def build_parser():
                          help="parameter shard processes of the local cluster (default 1)")
     cluster.add_argument("--ns-host", help="use the running cluster whose name server is on this host")
     cluster.add_argument("--ns-port", type=int, help="... and this port (default 9090)")
+    cluster.add_argument("--hmac-key-file", help="the running cluster's HMAC key, in this file (or set "
+                                                 "GENSIM_DISTW2V_HMAC_KEY)")
     cluster.add_argument("--sync-words", type=int, help="words per worker between merges (default: by workers)")
     cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule (default damp)")
     cluster.add_argument("--sync", choices=SYNC_MODES, default="ssp",
@@ -78,8 +80,39 @@ def build_parser():
                          help="train in this process with gensim's threads (--workers) instead")
     train.add_argument("--evaluate", action="store_true",
                        help="report analogy accuracy (questions-words.txt) and ws353 / simlex999 Spearman")
+    train.add_argument("--compare-gensim", action="store_true",
+                       help="train plain gensim on the same corpus with the same options (workers: the cluster's "
+                            "threads) and print both side by side: time, scores, nearest neighbours")
+    train.add_argument("--probe", default=None,
+                       help="comma-separated words whose nearest neighbours are printed (default: four frequent "
+                            "words of the vocabulary)")
     train.add_argument("--quiet", action="store_true", help="log warnings only")
     return parser
+
+
+def probe_words(wv, probe=None, n=4):
+    """The words whose neighbours the summary shows: ``probe`` (comma-separated) if given, else
+    ``n`` alphabetic words of 5 letters or more spread over the vocabulary's ranks 50 to 1,000."""
+    if probe:
+        words = [w.strip() for w in probe.split(",") if w.strip()]
+        missing = [w for w in words if w not in wv.key_to_index]
+        if missing:
+            sys.exit(f"error: --probe: {', '.join(missing)} not in the vocabulary (min_count drops rare words)")
+        return words
+    pool = [w for w in wv.index_to_key[50:1000] if w.isalpha() and len(w) >= 5]
+    return [pool[i * len(pool) // n] for i in range(n)] if len(pool) >= n else pool
+
+
+def neighbours(wv, word, topn=4):
+    """``word``'s nearest neighbours as ``"w1 0.83, w2 0.80, ..."``."""
+    return ", ".join(f"{w} {score:.2f}" for w, score in wv.most_similar(word, topn=topn))
+
+
+def side_by_side(title, rows, width=48):
+    """Print a two-column table: ``rows`` of ``(label, this model, plain gensim)``."""
+    print(f"{title:<24}{'this model':<{width}}plain gensim")
+    for label, ours, theirs in rows:
+        print(f"{label:<24}{ours:<{width}}{theirs}")
 
 
 def evaluate(wv):
@@ -103,6 +136,8 @@ def train(args):
         sys.exit("error: --local-workers, --threads-per-worker and --local-shards must be >= 1")
     if args.resume and not args.checkpoint_dir:
         sys.exit("error: --resume needs --checkpoint-dir: the folder of the run's checkpoints")
+    if args.hmac_key_file and not (args.ns_host or args.ns_port):
+        sys.exit("error: --hmac-key-file is the key of a running cluster: give its --ns-host / --ns-port too")
     if args.no_cluster and args.checkpoint_dir:
         sys.exit("error: --checkpoint-dir is for cluster training; drop --no-cluster or --checkpoint-dir")
     sentences = LineSentence(args.corpus)
@@ -128,7 +163,10 @@ def train(args):
         if args.no_cluster:
             where = f"{args.workers} local threads"
         elif args.ns_host or args.ns_port:
-            model.ns_conf = {"host": args.ns_host or "127.0.0.1", "port": args.ns_port or 9090}
+            from gensim_distw2v.transport import read_hmac_key
+
+            model.ns_conf = {"host": args.ns_host or "127.0.0.1", "port": args.ns_port or 9090,
+                             "hmac_key": read_hmac_key(args.hmac_key_file)}
             where = f"the cluster at {model.ns_conf['host']}:{model.ns_conf['port']}"
         else:
             cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker,
@@ -160,6 +198,47 @@ def train(args):
         scores = evaluate(model.wv)
         print(f"analogy accuracy {scores['analogy']:.4f}, ws353 Spearman {scores['ws353']:.4f}, "
               f"simlex999 Spearman {scores['simlex999']:.4f}")
+    if args.compare_gensim:
+        compare_with_gensim(args, model, raw, train_seconds)
+
+
+def compare_with_gensim(args, model, raw, train_seconds):
+    """Train plain gensim on the same corpus with the same options and seed, and print both side by
+    side: speed, gensim's standard scores, and the nearest neighbours of a few words."""
+    import gensim.models
+    from gensim.models.word2vec import LineSentence
+
+    workers = args.workers if args.no_cluster else args.local_workers * args.threads_per_worker
+    plain = gensim.models.Word2Vec(
+        vector_size=args.vector_size, window=args.window, min_count=args.min_count, sg=args.sg, hs=args.hs,
+        negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
+        min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=workers, batch_words=args.batch_words)
+    if args.corpus_file:
+        plain.build_vocab(corpus_file=args.corpus)
+    else:
+        plain.build_vocab(LineSentence(args.corpus))
+    start = time.perf_counter()
+    if args.corpus_file:
+        _effective, plain_raw = plain.train(corpus_file=args.corpus, total_words=plain.corpus_total_words,
+                                            epochs=plain.epochs)
+    else:
+        _effective, plain_raw = plain.train(LineSentence(args.corpus), total_examples=plain.corpus_count,
+                                            epochs=plain.epochs)
+    plain_seconds = time.perf_counter() - start
+    ours, theirs = evaluate(model.wv), evaluate(plain.wv)
+    print()
+    side_by_side(f"same corpus, seed {args.seed}", [
+        ("training", f"{train_seconds:.1f} s, {raw / train_seconds:,.0f} raw words/s",
+         f"{plain_seconds:.1f} s, {plain_raw / plain_seconds:,.0f} raw words/s (workers={workers})"),
+        ("analogy / ws353 / simlex", "{analogy:.3f} / {ws353:.3f} / {simlex999:.3f}".format(**ours),
+         "{analogy:.3f} / {ws353:.3f} / {simlex999:.3f}".format(**theirs))])
+    print()
+    side_by_side("nearest neighbours", [(word, neighbours(model.wv, word), neighbours(plain.wv, word))
+                                        for word in probe_words(model.wv, args.probe)])
+    words = model.corpus_total_words
+    if words < 10_000_000:
+        print(f"\n(a corpus of {words:,} words: the scores mean little this small, and both models' neighbours are "
+              "noisy; what matters is that they are alike. On a real corpus, see the docs' benchmarks.)")
 
 
 def main(argv=None):

@@ -19,14 +19,12 @@ Rules (``merge=``):
 
 ``sum``
     ``G += delta``: every worker's update is applied, as a parameter server applying every
-    push (Hogwild across nodes). Matches gensim's quality while the merge interval is short:
-    measured (DESIGN.md, step 5), it holds only while merges are frequent (100 k words per
-    worker at K=2, 10 k at K=4, 3 k at K=8); beyond that the most frequent rows blow up, and on
-    devmix at K=4 it loses simlex even at 2.5 k. ``sync_words`` is derived from the number of
-    workers by :func:`default_sync_words`. Routine rounds carry deltas as float16 (``merge_dtype``;
-    int8 levels with a float32 scale per row on request); the part lost to rounding stays in
+    push (Hogwild across nodes). It matches gensim's quality only while merges are frequent; on
+    devmix at K=4 it loses simlex even at 2.5 k words per worker between merges
+    (``docs/merge_rule.rst``). Routine rounds carry deltas as int8 levels with a float32 scale
+    per row (``merge_dtype``; float16 or float32 on request); the part lost to rounding stays in
     ``R - B`` (and, on the way down, in the snapshot's difference) and goes with the next round,
-    so nothing is lost; rows sent as their float16 values are sent again, exactly, at epoch ends.
+    so nothing is lost; every row is sent again, exactly, at epoch ends.
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
     several times per merge interval, at most 1,000 output rows) and of hs's ``syn1`` (the tree
@@ -35,8 +33,8 @@ Rules (``merge=``):
     (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against ``G`` less the server's
     snapshot of the worker's base: the change the worker missed): updates of a frequent word that several workers
     made alike count once, updates that differ all count. Summing counts a frequent word's
-    common drift K times, which is where summed deltas lose quality (see DESIGN.md, step 5, and
-    README.rst for the measurements).
+    common drift K times, which is where summed deltas lose quality (``docs/merge_rule.rst`` has
+    the measurements).
 ``mean``
     ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
     whatever the interval; kept as an option for comparison, never the default.
@@ -55,17 +53,17 @@ __all__ = ["CODECS", "HOLD_BACK", "MERGE_DTYPE", "RULES", "check_codec", "check_
            "row_ranges", "tree_hot_rows"]
 
 RULES = MERGE_RULES
-# Routine merges' values on the wire, by default: float16 (2 d + 4 bytes a row of d values with its
-# index). int8 levels with a float32 scale per row (d + 8) halve the bytes but, measured, lost
-# skip-gram's ws353 at K=4 (-0.026, 2 seeds at the default interval; float16 -0.001): opt-in
-# (README.rst, "int8 deltas"). What rounding loses waits for the next round, as held-back rows do.
+# Routine merges' values on the wire, by default: int8 levels with a float32 scale per row (d + 8
+# bytes a row of d values with its index; float16: 2 d + 4, on request). With hot rows every round
+# and error feedback, int8 holds quality at K = 2 to 8 (docs/schedule.rst). What rounding loses waits
+# for the next round, as held-back rows do.
 MERGE_DTYPE = "int8"
 
 
 # The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
 # ``syn1neg`` (not ``syn1``, hs's tree nodes): those whose word a worker sees at least DAMP_OCCURRENCES
 # times per merge interval on average, and at most OUTPUT_DAMP_MOST output rows; chosen by
-# measurement (README.rst, "The merge rule")
+# measurement (docs/merge_rule.rst)
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
 # The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,

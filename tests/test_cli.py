@@ -14,10 +14,19 @@ def run_cli(args, cwd):
 def test_train_saves_a_gensim_model(tmp_path):
     output = tmp_path / "lee.model"
     out = run_cli(["train", datapath("lee_background.cor"), "--output", str(output), "--min-count", "2",
-                   "--epochs", "2", "--vector-size", "20", "--sg", "1", "--evaluate", "--quiet"], tmp_path)
+                   "--epochs", "2", "--vector-size", "20", "--sg", "1", "--evaluate", "--compare-gensim",
+                   "--probe", "government,police", "--quiet"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert "vocabulary 4844 words" in out.stdout and "analogy accuracy" in out.stdout, out.stdout
     assert "on a local cluster of 2 workers x 1 threads" in out.stdout and "merges:" in out.stdout, out.stdout
+    # plain gensim side by side: its speed, its scores, and both models' neighbours of the probe words
+    lines = out.stdout.splitlines()
+    training = next(line for line in lines if line.startswith("training "))
+    assert training.count("raw words/s") == 2 and "(workers=2)" in training, out.stdout
+    probes = [line.split()[0] for line in lines[lines.index(next(l for l in lines if l.startswith("nearest"))) + 1:]
+              if line and not line.startswith("(")]
+    assert probes == ["government", "police"], out.stdout
+    assert "the scores mean little this small" in out.stdout
     model = gensim.models.Word2Vec.load(str(output))
     assert type(model) is gensim.models.Word2Vec and model.wv.vectors.shape == (4844, 20) and model.sg == 1
 
@@ -40,6 +49,15 @@ def test_train_on_a_running_cluster_and_without_one(tmp_path):
                       tmp_path)
     assert out.returncode == 0, out.stderr
     assert f"on the cluster at 127.0.0.1:{cluster.ns_conf['port']}" in out.stdout
+    key = tmp_path / "key"
+    key.write_bytes(b"a key of the cluster's own\n")
+    with LocalCluster(n_workers=1, hmac_key=b"a key of the cluster's own") as cluster:
+        args = ["train", datapath("lee_background.cor"), "--output", str(tmp_path / "k.model"), "--min-count", "2",
+                "--epochs", "1", "--ns-port", str(cluster.ns_conf["port"]), "--quiet"]
+        out = run_cli(args + ["--hmac-key-file", str(key)], tmp_path)
+        assert out.returncode == 0 and "on the cluster at" in out.stdout, out.stderr
+        refused = run_cli(args, tmp_path)  # no key: refused, with an error and no traceback
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
     out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "b.model"),
                    "--min-count", "2", "--epochs", "1", "--no-cluster", "--quiet"], tmp_path)
     assert out.returncode == 0 and "local threads" in out.stdout, out.stderr
