@@ -236,6 +236,8 @@ class DistributedTraining:
             raise ValueError(f"settings must be a gensim_distw2v.settings.Settings, got {type(self.settings).__name__}")
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
+        self._failed_reported = 0  # the last failed checkpoint logged (each is logged once)
+        self._awaiting = None  # the epoch end's checkpoint _checkpoint() waits for (it logs that one)
 
     def _identity(self, params, epochs, spec, total_examples, total_words):
         """What must be equal for a run to resume from a checkpoint: the versions, the vocabulary (its
@@ -542,7 +544,7 @@ class DistributedTraining:
         """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
         (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
         started = time.monotonic()
-        sequence = dispatcher.checkpoint(sid)
+        sequence = self._awaiting = dispatcher.checkpoint(sid)
         while True:
             progress = wire.Progress.from_wire(dispatcher.progress(sid))
             self._check_workers(progress)
@@ -550,6 +552,7 @@ class DistributedTraining:
             if state.failed >= sequence:
                 logger.error("the checkpoint at the end of epoch %i failed (%s); training goes on, the last complete "
                              "one is %i", progress.flushed, state.error, state.committed)
+                self._failed_reported = max(self._failed_reported, state.failed)
                 break
             if (state.committed if last else state.taken) >= sequence:
                 break
@@ -560,6 +563,7 @@ class DistributedTraining:
                              state.committed)
                 break
             time.sleep(0.01)
+        self._awaiting = None  # from now on a failure of it (once copied) is reported as any other
         self._checkpoint_wait += time.monotonic() - started
 
     def _summarise(self, final, links, sid, config, start, trained, raw):
@@ -704,6 +708,13 @@ class DistributedTraining:
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
     def _check_workers(self, progress):
+        state = progress.checkpoints
+        if state is not None and state.failed > self._failed_reported and \
+                (self._awaiting is None or state.failed < self._awaiting):
+            # one the client did not wait for (a timed one, or an epoch end's that failed once copied)
+            logger.error("checkpoint %i failed (%s); training goes on, the last complete one is %i", state.failed,
+                         state.error, state.committed)
+            self._failed_reported = state.failed
         if progress.lost_shards:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
             raise transport.ClusterError(

@@ -1,4 +1,5 @@
 """``python -m gensim_distw2v train``, end to end in a real process."""
+import re
 import subprocess
 import sys
 
@@ -23,10 +24,12 @@ def test_train_saves_a_gensim_model(tmp_path):
     lines = out.stdout.splitlines()
     training = next(line for line in lines if line.startswith("training "))
     assert training.count("raw words/s") == 2 and "(workers=2)" in training, out.stdout
-    probes = [line.split()[0] for line in lines[lines.index(next(l for l in lines if l.startswith("nearest"))) + 1:]
-              if line and not line.startswith("(")]
+    table = lines[lines.index(next(line for line in lines if line.startswith("nearest"))) + 1:]
+    probes = [line.split()[0] for line in table[:table.index("")]]
     assert probes == ["government", "police"], out.stdout
     assert "the scores mean little this small" in out.stdout
+    shared = re.search(r"shared with plain gensim: (\d+)% \(plain gensim with seeds 1 and 2: (\d+)%\)", out.stdout)
+    assert shared and all(0 <= int(share) <= 100 for share in shared.groups()), out.stdout
     model = gensim.models.Word2Vec.load(str(output))
     assert type(model) is gensim.models.Word2Vec and model.wv.vectors.shape == (4844, 20) and model.sg == 1
 
