@@ -24,7 +24,8 @@ logger = logging.getLogger("gensim_distw2v")
 def build_parser():
     parser = argparse.ArgumentParser(prog="python -m gensim_distw2v", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train a model on a text file and save it")
+    train = commands.add_parser("train", help="train a model on a text file and save it",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     train.add_argument("corpus", help="text file: one sentence per line, tokens separated by spaces")
     train.add_argument("--output", required=True, help="where to save the model (gensim's Word2Vec.save format)")
     gensim_opts = train.add_argument_group("gensim's training options (same names and defaults as gensim)")
@@ -44,26 +45,27 @@ def build_parser():
     gensim_opts.add_argument("--batch-words", type=int, default=10000)
     cluster = train.add_argument_group("the cluster")
     cluster.add_argument("--local-workers", type=int, default=2,
-                         help="worker processes of the local cluster started for this run (default 2)")
+                         help="worker processes of the local cluster started for this run")
     cluster.add_argument("--threads-per-worker", type=int, default=1, help="trainer threads per local worker")
     cluster.add_argument("--local-shards", type=int, default=1,
-                         help="parameter shard processes of the local cluster (default 1)")
+                         help="parameter shard processes of the local cluster")
     cluster.add_argument("--ns-host", help="use the running cluster whose name server is on this host")
-    cluster.add_argument("--ns-port", type=int, help="... and this port (default 9090)")
+    cluster.add_argument("--ns-port", type=int, help="... and this port (9090 when only --ns-host is given)")
     cluster.add_argument("--hmac-key-file", help="the running cluster's HMAC key, in this file (or set "
                                                  "GENSIM_DISTW2V_HMAC_KEY)")
-    cluster.add_argument("--sync-words", type=int, help="words per worker between merges (default: by workers)")
-    cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule (default damp)")
+    cluster.add_argument("--sync-words", type=int,
+                         help="words per worker between merges (None: a 5,400th of the corpus per epoch, at least "
+                              "2,200; 1 M with one worker)")
+    cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule")
     cluster.add_argument("--sync", choices=SYNC_MODES, default="ssp",
-                         help="order of merge rounds: ssp (bounded staleness, default), bsp (in turn: reproducible "
-                              "with --threads 1 workers), asp (no bound), local (merges at epoch ends only)")
+                         help="order of merge rounds: ssp (bounded staleness), bsp (in turn: reproducible with "
+                              "--threads-per-worker 1), asp (no bound), local (merges at epoch ends only)")
     cluster.add_argument("--hold-back", type=float, default=HOLD_BACK,
-                         help=f"share of its squared change a worker may keep back per routine merge (default "
-                              f"{HOLD_BACK})")
+                         help="share of its squared change a worker may keep back per routine merge")
     cluster.add_argument("--cold-every", type=int, default=COLD_EVERY,
-                         help=f"merge the rows of rare words every n-th round (default {COLD_EVERY}; 1: every round)")
+                         help="merge the rows of rare words every n-th round (1: every round)")
     cluster.add_argument("--merge-dtype", choices=CODECS, default=MERGE_DTYPE,
-                         help=f"values of routine merges on the wire (default {MERGE_DTYPE})")
+                         help="values of routine merges on the wire")
     cluster.add_argument("--corpus-file", action="store_true",
                          help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
                               "faster; the file must be at the same path on every worker (a shared filesystem)")
@@ -72,7 +74,10 @@ def build_parser():
                               "seconds; the same path on every node that runs a dispatcher or shard): a run whose "
                               "dispatcher or shard dies waits for it to be restarted and goes on from the last one")
     cluster.add_argument("--checkpoint-every", type=float, default=CHECKPOINT_EVERY,
-                         help=f"seconds between timed checkpoints (default {CHECKPOINT_EVERY:.0f})")
+                         help="seconds between timed checkpoints")
+    cluster.add_argument("--cluster-timeout", type=float, default=30.0,
+                         help="seconds to wait for a first worker and shard, for a worker when none is left, and for "
+                              "a lost dispatcher or shard to be restarted (with --checkpoint-dir)")
     cluster.add_argument("--resume", action="store_true",
                          help="go on with the run whose checkpoints are in --checkpoint-dir (its client died): same "
                               "corpus and options")
@@ -84,8 +89,8 @@ def build_parser():
                        help="train plain gensim on the same corpus with the same options (workers: the cluster's "
                             "threads) and print both side by side: time, scores, nearest neighbours")
     train.add_argument("--probe", default=None,
-                       help="comma-separated words whose nearest neighbours are printed (default: four frequent "
-                            "words of the vocabulary)")
+                       help="comma-separated words whose nearest neighbours are printed (None: four frequent words "
+                            "of the vocabulary)")
     train.add_argument("--quiet", action="store_true", help="log warnings only")
     return parser
 
@@ -110,8 +115,10 @@ def neighbours(wv, word, topn=4):
 
 def shared_neighbours(wv, other, words, topn=10):
     """The mean share of ``words``' ``topn`` nearest neighbours two models have in common."""
-    shared = [len({w for w, _ in wv.most_similar(word, topn=topn)} & {w for w, _ in other.most_similar(word, topn=topn)})
-              for word in words]
+    def nearest(model, word):
+        return {w for w, _score in model.most_similar(word, topn=topn)}
+
+    shared = [len(nearest(wv, word) & nearest(other, word)) for word in words]
     return sum(shared) / (topn * max(1, len(shared)))
 
 
@@ -157,7 +164,7 @@ def train(args):
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
         merge=args.merge, sync=args.sync, hold_back=args.hold_back, cold_every=args.cold_every,
         merge_dtype=args.merge_dtype, checkpoint_dir=None if args.resume else args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every)
+        checkpoint_every=args.checkpoint_every, cluster_timeout=args.cluster_timeout)
     resume = {"resume_from": args.checkpoint_dir} if args.resume else {}
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)

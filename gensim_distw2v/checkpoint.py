@@ -32,7 +32,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CheckpointError", "CheckpointStore", "FORMAT"]
+__all__ = ["CheckpointError", "CheckpointStore", "FORMAT", "SessionCheckpoints"]
 
 FORMAT = 1  # the layout above; a store refuses checkpoints of another format
 CHECKPOINT_DEADLINE = 120.0  # seconds from order to commit before a cluster checkpoint is given up

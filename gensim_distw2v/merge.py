@@ -20,7 +20,7 @@ Rules (``merge=``):
 ``sum``
     ``G += delta``: every worker's update is applied, as a parameter server applying every
     push (Hogwild across nodes). It matches gensim's quality only while merges are frequent; on
-    devmix at K=4 it loses simlex even at 2.5 k words per worker between merges
+    devmix at K=4 it loses simlex at 10 k words per worker between merges
     (``docs/merge_rule.rst``). Routine rounds carry deltas as int8 levels with a float32 scale
     per row (``merge_dtype``; float16 or float32 on request); the part lost to rounding stays in
     ``R - B`` (and, on the way down, in the snapshot's difference) and goes with the next round,

@@ -446,8 +446,11 @@ def main(argv=None):
     """``python -m gensim_distw2v.shard``: serve until killed."""
     parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.shard", description=__doc__.split("\n\n")[0])
     transport.add_server_arguments(parser)
-    parser.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats (default 1)")
+    parser.add_argument("--heartbeat", type=float, default=1.0,
+                        help="seconds between heartbeats, in (0, 5] (default 1; the dispatcher waits at most 5 s)")
     args = parser.parse_args(argv)
+    if not 0 < args.heartbeat <= 5:
+        parser.error(f"--heartbeat must be in (0, 5] seconds (the dispatcher waits at most 5 s), got {args.heartbeat}")
     cap_malloc_arenas()  # before any thread starts
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     try:

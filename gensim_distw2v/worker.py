@@ -652,8 +652,11 @@ def main(argv=None):
     transport.add_server_arguments(parser)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help=f"trainer threads (default: this node's cores, {os.cpu_count()})")
-    parser.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats (default 1)")
+    parser.add_argument("--heartbeat", type=float, default=1.0,
+                        help="seconds between heartbeats, in (0, 5] (default 1; the dispatcher waits at most 5 s)")
     args = parser.parse_args(argv)
+    if not 0 < args.heartbeat <= 5:
+        parser.error(f"--heartbeat must be in (0, 5] seconds (the dispatcher waits at most 5 s), got {args.heartbeat}")
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     if args.threads < 1:
         parser.exit(2, "error: --threads must be >= 1\n")

@@ -61,6 +61,7 @@ def test_train_on_a_running_cluster_and_without_one(tmp_path):
         assert out.returncode == 0 and "on the cluster at" in out.stdout, out.stderr
         refused = run_cli(args, tmp_path)  # no key: refused, with an error and no traceback
         assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+        assert "refuses this client's HMAC key (none given" in refused.stderr, refused.stderr
     out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "b.model"),
                    "--min-count", "2", "--epochs", "1", "--no-cluster", "--quiet"], tmp_path)
     assert out.returncode == 0 and "local threads" in out.stdout, out.stderr
@@ -93,3 +94,10 @@ def test_checkpoints_from_the_command_line(tmp_path):
     assert "Traceback" not in out.stderr
     out = run_cli(args[:-2] + ["--resume"], tmp_path)
     assert out.returncode != 0 and "--resume needs --checkpoint-dir" in out.stderr, out.stderr
+
+
+def test_daemons_refuse_a_heartbeat_the_dispatcher_would_not_wait_for(tmp_path):
+    for daemon in ("worker", "shard"):
+        out = subprocess.run([sys.executable, "-m", f"gensim_distw2v.{daemon}", "--heartbeat", "10"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert out.returncode == 2 and "--heartbeat must be in (0, 5] seconds" in out.stderr, out.stderr
