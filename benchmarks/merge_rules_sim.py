@@ -113,10 +113,7 @@ mergesim.merge = merge
 def main_tier():
     """--rule tierH:R : sum rule; rows [0,H) (the most frequent) merged R times per round of S words."""
     import argparse
-    import copy
-    import math
 
-    from gensim.models import Word2Vec
     from gensim.models.word2vec import LineSentence
 
     ap = argparse.ArgumentParser()
@@ -128,19 +125,7 @@ def main_tier():
     hp = dict(sg=a.sg, vector_size=100, window=5, min_count=5, negative=5, sample=1e-3, alpha=0.025,
               min_alpha=0.0001, epochs=a.epochs)
     corpus = list(LineSentence(a.corpus))
-    model = Word2Vec(workers=1, seed=a.seed, **hp)
-    model.build_vocab(corpus)
-    total = model.corpus_total_words * a.epochs
-    alpha_at = lambda done: max(hp["min_alpha"], hp["alpha"] - (hp["alpha"] - hp["min_alpha"]) * done / total)
-    shards = [corpus[i::a.K] for i in range(a.K)]
-    lengths = [[len(s) for s in shard] for shard in shards]
-    rounds = max(1, math.ceil(max(map(sum, lengths)) / a.S)) * R
-    cuts = [mergesim.chunks(lens, rounds) for lens in lengths]
-    replicas = []
-    for i in range(a.K):
-        r = copy.deepcopy(model)
-        r.random = np.random.RandomState(a.seed * 100 + i)
-        replicas.append(r)
+    model, alpha_at, shards, lengths, rounds, cuts, replicas = mergesim.setup(a, hp, corpus, per_round=R)
     b0, b1, done = model.wv.vectors.copy(), model.syn1neg.copy(), 0
     bytes_up = 0
     for _ in range(a.epochs):

@@ -71,6 +71,29 @@ def chunks(lengths, rounds):
     return cuts
 
 
+def setup(a, hp, corpus, per_round=1):
+    """The run's pieces: the model with its vocabulary, the learning rate at a count of words done,
+    the K shards of the corpus and their sentence lengths, the rounds per epoch (``per_round`` per
+    S words), each shard's cut into them, and K replicas (seeded apart)."""
+    model = Word2Vec(workers=1, seed=a.seed, **hp)
+    model.build_vocab(corpus)
+    total = model.corpus_total_words * a.epochs
+
+    def alpha_at(done):
+        return max(hp["min_alpha"], hp["alpha"] - (hp["alpha"] - hp["min_alpha"]) * done / total)
+
+    shards = [corpus[i::a.K] for i in range(a.K)]
+    lengths = [[len(s) for s in shard] for shard in shards]
+    rounds = max(1, math.ceil(max(map(sum, lengths)) / a.S)) * per_round
+    cuts = [chunks(lens, rounds) for lens in lengths]
+    replicas = []
+    for i in range(a.K):
+        r = copy.deepcopy(model)
+        r.random = np.random.RandomState(a.seed * 100 + i)
+        replicas.append(r)
+    return model, alpha_at, shards, lengths, rounds, cuts, replicas
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
@@ -90,19 +113,7 @@ def main():
         m = Word2Vec(corpus, workers=1, seed=a.seed, **hp)
         report(a, 1, None, "gensim", evaluate(m.wv), np.abs(m.wv.vectors).max())
         return
-    model = Word2Vec(workers=1, seed=a.seed, **hp)
-    model.build_vocab(corpus)
-    total = model.corpus_total_words * a.epochs
-    alpha_at = lambda done: max(hp["min_alpha"], hp["alpha"] - (hp["alpha"] - hp["min_alpha"]) * done / total)
-    shards = [corpus[i::a.K] for i in range(a.K)]
-    lengths = [[len(s) for s in shard] for shard in shards]
-    rounds = max(1, math.ceil(max(map(sum, lengths)) / a.S))
-    cuts = [chunks(lens, rounds) for lens in lengths]
-    replicas = []
-    for i in range(a.K):
-        r = copy.deepcopy(model)
-        r.random = np.random.RandomState(a.seed * 100 + i)
-        replicas.append(r)
+    model, alpha_at, shards, lengths, rounds, cuts, replicas = setup(a, hp, corpus)
     b0, b1, done = model.wv.vectors.copy(), model.syn1neg.copy(), 0
     for _ in range(a.epochs):
         for rnd in range(rounds):
