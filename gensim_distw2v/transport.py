@@ -119,9 +119,9 @@ def locate_ns(ns_conf, timeout=10.0):
         return ns
     except (CommunicationError, NamingError, ProtocolError) as err:
         if "hmac" in str(err).lower():
+            why = "it gave no HMAC key" if not key else "its HMAC key is not the cluster's"
             raise ClusterError(
-                f"the name server at {host}:{port} refuses this client's HMAC key "
-                f"({'none given' if not key else 'another'} than the cluster's): pass the cluster's key, as "
+                f"the name server at {host}:{port} refuses this client: {why}; pass the cluster's key, as "
                 f"ns_conf['hmac_key'] in Python or --hmac-key-file on the command line") from None
         raise ClusterError(
             f"no Pyro4 name server answers at {host}:{port} ({err}). Start one with: "

@@ -61,7 +61,7 @@ def test_train_on_a_running_cluster_and_without_one(tmp_path):
         assert out.returncode == 0 and "on the cluster at" in out.stdout, out.stderr
         refused = run_cli(args, tmp_path)  # no key: refused, with an error and no traceback
         assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
-        assert "refuses this client's HMAC key (none given" in refused.stderr, refused.stderr
+        assert "refuses this client: it gave no HMAC key; pass the cluster's key" in refused.stderr, refused.stderr
     out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "b.model"),
                    "--min-count", "2", "--epochs", "1", "--no-cluster", "--quiet"], tmp_path)
     assert out.returncode == 0 and "local threads" in out.stdout, out.stderr
