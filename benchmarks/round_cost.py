@@ -76,7 +76,7 @@ class Rig:
         wanted_split = layout.split(wanted[np.searchsorted(wanted, HOT):])
         for p in range(len(self.shards)):
             lo, hi = layout.local_range(0, ROWS, p)
-            msg = wire.MergePart(session="s", rank=rank, lo=lo, hi=hi, hold_back=0.3, exact=False,
+            msg = wire.MergePart(session="s", rank=rank, lo=lo, hi=hi, hold_back=0.3, exact=False, token="t",
                                  matrices={n: wire.pack_deltas(*d[p]) for n, d in split.items() if len(d[p][0])},
                                  hot_rows=layout.count(HOT, p),
                                  wanted=wire.pack_wanted(wanted_split[p][0], lo, hi)).to_wire()

@@ -174,8 +174,8 @@ class ShardLinks:
         Where the name server is (for the restart command in errors).
     """
 
-    def __init__(self, shards, hmac_key, ns_conf):
-        self.shards, self.ns_conf = [tuple(s) for s in shards], ns_conf
+    def __init__(self, shards, hmac_key, ns_conf, token):
+        self.shards, self.ns_conf, self.token = [tuple(s) for s in shards], ns_conf, token
         self.layout = ShardLayout(len(self.shards))
         self.proxies = [transport.connect(uri, hmac_key, timeout=60.0) for _name, uri in self.shards]
         self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link")
@@ -202,7 +202,7 @@ class ShardLinks:
         for shard, proxy in enumerate(self.proxies):
             try:
                 proxy._pyroTimeout = 5.0
-                proxy.close(sid)
+                proxy.close(sid, self.token)
             except (transport.PyroError, ValueError) as err:
                 logger.warning("could not close session %s on shard %s: %s", sid, self.shards[shard][0], err)
             transport.release(proxy)
@@ -317,9 +317,9 @@ class DistributedTraining:
         weights come from the checkpoint), shards and dispatcher start. Returns ``(session id,
         ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
         opened = wire.Opened.from_wire(dispatcher.open_session(config.to_wire()))
-        sid, links = opened.session, None
+        sid, links, self._token = opened.session, None, opened.token
         try:
-            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf)
+            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, opened.token)
             self._upload(dispatcher, sid, arrays, config, links, opened.resumed)
             dispatcher.start(sid)
             return sid, links, opened.resumed
@@ -327,7 +327,7 @@ class DistributedTraining:
             if links is not None:
                 links.close(sid)
             try:
-                dispatcher.close(sid)
+                dispatcher.close(sid, opened.token)
             except transport.PyroError:
                 pass
             raise
@@ -341,7 +341,7 @@ class DistributedTraining:
                 continue
             row_bytes = max(1, array.nbytes // max(1, len(array)))
             for lo, hi in row_ranges(len(array), row_bytes, self.settings.part_bytes):
-                dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]))
+                dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]), links.token)
         restore = None if resumed is None else wire.RestoreSpec(
             dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
 
@@ -350,7 +350,8 @@ class DistributedTraining:
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
-                tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore)
+                tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=links.token,
+                max_delta=wire.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec.to_wire())
             except ValueError as err:
@@ -361,28 +362,38 @@ class DistributedTraining:
                 for name, array in weights.items():
                     rows = links.layout.rows_of(array, shard)
                     for lo, hi in row_ranges(len(rows), 4 * array.shape[1], self.settings.part_bytes):
-                        links.call(shard, "upload", sid, name, lo, wire.pack_array(rows[lo:hi]))
+                        links.call(shard, "upload", sid, name, lo, wire.pack_array(rows[lo:hi]), links.token)
             links.call(shard, "start", sid)
         links.each(give)
 
     def _download_weights(self, links, sid):
-        """The trained weights from the shards, into the model."""
+        """The trained weights from the shards, into the model once all are in and checked finite and
+        bounded (:func:`gensim_distw2v.wire.within`): a failed check leaves the model as it was."""
         model = self.model
         targets = {"syn0": model.wv.vectors}
         if model.negative:
             targets["syn1neg"] = model.syn1neg
         if model.hs:
-            targets["syn1"] = np.empty_like(model.syn1)  # trained busiest node first (kernel.reverse_tree)
+            targets["syn1"] = model.syn1
+        got = {name: np.empty_like(target) for name, target in targets.items()}
+        bound = 100 * wire.max_delta_for(max(model.alpha, model.min_alpha), model.wv.vector_size)
 
         def fetch(shard):
-            for name, target in targets.items():
+            for name, target in got.items():
                 rows = links.layout.rows_of(target, shard)
                 for lo, hi in row_ranges(len(rows), target.shape[1] * 4, self.settings.part_bytes):
-                    rows[lo:hi] = wire.unpack_array(links.call(shard, "download", sid, name, lo, hi), f"final {name}",
-                                                    "float32", shape=(hi - lo, target.shape[1]))
+                    part = wire.unpack_array(links.call(shard, "download", sid, name, lo, hi), f"final {name}",
+                                             "float32", shape=(hi - lo, target.shape[1]))
+                    if not wire.within(part, bound):
+                        raise transport.ClusterError(
+                            f"shard {links.shards[shard][0]} sent {name} weights that are not finite or larger than "
+                            f"{bound:.3g}: the model keeps the weights it had before this train() call")
+                    rows[lo:hi] = part
         links.each(fetch)
-        if model.hs:
-            model.syn1[...] = targets["syn1"][reverse_tree_order(len(model.syn1))]
+        if model.hs:  # trained busiest node first (kernel.reverse_tree)
+            got["syn1"] = got["syn1"][reverse_tree_order(len(model.syn1))]
+        for name, target in targets.items():
+            target[...] = got[name]
 
     def _shard_stats(self, links, sid):
         """Per shard, of this session: ``{"merges", "merge_cpu", "bytes_in", "bytes_out", "damped"}``
@@ -535,7 +546,7 @@ class DistributedTraining:
                 links.close(sid)
             if sid is not None:
                 try:
-                    dispatcher.close(sid)
+                    dispatcher.close(sid, self._token)
                 except transport.PyroError as err:
                     logger.warning("could not close session %s on the dispatcher: %s", sid, err)
             transport.release(dispatcher)
@@ -723,6 +734,12 @@ class DistributedTraining:
                 + f": it held part of the weights, so this train() call cannot finish; the model keeps the weights "
                   f"it had before it (or at the last epoch end, with callbacks). Restart the shard with: python -m "
                   f"gensim_distw2v.shard --ns-host {host} --ns-port {port}, then call train() again")
+        if progress.poisoned:
+            raise transport.ClusterError(
+                "a worker sent a merge that would poison the model, so this train() call stops: "
+                + "; ".join(f"worker {name}: {why}" for name, why in sorted(progress.poisoned.items()))
+                + ". The model keeps the weights it had before this call (or at the last epoch end, with "
+                  "callbacks). Find out what runs under that worker's name (its log, its host) before training again")
         gone, quit_ = progress.no_workers_for, progress.quit
         if gone is not None and quit_:
             raise RuntimeError(

@@ -13,6 +13,7 @@ import ctypes
 import logging
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -143,8 +144,11 @@ class LocalCluster:
         The dispatcher drops a worker silent for this long.
     client_timeout : float
         The dispatcher aborts the session of a client silent for this long.
-    hmac_key : str or bytes, optional
-        Sign every message with this key (given to the processes through the environment).
+    hmac_key : str or bytes or False, optional
+        Sign every message with this key (given to the processes through the environment). By default
+        a random key, made for this cluster, which :attr:`ns_conf` carries to the client: other local
+        users cannot talk to it or register fake servers in its name server. ``False``: no key (any
+        local user can then drive the cluster; see the docs' Security page).
 
     Attributes
     ----------
@@ -160,7 +164,7 @@ class LocalCluster:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
         self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
-        self.hmac_key = transport.as_key(hmac_key)
+        self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
         self.processes = {}
         self.ns_conf = None
         self._next_worker = self._next_shard = 0
@@ -171,7 +175,6 @@ class LocalCluster:
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(gensim_distw2v.__file__)))
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
         env["PYTHONUNBUFFERED"] = "1"
-        env["PYRO_SERIALIZERS_ACCEPTED"] = "serpent"  # the name server: no pickle, no marshal
         env.pop(transport.HMAC_ENV, None)
         env.pop("PYRO_HMAC_KEY", None)
         if self.hmac_key:
@@ -200,8 +203,8 @@ class LocalCluster:
     def start(self):
         """Start the name server, the dispatcher, the shards and the workers; return when all are registered."""
         port = transport.free_port()
-        self._start("nameserver", ["-m", "Pyro4.naming", "-n", "127.0.0.1", "-p", str(port), "-x"],
-                    r"NS running on")
+        self._start("nameserver", ["-m", "gensim_distw2v.nameserver", "-n", "127.0.0.1", "-p", str(port)],
+                    r"gensim_distw2v\.nameserver ready at")
         self.ns_conf = {"host": "127.0.0.1", "port": port}
         if self.hmac_key:
             self.ns_conf["hmac_key"] = self.hmac_key

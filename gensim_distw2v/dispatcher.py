@@ -37,6 +37,7 @@ How it works:
 """
 import argparse
 import logging
+import secrets
 import threading
 import time
 import uuid
@@ -55,6 +56,9 @@ logger = logging.getLogger(__name__)
 STATIC_ARRAYS = tuple(wire.STATIC)
 # jobs one put_jobs call may carry (the client sends 8): the queue's overshoot beyond its limit
 MAX_JOBS_PER_CALL = 64
+
+
+NAME_HELD_FOR = 6.0  # seconds: a live worker's name is not given to another connection (long-polls last <= 5 s)
 
 
 def versions():
@@ -295,7 +299,13 @@ class Dispatcher:
         check_versions(info.versions, f"worker {name}")
         threads = info.threads
         with self.cond:
-            if name in self.members:
+            member = self.members.get(name)
+            if member is not None and member.connection is not transport.caller() \
+                    and time.monotonic() - member.last_seen < NAME_HELD_FOR:
+                raise ValueError(f"hello: worker {name} is registered and alive on another connection (heard from "
+                                 f"{time.monotonic() - member.last_seen:.1f} s ago): a name is its first holder's "
+                                 f"until that one is silent for {NAME_HELD_FOR:g} s or its connection closes")
+            if member is not None:
                 self._drop(name, "it said hello again (restarted, or back after a network cut)")
             self.members[name] = _Member(name, uri, threads)
             self.members[name].connection = transport.caller()
@@ -401,7 +411,7 @@ class Dispatcher:
         return {"ok": True}
 
     @transport.expose
-    def shard_beat(self, name, known=None, wait=0.0):
+    def shard_beat(self, name, known=None, wait=0.0, poisoned=None):
         """A shard is alive; returns the session it should hold and that session's workers.
 
         Parameters
@@ -412,12 +422,19 @@ class Dispatcher:
             The session the shard holds (or None).
         wait : float, optional
             Wait up to this many seconds (at most 5) for the session to differ from ``known``.
+        poisoned : dict, optional
+            ``{rank (str): why}``: workers of session ``known`` whose merges the shard refused as
+            beyond the session's bound; the session fails, naming them.
 
         Returns
         -------
         dict
             A :class:`gensim_distw2v.wire.ShardBeat`.
         """
+        if poisoned is not None and not (isinstance(poisoned, dict) and len(poisoned) <= 4096 and all(
+                isinstance(k, str) and k.isdigit() and len(k) < 12 and isinstance(v, str) and len(v) <= 4096
+                for k, v in poisoned.items())):
+            raise ValueError("shard_beat: poisoned must be a dict of at most 4096 {rank (decimal str): why (str)}")
         if not isinstance(name, str) or not name.startswith(transport.SHARD_PREFIX):
             raise ValueError(f"shard_beat: name must be a str starting with {transport.SHARD_PREFIX!r}")
         if known is not None and not isinstance(known, str):
@@ -426,6 +443,8 @@ class Dispatcher:
             raise ValueError("shard_beat: wait must be a number of seconds in [0, 5]")
         deadline = time.monotonic() + wait
         with self.cond:
+            if poisoned and self.session is not None and self.session.id == known and name in self.shards:
+                self._poisoned(self.session, name, poisoned)
             while True:
                 shard = self.shards.get(name)
                 if shard is None:
@@ -445,6 +464,20 @@ class Dispatcher:
                 return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
             return wire.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
                                   ranks=sorted(session.ranks.values()), checkpoint=order).to_wire()
+
+    def _poisoned(self, session, shard, poisoned):
+        """A shard refused merges of these ranks as poison: the session fails, naming the workers (caller
+        holds the lock); they leave it, their jobs go back to the queue."""
+        for rank, why in poisoned.items():
+            worker = session.rank_names.get(int(rank), f"rank {rank}")
+            if worker in session.poisoned:
+                continue
+            session.poisoned[worker] = f"shard {shard} refused its merge: {why}"
+            logger.error("session %s: worker %s sent a merge beyond the session's bound (%s); the session fails",
+                         session.id, worker, why)
+            if worker in session.ranks:
+                session.quit_worker(worker, session.poisoned[worker])
+        self._wake()
 
     @transport.expose
     def shard_leave(self, name):
@@ -501,6 +534,7 @@ class Dispatcher:
                 config.corpus_file.range_bytes = point.range_bytes
             self._end_session()
             self.session = Session(sid, config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
+            self.session.token = secrets.token_urlsafe(24)
             self.session.client_seen = now = time.monotonic()
             if spec is not None:
                 self.session.run = run
@@ -521,7 +555,8 @@ class Dispatcher:
                         config.settings.merge, config.damp_rows["syn0"], config.damp_rows["syn1neg"],
                         config.damp_rows.get("syn1", 0),
                         config.settings.sync_words, config.hot_rows, config.settings.cold_every)
-            return wire.Opened(session=self.session.id, shards=self.session.shards, resumed=point).to_wire()
+            return wire.Opened(session=self.session.id, shards=self.session.shards, token=self.session.token,
+                               resumed=point).to_wire()
 
     @staticmethod
     def _checkpoint_start(spec):
@@ -573,10 +608,14 @@ class Dispatcher:
         return run, point
 
     @transport.expose
-    def upload(self, sid, name, lo, array):
-        """Receive rows ``[lo, lo + len)`` of array ``name`` (in order, in chunks)."""
+    def upload(self, sid, name, lo, array, token):
+        """Receive rows ``[lo, lo + len)`` of array ``name`` (in order, in chunks); ``token``: the
+        session's (:class:`gensim_distw2v.wire.Opened`)."""
         with self.cond:
             session = self._session(sid, ("uploading",))
+            wire.check_token(token, session.token, "upload")
+            if not isinstance(array, dict) or not array.get("data"):
+                raise ValueError("upload: an empty chunk (it would only keep the session alive)")
             session.client_seen = time.monotonic()
             target = session.arrays.get(name)
             if target is None:
@@ -669,7 +708,7 @@ class Dispatcher:
                 flushed=session.all_flushed(),
                 no_workers_for=None if self._available(session) else now - (session.no_workers_since or now),
                 file_checks=dict(session.file_checks), quit=dict(session.quit),
-                checkpoints=checkpoints).to_wire()
+                checkpoints=checkpoints, poisoned=dict(session.poisoned) or None).to_wire()
 
     @transport.expose
     def end_epoch(self, sid, epoch):
@@ -740,10 +779,12 @@ class Dispatcher:
             return wire.pack_array(array[lo:hi].copy())
 
     @transport.expose
-    def close(self, sid):
-        """End a session (the client has its weights, or gave up); workers drop their replicas."""
+    def close(self, sid, token):
+        """End a session (the client has its weights, or gave up); workers drop their replicas. Only
+        with the session's ``token``; a session not running here is no error."""
         with self.cond:
             if self.session is not None and self.session.id == sid:
+                wire.check_token(token, self.session.token, "close")
                 logger.info("session %s closed (%s)", sid, self.session.state)
                 self._end_session()
 
@@ -769,7 +810,8 @@ class Dispatcher:
                 member.count_session(sid)
             rank = session.join(name)
             logger.info("worker %s joined session %s as rank %i", name, sid, rank)
-            return wire.Joined(config=session.config, rank=rank, shards=session.shards).to_wire()
+            return wire.Joined(config=session.config, rank=rank, shards=session.shards,
+                               token=session.token).to_wire()
 
     @transport.expose
     def get_jobs(self, name, sid, max_jobs, wait=0.2):
@@ -943,7 +985,8 @@ def main(argv=None):
         dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout)
         server = transport.Server(dispatcher, transport.DISPATCHER_NAME, host=args.host, port=args.port,
                                   ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
-                                  on_disconnect=dispatcher.connection_closed)
+                                  on_disconnect=dispatcher.connection_closed,
+                                  limits=transport.limits_from_args(args))
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     transport.serve_until_stopped(server, dispatcher.shutdown,

@@ -58,6 +58,7 @@ class Session:
     def __init__(self, session_id, config, shards):
         self.id, self.config, self.shards = session_id, config, shards
         self.state = "uploading"
+        self.token = ""  # the session's secret (the dispatcher sets it): close and uploads need it
         self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
         self.vocab_size, self.vector_size = config.params.vocab_size, config.params.vector_size
         # the static arrays (the weights are on the shards)
@@ -70,9 +71,11 @@ class Session:
         self.merges = 0  # merge rounds reported
         self.next_rank = 0
         self.ranks = {}  # worker -> its rank, while in the session
+        self.rank_names = {}  # rank -> the worker that had it (ranks are never reused)
         self.in_flight = {}  # worker -> {job id: queued job}, handed out, not yet merged
         self.flushed = {}  # worker -> last epoch it flushed (sent all it had)
         self.quit = {}  # worker -> why the session failed on it (it does not come back)
+        self.poisoned = {}  # worker -> why a shard refused its merge as poison (the session cannot go on)
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.file = config.corpus_file  # corpus_file training: ranges cut here, lazily
         self.file_checks = {}  # worker -> None (sees the client's file) or what is wrong
@@ -154,6 +157,7 @@ class Session:
         self.expect("running")
         self.release(worker)
         self.ranks[worker] = rank = self.next_rank
+        self.rank_names[rank] = worker
         self.next_rank += 1
         self.in_flight[worker] = collections.OrderedDict()
         self.flushed[worker] = -1

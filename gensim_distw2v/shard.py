@@ -80,6 +80,8 @@ class _Held:
         self.weights = None  # GlobalWeights once started
         self.opened = time.monotonic()
         self.gone = set()  # ranks of workers that left the session: refused from now on
+        self.poisoned = {}  # rank -> why its merge was refused as poison (told to the dispatcher, then refused)
+        self.told = set()  # ranks of ``poisoned`` the dispatcher has heard of
         self.merges = 0
         self.merge_cpu = 0.0  # CPU seconds in merge calls: checking, folding, the reply
         self.bytes_in = self.bytes_out = 0
@@ -202,10 +204,12 @@ class Shard:
                     spec.index, spec.count, restore.sequence, restore.dir, time.monotonic() - started)
 
     @transport.expose
-    def upload(self, sid, name, lo, array):
-        """Receive this shard's rows ``[lo, lo + len)`` of matrix ``name`` (in order, in chunks)."""
+    def upload(self, sid, name, lo, array, token):
+        """Receive this shard's rows ``[lo, lo + len)`` of matrix ``name`` (in order, in chunks);
+        ``token``: the session's."""
         with self.lock:
             held = self._held(sid, started=False)
+            wire.check_token(token, held.spec.token, "upload")
             target = self._array(held, name, lo, lo, "upload")
             if lo != held.received[name]:
                 raise ValueError(f"upload: {name} chunk starts at row {lo}, expected {held.received[name]}")
@@ -257,12 +261,14 @@ class Shard:
         return wire.pack_array(out)
 
     @transport.expose
-    def close(self, sid):
-        """Drop a session (the client has its weights, or gave up); a session not held is no error."""
+    def close(self, sid, token):
+        """Drop a session (the client has its weights, or gave up) given its ``token``; a session not
+        held is no error."""
         if not isinstance(sid, str):
             raise ValueError(f"close: sid must be a session id (str), got {type(sid).__name__}")
         with self.lock:
             if self.held is not None and self.held.id == sid:
+                wire.check_token(token, self.held.spec.token, "close")
                 logger.info("session %s closed after %i merges (%.1f s of CPU in them)", sid, self.held.merges,
                             self.held.merge_cpu)
                 self.held = None
@@ -285,8 +291,21 @@ class Shard:
         cpu = time.thread_time()
         sid = part.get("session") if isinstance(part, dict) else None
         held = self._held(sid)
-        part = wire.MergePart.from_wire(part, n_rows=held.n_rows, vector_size=held.spec.vector_size,
-                                        weights=held.spec.weights)
+        wire.check_token(part.get("token"), held.spec.token, "merge")  # first: a stranger blames no one
+        rank = part.get("rank")
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            rank = None  # (MergePart.from_wire says what is wrong with it)
+        if rank in held.poisoned:
+            raise ValueError(f"worker rank {rank} is refused in session {sid}: {held.poisoned[rank]}")
+        try:
+            part = wire.MergePart.from_wire(part, n_rows=held.n_rows, vector_size=held.spec.vector_size,
+                                            weights=held.spec.weights, max_delta=held.spec.max_delta)
+        except wire.PoisonError as err:
+            if rank in held.weights.slots:
+                with self.lock:
+                    held.poisoned.setdefault(rank, str(err))
+                logger.error("session %s: refused a merge of worker rank %i: %s", sid, rank, err)
+            raise ValueError(str(err)) from None  # (Pyro4 sends builtin exceptions only)
         if part.rank in held.gone:
             raise ValueError(f"worker rank {part.rank} left session {sid}: join it again")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
@@ -414,9 +433,15 @@ class Shard:
                     return
             held = self.held
             asked = time.monotonic()
+            poisoned = {}
+            if held is not None:
+                with self.lock:
+                    poisoned = {str(rank): why for rank, why in held.poisoned.items() if rank not in held.told}
             try:
                 beat = wire.ShardBeat.from_wire(proxy.shard_beat(self.name, held.id if held else None,
-                                                                 self.heartbeat_every))
+                                                                 self.heartbeat_every, poisoned or None))
+                if poisoned:
+                    held.told.update(int(rank) for rank in poisoned)
             except (transport.PyroError, ValueError) as err:
                 logger.warning("lost the dispatcher (%s); looking for it again", err)
                 transport.release(proxy)
@@ -457,7 +482,8 @@ def main(argv=None):
         key = transport.read_hmac_key(args.hmac_key_file)
         shard = Shard({"host": args.ns_host, "port": args.ns_port}, hmac_key=key, heartbeat=args.heartbeat)
         server = transport.Server(shard, shard.name, host=args.host, port=args.port,
-                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key)
+                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
+                                  limits=transport.limits_from_args(args))
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     shard.uri = server.uri

@@ -6,23 +6,29 @@ server use serpent (a safe, literal-only format that a stock ``python -m Pyro4.n
 Everything binds to 127.0.0.1 unless told otherwise, and binding another address requires an
 HMAC key, which then signs every message of every daemon, proxy and name-server call.
 """
+import collections
+import dataclasses
 import logging
 import os
 import signal
 import socket
+import ssl
 import threading
+import time
 
 import Pyro4
 import Pyro4.errors
 import Pyro4.constants
+import Pyro4.message
 import Pyro4.naming
 
 logger = logging.getLogger(__name__)
 
 Pyro4.config.SERIALIZER = "msgpack"
 Pyro4.config.SERIALIZERS_ACCEPTED = {"msgpack"}
-Pyro4.config.MAX_MESSAGE_SIZE = 256 * 1024 * 1024  # arrays move in chunks far below this
-Pyro4.config.THREADPOOL_SIZE = 64
+# after the handshake: a merge part carries up to two matrices' parts of at most 64 MB each
+Pyro4.config.MAX_MESSAGE_SIZE = 130 * 1024 * 1024
+Pyro4.config.THREADPOOL_SIZE = 256  # one thread per open connection; see Limits for who may hold one
 Pyro4.config.DETAILED_TRACEBACK = False
 
 DISPATCHER_NAME = "gensim_distw2v.dispatcher"
@@ -42,6 +48,168 @@ ProtocolError = Pyro4.errors.ProtocolError
 
 class ClusterError(RuntimeError):
     """The cluster is not there, not reachable, or refused us: the message says which and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What a connection may do before it has shown the cluster's HMAC key (every daemon and the
+    name server of this package apply them; on an unkeyed cluster the handshake proves nothing).
+
+    Parameters
+    ----------
+    handshake_timeout : float
+        Seconds a new connection has, in all, to complete Pyro4's handshake; then it is dropped.
+    max_handshake_bytes : int
+        Largest handshake message (its header is read first: a larger one is dropped unread).
+    max_pending : int
+        Connections in their handshake at once; beyond it the oldest is dropped (a real client's
+        handshake takes milliseconds, so the oldest pending connection is the one idling).
+    max_per_peer : int
+        Open connections from one address (handshaking or not); more are closed at once.
+    """
+
+    handshake_timeout: float = 5.0
+    max_handshake_bytes: int = 64 * 1024
+    max_pending: int = 16
+    max_per_peer: int = 128
+
+    def __post_init__(self):
+        if not 0 < self.handshake_timeout <= 600:
+            raise ValueError(f"handshake_timeout must be in (0, 600] seconds, got {self.handshake_timeout}")
+        for name in ("max_handshake_bytes", "max_pending", "max_per_peer"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_pending >= Pyro4.config.THREADPOOL_SIZE // 2:
+            raise ValueError(f"max_pending must be below {Pyro4.config.THREADPOOL_SIZE // 2} (half the daemon's "
+                             f"threads), got {self.max_pending}")
+
+
+class _Gate:
+    """Keeps :class:`Limits` for one daemon: the connections in their handshake (oldest first, each
+    with a deadline), the open connections per peer address, and what was refused."""
+
+    def __init__(self, limits):
+        self.limits = limits
+        self.lock = threading.Lock()
+        self.pending = collections.OrderedDict()  # connection -> deadline timer
+        self.peers = collections.Counter()
+        self.refused = collections.Counter()  # reason -> connections dropped (read by tests and logs)
+        self._logged = {}  # reason -> when it was last logged
+
+    def _refuse(self, reason, peer):
+        self.refused[reason] += 1
+        now = time.monotonic()
+        if now - self._logged.get(reason, -60.0) >= 60.0:  # a flood logs once a minute
+            self._logged[reason] = now
+            logger.warning("dropped a connection from %s: %s (%i so far; logged once a minute)", peer, reason,
+                           self.refused[reason])
+
+    @staticmethod
+    def _cut(conn):
+        try:
+            conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked reading it
+        except OSError:
+            pass
+
+    def admit(self, conn, peer):
+        """Count ``conn`` in; False (and counted as refused) if its peer has too many connections."""
+        with self.lock:
+            if self.peers[peer] >= self.limits.max_per_peer:
+                self._refuse(f"more than {self.limits.max_per_peer} connections from one address", peer)
+                return False
+            self.peers[peer] += 1
+            while len(self.pending) >= self.limits.max_pending:
+                oldest, timer = self.pending.popitem(last=False)
+                timer.cancel()
+                self._refuse(f"more than {self.limits.max_pending} connections in their handshake "
+                             f"(the oldest goes)", peer)
+                self._cut(oldest)
+            timer = threading.Timer(self.limits.handshake_timeout, self._expire, (conn, peer))
+            timer.daemon = True
+            self.pending[conn] = timer
+            timer.start()
+        return True
+
+    def _expire(self, conn, peer):
+        with self.lock:
+            if self.pending.pop(conn, None) is None:
+                return
+            self._refuse(f"no handshake within {self.limits.handshake_timeout:g} s", peer)
+            self._cut(conn)
+
+    def handshaken(self, conn):
+        """``conn``'s handshake is over (either way): no deadline any more."""
+        with self.lock:
+            timer = self.pending.pop(conn, None)
+        if timer is not None:
+            timer.cancel()
+
+    def gone(self, peer):
+        """A connection from ``peer`` closed."""
+        with self.lock:
+            self.peers[peer] -= 1
+            if self.peers[peer] <= 0:
+                del self.peers[peer]
+
+    def header_fits(self, conn, peer):
+        """Read (without consuming) the handshake's header; False if the message is too large or not Pyro's."""
+        if isinstance(conn.sock, ssl.SSLSocket):
+            return True  # TLS allows no peeking; the deadline still holds
+        try:
+            head = conn.sock.recv(Pyro4.message.Message.header_size, socket.MSG_PEEK | socket.MSG_WAITALL)
+            if len(head) < Pyro4.message.Message.header_size:
+                return False
+            msg = Pyro4.message.Message.from_header(head)
+        except (OSError, ProtocolError) as err:
+            self._refuse(f"no Pyro4 handshake ({err})", peer)
+            return False
+        if msg.data_size + msg.annotations_size > self.limits.max_handshake_bytes:
+            self._refuse(f"a handshake larger than {self.limits.max_handshake_bytes} bytes", peer)
+            return False
+        return True
+
+
+class _Gated:
+    """Mixed into a Pyro4 daemon: the handshake under :class:`Limits` (see :class:`_Gate`)."""
+
+    gate = None
+    on_disconnect = None
+
+    @staticmethod
+    def _peer(conn):
+        try:
+            return conn.sock.getpeername()[0]
+        except (OSError, IndexError):
+            return "?"
+
+    def _handshake(self, conn, denied_reason=None):
+        if denied_reason:  # every thread is busy: close without reading (reading could block the acceptor)
+            self.gate._refuse(denied_reason, self._peer(conn))
+            conn.close()
+            return False
+        peer = self._peer(conn)
+        if not self.gate.admit(conn, peer):
+            conn.close()
+            return False
+        conn.peer = peer
+        try:
+            conn.timeout = self.gate.limits.handshake_timeout
+            done = self.gate.header_fits(conn, peer) and super()._handshake(conn)
+        except Exception:  # noqa: BLE001 - a failed handshake closes the connection, nothing more
+            done = False
+        finally:
+            self.gate.handshaken(conn)
+        if not done:
+            self.gate.gone(peer)
+            conn.close()
+            return False
+        conn.timeout = Pyro4.config.COMMTIMEOUT or None
+        return True
+
+    def clientDisconnect(self, conn):  # noqa: N802 - Pyro4's hook
+        self.gate.gone(getattr(conn, "peer", "?"))
+        if self.on_disconnect is not None:
+            self.on_disconnect(conn)
 
 
 def expose(method):
@@ -167,14 +335,20 @@ def release(proxy):
         pass
 
 
-class _Daemon(Pyro4.Daemon):
-    """A daemon that tells its owner when a client connection closes."""
+class _Daemon(_Gated, Pyro4.Daemon):
+    """A daemon under :class:`Limits` that tells its owner when a client connection closes."""
 
-    on_disconnect = None
+    def __init__(self, limits, **kwargs):
+        self.gate = _Gate(limits)
+        super().__init__(**kwargs)
 
-    def clientDisconnect(self, conn):  # noqa: N802 - Pyro4's hook
-        if self.on_disconnect is not None:
-            self.on_disconnect(conn)
+
+class _NameServerDaemon(_Gated, Pyro4.naming.NameServerDaemon):
+    """Pyro4's name server daemon under :class:`Limits`."""
+
+    def __init__(self, limits, **kwargs):
+        self.gate = _Gate(limits)
+        super().__init__(**kwargs)
 
 
 def caller():
@@ -202,15 +376,18 @@ class Server:
     on_disconnect : callable, optional
         Called with the connection (as :func:`caller` returned it during its calls) when a client
         connection closes, for whatever reason: the client released it, died, or the network broke.
+    limits : Limits, optional
+        What a connection may do before its handshake is through (default: :class:`Limits`'s).
     """
 
-    def __init__(self, obj, name, host="127.0.0.1", port=0, ns_conf=None, hmac_key=None, on_disconnect=None):
+    def __init__(self, obj, name, host="127.0.0.1", port=0, ns_conf=None, hmac_key=None, on_disconnect=None,
+                 limits=None):
         hmac_key = as_key(hmac_key)
         check_bind(host, hmac_key)
         self.name, self.ns_conf = name, dict(ns_conf or {})
         if hmac_key and not self.ns_conf.get("hmac_key"):
             self.ns_conf["hmac_key"] = hmac_key
-        self.daemon = _Daemon(host=host, port=port)
+        self.daemon = _Daemon(limits or Limits(), host=host, port=port)
         self.daemon.on_disconnect = on_disconnect
         self.daemon._pyroHmacKey = hmac_key
         self.uri = str(self.daemon.register(obj, objectId=name))
@@ -257,6 +434,45 @@ def add_server_arguments(parser):
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
     parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {HMAC_ENV})")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_limit_arguments(parser)
+
+
+def add_limit_arguments(parser):
+    """The :class:`Limits` options (every daemon and the name server take them)."""
+    defaults = Limits()
+    parser.add_argument("--handshake-timeout", type=float, default=defaults.handshake_timeout,
+                        help="seconds a new connection has to complete its handshake")
+    parser.add_argument("--max-connections-per-peer", type=int, default=defaults.max_per_peer,
+                        help="open connections allowed from one address")
+
+
+def limits_from_args(args):
+    """The :class:`Limits` that :func:`add_limit_arguments`'s options give."""
+    return Limits(handshake_timeout=args.handshake_timeout, max_per_peer=args.max_connections_per_peer)
+
+
+NS_MAX_MESSAGE_SIZE = 1024 * 1024  # the name server's messages are names and URIs
+
+
+def serve_name_server(host="127.0.0.1", port=DEFAULT_NS_PORT, hmac_key=None, limits=None):
+    """Run a Pyro4 name server under :class:`Limits` until Ctrl-C or SIGTERM (serpent only, messages of
+    at most 1 MB); :func:`check_bind`'s rule holds as for the daemons. Logs
+    ``gensim_distw2v.nameserver ready at HOST:PORT`` once it serves."""
+    hmac_key = as_key(hmac_key)
+    check_bind(host, hmac_key)
+    Pyro4.config.SERIALIZERS_ACCEPTED = {NS_SERIALIZER}
+    Pyro4.config.MAX_MESSAGE_SIZE = NS_MAX_MESSAGE_SIZE
+    daemon = _NameServerDaemon(limits or Limits(), host=host, port=port)
+    daemon._pyroHmacKey = hmac_key
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        logger.info("gensim_distw2v.nameserver ready at %s (%s)", daemon.locationStr,
+                    "keyed" if hmac_key else "no HMAC key")
+        daemon.requestLoop()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        daemon.close()
 
 
 def serve_member(server, member, ready_message, *args):

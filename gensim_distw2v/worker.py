@@ -82,7 +82,7 @@ class _Training:
 
     def run(self):
         joined = wire.Joined.from_wire(self.proxy.join(self.worker.name, self.sid))
-        config, self.rank, self.shards = joined.config, joined.rank, joined.shards
+        config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
         self.shard_proxies = [transport.connect(uri, self.worker.hmac_key, timeout=60.0) for _name, uri in self.shards]
         self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link") \
@@ -464,6 +464,7 @@ class _Training:
                 local_lo, local_hi = self.layout.local_range(lo, hi, shard)
                 part = wire.MergePart(
                     session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
+                    token=self.token,
                     matrices={name: wire.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
                     hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
                     tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
@@ -665,7 +666,8 @@ def main(argv=None):
         worker = Worker({"host": args.ns_host, "port": args.ns_port}, threads=args.threads, hmac_key=key,
                         heartbeat=args.heartbeat)
         server = transport.Server(worker, worker.name, host=args.host, port=args.port,
-                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key)
+                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
+                                  limits=transport.limits_from_args(args))
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     worker.uri = server.uri

@@ -91,8 +91,8 @@ def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
         with pytest.raises(ValueError, match="session"):
             call(*args)
     (uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
-    shard = transport.connect(uri, timeout=10)
-    for call, args in ((shard.download, (old, "syn0", 0, 1)), (shard.upload, (old, "syn0", 0, {})),
+    shard = transport.connect(uri, cluster.ns_conf["hmac_key"], timeout=10)
+    for call, args in ((shard.download, (old, "syn0", 0, 1)), (shard.upload, (old, "syn0", 0, {}, "token")),
                        (shard.start, (old,)), (shard.merge, ({"session": old},))):
         with pytest.raises(ValueError, match=f"holds no session '{old}'"):
             call(*args)

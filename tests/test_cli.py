@@ -46,7 +46,7 @@ def test_train_with_workers_reading_the_file(tmp_path):
 def test_train_on_a_running_cluster_and_without_one(tmp_path):
     from gensim_distw2v import LocalCluster
 
-    with LocalCluster(n_workers=1) as cluster:
+    with LocalCluster(n_workers=1, hmac_key=False) as cluster:  # unkeyed: --ns-port alone reaches it
         out = run_cli(["train", datapath("lee_background.cor"), "--output", str(tmp_path / "a.model"),
                        "--min-count", "2", "--epochs", "1", "--ns-port", str(cluster.ns_conf["port"]), "--quiet"],
                       tmp_path)

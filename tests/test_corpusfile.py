@@ -316,7 +316,7 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
             dispatcher.file_check("gensim_distw2v.worker.x", sid, 5)
     finally:
         links.close(sid)
-        dispatcher.close(sid)
+        dispatcher.close(sid, links.token)
         transport.release(dispatcher)
     bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))
     with pytest.raises(ValueError, match="range_bytes and total_words >= 1"):

@@ -208,7 +208,7 @@ def test_a_dead_clients_session_times_out_and_the_next_client_trains(corpus, tmp
             from gensim.test.utils import datapath
             from gensim_distw2v import Word2Vec
             corpus = list(LineSentence(datapath("lee_background.cor"))) * 30
-            Word2Vec(corpus, distributed=True, ns_conf={{"port": {cluster.ns_conf["port"]}}}, epochs=5,
+            Word2Vec(corpus, distributed=True, ns_conf={cluster.ns_conf!r}, epochs=5,
                      vector_size=16, min_count=2, sg=1, workers=1)
         """))
         client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.DEVNULL,

@@ -143,7 +143,7 @@ from gensim.test.utils import datapath
 from gensim_distw2v import Word2Vec
 logging.basicConfig(level=logging.INFO)
 corpus = list(LineSentence(datapath("lee_background.cor"))) * 12
-model = Word2Vec(distributed=True, ns_conf={{"port": {port}}}, checkpoint_dir={folder!r}, checkpoint_every=0.3,
+model = Word2Vec(distributed=True, ns_conf={ns_conf!r}, checkpoint_dir={folder!r}, checkpoint_every=0.3,
                  **{params!r})
 model.build_vocab(corpus)
 model.train(corpus, total_examples=model.corpus_count, epochs={epochs})
@@ -172,7 +172,7 @@ def kill_a_client_mid_run(cluster, tmp_path, folder, corpus):
     about 40 % of its words; returns the progress seen just before. Its session goes on with the
     jobs it had: this returns once it is idle, every one of them in a checkpoint."""
     script = tmp_path / "client.py"
-    script.write_text(textwrap.dedent(CLIENT.format(port=cluster.ns_conf["port"], folder=folder, params=PARAMS,
+    script.write_text(textwrap.dedent(CLIENT.format(ns_conf=cluster.ns_conf, folder=folder, params=PARAMS,
                                                     epochs=EPOCHS)))
     client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env=cluster._env())

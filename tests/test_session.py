@@ -308,7 +308,7 @@ def test_bsp_file_epochs_are_cut_and_dealt_at_once_with_the_rate_of_their_place(
 def test_a_record_field_with_a_default_may_be_left_out():
     """A field added later with a default (an older peer's message lacks it) takes its default; a
     field without one is still required, and an unknown one refused."""
-    msg = wire.MergePart(session="s", rank=0, lo=0, hi=10, matrices={}, hold_back=0.0, hot_rows=4,
+    msg = wire.MergePart(session="s", rank=0, lo=0, hi=10, matrices={}, hold_back=0.0, hot_rows=4, token="t",
                          exact=False).to_wire()
     assert msg["tree_hot_rows"] == -1 and msg["wanted"] is None
     del msg["tree_hot_rows"], msg["wanted"]

@@ -63,7 +63,8 @@ def test_records_check_their_fields():
     with pytest.raises(ValueError, match="field 'session' must be str"):
         wire.ShardBeat.from_wire({**beat.to_wire(), "session": 5})
     spec = dict(session="s", index=1, count=2, vocab_size=10, vector_size=4, weights=["syn0", "syn1neg"],
-                merge="damp", merge_dtype="float16", damp_rows={"syn0": 3, "syn1neg": 2}, hot_rows=5, versions={})
+                merge="damp", merge_dtype="float16", damp_rows={"syn0": 3, "syn1neg": 2}, hot_rows=5, versions={},
+                token="t")
     assert wire.ShardSpec.from_wire(spec).damp_rows == {"syn0": 3, "syn1neg": 2}
     for field, bad, problem in (("index", 2, "index must be in \\[0, count\\)"), ("weights", ["cum_table"], "weights"),
                                 ("merge", "avg", "unknown merge rule"), ("damp_rows", {"syn0": -1}, "damp_rows"),

@@ -1,0 +1,228 @@
+"""Attacks on a running cluster, each refused or harmless, each followed by a real training that succeeds.
+
+Before authentication (a keyed cluster, an attacker without the key): idle connections, slow and
+oversized handshakes, against the dispatcher and the name server. With the key (a buggy or hostile
+member): merges beyond the session's bound. On the default LocalCluster: a fake dispatcher.
+"""
+import socket
+import threading
+import time
+
+import numpy as np
+import psutil
+import Pyro4.message  # the attacker's tool: a well-formed Pyro4 header that claims a huge message
+import pytest
+
+from gensim_distw2v import LocalCluster, Word2Vec, transport, wire
+from gensim_distw2v.client import find_dispatcher
+from gensim_distw2v.dispatcher import versions
+
+PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
+
+
+def address(uri):
+    host, port = str(uri).rsplit("@", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def huge_handshake(addr, claimed=200 * 1024 * 1024, sent=8 * 1024 * 1024):
+    """A connection whose handshake header claims ``claimed`` bytes; sends ``sent`` of them (or fewer, if cut)."""
+    sock = socket.create_connection(addr)
+    msg = Pyro4.message.Message(Pyro4.message.MSG_CONNECT, b"", 6, 0, 0)
+    msg.data_size = claimed
+    try:
+        sock.sendall(msg._Message__header_bytes())
+        sock.sendall(b"\0" * sent)
+    except OSError:
+        pass  # cut off: what the limit is for
+    return sock
+
+
+def closed_by_server(sock, within):
+    """Whether the server closes ``sock`` (which sends nothing more) within ``within`` seconds."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def rss(cluster, role):
+    return psutil.Process(cluster.processes[role].pid).memory_info().rss
+
+
+def train_ok(cluster, corpus):
+    model = Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    assert model.cluster_stats["raw_words"] == sum(map(len, corpus)) and np.isfinite(model.wv.vectors).all()
+    return model
+
+
+def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(lee_corpus):
+    with LocalCluster(n_workers=1) as cluster:
+        assert cluster.ns_conf["hmac_key"], "LocalCluster is keyed by default"
+        dispatcher = find_dispatcher(cluster.ns_conf)
+        target, ns = address(dispatcher._pyroUri), ("127.0.0.1", cluster.ns_conf["port"])
+        train_ok(cluster, lee_corpus[:50])  # warm up before the memory baseline
+        before = {role: rss(cluster, role) for role in ("dispatcher", "nameserver")}
+        idle = [socket.create_connection(target) for _ in range(70)] + [socket.create_connection(ns)
+                                                                         for _ in range(45)]
+        huge = [huge_handshake(addr) for addr in (target, target, ns, ns)]
+        slow = socket.create_connection(target)
+        dripping = threading.Event()
+
+        def drip():  # a handshake one byte a second: each read is quick, the whole never ends
+            header = Pyro4.message.Message(Pyro4.message.MSG_CONNECT, b"x" * 100, 6, 0, 0).to_bytes()
+            for byte in header:
+                if dripping.wait(1.0):
+                    return
+                try:
+                    slow.send(bytes([byte]))
+                except OSError:
+                    return
+        threading.Thread(target=drip, daemon=True).start()
+        try:
+            started = time.monotonic()
+            assert "workers" in dispatcher.status() and time.monotonic() - started < 2.0
+            train_ok(cluster, lee_corpus)  # the name server and the dispatcher serve the keyed client
+            # every stranger is dropped by the deadline; no one's payload was read into memory
+            assert all(closed_by_server(sock, 15.0) for sock in idle + huge + [slow])
+            assert "dropped a connection from 127.0.0.1" in cluster.processes["dispatcher"].output()
+            for role, was in before.items():
+                assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
+            train_ok(cluster, lee_corpus)
+        finally:
+            dripping.set()
+            for sock in idle + huge + [slow]:
+                sock.close()
+            transport.release(dispatcher)
+
+
+def test_stranger_without_the_key_is_refused_by_the_default_cluster(lee_corpus):
+    with LocalCluster(n_workers=1) as cluster:
+        with pytest.raises(transport.ClusterError, match="refuses this client: it gave no HMAC key"):
+            transport.locate_ns({"port": cluster.ns_conf["port"]})
+        dispatcher = transport.connect(transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME))
+        with pytest.raises(transport.CommunicationError):
+            dispatcher.status()  # a keyless proxy gets no answer at all
+        train_ok(cluster, lee_corpus[:100])
+
+
+class FakeWorker:
+    """A member that has the key and speaks the protocol, but sends what it likes."""
+
+    NAME = transport.WORKER_PREFIX + "mallory"
+
+    def __init__(self, cluster):
+        self.dispatcher = find_dispatcher(cluster.ns_conf)
+        self.key = cluster.ns_conf["hmac_key"]
+
+    def join_running_session(self, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while not (session := self.dispatcher.status()["session"]) or session["state"] != "running":
+            assert time.monotonic() < deadline, "no session started"
+            time.sleep(0.05)
+        self.dispatcher.hello(self.NAME, "PYRO:mallory@127.0.0.1:1", {"versions": versions(), "threads": 1})
+        joined = wire.Joined.from_wire(self.dispatcher.join(self.NAME, session["id"]))
+        self.sid, self.rank, self.config, self.token = session["id"], joined.rank, joined.config, joined.token
+        self.shard = transport.connect(joined.shards[0][1], self.key, timeout=30)
+        self.shard.download(self.sid, "syn1neg", 0, 1, self.rank)  # takes its slot on the shard
+        return self
+
+    def merge(self, value, dtype=np.float32):
+        rows = np.arange(3, dtype=np.uint32)
+        values = np.full((3, self.config.params.vector_size), value, dtype=dtype)
+        part = {"session": self.sid, "rank": self.rank, "lo": 0, "hi": self.config.params.vocab_size,
+                "hold_back": 0.0, "hot_rows": -1, "tree_hot_rows": -1, "exact": True, "wanted": None, "token": self.token,
+                "matrices": {"syn0": wire.pack_deltas(rows, values)}}
+        return self.shard.merge(part)
+
+    def close(self):
+        transport.release(self.shard)
+        transport.release(self.dispatcher)
+
+
+@pytest.mark.parametrize("value", [1e30, 3e38, np.inf])
+def test_a_poisoned_merge_fails_the_training_naming_the_worker(lee_corpus, value):
+    with LocalCluster(n_workers=1) as cluster:
+        outcome = {}
+
+        def train():
+            try:
+                outcome["model"] = Word2Vec(lee_corpus * 4, distributed=True, ns_conf=cluster.ns_conf,
+                                            **{**PARAMS, "epochs": 40})
+            except Exception as err:  # noqa: BLE001 - the test reads it
+                outcome["error"] = err
+        client = threading.Thread(target=train)
+        client.start()
+        fake = FakeWorker(cluster).join_running_session()
+        try:
+            with pytest.raises(ValueError, match="this session's bound of "):
+                fake.merge(value)
+            with pytest.raises(ValueError, match="is refused in session"):
+                fake.merge(0.0)  # and nothing more from it
+        finally:
+            fake.close()
+        client.join(timeout=120)
+        assert "model" not in outcome, "training succeeded with a poisoned merge"
+        err = outcome["error"]
+        assert isinstance(err, transport.ClusterError) and FakeWorker.NAME in str(err) \
+            and "would poison the model" in str(err), err
+        train_ok(cluster, lee_corpus)
+
+
+def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(lee_corpus):
+    with LocalCluster(n_workers=1) as cluster:
+        outcome = {}
+
+        def train():
+            try:
+                outcome["model"] = Word2Vec(lee_corpus * 4, distributed=True, ns_conf=cluster.ns_conf,
+                                            **{**PARAMS, "epochs": 10})
+            except Exception as err:  # noqa: BLE001 - the test reads it
+                outcome["error"] = err
+        client = threading.Thread(target=train)
+        client.start()
+        stranger = find_dispatcher(cluster.ns_conf)  # has the key, not the session's token
+        try:
+            deadline = time.monotonic() + 60
+            while not (session := stranger.status()["session"]) or session["state"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert "token" not in repr(stranger.status())
+            with pytest.raises(ValueError, match="not this session's token"):
+                stranger.close(session["id"], "a guess")
+            victim = next(iter(stranger.status()["workers"]))
+            with pytest.raises(ValueError, match="registered and alive on another connection"):
+                stranger.hello(victim, "PYRO:x@127.0.0.1:1", {"versions": versions(), "threads": 1})
+        finally:
+            transport.release(stranger)
+        client.join(timeout=300)
+        assert "error" not in outcome, outcome.get("error")
+        assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))
+
+
+def test_merge_bounds_in_process():
+    bound = wire.max_delta_for(0.025, 100)
+    assert bound == 64.0 and wire.max_delta_for(0.025, 25) == 128.0 and wire.max_delta_for(0.1, 100) == 200.0
+    for dtype in (np.float16, np.float32):
+        ok = np.array([[-bound, bound, 0.0]], dtype=dtype)
+        assert wire.within(ok, bound)
+        for bad in (np.nextafter(dtype(bound), dtype(np.inf)), np.inf, -np.inf, np.nan):
+            assert not wire.within(np.array([[0.0, bad]], dtype=dtype), bound), (dtype, bad)
+    rows = np.array([1, 4], dtype=np.uint32)
+    huge = wire.pack_deltas(rows, np.full((2, 4), 1e30, dtype=np.float32))
+    with pytest.raises(wire.PoisonError, match="bound of 64"):
+        wire.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part", bound)
+    assert wire.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part")[1].max() == np.float32(1e30)  # no bound: finite
+    levels = np.full((2, 4), 127, dtype=np.int8)
+    for scale, poisoned in ((bound / 127, False), (bound / 100, True), (wire.MAX_SCALE, True)):
+        msg = wire.pack_deltas(rows, levels, np.full(2, scale, dtype=np.float32))
+        if poisoned:
+            with pytest.raises(wire.PoisonError):
+                wire.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
+        else:
+            wire.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
