@@ -189,7 +189,8 @@ def run_cluster(args, k, rule, corpus, workdir):
             return proc
 
         try:
-            start("nameserver", net.head, ["-m", "Pyro4.naming", "-n", f"{SUBNET}.1", "-p", str(PORT)], "NS running on")
+            start("nameserver", net.head, ["-m", "gensim_distw2v.nameserver", "-n", f"{SUBNET}.1", "-p", str(PORT)],
+                  "gensim_distw2v.nameserver ready at")  # its key: GENSIM_DISTW2V_HMAC_KEY
             dispatcher = start("dispatcher", net.head, ["-m", "gensim_distw2v.dispatcher", "--host", f"{SUBNET}.1"]
                                + common, "ready at")
             for i, ns in enumerate(net.workers):

@@ -231,6 +231,7 @@ class DistributedTraining:
 
     def __init__(self, model, ns_conf, settings=None):
         self.model, self.ns_conf = model, dict(ns_conf or {})
+        self._token = None  # the open session's secret (wire.Opened.token)
         self.settings = settings if settings is not None else model.settings
         if not isinstance(self.settings, Settings):
             raise ValueError(f"settings must be a gensim_distw2v.settings.Settings, got {type(self.settings).__name__}")
@@ -519,7 +520,7 @@ class DistributedTraining:
                 for callback in callbacks:
                     callback.on_epoch_end(model)
             self._download_weights(links, sid)
-            final = wire.Progress.from_wire(dispatcher.progress(sid))
+            final = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
             # every epoch's words, counted once (a resumed session starts with the checkpoint's counts)
             trained = sum(final.epoch(e).effective_words for e in range(epochs))
             raw = sum(final.epoch(e).raw_words for e in range(epochs))
@@ -557,7 +558,7 @@ class DistributedTraining:
         started = time.monotonic()
         sequence = self._awaiting = dispatcher.checkpoint(sid)
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid))
+            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
             self._check_workers(progress)
             state = progress.checkpoints
             if state.failed >= sequence:
@@ -659,7 +660,7 @@ class DistributedTraining:
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
         deadline = time.monotonic() + self.settings.cluster_timeout
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid))
+            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
             checks, quit_ = progress.file_checks, progress.quit
             workers = set(wire.Status.from_wire(dispatcher.status()).workers)
             problems = {name: problem for name, problem in checks.items() if problem}
@@ -686,7 +687,7 @@ class DistributedTraining:
         """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
         model = self.model
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid))
+            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
             counts = progress.epoch(epoch)
             # done: every job merged, and every worker flushed what it held back
             if counts.done >= counts.put and progress.flushed is not None and progress.flushed >= epoch:
@@ -714,7 +715,7 @@ class DistributedTraining:
             taken = dispatcher.put_jobs(sid, batch)
             batch = batch[taken:]
             if batch or time.monotonic() >= self._next_report:
-                progress = wire.Progress.from_wire(dispatcher.progress(sid))
+                progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
                 self._check_workers(progress)
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 

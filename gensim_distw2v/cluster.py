@@ -144,6 +144,9 @@ class LocalCluster:
         The dispatcher drops a worker silent for this long.
     client_timeout : float
         The dispatcher aborts the session of a client silent for this long.
+    job_deadline : float
+        The dispatcher drops a worker that holds jobs without merging them for this long (and
+        for ten typical rounds).
     hmac_key : str or bytes or False, optional
         Sign every message with this key (given to the processes through the environment). By default
         a random key, made for this cluster, which :attr:`ns_conf` carries to the client: other local
@@ -159,11 +162,11 @@ class LocalCluster:
     """
 
     def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None, client_timeout=120.0,
-                 n_shards=1):
+                 n_shards=1, job_deadline=120.0):
         if n_workers < 0 or threads_per_worker < 1 or n_shards < 0:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
-        self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
+        self.worker_timeout, self.client_timeout, self.job_deadline = worker_timeout, client_timeout, job_deadline
         self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
         self.processes = {}
         self.ns_conf = None
@@ -222,7 +225,8 @@ class LocalCluster:
             raise RuntimeError("the dispatcher is still running: stop or kill it first")
         self._start("dispatcher", ["-m", "gensim_distw2v.dispatcher", "--ns-port", str(self.ns_conf["port"]),
                                    "--worker-timeout", str(self.worker_timeout),
-                                   "--client-timeout", str(self.client_timeout)],
+                                   "--client-timeout", str(self.client_timeout),
+                                   "--job-deadline", str(self.job_deadline)],
                     r"gensim_distw2v\.dispatcher ready at")
 
     def add_worker(self, wait=True):

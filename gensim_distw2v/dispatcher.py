@@ -37,6 +37,8 @@ How it works:
 """
 import argparse
 import logging
+import os
+import re
 import secrets
 import threading
 import time
@@ -56,6 +58,29 @@ logger = logging.getLogger(__name__)
 STATIC_ARRAYS = tuple(wire.STATIC)
 # jobs one put_jobs call may carry (the client sends 8): the queue's overshoot beyond its limit
 MAX_JOBS_PER_CALL = 64
+
+
+MAX_MEMBERS = 1024  # workers registered at once
+MAX_QUEUE_BYTES = 256 * 1024 * 1024  # jobs' bytes waiting in the queue, whatever the threads workers claim
+JOB_DEADLINE_ROUNDS = 10  # a worker holding jobs without merging for this many rounds (typical length) is dropped
+MEMBER_NAME = re.compile(r"gensim_distw2v\.(worker|shard)\.[A-Za-z0-9_.-]{1,64}")
+MAX_URI = 512
+
+
+def physical_memory():
+    """Bytes of this machine's memory (0 if unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_member(name, uri, role, what):
+    """Refuse a worker's or shard's name or URI that is not one (or is absurdly long)."""
+    if not isinstance(name, str) or not MEMBER_NAME.fullmatch(name) or not name.startswith(f"gensim_distw2v.{role}."):
+        raise ValueError(f"{what}: name must be gensim_distw2v.{role}. and 1 to 64 letters, digits, '_', '.' or '-'")
+    if not isinstance(uri, str) or not uri.startswith("PYRO:") or len(uri) > MAX_URI:
+        raise ValueError(f"{what}: uri must be a Pyro URI (PYRO:...) of at most {MAX_URI} characters")
 
 
 NAME_HELD_FOR = 6.0  # seconds: a live worker's name is not given to another connection (long-polls last <= 5 s)
@@ -113,13 +138,20 @@ class Dispatcher:
     client_timeout : float
         Seconds without a call from the client after which its session is aborted.
     max_queue_jobs : int
-        Jobs held in the queue at most (per worker thread, at least 8 in all): beyond that
-        :meth:`put_jobs` makes the client wait.
+        Jobs held in the queue at most (per worker thread, at least 8 in all, and at most
+        :data:`MAX_QUEUE_BYTES` of them): beyond that :meth:`put_jobs` makes the client wait.
+    job_deadline : float
+        A worker that holds jobs without merging for longer than this, and than
+        :data:`JOB_DEADLINE_ROUNDS` typical rounds, is dropped and its jobs re-queued.
+    max_model_bytes : int, optional
+        The largest session's arrays this dispatcher holds (default: half this machine's memory).
     """
 
-    def __init__(self, worker_timeout=30.0, client_timeout=120.0, max_queue_jobs=4):
+    def __init__(self, worker_timeout=30.0, client_timeout=120.0, max_queue_jobs=4, job_deadline=120.0,
+                 max_model_bytes=None):
         self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
-        self.max_queue_jobs = max_queue_jobs
+        self.max_queue_jobs, self.job_deadline = max_queue_jobs, job_deadline
+        self.max_model_bytes = max_model_bytes or physical_memory() // 2 or 2 ** 40
         # one lock, two conditions: ``cond`` for jobs, rounds and the client's waits; ``beats`` for the
         # heartbeats' long polls (K workers and P shards), which only a change of members or session
         # ends: a merge round's report wakes the former only (waking every heartbeat with every round
@@ -229,6 +261,7 @@ class Dispatcher:
                         session.no_workers_since = None if self._available(session) else \
                             (session.no_workers_since or now)
                         self._check_order(session, now)
+                        self._check_deadlines(session, now)
                         checkpoints = session.checkpoints
                         if checkpoints is not None and checkpoints.expired(now):
                             checkpoints.fail(f"checkpoint {checkpoints.sequence} was not complete within "
@@ -238,6 +271,20 @@ class Dispatcher:
                             self.cond.notify_all()
                         if checkpoints is not None and not session.lost_shards and checkpoints.due(now, session.trained_mark()):
                             self._begin_checkpoint(session, now)
+
+    def _check_deadlines(self, session, now):
+        """Drop a worker that holds jobs without merging them for longer than the deadline: the
+        larger of ``job_deadline`` and :data:`JOB_DEADLINE_ROUNDS` typical rounds (with
+        ``sync='local'``, whose rounds are epochs, none until a round has been seen; caller holds
+        the lock)."""
+        if session.round_gap is None and session.config.settings.sync == "local":
+            return
+        limit = max(self.job_deadline, JOB_DEADLINE_ROUNDS * (session.round_gap or 0.0))
+        for name, jobs in list(session.in_flight.items()):
+            held = now - session.last_round.get(name, now)
+            if jobs and held > limit:
+                self._drop(name, f"it held {len(jobs)} jobs for {held:.0f} s without merging them (the deadline: "
+                                 f"{limit:.0f} s, the larger of --job-deadline and {JOB_DEADLINE_ROUNDS} rounds)")
 
     def _check_order(self, session, now):
         """``bsp``: a rank no worker claimed within ``cluster_timeout`` of the start ends the order
@@ -293,8 +340,7 @@ class Dispatcher:
         ValueError
             Versions differ from the dispatcher's, or the message is malformed.
         """
-        if not isinstance(name, str) or not name.startswith(transport.WORKER_PREFIX) or not isinstance(uri, str):
-            raise ValueError(f"malformed hello: name must start with {transport.WORKER_PREFIX!r}")
+        check_member(name, uri, "worker", "malformed hello")
         info = wire.Hello.from_wire(info)
         check_versions(info.versions, f"worker {name}")
         threads = info.threads
@@ -307,6 +353,8 @@ class Dispatcher:
                                  f"until that one is silent for {NAME_HELD_FOR:g} s or its connection closes")
             if member is not None:
                 self._drop(name, "it said hello again (restarted, or back after a network cut)")
+            elif len(self.members) >= MAX_MEMBERS:
+                raise ValueError(f"hello: the dispatcher has {MAX_MEMBERS} workers, the most it takes")
             self.members[name] = _Member(name, uri, threads)
             self.members[name].connection = transport.caller()
             logger.info("worker %s registered at %s with %i threads (%i workers)", name, uri, threads,
@@ -398,10 +446,11 @@ class Dispatcher:
         info : dict
             A :class:`gensim_distw2v.wire.ShardHello`.
         """
-        if not isinstance(name, str) or not name.startswith(transport.SHARD_PREFIX) or not isinstance(uri, str):
-            raise ValueError(f"malformed shard hello: name must start with {transport.SHARD_PREFIX!r}")
+        check_member(name, uri, "shard", "malformed shard hello")
         check_versions(wire.ShardHello.from_wire(info).versions, f"shard {name}")
         with self.cond:
+            if name not in self.shards and len(self.shards) >= MAX_MEMBERS:
+                raise ValueError(f"shard hello: the dispatcher has {MAX_MEMBERS} shards, the most it takes")
             if name in self.shards:
                 self._drop_shard(name, "it said hello again (restarted, or back after a network cut)")
             self.shards[name] = _ShardMember(name, uri)
@@ -511,6 +560,12 @@ class Dispatcher:
         """
         config = wire.SessionConfig.from_wire(config)
         check_versions(config.versions, "the client")
+        held = sum(int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize
+                   for name, a in config.arrays.items() if name not in wire.WEIGHTS)
+        if held > self.max_model_bytes:
+            raise ValueError(f"open_session: the session's arrays need {held / 2 ** 20:.0f} MiB on the dispatcher, more "
+                             f"than its limit of {self.max_model_bytes / 2 ** 20:.0f} MiB; start the dispatcher with "
+                             f"--max-model-bytes N to raise it (default: half the machine's memory)")
         spec = config.checkpoint
         with self.cond:
             sid = uuid.uuid4().hex
@@ -677,19 +732,23 @@ class Dispatcher:
         with self.cond:
             deadline = time.monotonic() + 1.0
             limit = max(8, self.max_queue_jobs * self._live_threads())
-            while session.queued() >= limit and time.monotonic() < deadline and session is self.session:
+
+            def full():
+                return session.queued() >= limit or session.queued_bytes() >= MAX_QUEUE_BYTES
+            while full() and time.monotonic() < deadline and session is self.session:
                 self.cond.wait(deadline - time.monotonic())
             session = self._session(sid)
             session.client_seen = time.monotonic()
-            if session.queued() >= limit:
+            if full():
                 return 0
             session.put_jobs(checked, crcs)
             self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return len(checked)
 
     @transport.expose
-    def progress(self, sid):
-        """Training progress of a session.
+    def progress(self, sid, token=None):
+        """Training progress of a session; with the session's ``token`` (its client's call) it also
+        counts as word from the client (a stranger's polling keeps no dead session alive).
 
         Returns
         -------
@@ -699,7 +758,9 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             now = time.monotonic()
-            session.client_seen = now
+            if token is not None:
+                wire.check_token(token, session.token, "progress")
+                session.client_seen = now
             checkpoints = None if session.checkpoints is None else session.checkpoints.status(session.trained_mark())
             return wire.Progress(
                 epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
@@ -809,6 +870,7 @@ class Dispatcher:
             if member.session_id != sid:  # its counters are per session (a re-join keeps them)
                 member.count_session(sid)
             rank = session.join(name)
+            session.last_round[name] = time.monotonic()  # its jobs' deadline runs from here
             logger.info("worker %s joined session %s as rank %i", name, sid, rank)
             return wire.Joined(config=session.config, rank=rank, shards=session.shards,
                                token=session.token).to_wire()
@@ -875,6 +937,11 @@ class Dispatcher:
             session = self._session(sid)
             member = self._member(name, sid)
             member.counts.add(report, session.round_done(name, report))
+            now = time.monotonic()
+            if name in session.last_round:
+                gap = now - session.last_round[name]
+                session.round_gap = gap if session.round_gap is None else 0.9 * session.round_gap + 0.1 * gap
+            session.last_round[name] = now
             self.cond.notify_all()
 
     # ------------------------------------------------------------------ checkpoints
@@ -978,11 +1045,19 @@ def main(argv=None):
                         help="seconds without a heartbeat before a worker is dropped (default 30)")
     parser.add_argument("--client-timeout", type=float, default=120.0,
                         help="seconds without a call before a client's session is aborted (default 120)")
+    parser.add_argument("--job-deadline", type=float, default=120.0,
+                        help=f"seconds a worker may hold jobs without merging them (at least {JOB_DEADLINE_ROUNDS} "
+                             f"typical rounds) before it is dropped and its jobs re-queued (default 120)")
+    parser.add_argument("--max-model-bytes", type=int, default=None,
+                        help="largest session's arrays held here (default: half this machine's memory)")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     try:
         key = transport.read_hmac_key(args.hmac_key_file)
-        dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout)
+        if args.job_deadline <= 0 or (args.max_model_bytes is not None and args.max_model_bytes < 1):
+            raise ValueError("--job-deadline must be > 0 seconds and --max-model-bytes >= 1")
+        dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout,
+                                job_deadline=args.job_deadline, max_model_bytes=args.max_model_bytes)
         server = transport.Server(dispatcher, transport.DISPATCHER_NAME, host=args.host, port=args.port,
                                   ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
                                   on_disconnect=dispatcher.connection_closed,

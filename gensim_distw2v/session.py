@@ -72,6 +72,8 @@ class Session:
         self.next_rank = 0
         self.ranks = {}  # worker -> its rank, while in the session
         self.rank_names = {}  # rank -> the worker that had it (ranks are never reused)
+        self.last_round = {}  # worker -> when it joined or last reported a round (monotonic; the dispatcher's)
+        self.round_gap = None  # typical seconds between a worker's rounds (a moving average), once seen
         self.in_flight = {}  # worker -> {job id: queued job}, handed out, not yet merged
         self.flushed = {}  # worker -> last epoch it flushed (sent all it had)
         self.quit = {}  # worker -> why the session failed on it (it does not come back)
@@ -298,6 +300,11 @@ class Session:
             rank = self.ranks.get(worker)
             return any(self.dealt.values()) if worker is None else bool(self.dealt.get(rank))
         return bool(self.queue) or self.file_work_left() > 0
+
+    def queued_bytes(self):
+        """Bytes of the jobs waiting (queued and dealt; ranges of a file count nothing)."""
+        return sum(job.indices.nbytes + job.offsets.nbytes
+                   for jobs in (self.queue, *self.dealt.values()) for job in jobs if isinstance(job, wire.Job))
 
     def queued(self):
         """Jobs waiting: queued ones (dealt ones too), and ranges of the open file epoch not yet cut."""

@@ -39,7 +39,7 @@ import numpy as np
 
 from gensim_distw2v import transport, wire
 from gensim_distw2v.checkpoint import CheckpointError, shard_store
-from gensim_distw2v.dispatcher import check_versions, versions
+from gensim_distw2v.dispatcher import check_versions, physical_memory, versions
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import GlobalWeights, row_limits
 
@@ -102,10 +102,13 @@ class Shard:
         The cluster's HMAC key.
     heartbeat : float
         Seconds between heartbeats.
+    max_model_bytes : int, optional
+        The most this shard's rows of a session may take (default: half this machine's memory).
     """
 
-    def __init__(self, ns_conf, hmac_key=None, heartbeat=1.0):
+    def __init__(self, ns_conf, hmac_key=None, heartbeat=1.0, max_model_bytes=None):
         self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
+        self.max_model_bytes = max_model_bytes or physical_memory() // 2 or 2 ** 40
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.heartbeat_every = heartbeat
@@ -166,6 +169,11 @@ class Shard:
         """
         spec = wire.ShardSpec.from_wire(spec)
         check_versions(spec.versions, "the client")
+        need = ShardLayout(spec.count).count(spec.vocab_size, spec.index) * spec.vector_size * 4 * len(spec.weights)
+        if need > self.max_model_bytes:
+            raise ValueError(f"open_session: this shard's rows need {need / 2 ** 20:.0f} MiB, more than its limit of "
+                             f"{self.max_model_bytes / 2 ** 20:.0f} MiB; start more shards, or start this one with "
+                             f"--max-model-bytes N (default: half the machine's memory)")
         held = _Held(spec)
         if spec.restore is not None:
             self._restore(held, spec.restore)
@@ -471,16 +479,21 @@ def main(argv=None):
     """``python -m gensim_distw2v.shard``: serve until killed."""
     parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.shard", description=__doc__.split("\n\n")[0])
     transport.add_server_arguments(parser)
+    parser.add_argument("--max-model-bytes", type=int, default=None,
+                        help="the most a session's rows may take on this shard (default: half this machine's memory)")
     parser.add_argument("--heartbeat", type=float, default=1.0,
                         help="seconds between heartbeats, in (0, 5] (default 1; the dispatcher waits at most 5 s)")
     args = parser.parse_args(argv)
+    if args.max_model_bytes is not None and args.max_model_bytes < 1:
+        parser.error("--max-model-bytes must be >= 1")
     if not 0 < args.heartbeat <= 5:
         parser.error(f"--heartbeat must be in (0, 5] seconds (the dispatcher waits at most 5 s), got {args.heartbeat}")
     cap_malloc_arenas()  # before any thread starts
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     try:
         key = transport.read_hmac_key(args.hmac_key_file)
-        shard = Shard({"host": args.ns_host, "port": args.ns_port}, hmac_key=key, heartbeat=args.heartbeat)
+        shard = Shard({"host": args.ns_host, "port": args.ns_port}, hmac_key=key, heartbeat=args.heartbeat,
+                      max_model_bytes=args.max_model_bytes)
         server = transport.Server(shard, shard.name, host=args.host, port=args.port,
                                   ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
                                   limits=transport.limits_from_args(args))

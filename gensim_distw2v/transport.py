@@ -16,11 +16,13 @@ import ssl
 import threading
 import time
 
+import msgpack
 import Pyro4
 import Pyro4.errors
 import Pyro4.constants
 import Pyro4.message
 import Pyro4.naming
+import Pyro4.util
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,30 @@ Pyro4.config.SERIALIZERS_ACCEPTED = {"msgpack"}
 Pyro4.config.MAX_MESSAGE_SIZE = 130 * 1024 * 1024
 Pyro4.config.THREADPOOL_SIZE = 256  # one thread per open connection; see Limits for who may hold one
 Pyro4.config.DETAILED_TRACEBACK = False
+
+
+
+class _BoundedMsgpack(Pyro4.util.MsgpackSerializer):
+    """Pyro4's msgpack serializer with the decoder's size limits: a message cannot make its reader
+    build millions of objects from a few bytes (msgpack checks each container's length before it
+    allocates it)."""
+
+    LIMITS = dict(max_str_len=1024 * 1024, max_bin_len=Pyro4.config.MAX_MESSAGE_SIZE, max_array_len=2 ** 20,
+                  max_map_len=65536, max_ext_len=1024)
+
+    def loadsCall(self, data):  # noqa: N802 - Pyro4's name
+        obj, method, vargs, kwargs = msgpack.unpackb(self._convertToBytes(data), raw=False,
+                                                     object_hook=self.object_hook, **self.LIMITS)
+        return obj, method, vargs, kwargs
+
+    def loads(self, data):
+        return msgpack.unpackb(self._convertToBytes(data), raw=False, object_hook=self.object_hook,
+                               ext_hook=self.ext_hook, **self.LIMITS)
+
+
+_msgpack = _BoundedMsgpack()
+Pyro4.util._serializers["msgpack"] = _msgpack
+Pyro4.util._serializers_by_id[_msgpack.serializer_id] = _msgpack
 
 DISPATCHER_NAME = "gensim_distw2v.dispatcher"
 WORKER_PREFIX = "gensim_distw2v.worker."

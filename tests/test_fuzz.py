@@ -350,3 +350,16 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     s["proxy"].close(s["sid"], s["token"])
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     assert model.cluster_stats["raw_words"] == sum(len(x) for x in lee_corpus)
+
+
+@SETTINGS
+@given(name=st.text(max_size=80) | st.text(min_size=60, max_size=200, alphabet="ab.-_"), uri=garbage | st.text(max_size=700))
+def test_hellos_with_bad_names_or_uris_are_refused(cluster, name, uri):
+    s = cluster.session
+    full = transport.WORKER_PREFIX + name
+    if len(name) <= 64 and all(c.isascii() and (c.isalnum() or c in "._-") for c in name) and name \
+            and isinstance(uri, str) and uri.startswith("PYRO:") and len(uri) <= 512:
+        return  # a valid hello (hypothesis finds few); the others:
+    error = refused(s["proxy"].hello, full, uri, {"versions": versions(), "threads": 1})
+    assert "malformed hello" in str(error), error
+    assert full not in s["proxy"].status()["workers"]

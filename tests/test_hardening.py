@@ -4,6 +4,7 @@ Before authentication (a keyed cluster, an attacker without the key): idle conne
 oversized handshakes, against the dispatcher and the name server. With the key (a buggy or hostile
 member): merges beyond the session's bound. On the default LocalCluster: a fake dispatcher.
 """
+import re
 import socket
 import threading
 import time
@@ -226,3 +227,124 @@ def test_merge_bounds_in_process():
                 wire.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
         else:
             wire.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
+
+
+def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
+    with LocalCluster(n_workers=1, job_deadline=2.0) as cluster:
+        outcome = {}
+
+        def train():
+            try:
+                outcome["model"] = Word2Vec(lee_corpus * 4, distributed=True, ns_conf=cluster.ns_conf, sync_words=20000,
+                                            **{**PARAMS, "epochs": 10})
+            except Exception as err:  # noqa: BLE001 - the test reads it
+                outcome["error"] = err
+        mark = len(cluster.processes["dispatcher"].lines)
+        client = threading.Thread(target=train)
+        client.start()
+        fake = FakeWorker(cluster).join_running_session()
+        stop = threading.Event()
+        beating = threading.Thread(target=lambda: [fake.dispatcher.heartbeat(fake.NAME) for _ in iter(
+            lambda: stop.wait(0.3), True)], daemon=True)
+        try:
+            taken = []
+            while not taken:  # it takes jobs, keeps beating, never merges
+                taken = fake.dispatcher.get_jobs(fake.NAME, fake.sid, 4, 1.0)["jobs"]
+            beating.start()
+            cluster.processes["dispatcher"].wait_for(
+                rf"worker {fake.NAME} lost \(it held {len(taken)} jobs for \d+ s without merging them", timeout=60,
+                start=mark)
+        finally:
+            stop.set()
+            fake.close()
+        client.join(timeout=300)
+        assert "error" not in outcome, outcome.get("error")
+        assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))  # its jobs retrained
+
+
+def test_a_strangers_polling_keeps_no_dead_session_alive(lee_corpus):
+    from gensim_distw2v.client import DistributedTraining
+
+    with LocalCluster(n_workers=1, client_timeout=3.0) as cluster:
+        model = Word2Vec(lee_corpus[:50], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        training = DistributedTraining(model, cluster.ns_conf)
+        dispatcher = find_dispatcher(cluster.ns_conf)
+        try:
+            config, arrays = training._config(1, False, 1)
+            sid, links, _resumed = training._open(dispatcher, config, arrays)
+            links.close(sid)
+            with pytest.raises(ValueError, match="not this session's token"):
+                dispatcher.progress(sid, "a guess")
+            deadline = time.monotonic() + 30
+            while (dispatcher.status()["session"] or {}).get("id") == sid:  # the client went silent; a stranger polls
+                dispatcher.progress(sid)
+                assert time.monotonic() < deadline, "a stranger's polling kept the session alive"
+                time.sleep(0.3)
+            assert re.search(f"session {sid} aborted: no word from its client", cluster.processes["dispatcher"].output())
+        finally:
+            transport.release(dispatcher)
+        train_ok(cluster, lee_corpus[:100])
+
+
+def test_what_a_message_can_make_a_server_allocate_is_capped(lee_corpus):
+    with LocalCluster(n_workers=1) as cluster:
+        dispatcher = find_dispatcher(cluster.ns_conf)
+        (shard_uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
+        shard = transport.connect(shard_uri, cluster.ns_conf["hmac_key"], timeout=30)
+        train_ok(cluster, lee_corpus[:50])
+        before = {role: rss(cluster, role) for role in ("dispatcher", "shard-0")}
+        try:
+            hello = {"versions": versions(), "threads": 1}
+            for name in (transport.WORKER_PREFIX + "x" * 65, transport.WORKER_PREFIX + "a/b", "gensim_distw2v.shard.x"):
+                with pytest.raises(ValueError, match="malformed hello: name must be gensim_distw2v.worker. and 1 to 64"):
+                    dispatcher.hello(name, "PYRO:x@127.0.0.1:1", hello)
+            with pytest.raises(ValueError, match="uri must be a Pyro URI"):
+                dispatcher.hello(transport.WORKER_PREFIX + "x", "PYRO:" + "x" * 600, hello)
+            with pytest.raises(Exception, match="max_str_len|exceeds"):  # a 16 MB name is not even read
+                dispatcher.hello(transport.WORKER_PREFIX + "x" * 16_000_000, "PYRO:x@127.0.0.1:1", hello)
+            with pytest.raises(Exception, match="max_array_len|exceeds"):  # 4 M empty maps in 4 MB
+                dispatcher._pyroInvoke("status", [[{}] * 4_000_000], {})
+            spec = dict(session="s" * 32, index=0, count=1, vocab_size=4_000_000, vector_size=1000,
+                        weights=["syn0", "syn1neg"], merge="damp", merge_dtype="float16", hot_rows=0,
+                        damp_rows={"syn0": 0, "syn1neg": 0},
+                        versions=versions(), token="t")
+            with pytest.raises(ValueError, match=r"this shard's rows need 30518 MiB, more than its limit of \d+ MiB; "
+                                                 r"start more shards, or start this one with --max-model-bytes N"):
+                shard.open_session(spec)
+            assert "workers" in dispatcher.status() and shard.status() is not None
+            for role, was in before.items():
+                assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
+        finally:
+            transport.release(shard)
+            transport.release(dispatcher)
+        train_ok(cluster, lee_corpus[:100])
+
+
+def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
+    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.dispatcher import Dispatcher
+
+    model = Word2Vec(lee_corpus[:50], vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
+    config = DistributedTraining(model, {}, model.settings)._config(1, False, 1)[0].to_wire()
+    small, dispatcher = Dispatcher(max_model_bytes=1000), Dispatcher()
+    try:
+        for d in (small, dispatcher):
+            d.shard_hello(transport.SHARD_PREFIX + "x", "PYRO:x@127.0.0.1:1", {"versions": versions()})
+        with pytest.raises(ValueError, match=r"the session's arrays need \d+ MiB on the dispatcher, more than its limit "
+                                             r"of 0 MiB; start the dispatcher with --max-model-bytes N"):
+            small.open_session(config)
+        opened = wire.Opened.from_wire(dispatcher.open_session(config))
+        sid, token = opened.session, opened.token
+        assert len(token) >= 32 and token not in repr(dispatcher.status())
+        with pytest.raises(ValueError, match="an empty chunk"):
+            dispatcher.upload(sid, "lockf", 0, wire.pack_array(np.zeros(0, np.float32)), token)
+        with pytest.raises(ValueError, match="not this session's token"):
+            dispatcher.upload(sid, "lockf", 0, wire.pack_array(np.ones(3, np.float32)), "a guess")
+        with pytest.raises(ValueError, match="not this session's token"):
+            dispatcher.close(sid, "")
+        assert dispatcher.status()["session"]["id"] == sid
+        dispatcher.close(sid, token)
+        assert dispatcher.status()["session"] is None
+    finally:
+        small.shutdown()
+        dispatcher.shutdown()

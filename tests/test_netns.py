@@ -99,7 +99,8 @@ def test_worker_behind_a_cut_link(namespaces, tmp_path):
         return proc.wait_for(ready, timeout=60), proc
 
     try:
-        start("nameserver", a + py + ["-m", "Pyro4.naming", "-n", ADDR_A, "-p", port], "NS running on")
+        start("nameserver", a + py + ["-m", "gensim_distw2v.nameserver", "-n", ADDR_A, "-p", port, "--hmac-key-file",
+                                      str(key)], "gensim_distw2v.nameserver ready at")
         _, dispatcher = start("dispatcher", a + py + ["-m", "gensim_distw2v.dispatcher", "--host", ADDR_A,
                                                        "--worker-timeout", "3"] + common, "ready at")
         start("shard-a", a + py + ["-m", "gensim_distw2v.shard", "--host", ADDR_A] + common, "ready at")

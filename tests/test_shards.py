@@ -77,8 +77,8 @@ def test_reply_records_refuse_what_a_peer_could_get_wrong():
     for record, msg, problem in (
             (wire.Hello, {"versions": {}, "threads": 0}, "threads must be in \\[1, 4096\\]"),
             (wire.Beat, {"session": None}, "missing field 'hello'"),
-            (wire.Opened, {"session": "s", "shards": []}, "shards must be a non-empty list of \\[name, uri\\]"),
-            (wire.Opened, {"session": "s", "shards": [["a"]]}, "shards must be a non-empty list"),
+            (wire.Opened, {"session": "s", "shards": [], "token": "t"}, "shards must be a non-empty list of \\[name, uri\\]"),
+            (wire.Opened, {"session": "s", "shards": [["a"]], "token": "t"}, "shards must be a non-empty list"),
             (wire.JobBatch, {"jobs": [], "drained": -1}, "drained must be an epoch >= 0 or None"),
             (wire.JobBatch, {"jobs": "x", "drained": None}, "field 'jobs' must be list"),
             (wire.Joined, {"config": {}, "rank": 0, "shards": [["a", "b"]]},
@@ -151,12 +151,12 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
         opened = proxy.open_session(config.to_wire())
         assert len(opened["shards"]) == 2
         with pytest.raises(ValueError, match="the weights go to the session's shards"):
-            proxy.upload(opened["session"], "syn0", 0, wire.pack_array(arrays["syn0"][:2]))
+            proxy.upload(opened["session"], "syn0", 0, wire.pack_array(arrays["syn0"][:2]), opened["token"])
         with pytest.raises(ValueError, match="the weights are on the session's shards"):
             proxy.download(opened["session"], "syn1neg", 0, 1)
-        links = ShardLinks(opened["shards"], None, cluster.ns_conf)
+        links = ShardLinks(opened["shards"], cluster.ns_conf["hmac_key"], cluster.ns_conf, opened["token"])
         links.close(opened["session"])
-        proxy.close(opened["session"])
+        proxy.close(opened["session"], opened["token"])
         transport.release(proxy)
 
 

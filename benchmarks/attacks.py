@@ -1,0 +1,165 @@
+"""Strangers without the key against a keyed LocalCluster: what their connections cost the cluster.
+
+A keyed cluster (one worker, one shard) trains ``lee_background.cor`` once undisturbed, then again
+while strangers (no key) hold 70 idle connections to the dispatcher and 45 to the name server, send
+two handshakes claiming 200 MB to each (the payload sent in full but for its last byte), and drip
+one handshake a byte a second. Prints, per repeat: a new keyed client's ``status()`` latency, whether the keyed
+training succeeded and its wall time against the undisturbed one, the dispatcher's and the name
+server's memory growth, and how many of the strangers' connections the servers had closed within
+``--wait`` seconds of the attack's start. Run it on a checkout before and after a change::
+
+    python benchmarks/attacks.py --repeats 3 --json
+"""
+import argparse
+import json
+import socket
+import statistics
+import struct
+import sys
+import threading
+import time
+
+IDLE_DISPATCHER, IDLE_NS, HUGE = 70, 45, 200 * 1024 * 1024
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--wait", type=float, default=20.0, help="seconds to wait for the strangers to be dropped")
+    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    return parser.parse_args(argv)
+
+
+def pyro_header(data_size):
+    """A well-formed Pyro4 (protocol 48) connect header claiming ``data_size`` bytes of msgpack."""
+    msg_type, version, serializer, magic = 1, 48, 6, 0x34E9
+    checksum = (msg_type + version + data_size + serializer + magic) & 0xFFFF
+    return struct.pack("!4sHHHHiHHHH", b"PYRO", version, msg_type, 0, 0, data_size, serializer, 0, 0, checksum)
+
+
+def send_huge(addr, socks):
+    sock = socket.create_connection(addr)
+    socks.append(sock)
+    chunk = b"\0" * (4 * 1024 * 1024)
+    try:
+        sock.sendall(pyro_header(HUGE))
+        for _ in range(HUGE // len(chunk) - 1):
+            sock.sendall(chunk)
+        sock.sendall(chunk[:-1])  # the last byte withheld
+    except OSError:
+        pass  # cut off by the server
+
+
+def drip(addr, socks, stop):
+    sock = socket.create_connection(addr)
+    socks.append(sock)
+    for byte in pyro_header(100) + b"\0" * 100:
+        if stop.wait(1.0):
+            return
+        try:
+            sock.send(bytes([byte]))
+        except OSError:
+            return
+
+
+def closed(sock, until):
+    """Seconds from now until the server closes ``sock`` (None: still open at ``until``)."""
+    start = time.monotonic()
+    try:
+        sock.settimeout(max(0.01, until - start))
+        while sock.recv(65536):
+            sock.settimeout(max(0.01, until - time.monotonic()))
+        return time.monotonic() - start
+    except ConnectionResetError:
+        return time.monotonic() - start
+    except OSError:
+        return None
+
+
+def one(repeat, wait):
+    import psutil
+    from gensim.models.word2vec import LineSentence
+    from gensim.test.utils import datapath
+
+    from gensim_distw2v import LocalCluster, Word2Vec, transport
+    from gensim_distw2v.client import find_dispatcher
+
+    corpus = list(LineSentence(datapath("lee_background.cor")))
+    params = dict(vector_size=16, min_count=2, seed=repeat, workers=1, epochs=2, cluster_timeout=20.0)
+    with LocalCluster(n_workers=1, hmac_key=f"attacks benchmark key {repeat}") as cluster:
+        start = time.monotonic()
+        Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, **params)
+        clean = time.monotonic() - start
+        rss = {role: psutil.Process(cluster.processes[role].pid).memory_info().rss for role in ("dispatcher", "nameserver")}
+        dispatcher = find_dispatcher(cluster.ns_conf)
+        host, port = str(dispatcher._pyroUri).rsplit("@", 1)[1].rsplit(":", 1)
+        targets = {"dispatcher": (host, int(port)), "nameserver": ("127.0.0.1", cluster.ns_conf["port"])}
+        uri = str(dispatcher._pyroUri)
+        transport.release(dispatcher)
+        socks, stop, threads = [], threading.Event(), []
+        for addr in (targets["dispatcher"], targets["dispatcher"], targets["nameserver"], targets["nameserver"]):
+            threads.append(threading.Thread(target=send_huge, args=(addr, socks), daemon=True))
+        threads.append(threading.Thread(target=drip, args=(targets["dispatcher"], socks, stop), daemon=True))
+        attacked = time.monotonic()
+        for thread in threads:
+            thread.start()
+        time.sleep(2.0)  # the payloads arrive first, then the idle connections
+        socks += [socket.create_connection(targets["dispatcher"]) for _ in range(IDLE_DISPATCHER)]
+        socks += [socket.create_connection(targets["nameserver"]) for _ in range(IDLE_NS)]
+        time.sleep(1.0)
+        dispatcher = transport.connect(uri, cluster.ns_conf["hmac_key"], timeout=10.0)  # a new keyed client
+        start = time.monotonic()
+        try:
+            dispatcher.status()
+            status = time.monotonic() - start
+        except transport.PyroError:
+            status = None
+        start = time.monotonic()
+        try:
+            Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, **params)
+            trained = time.monotonic() - start
+        except Exception as err:  # noqa: BLE001 - the benchmark reports it
+            trained, error = None, f"{type(err).__name__}: {str(err)[:120]}"
+        else:
+            error = None
+        grown = {role: (psutil.Process(cluster.processes[role].pid).memory_info().rss - was) / 2 ** 20
+                 for role, was in rss.items()}
+        until = attacked + wait
+        drops = [closed(sock, until) for sock in list(socks)]
+        stop.set()
+        for sock in socks:
+            sock.close()
+        transport.release(dispatcher)
+    dropped = [d for d in drops if d is not None]
+    return {"status_seconds": status, "trained": trained is not None, "train_seconds": trained, "clean_seconds": clean,
+            "error": error, "dispatcher_mib": grown["dispatcher"], "nameserver_mib": grown["nameserver"],
+            "dropped": len(dropped), "strangers": len(drops)}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rows = []
+    for repeat in range(args.repeats):
+        row = one(repeat, args.wait)
+        rows.append(row)
+        status = "no answer" if row["status_seconds"] is None else f"{1000 * row['status_seconds']:.0f} ms"
+        train = f"failed ({row['error']})" if not row["trained"] else \
+            f"{row['train_seconds']:.2f} s (undisturbed {row['clean_seconds']:.2f} s)"
+        print(f"repeat {repeat + 1}: status() {status}; training {train}; memory +{row['dispatcher_mib']:.0f} MiB "
+              f"dispatcher, +{row['nameserver_mib']:.0f} MiB name server; strangers dropped {row['dropped']} of "
+              f"{row['strangers']}", flush=True)
+    summary = {"repeats": args.repeats, "trained": sum(r["trained"] for r in rows),
+               "dispatcher_mib": statistics.median(r["dispatcher_mib"] for r in rows),
+               "nameserver_mib": statistics.median(r["nameserver_mib"] for r in rows),
+               "dropped": statistics.median(r["dropped"] / r["strangers"] for r in rows)}
+    print(f"trained under attack in {summary['trained']} of {args.repeats} repeats; median memory growth "
+          f"{summary['dispatcher_mib']:.0f} MiB (dispatcher), {summary['nameserver_mib']:.0f} MiB (name server); "
+          f"median share of strangers dropped within {args.wait:.0f} s: {summary['dropped']:.0%}")
+    if args.json:
+        sys.path.insert(0, __file__.rsplit("/", 1)[0])
+        from provenance import provenance
+        print(json.dumps({"provenance": provenance(), "rows": rows, "summary": summary}))
+
+
+if __name__ == "__main__":
+    main()
