@@ -151,7 +151,9 @@ def main(argv=None):
     summary = {"repeats": args.repeats, "trained": sum(r["trained"] for r in rows),
                "dispatcher_mib": statistics.median(r["dispatcher_mib"] for r in rows),
                "nameserver_mib": statistics.median(r["nameserver_mib"] for r in rows),
-               "dropped": statistics.median(r["dropped"] / r["strangers"] for r in rows)}
+               "dropped": statistics.median(r["dropped"] / r["strangers"] for r in rows),
+               "status_seconds": None if any(r["status_seconds"] is None for r in rows)
+               else statistics.median(r["status_seconds"] for r in rows)}  # None: some status() got no answer
     print(f"trained under attack in {summary['trained']} of {args.repeats} repeats; median memory growth "
           f"{summary['dispatcher_mib']:.0f} MiB (dispatcher), {summary['nameserver_mib']:.0f} MiB (name server); "
           f"median share of strangers dropped within {args.wait:.0f} s: {summary['dropped']:.0%}")
