@@ -119,6 +119,8 @@ def main(argv=None):
     parser.add_argument("--corpus-file", action="store_true",
                         help="measure the cluster in corpus_file mode (workers read their byte ranges; the client "
                              "and dispatcher carry no corpus) rather than from an iterable")
+    parser.add_argument("--no-hmac", action="store_true",
+                        help="unkeyed clusters (default: keyed, as a real cluster must be: HMAC's cost counted)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
@@ -134,6 +136,8 @@ def main(argv=None):
         base_args += ["--sync", args.sync]
     if args.hold_back is not None:
         base_args += ["--hold-back", str(args.hold_back)]
+    if args.no_hmac:
+        base_args += ["--no-hmac"]
     rows = {}
     dist_mode = "dist_cf" if args.corpus_file else "dist"
     with tempfile.TemporaryDirectory(prefix="scaling_") as workdir:
