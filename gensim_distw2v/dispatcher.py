@@ -37,6 +37,7 @@ How it works:
 """
 import argparse
 import logging
+import math
 import os
 import re
 import secrets
@@ -560,7 +561,7 @@ class Dispatcher:
         """
         config = wire.SessionConfig.from_wire(config)
         check_versions(config.versions, "the client")
-        held = sum(int(np.prod(a["shape"], dtype=np.int64)) * np.dtype(a["dtype"]).itemsize
+        held = sum(math.prod(int(n) for n in a["shape"]) * np.dtype(a["dtype"]).itemsize  # (Python ints: no overflow)
                    for name, a in config.arrays.items() if name not in wire.WEIGHTS)
         if held > self.max_model_bytes:
             raise ValueError(f"open_session: the session's arrays need {held / 2 ** 20:.0f} MiB on the dispatcher, more "

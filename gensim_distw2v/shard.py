@@ -140,6 +140,18 @@ class Shard:
             raise ValueError(f"{what}: too many rows in one chunk")
         return held.arrays[name]
 
+    def _room_for_one_more(self, held):
+        """Refuse a worker's slot that would take this shard's session past ``max_model_bytes``."""
+        weights = held.weights
+        rows = sum(held.arrays[name].nbytes for name in held.arrays)
+        snapshot = sum(weights.snap_rows[name] * held.spec.vector_size * 4 for name in held.arrays)
+        need = rows + (len(weights.slots) + 1) * snapshot
+        if need > self.max_model_bytes:
+            raise ValueError(f"download: one more worker ({len(weights.slots) + 1} in all, a {snapshot / 2 ** 20:.0f} MiB "
+                             f"snapshot each) would take shard {self.name} to {need / 2 ** 20:.0f} MiB, past its limit "
+                             f"of {self.max_model_bytes / 2 ** 20:.0f} MiB: start more shards, or start it with "
+                             f"--max-model-bytes N")
+
     # ------------------------------------------------------------------ remote: client
     @transport.expose
     def status(self):
@@ -244,11 +256,13 @@ class Shard:
         logger.info("session %s started on shard %i of %i", sid, spec.index, spec.count)
 
     @transport.expose
-    def download(self, sid, name, lo, hi, rank=None):
+    def download(self, sid, name, lo, hi, rank=None, token=None):
         """This shard's rows ``[lo, hi)`` of matrix ``name``.
 
-        A worker of the session names itself by its ``rank``: the rows it downloads become its view
-        of them for the merges (:meth:`gensim_distw2v.merge.GlobalWeights.download`).
+        A worker of the session names itself by its ``rank`` and shows the session's ``token``: the
+        rows it downloads become its view of them for the merges
+        (:meth:`gensim_distw2v.merge.GlobalWeights.download`); its first download takes it a slot
+        (a snapshot of the damped and hot rows), refused if it would pass ``max_model_bytes``.
         """
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < MAX_RANK):
             raise ValueError(f"download: rank must be the downloading worker's rank (an int >= 0) or None, got "
@@ -258,9 +272,11 @@ class Shard:
             self._array(held, name, lo, hi, "download")
             weights = held.weights
             if rank is not None:
+                wire.check_token(token, held.spec.token, "download")
                 if rank in held.gone:
                     raise ValueError(f"download: worker rank {rank} left session {sid}: join it again")
                 if rank not in weights.slots:
+                    self._room_for_one_more(held)
                     weights.add_worker(rank)
         if weights is None:
             return wire.pack_array(held.arrays[name][lo:hi].copy())

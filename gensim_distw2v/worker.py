@@ -202,7 +202,8 @@ class _Training:
             view = self.layout.rows_of(target, shard)
             for lo, hi in row_ranges(len(view), 4 * target.shape[1], self.bulk_bytes):
                 self.worker.check_alive(self)
-                view[lo:hi] = wire.unpack_array(self._shard_call(shard, "download", self.sid, name, lo, hi, self.rank),
+                view[lo:hi] = wire.unpack_array(self._shard_call(shard, "download", self.sid, name, lo, hi, self.rank,
+                                                                 self.token),
                                                 f"download of {name}", "float32", shape=(hi - lo, target.shape[1]))
         self._on_shards(fetch)
         return target

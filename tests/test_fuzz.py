@@ -46,7 +46,7 @@ def cluster(lee_corpus):
         proxy.hello(FAKE, "PYRO:fuzz@127.0.0.1:1", {"versions": versions(), "threads": 1})
         rank = proxy.join(FAKE, sid)["rank"]
         shard = links.proxies[0]
-        shard.download(sid, "syn1neg", 0, 1, rank)  # the shard gives the fake worker a slot
+        shard.download(sid, "syn1neg", 0, 1, rank, links.token)  # the shard gives the fake worker a slot
         cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size, "rank": rank,
                            "proxy": proxy, "shard": shard, "model": model, "token": links.token}
         for _ in range(50):  # warm up (imports, caches) before the memory baseline
@@ -263,7 +263,7 @@ def test_valid_parts_are_taken(cluster):
     s = cluster.session
     # a non-finite part (the fuzzing sends some) barred this rank from the session: join again
     s["rank"] = s["proxy"].join(FAKE, s["sid"])["rank"]
-    s["shard"].download(s["sid"], "syn1neg", 0, 1, s["rank"])
+    s["shard"].download(s["sid"], "syn1neg", 0, 1, s["rank"], s["token"])
     for part in (valid_part(s), valid_int8_part(s)):
         reply = s["shard"].merge(part)
         assert isinstance(reply["matrices"], dict) and isinstance(reply["values"], dict)

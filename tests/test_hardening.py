@@ -130,7 +130,7 @@ class FakeWorker:
         joined = wire.Joined.from_wire(self.dispatcher.join(self.NAME, session["id"]))
         self.sid, self.rank, self.config, self.token = session["id"], joined.rank, joined.config, joined.token
         self.shard = transport.connect(joined.shards[0][1], self.key, timeout=30)
-        self.shard.download(self.sid, "syn1neg", 0, 1, self.rank)  # takes its slot on the shard
+        self.shard.download(self.sid, "syn1neg", 0, 1, self.rank, self.token)  # takes its slot on the shard
         return self
 
     def merge(self, value, dtype=np.float32):
@@ -348,3 +348,28 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
     finally:
         small.shutdown()
         dispatcher.shutdown()
+
+
+def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process():
+    from gensim_distw2v.shard import Shard
+
+    size, vocab = 8, 1000
+    row_bytes = vocab * size * 4 * 2  # syn0 and syn1neg, one shard
+    snapshot = vocab * size * 4 + 1000 * size * 4  # damp: every syn0 row, 1,000 syn1neg rows (hot rows 0)
+    shard = Shard({"port": 1}, max_model_bytes=row_bytes + 3 * snapshot)
+    spec = dict(session="s" * 32, index=0, count=1, vocab_size=vocab, vector_size=size, weights=["syn0", "syn1neg"],
+                merge="damp", merge_dtype="float16", damp_rows={"syn0": vocab, "syn1neg": 1000}, hot_rows=0,
+                versions=versions(), token="the token")
+    shard.open_session(spec)
+    for name in ("syn0", "syn1neg"):
+        shard.upload(spec["session"], name, 0, wire.pack_array(np.zeros((vocab, size), np.float32)), "the token")
+    shard.start(spec["session"])
+    with pytest.raises(ValueError, match="not this session's token"):
+        shard.download(spec["session"], "syn0", 0, 1, 0, "a guess")
+    for rank in range(3):
+        shard.download(spec["session"], "syn0", 0, 1, rank, "the token")
+    with pytest.raises(ValueError, match=r"one more worker \(4 in all, a 0 MiB snapshot each\) would take shard \S+ to "
+                                         r"\d+ MiB, past its limit of \d+ MiB: start more shards, or start it with "
+                                         r"--max-model-bytes N"):
+        shard.download(spec["session"], "syn0", 0, 1, 3, "the token")
+    assert len(shard.held.weights.slots) == 3
