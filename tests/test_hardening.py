@@ -62,6 +62,20 @@ def train_ok(cluster, corpus):
     return model
 
 
+def train_in_background(cluster, corpus, **params):
+    """A client training ``corpus`` in a thread: ``(thread, outcome)``, outcome's ``model`` or ``error``."""
+    outcome = {}
+
+    def train():
+        try:
+            outcome["model"] = Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, **{**PARAMS, **params})
+        except Exception as err:  # noqa: BLE001 - the test reads it
+            outcome["error"] = err
+    client = threading.Thread(target=train)
+    client.start()
+    return client, outcome
+
+
 def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(lee_corpus):
     with LocalCluster(n_workers=1) as cluster:
         assert cluster.ns_conf["hmac_key"], "LocalCluster is keyed by default"
@@ -149,16 +163,7 @@ class FakeWorker:
 @pytest.mark.parametrize("value", [1e30, 3e38, np.inf])
 def test_a_poisoned_merge_fails_the_training_naming_the_worker(lee_corpus, value):
     with LocalCluster(n_workers=1) as cluster:
-        outcome = {}
-
-        def train():
-            try:
-                outcome["model"] = Word2Vec(lee_corpus * 4, distributed=True, ns_conf=cluster.ns_conf,
-                                            **{**PARAMS, "epochs": 40})
-            except Exception as err:  # noqa: BLE001 - the test reads it
-                outcome["error"] = err
-        client = threading.Thread(target=train)
-        client.start()
+        client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=40)
         fake = FakeWorker(cluster).join_running_session()
         try:
             with pytest.raises(ValueError, match="this session's bound of "):
@@ -177,16 +182,7 @@ def test_a_poisoned_merge_fails_the_training_naming_the_worker(lee_corpus, value
 
 def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(lee_corpus):
     with LocalCluster(n_workers=1) as cluster:
-        outcome = {}
-
-        def train():
-            try:
-                outcome["model"] = Word2Vec(lee_corpus * 4, distributed=True, ns_conf=cluster.ns_conf,
-                                            **{**PARAMS, "epochs": 10})
-            except Exception as err:  # noqa: BLE001 - the test reads it
-                outcome["error"] = err
-        client = threading.Thread(target=train)
-        client.start()
+        client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10)
         stranger = find_dispatcher(cluster.ns_conf)  # has the key, not the session's token
         try:
             deadline = time.monotonic() + 60
@@ -231,17 +227,8 @@ def test_merge_bounds_in_process():
 
 def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
     with LocalCluster(n_workers=1, job_deadline=2.0) as cluster:
-        outcome = {}
-
-        def train():
-            try:
-                outcome["model"] = Word2Vec(lee_corpus * 4, distributed=True, ns_conf=cluster.ns_conf, sync_words=20000,
-                                            **{**PARAMS, "epochs": 10})
-            except Exception as err:  # noqa: BLE001 - the test reads it
-                outcome["error"] = err
         mark = len(cluster.processes["dispatcher"].lines)
-        client = threading.Thread(target=train)
-        client.start()
+        client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10, sync_words=20000)
         fake = FakeWorker(cluster).join_running_session()
         stop = threading.Event()
         beating = threading.Thread(target=lambda: [fake.dispatcher.heartbeat(fake.NAME) for _ in iter(
