@@ -64,27 +64,29 @@ MAX_JOBS_PER_CALL = 64
 MAX_MEMBERS = 1024  # workers registered at once
 MAX_QUEUE_BYTES = 256 * 1024 * 1024  # jobs' bytes waiting in the queue, whatever the threads workers claim
 JOB_DEADLINE_ROUNDS = 10  # a worker holding jobs without merging for this many rounds (typical length) is dropped
-MEMBER_NAME = re.compile(r"gensim_distw2v\.(worker|shard)\.[A-Za-z0-9_.-]{1,64}")
+MEMBER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # what follows a worker's or shard's prefix
 MAX_URI = 512
+NAME_HELD_FOR = 6.0  # seconds: a live worker's name is not given to another connection (long-polls last <= 5 s)
 
 
-def physical_memory():
-    """Bytes of this machine's memory (0 if unknown)."""
+def model_bytes_limit(given=None):
+    """``given``, else half this machine's memory (1 TiB if unknown): the most a session may take
+    on a dispatcher or a shard (their ``--max-model-bytes``)."""
+    if given:
+        return given
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError, AttributeError):
-        return 0
+        return 2 ** 40
 
 
-def check_member(name, uri, role, what):
-    """Refuse a worker's or shard's name or URI that is not one (or is absurdly long)."""
-    if not isinstance(name, str) or not MEMBER_NAME.fullmatch(name) or not name.startswith(f"gensim_distw2v.{role}."):
-        raise ValueError(f"{what}: name must be gensim_distw2v.{role}. and 1 to 64 letters, digits, '_', '.' or '-'")
+def check_member(name, uri, prefix, what):
+    """Refuse a worker's or shard's name (``prefix`` and 1 to 64 of ``[A-Za-z0-9_.-]``) or URI that is
+    not one, or is absurdly long."""
+    if not isinstance(name, str) or not name.startswith(prefix) or not MEMBER_ID.fullmatch(name[len(prefix):]):
+        raise ValueError(f"{what}: name must be {prefix} and 1 to 64 letters, digits, '_', '.' or '-'")
     if not isinstance(uri, str) or not uri.startswith("PYRO:") or len(uri) > MAX_URI:
         raise ValueError(f"{what}: uri must be a Pyro URI (PYRO:...) of at most {MAX_URI} characters")
-
-
-NAME_HELD_FOR = 6.0  # seconds: a live worker's name is not given to another connection (long-polls last <= 5 s)
 
 
 def versions():
@@ -152,7 +154,7 @@ class Dispatcher:
                  max_model_bytes=None):
         self.worker_timeout, self.client_timeout = worker_timeout, client_timeout
         self.max_queue_jobs, self.job_deadline = max_queue_jobs, job_deadline
-        self.max_model_bytes = max_model_bytes or physical_memory() // 2 or 2 ** 40
+        self.max_model_bytes = model_bytes_limit(max_model_bytes)
         # one lock, two conditions: ``cond`` for jobs, rounds and the client's waits; ``beats`` for the
         # heartbeats' long polls (K workers and P shards), which only a change of members or session
         # ends: a merge round's report wakes the former only (waking every heartbeat with every round
@@ -341,7 +343,7 @@ class Dispatcher:
         ValueError
             Versions differ from the dispatcher's, or the message is malformed.
         """
-        check_member(name, uri, "worker", "malformed hello")
+        check_member(name, uri, transport.WORKER_PREFIX, "malformed hello")
         info = wire.Hello.from_wire(info)
         check_versions(info.versions, f"worker {name}")
         threads = info.threads
@@ -447,7 +449,7 @@ class Dispatcher:
         info : dict
             A :class:`gensim_distw2v.wire.ShardHello`.
         """
-        check_member(name, uri, "shard", "malformed shard hello")
+        check_member(name, uri, transport.SHARD_PREFIX, "malformed shard hello")
         check_versions(wire.ShardHello.from_wire(info).versions, f"shard {name}")
         with self.cond:
             if name not in self.shards and len(self.shards) >= MAX_MEMBERS:

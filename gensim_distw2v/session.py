@@ -58,7 +58,7 @@ class Session:
     def __init__(self, session_id, config, shards):
         self.id, self.config, self.shards = session_id, config, shards
         self.state = "uploading"
-        self.token = ""  # the session's secret (the dispatcher sets it): close and uploads need it
+        self.token = ""  # the session's secret (the dispatcher sets it): close, uploads, the client's progress
         self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
         self.vocab_size, self.vector_size = config.params.vocab_size, config.params.vector_size
         # the static arrays (the weights are on the shards)

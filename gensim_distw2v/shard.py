@@ -39,7 +39,7 @@ import numpy as np
 
 from gensim_distw2v import transport, wire
 from gensim_distw2v.checkpoint import CheckpointError, shard_store
-from gensim_distw2v.dispatcher import check_versions, physical_memory, versions
+from gensim_distw2v.dispatcher import check_versions, model_bytes_limit, versions
 from gensim_distw2v.layout import ShardLayout
 from gensim_distw2v.merge import GlobalWeights, row_limits
 
@@ -108,7 +108,7 @@ class Shard:
 
     def __init__(self, ns_conf, hmac_key=None, heartbeat=1.0, max_model_bytes=None):
         self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
-        self.max_model_bytes = max_model_bytes or physical_memory() // 2 or 2 ** 40
+        self.max_model_bytes = model_bytes_limit(max_model_bytes)
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.heartbeat_every = heartbeat
