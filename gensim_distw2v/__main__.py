@@ -14,7 +14,8 @@ import sys
 import time
 
 from gensim_distw2v.merge import CODECS, COLD_EVERY, HOLD_BACK, MERGE_DTYPE
-from gensim_distw2v.settings import CHECKPOINT_EVERY
+from gensim_distw2v.board import evaluate
+from gensim_distw2v.settings import CHECKPOINT_EVERY, TENSORBOARD_WORDS
 from gensim_distw2v.wire import SYNC_MODES
 from gensim_distw2v.wire import MERGE_RULES as RULES
 
@@ -83,6 +84,15 @@ def build_parser():
                               "corpus and options")
     cluster.add_argument("--no-cluster", action="store_true",
                          help="train in this process with gensim's threads (--workers) instead")
+    cluster.add_argument("--status-port", type=int,
+                         help="the local cluster's dispatcher serves a live status page on this port of 127.0.0.1 "
+                              "(0: any free port; its address is printed)")
+    train.add_argument("--tensorboard-dir",
+                       help="write TensorBoard event files here (cluster training): loss, speed, bytes, CPU and "
+                            "memory per node; with --evaluate also the scores at every epoch end; the projector's "
+                            "files at the end")
+    train.add_argument("--tensorboard-words", type=int, default=TENSORBOARD_WORDS,
+                       help="most frequent words whose vectors go to TensorBoard's embedding projector")
     train.add_argument("--evaluate", action="store_true",
                        help="report analogy accuracy (questions-words.txt) and ws353 / simlex999 Spearman")
     train.add_argument("--compare-gensim", action="store_true",
@@ -130,16 +140,6 @@ def side_by_side(title, rows):
         print(f"{label:<{first}}{ours:<{second}}{theirs}")
 
 
-def evaluate(wv):
-    """gensim's standard word-vector scores on the test data shipped with gensim."""
-    from gensim.test.utils import datapath
-
-    analogy, _ = wv.evaluate_word_analogies(datapath("questions-words.txt"))
-    ws353 = wv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0]
-    simlex = wv.evaluate_word_pairs(datapath("simlex999.txt"))[1][0]
-    return {"analogy": analogy, "ws353": ws353, "simlex999": simlex}
-
-
 def train(args):
     from gensim.models.word2vec import LineSentence
 
@@ -153,8 +153,12 @@ def train(args):
         sys.exit("error: --resume needs --checkpoint-dir: the folder of the run's checkpoints")
     if args.hmac_key_file and not (args.ns_host or args.ns_port):
         sys.exit("error: --hmac-key-file is the key of a running cluster: give its --ns-host / --ns-port too")
-    if args.no_cluster and args.checkpoint_dir:
-        sys.exit("error: --checkpoint-dir is for cluster training; drop --no-cluster or --checkpoint-dir")
+    if args.no_cluster and (args.checkpoint_dir or args.tensorboard_dir or args.status_port is not None):
+        sys.exit("error: --checkpoint-dir, --tensorboard-dir and --status-port are for cluster training; drop "
+                 "--no-cluster or them")
+    if args.status_port is not None and (args.ns_host or args.ns_port):
+        sys.exit("error: --status-port starts the local cluster's status page; a running cluster's dispatcher "
+                 "serves its own (python -m gensim_distw2v.dispatcher --status-port N)")
     sentences = LineSentence(args.corpus)
     start = time.perf_counter()
     model = Word2Vec(
@@ -164,7 +168,9 @@ def train(args):
         batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
         merge=args.merge, sync=args.sync, hold_back=args.hold_back, cold_every=args.cold_every,
         merge_dtype=args.merge_dtype, checkpoint_dir=None if args.resume else args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every, cluster_timeout=args.cluster_timeout)
+        checkpoint_every=args.checkpoint_every, cluster_timeout=args.cluster_timeout,
+        tensorboard_dir=args.tensorboard_dir, tensorboard_words=args.tensorboard_words,
+        tensorboard_quality=bool(args.evaluate and args.tensorboard_dir))
     resume = {"resume_from": args.checkpoint_dir} if args.resume else {}
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)
@@ -185,8 +191,10 @@ def train(args):
             where = f"the cluster at {model.ns_conf['host']}:{model.ns_conf['port']}"
         else:
             cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker,
-                                   n_shards=args.local_shards)
+                                   n_shards=args.local_shards, status_port=args.status_port)
             cluster.start()
+            if cluster.status_url:
+                print(f"status page: {cluster.status_url}", flush=True)
             model.ns_conf = cluster.ns_conf
             where = (f"a local cluster of {args.local_workers} workers x {args.threads_per_worker} threads and "
                      f"{args.local_shards} shards")

@@ -26,6 +26,7 @@ import numpy as np
 
 import gensim_distw2v
 from gensim_distw2v import transport, wire
+from gensim_distw2v.board import Board, evaluate
 from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
 from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
@@ -216,6 +217,23 @@ def _per_word(worker):
     return f"{worker.bytes_up / words:.0f}/{worker.bytes_down / words:.0f} B/w"
 
 
+def _node_brief(name, node):
+    """``"worker 3f9a 97% 210MB"``: a node's (:class:`gensim_distw2v.wire.NodeMetrics`) role, id,
+    CPU share of one core over the session and resident memory, for the progress lines."""
+    short = name.rsplit(".", 1)[-1]
+    label = node.role if short == node.role else f"{node.role} {short}"
+    return f"{label} {100 * node.cpu / max(node.seconds, 1e-9):.0f}% {node.rss / 2 ** 20:.0f}MB"
+
+
+def _node_line(name, node):
+    """A node's closing summary (:class:`gensim_distw2v.wire.NodeMetrics`), for the log."""
+    return (f"{name}: {node.words} words ({node.words / max(node.seconds, 1e-9):.0f} words/s), CPU seconds kernel "
+            f"{node.kernel_cpu:.1f} / merge {node.merge_cpu:.1f} / other {node.other_cpu:.1f} "
+            f"({100 * node.cpu / max(node.seconds, 1e-9):.0f}% of a core), RSS {node.rss / 2 ** 20:.0f} MB (peak "
+            f"{node.peak_rss / 2 ** 20:.0f} MB), sent {node.bytes_sent / 1e6:.1f} MB, received "
+            f"{node.bytes_received / 1e6:.1f} MB")
+
+
 class DistributedTraining:
     """One ``train()`` call of a model on a cluster.
 
@@ -237,6 +255,7 @@ class DistributedTraining:
             raise ValueError(f"settings must be a gensim_distw2v.settings.Settings, got {type(self.settings).__name__}")
         self.hmac_key = transport.ns_settings(self.ns_conf)[3]
         self.stats = {}
+        self.board = None  # a board.Board while train() writes TensorBoard events
         self._failed_reported = 0  # the last failed checkpoint logged (each is logged once)
         self._awaiting = None  # the epoch end's checkpoint _checkpoint() waits for (it logs that one)
 
@@ -305,7 +324,7 @@ class DistributedTraining:
             damp_rows=damped_rows(counts, sync_words, tree_counts=tree), hot_rows=hot_rows(counts, sync_words),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
             compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), workers=int(n_workers),
-            corpus_file=spec)
+            total_words=int(total_words or model.corpus_total_words or 0), corpus_file=spec)
         if settings.checkpoint_dir is not None:
             config.checkpoint = wire.CheckpointSpec(
                 dir=settings.checkpoint_dir, every=settings.checkpoint_every, resume=bool(resume), below=below,
@@ -395,13 +414,18 @@ class DistributedTraining:
             got["syn1"] = got["syn1"][reverse_tree_order(len(model.syn1))]
         for name, target in targets.items():
             target[...] = got[name]
+        model.wv.norms = None  # the vectors changed: most_similar() must not use the old norms
 
-    def _shard_stats(self, links, sid):
+    def _shard_stats(self, links, sid, nodes):
         """Per shard, of this session: ``{"merges", "merge_cpu", "bytes_in", "bytes_out", "damped"}``
-        (merge calls, their CPU seconds, bytes in and out, rows damped)."""
+        (merge calls, their CPU seconds, bytes in and out, rows damped); each shard's metrics now
+        replace its last heartbeat's in ``nodes``."""
         out = {}
         for shard, (name, _uri) in enumerate(links.shards):
-            held = wire.ShardStatus.from_wire(links.call(shard, "status")).session
+            status = wire.ShardStatus.from_wire(links.call(shard, "status"))
+            held = status.session
+            if status.node is not None and status.node.session == sid:
+                nodes[name] = status.node
             if held is not None and held.id == sid:
                 out[name] = {key: getattr(held, key) for key in ("merges", "merge_cpu", "bytes_in", "bytes_out",
                                                                  "damped")}
@@ -429,6 +453,18 @@ class DistributedTraining:
             self.settings = self.settings.replace(checkpoint_dir=folder)
         args = (corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
                 corpus_file)
+        self.board = None if self.settings.tensorboard_dir is None else Board(self.settings.tensorboard_dir)
+        try:
+            trained = self._train(args, resume_from)
+            if self.board is not None:
+                self.board.projector(self.model.wv, self.settings.tensorboard_words)
+            return trained
+        finally:
+            if self.board is not None:
+                self.board.close()
+
+    def _train(self, args, resume_from):
+        """:meth:`train`, its sessions (a run resumed after a loss has several)."""
         self._call_start = self._session_start = time.monotonic()
         self._begun = set()  # epochs whose callbacks' on_epoch_begin ran
         resume, below, lost = resume_from is not None, None, 0
@@ -515,12 +551,15 @@ class DistributedTraining:
                                                total_words, job_id, report_delay, skip)
                 if config.checkpoint is not None:
                     self._checkpoint(dispatcher, sid, last=epoch == epochs - 1)
-                if callbacks:
+                quality = self.board is not None and self.settings.tensorboard_quality
+                if callbacks or quality:
                     self._download_weights(links, sid)
+                if self.board is not None:
+                    self._board_epoch(dispatcher, sid, epoch, quality)
                 for callback in callbacks:
                     callback.on_epoch_end(model)
             self._download_weights(links, sid)
-            final = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
+            final = wire.Progress.from_wire(dispatcher.progress(sid, self._token, True))
             # every epoch's words, counted once (a resumed session starts with the checkpoint's counts)
             trained = sum(final.epoch(e).effective_words for e in range(epochs))
             raw = sum(final.epoch(e).raw_words for e in range(epochs))
@@ -552,6 +591,28 @@ class DistributedTraining:
                     logger.warning("could not close session %s on the dispatcher: %s", sid, err)
             transport.release(dispatcher)
 
+    def _board_epoch(self, dispatcher, sid, epoch, quality):
+        """TensorBoard at an epoch end: a point, and with ``quality`` the model's scores (the
+        weights were just downloaded)."""
+        progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token, True))
+        words = self._board_point(progress, epoch + 1, 0.0)
+        if quality:
+            scores = evaluate(self.model.wv)
+            self.board.quality(words, scores)
+            logger.info("EPOCH %i: analogy accuracy %.4f, ws353 Spearman %.4f, simlex999 Spearman %.4f", epoch,
+                        scores["analogy"], scores["ws353"], scores["simlex999"])
+
+    def _board_point(self, progress, epoch, done):
+        """A TensorBoard point (``done``: the share of ``epoch`` trained); returns the step (effective
+        words trained in the run)."""
+        model = self.model
+        words = sum(counts.effective_words for counts in progress.epochs.values())
+        share = min(1.0, (epoch + done) / max(1, model.epochs))
+        alpha = model.alpha - (model.alpha - model.min_alpha) * share
+        self.board.progress(progress, words, time.monotonic() - self._session_start, alpha,
+                            bool(getattr(model, "compute_loss", False)))
+        return words
+
     def _checkpoint(self, dispatcher, sid, last):
         """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
         (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
@@ -580,7 +641,8 @@ class DistributedTraining:
 
     def _summarise(self, final, links, sid, config, start, trained, raw):
         """``self.stats`` and the closing log line of a session."""
-        shards = self._shard_stats(links, sid)
+        final.nodes = final.nodes or {}
+        shards = self._shard_stats(links, sid, final.nodes)
         self.model.running_training_loss = float(final.loss)
         elapsed = time.monotonic() - start
         up, down = final.total("bytes_up"), final.total("bytes_down")
@@ -602,7 +664,9 @@ class DistributedTraining:
                       "cold_every": config.settings.cold_every,
                       "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
                       "call_seconds": time.monotonic() - self._call_start, "resumes": self._resumes,
-                      "checkpoint_wait": self._checkpoint_wait}
+                      "checkpoint_wait": self._checkpoint_wait,
+                      "nodes": {name: dict(node.to_wire(), other_cpu=node.other_cpu)
+                                for name, node in (final.nodes or {}).items()}}
         if raw and not trained:
             logger.warning("no word of the corpus is in the vocabulary (%i raw words, none trained): check that "
                            "train() gets the corpus build_vocab() saw, as lists of str tokens", raw)
@@ -616,6 +680,8 @@ class DistributedTraining:
                     self.stats["stall_seconds"],
                     ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
                               for name, w in sorted(final.workers.items())) or "-")
+        for name, node in sorted((final.nodes or {}).items(), key=lambda item: (item[1].role, item[0])):
+            logger.info("node %s", _node_line(name, node))
         if checkpoints is not None and checkpoints.count:
             logger.info("checkpoints: %i written, %.1f MB each, %.2f s each from order to commit (training went on "
                         "meanwhile); training waited %.2f s for them at epoch ends, the shards' merges %.2f s for "
@@ -687,7 +753,8 @@ class DistributedTraining:
         """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
         model = self.model
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
+            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token,
+                                                                  time.monotonic() >= self._next_report))
             counts = progress.epoch(epoch)
             # done: every job merged, and every worker flushed what it held back
             if counts.done >= counts.put and progress.flushed is not None and progress.flushed >= epoch:
@@ -715,7 +782,8 @@ class DistributedTraining:
             taken = dispatcher.put_jobs(sid, batch)
             batch = batch[taken:]
             if batch or time.monotonic() >= self._next_report:
-                progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
+                progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token,
+                                                                      time.monotonic() >= self._next_report))
                 self._check_workers(progress)
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
 
@@ -759,16 +827,17 @@ class DistributedTraining:
         self._next_report = now + report_delay
         elapsed = max(now - start, 1e-9)
         counts = progress.epoch(epoch)
-        if total_examples:
-            done = "%.2f%% examples" % (100.0 * counts.examples / total_examples)
-        else:
-            done = "%.2f%% words" % (100.0 * counts.raw_words / total_words)
+        share = counts.examples / total_examples if total_examples else counts.raw_words / max(1, total_words or 0)
+        done = "%.2f%% %s" % (100.0 * share, "examples" if total_examples else "words")
         session_elapsed = max(now - self._session_start, 1e-9)  # workers' words count over the session
         per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w.words / session_elapsed:.0f} w/s {_per_word(w)}"
                                for name, w in sorted(progress.workers.items()))
         up, down = progress.total("bytes_up") / 1e6, progress.total("bytes_down") / 1e6
         logger.info("EPOCH %i - PROGRESS: at %s, %.0f words/s, in_qsize %i, out_qsize %i; %i workers (raw words/s, "
-                    "bytes per word up/down: %s); %i merges, %.1f MB up, %.1f MB down", epoch, done,
-                    counts.effective_words / elapsed, progress.queued, progress.in_flight, len(progress.workers),
-                    per_worker or "-", progress.merges, up, down)
+                    "bytes per word up/down: %s); %i merges, %.1f MB up, %.1f MB down; nodes (CPU, RSS): %s", epoch,
+                    done, counts.effective_words / elapsed, progress.queued, progress.in_flight, len(progress.workers),
+                    per_worker or "-", progress.merges, up, down,
+                    ", ".join(_node_brief(name, node) for name, node in sorted((progress.nodes or {}).items())) or "-")
+        if self.board is not None:
+            self._board_point(progress, epoch, share)
 

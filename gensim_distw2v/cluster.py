@@ -152,6 +152,9 @@ class LocalCluster:
         a random key, made for this cluster, which :attr:`ns_conf` carries to the client: other local
         users cannot talk to it or register fake servers in its name server. ``False``: no key (any
         local user can then drive the cluster; see the docs' Security page).
+    status_port : int, optional
+        The dispatcher serves its live status page on this port of 127.0.0.1 (0: any free port);
+        :attr:`status_url` says where. None (the default): no page.
 
     Attributes
     ----------
@@ -159,10 +162,12 @@ class LocalCluster:
         Pass it to ``Word2Vec(distributed=True, ns_conf=...)``.
     processes : dict of (str, ManagedProcess)
         ``nameserver``, ``dispatcher``, ``shard-0``..., ``worker-0``...
+    status_url : str or None
+        The status page's address (``http://127.0.0.1:PORT/``; its JSON at ``status.json``), once started.
     """
 
     def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=30.0, hmac_key=None, client_timeout=120.0,
-                 n_shards=1, job_deadline=120.0):
+                 n_shards=1, job_deadline=120.0, status_port=None):
         if n_workers < 0 or threads_per_worker < 1 or n_shards < 0:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
@@ -170,6 +175,7 @@ class LocalCluster:
         self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
         self.processes = {}
         self.ns_conf = None
+        self.status_port, self.status_url = status_port, None
         self._next_worker = self._next_shard = 0
 
     def _env(self):
@@ -223,11 +229,14 @@ class LocalCluster:
         old = self.processes.get("dispatcher")
         if old is not None and old.alive():
             raise RuntimeError("the dispatcher is still running: stop or kill it first")
+        page = [] if self.status_port is None else ["--status-port", str(self.status_port)]
         self._start("dispatcher", ["-m", "gensim_distw2v.dispatcher", "--ns-port", str(self.ns_conf["port"]),
                                    "--worker-timeout", str(self.worker_timeout),
                                    "--client-timeout", str(self.client_timeout),
-                                   "--job-deadline", str(self.job_deadline)],
+                                   "--job-deadline", str(self.job_deadline)] + page,
                     r"gensim_distw2v\.dispatcher ready at")
+        if page:
+            self.status_url = self.processes["dispatcher"].wait_for(r"status page at (http://\S+)", timeout=10.0).group(1)
 
     def add_worker(self, wait=True):
         """Start one more worker; with ``wait``, return once the dispatcher has registered it.

@@ -50,9 +50,10 @@ import gensim
 import numpy as np
 
 import gensim_distw2v
-from gensim_distw2v import transport, wire
+from gensim_distw2v import metrics, transport, wire
 from gensim_distw2v.checkpoint import CheckpointError, CheckpointStore, SessionCheckpoints, identity_differences
 from gensim_distw2v.session import Session
+from gensim_distw2v.statuspage import StatusPage
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,16 @@ def check_member(name, uri, prefix, what):
         raise ValueError(f"{what}: name must be {prefix} and 1 to 64 letters, digits, '_', '.' or '-'")
     if not isinstance(uri, str) or not uri.startswith("PYRO:") or len(uri) > MAX_URI:
         raise ValueError(f"{what}: uri must be a Pyro URI (PYRO:...) of at most {MAX_URI} characters")
+
+
+def _node_metrics(msg, role, what):
+    """A heartbeat's metrics (a :class:`gensim_distw2v.wire.NodeMetrics`, or None), checked to be of ``role``."""
+    if msg is None:
+        return None
+    report = wire.NodeMetrics.from_wire(msg)
+    if report.role != role:
+        raise ValueError(f"{what}: metrics must be a {role}'s, got role {report.role!r}")
+    return report
 
 
 def versions():
@@ -165,6 +176,10 @@ class Dispatcher:
         self.members = {}
         self.shards = {}  # name -> _ShardMember
         self.session = None
+        self.meter = metrics.Meter("dispatcher")  # this process's own CPU, memory and traffic
+        self.book = metrics.NodeBook()  # the workers' and shards' latest metrics (on their heartbeats)
+        self.history = None  # the session's words, rate and loss over time (a metrics.History)
+        self.uri = None  # once served (the status page shows it)
         self.stopped = threading.Event()
         self._monitor = threading.Thread(target=self._watch, name="dispatcher-monitor", daemon=True)
         self._monitor.start()
@@ -197,6 +212,7 @@ class Dispatcher:
         member = self.members.pop(name, None)
         if member is None:
             return
+        self.book.forget(name)
         ordered = self.session is not None and self.session.ordered and name in self.session.ranks
         requeued = self.session.release(name) if self.session is not None else 0
         logger.warning("worker %s lost (%s); %i unmerged jobs go back to the queue; %i workers left",
@@ -222,6 +238,7 @@ class Dispatcher:
         shard = self.shards.pop(name, None)
         if shard is None:
             return
+        self.book.forget(name)
         session = self.session
         if session is not None and session.lose_shard(name, reason):
             logger.error("shard %s of session %s lost (%s): the session cannot go on; restart the shard with: "
@@ -261,6 +278,7 @@ class Dispatcher:
                                        session.id, now - session.client_seen)
                         self._end_session()
                     elif session.state == "running":
+                        self._sample_history(session, now)
                         session.no_workers_since = None if self._available(session) else \
                             (session.no_workers_since or now)
                         self._check_order(session, now)
@@ -274,6 +292,12 @@ class Dispatcher:
                             self.cond.notify_all()
                         if checkpoints is not None and not session.lost_shards and checkpoints.due(now, session.trained_mark()):
                             self._begin_checkpoint(session, now)
+
+    def _sample_history(self, session, now):
+        """A point of the session's history (caller holds the lock)."""
+        if self.history is not None and session.started_at is not None:
+            words = sum(counts.effective_words for counts in session.counts.values())
+            self.history.add(now - session.started_at, words, session.loss if session.config.compute_loss else None)
 
     def _check_deadlines(self, session, now):
         """Drop a worker that holds jobs without merging them for longer than the deadline: the
@@ -366,7 +390,7 @@ class Dispatcher:
         return {"ok": True}
 
     @transport.expose
-    def heartbeat(self, name, known=None, wait=0.0):
+    def heartbeat(self, name, known=None, wait=0.0, metrics=None):
         """A worker is alive; returns the session it should be in.
 
         Parameters
@@ -377,6 +401,8 @@ class Dispatcher:
             The session the worker is in (or None).
         wait : float, optional
             Wait up to this many seconds (at most 5) for the session to differ from ``known``.
+        metrics : dict, optional
+            The worker's :class:`gensim_distw2v.wire.NodeMetrics` (role ``worker``).
 
         Returns
         -------
@@ -390,8 +416,11 @@ class Dispatcher:
             raise ValueError("heartbeat: known must be a session id (str) or None")
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 5:
             raise ValueError("heartbeat: wait must be a number of seconds in [0, 5]")
+        report = _node_metrics(metrics, "worker", "heartbeat")
         deadline = time.monotonic() + wait
         with self.cond:
+            if report is not None and name in self.members:
+                self.book.update(name, report)
             while True:
                 member = self.members.get(name)
                 if member is None:
@@ -463,7 +492,7 @@ class Dispatcher:
         return {"ok": True}
 
     @transport.expose
-    def shard_beat(self, name, known=None, wait=0.0, poisoned=None):
+    def shard_beat(self, name, known=None, wait=0.0, poisoned=None, metrics=None):
         """A shard is alive; returns the session it should hold and that session's workers.
 
         Parameters
@@ -477,6 +506,8 @@ class Dispatcher:
         poisoned : dict, optional
             ``{rank (str): why}``: workers of session ``known`` whose merges the shard refused as
             beyond the session's bound; the session fails, naming them.
+        metrics : dict, optional
+            The shard's :class:`gensim_distw2v.wire.NodeMetrics` (role ``shard``).
 
         Returns
         -------
@@ -493,8 +524,11 @@ class Dispatcher:
             raise ValueError("shard_beat: known must be a session id (str) or None")
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 5:
             raise ValueError("shard_beat: wait must be a number of seconds in [0, 5]")
+        report = _node_metrics(metrics, "shard", "shard_beat")
         deadline = time.monotonic() + wait
         with self.cond:
+            if report is not None and name in self.shards:
+                self.book.update(name, report)
             if poisoned and self.session is not None and self.session.id == known and name in self.shards:
                 self._poisoned(self.session, name, poisoned)
             while True:
@@ -592,6 +626,8 @@ class Dispatcher:
                 config.corpus_file.range_bytes = point.range_bytes
             self._end_session()
             self.session = Session(sid, config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
+            self.meter.mark(sid)
+            self.history = metrics.History()
             self.session.token = secrets.token_urlsafe(24)
             self.session.client_seen = now = time.monotonic()
             if spec is not None:
@@ -749,9 +785,10 @@ class Dispatcher:
             return len(checked)
 
     @transport.expose
-    def progress(self, sid, token=None):
+    def progress(self, sid, token=None, nodes=False):
         """Training progress of a session; with the session's ``token`` (its client's call) it also
-        counts as word from the client (a stranger's polling keeps no dead session alive).
+        counts as word from the client (a stranger's polling keeps no dead session alive); with
+        ``nodes``, every node's metrics too (the client asks for them when it reports).
 
         Returns
         -------
@@ -772,7 +809,53 @@ class Dispatcher:
                 flushed=session.all_flushed(),
                 no_workers_for=None if self._available(session) else now - (session.no_workers_since or now),
                 file_checks=dict(session.file_checks), quit=dict(session.quit),
-                checkpoints=checkpoints, poisoned=dict(session.poisoned) or None).to_wire()
+                checkpoints=checkpoints, poisoned=dict(session.poisoned) or None,
+                nodes=self._nodes(session, now) if nodes is True else None).to_wire()
+
+    def _nodes(self, session, now):
+        """``{name: NodeMetrics}`` of the session's workers and shards (as last reported) and of this
+        dispatcher (caller holds the lock)."""
+        names = [name for name in self.members if name in session.ranks] + list(self.shards)
+        nodes = self.book.of_session(session.id, names, now)
+        nodes[transport.DISPATCHER_NAME] = self.meter.sample()
+        return nodes
+
+    def overview(self):
+        """The cluster and its session as the status page shows them (plain data, read-only; see
+        :mod:`gensim_distw2v.statuspage` for the fields)."""
+        now = time.monotonic()
+        with self.cond:
+            session = self.session
+            nodes = {}
+            if session is not None:
+                nodes = self._nodes(session, now)
+            for name in list(self.members) + list(self.shards):  # those outside the session: as last heard
+                if name not in nodes and name in self.book.latest:
+                    nodes[name] = self.book.view(name, now)
+            threads = {name: m.threads for name, m in self.members.items()}
+            return {"time": time.time(),
+                    "dispatcher": {"uri": self.uri, "versions": versions()},
+                    "session": None if session is None else self._session_overview(session, now),
+                    "nodes": [_node_overview(name, m, threads.get(name)) for name, m in sorted(nodes.items())],
+                    "history": [] if self.history is None or session is None else list(self.history.points)}
+
+    def _session_overview(self, session, now):
+        """The status page's ``session`` (caller holds the lock)."""
+        counts = session.counts.values()
+        raw = sum(c.raw_words for c in counts)
+        config = session.config
+        total = config.total_words * config.epochs
+        elapsed = 0.0 if session.started_at is None else now - session.started_at
+        progress = min(1.0, raw / total) if total else None
+        eta = elapsed * (1 - progress) / progress if progress and session.state == "running" else None
+        points = self.history.points if self.history is not None else []
+        return {"id": session.id, "state": session.state, "workers": len(session.ranks),
+                "shards": len(session.shards), "epochs": config.epochs,
+                "epoch": max((int(e) for e in session.epochs()), default=0),
+                "progress": progress, "eta_seconds": eta, "elapsed": elapsed,
+                "words": sum(c.effective_words for c in counts),
+                "words_per_second": points[-1]["words_per_second"] if points else 0.0,
+                "loss": float(session.loss) if config.compute_loss else None, "merges": session.merges}
 
     @transport.expose
     def end_epoch(self, sid, epoch):
@@ -941,6 +1024,8 @@ class Dispatcher:
             member = self._member(name, sid)
             member.counts.add(report, session.round_done(name, report))
             now = time.monotonic()
+            if report.node is not None and report.node.role == "worker" and report.node.session == sid:
+                self.book.update(name, report.node, now)
             if name in session.last_round:
                 gap = now - session.last_round[name]
                 session.round_gap = gap if session.round_gap is None else 0.9 * session.round_gap + 0.1 * gap
@@ -1040,6 +1125,15 @@ class Dispatcher:
         self.stopped.set()
 
 
+def _node_overview(name, node, threads):
+    """One row of the status page's node table."""
+    return {"name": name, "role": node.role, "words": node.words, "words_per_second": node.words_per_second,
+            "cpu": {"kernel": node.kernel_cpu, "merge": node.merge_cpu, "other": node.other_cpu},
+            "rss": node.rss, "peak_rss": node.peak_rss, "bytes_sent": node.bytes_sent,
+            "bytes_received": node.bytes_received, "last_heard": node.silent,
+            "threads": node.threads if node.threads is not None else threads}
+
+
 def main(argv=None):
     """``python -m gensim_distw2v.dispatcher``: serve until killed."""
     parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.dispatcher", description=__doc__.split("\n\n")[0])
@@ -1053,22 +1147,37 @@ def main(argv=None):
                              f"typical rounds) before it is dropped and its jobs re-queued (default 120)")
     parser.add_argument("--max-model-bytes", type=int, default=None,
                         help="largest session's arrays held here (default: half this machine's memory)")
+    parser.add_argument("--status-port", type=int, default=None,
+                        help="serve a read-only HTTP status page (and /status.json) on this port (0: any free "
+                             "port; default: none)")
+    parser.add_argument("--status-host", default="127.0.0.1",
+                        help="address of the status page (default 127.0.0.1; the page has no authentication)")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
     try:
         key = transport.read_hmac_key(args.hmac_key_file)
         if args.job_deadline <= 0 or (args.max_model_bytes is not None and args.max_model_bytes < 1):
             raise ValueError("--job-deadline must be > 0 seconds and --max-model-bytes >= 1")
+        if args.status_port is not None and not 0 <= args.status_port <= 65535:
+            raise ValueError(f"--status-port must be a TCP port in [0, 65535], got {args.status_port}")
         dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout,
                                 job_deadline=args.job_deadline, max_model_bytes=args.max_model_bytes)
         server = transport.Server(dispatcher, transport.DISPATCHER_NAME, host=args.host, port=args.port,
                                   ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
                                   on_disconnect=dispatcher.connection_closed,
                                   limits=transport.limits_from_args(args))
+        dispatcher.uri = server.uri
+        page = None if args.status_port is None else StatusPage(dispatcher.overview, args.status_host, args.status_port)
+        if page is not None:
+            page.start()  # it logs where it is
     except (transport.ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
-    transport.serve_until_stopped(server, dispatcher.shutdown,
-                                  on_ready=lambda: logger.info("gensim_distw2v.dispatcher ready at %s", server.uri))
+    try:
+        transport.serve_until_stopped(server, dispatcher.shutdown,
+                                      on_ready=lambda: logger.info("gensim_distw2v.dispatcher ready at %s", server.uri))
+    finally:
+        if page is not None:
+            page.stop()
     logger.info("gensim_distw2v.dispatcher stopped")
 
 

@@ -12,7 +12,7 @@ import logging
 import gensim.models
 
 from gensim_distw2v.merge import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
-from gensim_distw2v.settings import CHECKPOINT_EVERY, Settings
+from gensim_distw2v.settings import CHECKPOINT_EVERY, TENSORBOARD_WORDS, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,16 @@ class Word2Vec(gensim.models.Word2Vec):
     checkpoint_every : float, optional
         Seconds between timed checkpoints (default 300; never sooner than 49 times as long as the
         last one took, so they cost at most about 2 % of the run).
+    tensorboard_dir : str, optional
+        A folder ``train()`` writes TensorBoard event files to (distributed only; ``tensorboard
+        --logdir DIR`` shows them): loss, words/s overall and per node, learning rate, bytes per
+        word each way, the merges' share of wall time, CPU and memory per node, against words
+        trained and wall time; at the end, the embedding projector's files. Default None: none.
+    tensorboard_words : int, optional
+        The projector gets the vectors of this many most frequent words (default 10,000; 0: none).
+    tensorboard_quality : bool, optional
+        With ``tensorboard_dir``, also score the model at every epoch end (analogies, WordSim353,
+        SimLex-999 from gensim's test data); each pulls the weights from the shards once.
 
     Attributes
     ----------
@@ -123,14 +133,20 @@ class Word2Vec(gensim.models.Word2Vec):
     part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
     checkpoint_dir = _setting("checkpoint_dir")
     checkpoint_every = _setting("checkpoint_every")
+    tensorboard_dir = _setting("tensorboard_dir")
+    tensorboard_words = _setting("tensorboard_words")
+    tensorboard_quality = _setting("tensorboard_quality")
 
     def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp",
                  hold_back=HOLD_BACK, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0,
-                 checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY, **kwargs):
+                 checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY, tensorboard_dir=None,
+                 tensorboard_words=TENSORBOARD_WORDS, tensorboard_quality=False, **kwargs):
         _refuse_removed(kwargs)
         self.settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
                                  cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout,
-                                 checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
+                                 checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                                 tensorboard_dir=tensorboard_dir, tensorboard_words=tensorboard_words,
+                                 tensorboard_quality=tensorboard_quality)
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
         self.cluster_stats = {}
@@ -162,6 +178,9 @@ class Word2Vec(gensim.models.Word2Vec):
         if not getattr(self, "distributed", False):
             if resume_from is not None:
                 raise ValueError("resume_from: only a distributed model (distributed=True) resumes from checkpoints")
+            if self.settings.tensorboard_dir is not None:
+                raise ValueError("tensorboard_dir: only a distributed model (distributed=True) writes TensorBoard "
+                                 "events; drop tensorboard_dir to train with plain gensim")
             return super().train(
                 corpus_iterable=corpus_iterable, corpus_file=corpus_file, total_examples=total_examples,
                 total_words=total_words, epochs=epochs, start_alpha=start_alpha, end_alpha=end_alpha,
@@ -216,23 +235,20 @@ class Word2Vec(gensim.models.Word2Vec):
             self.__dict__.update(extra)
 
     @classmethod
-    def load(cls, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp", hold_back=HOLD_BACK,
-             cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0, checkpoint_dir=None,
-             checkpoint_every=CHECKPOINT_EVERY, **kwargs):
+    def load(cls, *args, distributed=False, ns_conf=None, **kwargs):
         """Load a model saved by gensim or by this package.
 
         Parameters
         ----------
         *args, **kwargs
-            As :meth:`gensim.models.Word2Vec.load`.
-        distributed, ns_conf, sync_words, merge, sync, hold_back, cold_every, merge_dtype
-            Settings for further training of the loaded model (see the class); cluster_timeout,
-            checkpoint_dir and checkpoint_every too.
+            As :meth:`gensim.models.Word2Vec.load`; besides, any setting of the class (``sync_words``,
+            ``merge``, ..., ``tensorboard_dir``: :class:`gensim_distw2v.settings.Settings`) for further
+            training of the loaded model.
+        distributed, ns_conf
+            As for the class.
         """
         _refuse_removed(kwargs)
-        settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
-                            cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout,
-                            checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
+        settings = Settings(**{name: kwargs.pop(name) for name in Settings.names() if name in kwargs})
         model = gensim.models.Word2Vec.load(*args, **kwargs)
         if not isinstance(model, cls):
             model.__class__ = cls

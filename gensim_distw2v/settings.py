@@ -17,10 +17,11 @@ from gensim_distw2v.merge import (COLD_EVERY, HOLD_BACK, MERGE_DTYPE, RULES, che
                                    check_cold_every)
 from gensim_distw2v.wire import MAX_ARRAY_BYTES, SYNC_MODES
 
-__all__ = ["CHECKPOINT_EVERY", "PART_BYTES", "Settings"]
+__all__ = ["CHECKPOINT_EVERY", "PART_BYTES", "TENSORBOARD_WORDS", "Settings"]
 
 PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
 CHECKPOINT_EVERY = 300.0  # seconds between timed checkpoints (with checkpoint_dir)
+TENSORBOARD_WORDS = 10_000  # the embedding projector's most frequent words (with tensorboard_dir)
 
 
 def _positive_int(value, name, what):
@@ -60,6 +61,15 @@ class Settings:
         that runs one, as ``corpus_file``); None: no checkpoints. Made absolute.
     checkpoint_every : float
         Seconds between timed checkpoints (besides one at every epoch end).
+    tensorboard_dir : str, optional
+        A folder the client writes TensorBoard event files to (:mod:`gensim_distw2v.board`); None:
+        none. Made absolute.
+    tensorboard_words : int
+        The embedding projector gets the vectors of this many most frequent words at the end
+        (0: no projector files).
+    tensorboard_quality : bool
+        Also evaluate the model at every epoch end (analogies, WordSim353, SimLex-999 from gensim's
+        test data) and write the scores; each costs a download of the weights.
     """
 
     sync_words: typing.Optional[int] = None
@@ -72,6 +82,9 @@ class Settings:
     part_bytes: int = PART_BYTES
     checkpoint_dir: typing.Optional[str] = None
     checkpoint_every: float = CHECKPOINT_EVERY
+    tensorboard_dir: typing.Optional[str] = None
+    tensorboard_words: int = TENSORBOARD_WORDS
+    tensorboard_quality: bool = False
 
     def __post_init__(self):
         fix = object.__setattr__  # frozen: the validated, normalised values replace the given ones
@@ -106,6 +119,20 @@ class Settings:
                 or not 0 < self.checkpoint_every <= 1e7:
             raise ValueError(f"checkpoint_every must be a number of seconds in (0, 1e7], got {self.checkpoint_every!r}")
         fix(self, "checkpoint_every", float(self.checkpoint_every))
+        if self.tensorboard_dir is not None:
+            if not isinstance(self.tensorboard_dir, (str, os.PathLike)) or not os.fspath(self.tensorboard_dir):
+                raise ValueError(f"tensorboard_dir must be a folder (a str or path), got {self.tensorboard_dir!r}")
+            fix(self, "tensorboard_dir", os.path.abspath(os.fspath(self.tensorboard_dir)))
+            if os.path.exists(self.tensorboard_dir) and not os.path.isdir(self.tensorboard_dir):
+                raise ValueError(f"tensorboard_dir {self.tensorboard_dir} exists and is not a folder")
+        if isinstance(self.tensorboard_words, bool) or not isinstance(self.tensorboard_words, (int, np.integer)) \
+                or not 0 <= self.tensorboard_words <= 1_000_000:
+            raise ValueError(f"tensorboard_words must be an int in [0, 1000000] (words in the embedding projector), "
+                             f"got {self.tensorboard_words!r}")
+        fix(self, "tensorboard_words", int(self.tensorboard_words))
+        if not isinstance(self.tensorboard_quality, (bool, np.bool_)):
+            raise ValueError(f"tensorboard_quality must be True or False, got {self.tensorboard_quality!r}")
+        fix(self, "tensorboard_quality", bool(self.tensorboard_quality))
 
     def replace(self, **changes):
         """A copy with ``changes``, validated."""

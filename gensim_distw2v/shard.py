@@ -37,7 +37,7 @@ import uuid
 
 import numpy as np
 
-from gensim_distw2v import transport, wire
+from gensim_distw2v import metrics, transport, wire
 from gensim_distw2v.checkpoint import CheckpointError, shard_store
 from gensim_distw2v.dispatcher import check_versions, model_bytes_limit, versions
 from gensim_distw2v.layout import ShardLayout
@@ -112,6 +112,7 @@ class Shard:
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.heartbeat_every = heartbeat
+        self.meter = metrics.Meter("shard")
         self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.lock = threading.Lock()
@@ -168,7 +169,7 @@ class Shard:
             started=held.weights is not None, merges=held.merges, merge_cpu=held.merge_cpu,
             bytes_in=held.bytes_in, bytes_out=held.bytes_out,
             damped=0 if held.weights is None else held.weights.damped,
-            workers=0 if held.weights is None else len(held.weights.slots))).to_wire()
+            workers=0 if held.weights is None else len(held.weights.slots)), node=self._metrics()).to_wire()
 
     @transport.expose
     def open_session(self, spec):
@@ -193,6 +194,7 @@ class Shard:
             if self.held is not None:
                 logger.info("session %s dropped: session %s replaces it", self.held.id, spec.session)
             self.held = held
+            self.meter.mark(spec.session)
         logger.info("session %s opened: shard %i of %i, %i of %i rows x %i dimensions of %s, merge=%s",
                     spec.session, spec.index, spec.count, held.n_rows, spec.vocab_size, spec.vector_size,
                     "/".join(spec.weights), spec.merge)
@@ -447,6 +449,15 @@ class Shard:
                 if self.stopped.wait(1.0 + attempt):
                     return
 
+    def _metrics(self):
+        """This shard's :class:`gensim_distw2v.wire.NodeMetrics`: of the session it holds, or since the last one."""
+        held = self.held
+        if held is not None and self.meter.session == held.id:
+            return self.meter.sample(merge_cpu=held.merge_cpu)
+        if held is None and self.meter.session is not None:
+            self.meter.mark(None)
+        return self.meter.sample()
+
     def heartbeat_loop(self):
         """Keep in touch with the dispatcher."""
         proxy = None
@@ -463,7 +474,8 @@ class Shard:
                     poisoned = {str(rank): why for rank, why in held.poisoned.items() if rank not in held.told}
             try:
                 beat = wire.ShardBeat.from_wire(proxy.shard_beat(self.name, held.id if held else None,
-                                                                 self.heartbeat_every, poisoned or None))
+                                                                 self.heartbeat_every, poisoned or None,
+                                                                 self._metrics().to_wire()))
                 if poisoned:
                     held.told.update(int(rank) for rank in poisoned)
             except (transport.PyroError, ValueError) as err:

@@ -22,6 +22,7 @@ import Pyro4.errors
 import Pyro4.constants
 import Pyro4.message
 import Pyro4.naming
+import Pyro4.socketutil
 import Pyro4.util
 
 logger = logging.getLogger(__name__)
@@ -375,6 +376,43 @@ class _NameServerDaemon(_Gated, Pyro4.naming.NameServerDaemon):
     def __init__(self, limits, **kwargs):
         self.gate = _Gate(limits)
         super().__init__(**kwargs)
+
+
+class _Traffic:
+    """Bytes this process sent and received on all its Pyro4 connections, headers included: every
+    daemon's and every proxy's socket goes through :class:`Pyro4.socketutil.SocketConnection`,
+    whose ``send`` and ``recv`` are counted here (installed once, at import)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sent = self.received = 0
+
+    def install(self, connection_class):
+        send, recv = connection_class.send, connection_class.recv
+        traffic = self
+
+        def counted_send(conn, data):
+            send(conn, data)
+            with traffic.lock:
+                traffic.sent += len(data)
+
+        def counted_recv(conn, size):
+            data = recv(conn, size)
+            with traffic.lock:
+                traffic.received += len(data)
+            return data
+
+        connection_class.send, connection_class.recv = counted_send, counted_recv
+
+
+_TRAFFIC = _Traffic()
+_TRAFFIC.install(Pyro4.socketutil.SocketConnection)
+
+
+def traffic():
+    """``(sent, received)``: bytes this process moved on all its connections since it started."""
+    with _TRAFFIC.lock:
+        return _TRAFFIC.sent, _TRAFFIC.received
 
 
 def caller():

@@ -33,7 +33,7 @@ __all__ = [
     "Progress", "EpochCounts", "WorkerCounts", "ShardSpec", "MergePart", "MergeReply", "RoundReport", "ShardBeat",
     "Hello", "Beat", "Opened", "Joined", "JobBatch", "Status", "MemberStatus", "ShardMemberStatus", "SessionState",
     "ShardStatus", "HeldStatus", "WorkerStatus", "ShardHello", "CheckpointSpec", "Resumed", "CheckpointOrder",
-    "ShardCheckpoint", "RestoreSpec", "CheckpointState",
+    "ShardCheckpoint", "RestoreSpec", "CheckpointState", "NodeMetrics",
 ]
 
 # dtypes allowed on the wire (anything else is refused before numpy sees it)
@@ -525,6 +525,7 @@ class RoundReport(Record):
     bytes_up: int
     bytes_down: int
     turn: list
+    node: typing.Optional["NodeMetrics"] = None  # an epoch flush's: the worker's metrics as the epoch ends on it
 
     def check(self):
         if self.flush < -1:
@@ -752,10 +753,12 @@ class SessionConfig(Record):
     corpus_file: typing.Optional[CorpusFileSpec] = None
     tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
     checkpoint: typing.Optional["CheckpointSpec"] = None  # with checkpoint_dir: where and how often
+    total_words: int = 0  # raw words per epoch, as the client expects them (0: unknown): progress and ETA
 
     def check(self):
         from gensim_distw2v.settings import Settings  # (settings needs merge, which needs this module)
 
+        _non_negative(self, "total_words")
         vocab, size = self.params.vocab_size, self.params.vector_size
         params = self.params
         wanted = {"syn0", "lockf"} | ({"syn1neg", "cum_table"} if params.negative else set()) \
@@ -1093,10 +1096,13 @@ class Progress(Record):
     quit: dict
     checkpoints: typing.Optional["CheckpointState"] = None  # with checkpoint_dir
     poisoned: typing.Optional[dict] = None  # worker -> why a shard refused its merge (the session cannot go on)
+    nodes: typing.Optional[dict] = None  # name -> NodeMetrics: the session's workers, shards and the dispatcher
 
     def check(self):
         self.epochs = _record_map(self.epochs, EpochCounts)
         self.workers = _record_map(self.workers, WorkerCounts)
+        if self.nodes is not None:
+            self.nodes = _record_map(self.nodes, NodeMetrics)
 
     def epoch(self, epoch):
         """The :class:`EpochCounts` of ``epoch`` (zeros before it starts)."""
@@ -1105,6 +1111,56 @@ class Progress(Record):
     def total(self, counter):
         """A :class:`WorkerCounts` field summed over the workers."""
         return sum(getattr(w, counter) for w in self.workers.values())
+
+
+# --------------------------------------------------------------------------------------------- metrics
+NODE_ROLES = ("worker", "shard", "dispatcher")
+
+
+@dataclasses.dataclass
+class NodeMetrics(Record):
+    """What one process of the cluster reports about itself (on its heartbeats; the dispatcher
+    adds its own): counters since ``session`` began on it (or since the process started, outside
+    sessions).
+
+    ``seconds`` of wall time they cover; raw ``words`` trained (workers); CPU seconds of the
+    whole process (``cpu``) and of it, in the word2vec kernel (``kernel_cpu``: trainer threads'
+    kernel calls) and in merges (``merge_cpu``: a worker's merge rounds, a shard's merge calls);
+    resident memory now and the process's peak (bytes); bytes sent and received on all its
+    connections (the wire's bytes, headers included); trainer ``threads`` (workers). The
+    dispatcher fills ``silent`` (seconds since it heard the node) and ``words_per_second`` (its
+    recent rate) when it passes them on."""
+
+    WHAT: typing.ClassVar[str] = "node metrics"
+    role: str
+    session: typing.Optional[str]
+    seconds: float
+    words: int
+    cpu: float
+    kernel_cpu: float
+    merge_cpu: float
+    rss: int
+    peak_rss: int
+    bytes_sent: int
+    bytes_received: int
+    threads: typing.Optional[int] = None
+    silent: float = 0.0
+    words_per_second: float = 0.0
+
+    def check(self):
+        if self.role not in NODE_ROLES:
+            raise ValueError(f"malformed {self.WHAT}: role must be one of {NODE_ROLES}, got {self.role!r}")
+        if self.session is not None and len(self.session) > 64:
+            raise ValueError(f"malformed {self.WHAT}: session must be a session id of at most 64 characters")
+        _non_negative(self, "seconds", "words", "cpu", "kernel_cpu", "merge_cpu", "rss", "peak_rss", "bytes_sent",
+                      "bytes_received", "silent", "words_per_second")
+        if self.threads is not None and not 1 <= self.threads <= 4096:
+            raise ValueError(f"malformed {self.WHAT}: threads must be in [1, 4096], got {self.threads}")
+
+    @property
+    def other_cpu(self):
+        """CPU seconds neither in the kernel nor in merges (serving, messaging, waiting loops)."""
+        return max(0.0, self.cpu - self.kernel_cpu - self.merge_cpu)
 
 
 # ---------------------------------------------------------------------------------------------- status
@@ -1178,11 +1234,13 @@ class HeldStatus(Record):
 
 @dataclasses.dataclass
 class ShardStatus(Record):
-    """A shard's answer to ``status``: its name and the session it holds (or None)."""
+    """A shard's answer to ``status``: its name, the session it holds (or None) and its
+    :class:`NodeMetrics` now."""
 
     WHAT: typing.ClassVar[str] = "shard status reply"
     name: str
     session: typing.Optional[HeldStatus]
+    node: typing.Optional[NodeMetrics] = None
 
 
 @dataclasses.dataclass

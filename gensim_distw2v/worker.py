@@ -34,7 +34,7 @@ import uuid
 
 import numpy as np
 
-from gensim_distw2v import transport, wire
+from gensim_distw2v import metrics, transport, wire
 from gensim_distw2v._inner import JobTrainer
 from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.dispatcher import versions
@@ -81,6 +81,7 @@ class _Training:
         self.flushed = -1  # the last epoch this worker flushed (sent everything, exactly)
 
     def run(self):
+        self.worker.meter.mark(self.sid)
         joined = wire.Joined.from_wire(self.proxy.join(self.worker.name, self.sid))
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
@@ -409,6 +410,10 @@ class _Training:
         with self.lock:
             return float(self.train_cpu)
 
+    def metrics(self):
+        """This worker's :class:`gensim_distw2v.wire.NodeMetrics` in the session so far."""
+        return self.worker.meter.sample(self.trained_words, self._kernel_cpu(), self.merge_cpu)
+
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
         """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.wire.DELTA_DTYPES`) to
         the shards and take in the other workers', range by range, every shard at once; then tell
@@ -500,7 +505,7 @@ class _Training:
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
             kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
-            turn=turn)
+            turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
         proxy.round_done(self.worker.name, self.sid, report.to_wire())
 
 
@@ -531,6 +536,7 @@ class Worker:
             self.ns_conf["hmac_key"] = hmac_key
         self.threads = threads or os.cpu_count() or 1
         self.heartbeat_every = heartbeat
+        self.meter = metrics.Meter("worker", self.threads)
         self.name = transport.WORKER_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.stopped = threading.Event()
@@ -590,7 +596,8 @@ class Worker:
                 if proxy is None:
                     return
             try:
-                beat = wire.Beat.from_wire(proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every))
+                beat = wire.Beat.from_wire(proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every,
+                                                           self._metrics().to_wire()))
             except (transport.PyroError, ValueError) as err:
                 logger.warning("lost the dispatcher (%s); looking for it again", err)
                 transport.release(proxy)
@@ -618,6 +625,13 @@ class Worker:
                 pass
             transport.release(proxy)
 
+    def _metrics(self):
+        """This worker's :class:`gensim_distw2v.wire.NodeMetrics`: of its session, or since the last one."""
+        training = self.training
+        if training is not None and self.meter.session == training.sid:
+            return training.metrics()
+        return self.meter.sample()
+
     def _run_session(self, training):
         training.proxy = transport.connect(self.dispatcher_uri, self.hmac_key, timeout=60.0)
         try:
@@ -636,6 +650,7 @@ class Worker:
             training.stop.set()
             transport.release(training.proxy)
             self.trained_sessions.append(training.sid)
+            self.meter.mark(None)
             if self.training is training:  # a newer session may have started meanwhile
                 self.training = None
 

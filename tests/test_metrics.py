@@ -1,0 +1,117 @@
+"""Per-node metrics without sockets: the meter, the dispatcher's book of nodes, the history, the record."""
+import numpy as np
+import pytest
+
+from gensim_distw2v import metrics, transport, wire
+
+
+def test_meter_counts_cpu_memory_and_traffic_since_its_mark():
+    meter = metrics.Meter("worker", threads=3)
+    meter.mark("s1")
+    sent, received = transport.traffic()
+    np.linalg.svd(np.random.RandomState(0).rand(300, 300))  # some CPU
+    big = np.ones(64 * 2 ** 20 // 8)  # 64 MiB resident
+    sample = meter.sample(words=1234, kernel_cpu=0.01, merge_cpu=0.02)
+    assert sample.role == "worker" and sample.session == "s1" and sample.threads == 3 and sample.words == 1234
+    assert sample.cpu > 0.03 and sample.kernel_cpu == 0.01 and sample.merge_cpu == 0.02
+    assert sample.other_cpu == pytest.approx(sample.cpu - 0.03)
+    assert sample.rss >= big.nbytes and sample.peak_rss >= sample.rss
+    assert (sample.bytes_sent, sample.bytes_received) == (transport.traffic()[0] - sent, transport.traffic()[1] - received)
+    assert wire.NodeMetrics.from_wire(sample.to_wire()) == sample
+    meter.mark(None)
+    assert meter.sample().session is None and meter.sample().cpu < sample.cpu
+
+
+def test_kernel_and_merge_cpu_cannot_exceed_the_process_cpu():
+    meter = metrics.Meter("shard")
+    meter.mark("s")
+    sample = meter.sample(merge_cpu=1e6)
+    assert sample.merge_cpu == sample.cpu and sample.other_cpu == 0.0
+
+
+def test_meter_refuses_an_unknown_role():
+    with pytest.raises(ValueError, match="role must be one of"):
+        metrics.Meter("client")
+
+
+def _node(session="s", words=0, role="worker"):
+    return wire.NodeMetrics(role=role, session=session, seconds=1.0, words=words, cpu=1.0, kernel_cpu=0.5,
+                            merge_cpu=0.25, rss=10, peak_rss=20, bytes_sent=1, bytes_received=2, threads=1)
+
+
+def test_book_rates_over_its_window_and_per_session():
+    book = metrics.NodeBook(window=10.0)
+    for t in range(0, 21):
+        book.update("w", _node(words=1000 * t), now=100.0 + t)
+    assert book.rate("w") == pytest.approx(1000.0)
+    assert len(book.points["w"]) <= 12  # only the window is kept
+    view = book.view("w", now=122.5)
+    assert view.silent == pytest.approx(2.5) and view.words_per_second == pytest.approx(1000.0)
+    book.update("w", _node(session="t", words=5), now=121.5)  # a new session: no rate across sessions
+    assert book.rate("w") == 0.0
+    assert set(book.of_session("t", ["w", "gone"], now=122.0)) == {"w"}
+    assert book.of_session("s", ["w"], now=122.0) == {}
+    book.forget("w")
+    assert "w" not in book.latest and "w" not in book.points
+
+
+def test_history_thins_itself_and_keeps_the_last_point():
+    history = metrics.History(every=1.0, max_points=8)
+    kept = [history.add(t * 0.5, 100 * t, loss=3.0 * t) for t in range(200)]
+    assert sum(kept) > 8 and len(history.points) <= 8
+    assert history.points[-1]["t"] >= 90.0 and history.every > 1.0
+    assert [p["t"] for p in history.points] == sorted(p["t"] for p in history.points)
+    assert history.points[-1]["words_per_second"] == pytest.approx(200.0)
+    assert history.points[-1]["loss"] == pytest.approx(0.03)  # per word, over the last interval
+    assert history.points[0]["loss"] is None
+
+
+def test_history_drops_a_nan_loss():
+    history = metrics.History()
+    for t, loss in enumerate([0.0, float("nan"), 5.0, 8.0]):
+        history.add(float(t), 10 * t, loss=loss)
+    assert [p["loss"] for p in history.points] == [None, None, None, pytest.approx(0.3)]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("role", "client", "role must be one of"),
+    ("cpu", -1.0, "cpu must be >= 0"),
+    ("bytes_sent", -5, "bytes_sent must be >= 0"),
+    ("threads", 0, "threads must be in"),
+    ("session", "x" * 100, "session must be a session id"),
+])
+def test_node_metrics_refuse_bad_values(field, value, message):
+    msg = _node().to_wire()
+    msg[field] = value
+    with pytest.raises(ValueError, match=message):
+        wire.NodeMetrics.from_wire(msg)
+
+
+def test_node_metrics_refuse_unknown_fields():
+    with pytest.raises(ValueError, match="unknown fields"):
+        wire.NodeMetrics.from_wire(dict(_node().to_wire(), password="x"))
+
+
+def test_the_dispatcher_keeps_its_members_metrics_and_refuses_bad_ones():
+    from gensim_distw2v.dispatcher import Dispatcher, versions
+
+    dispatcher = Dispatcher()
+    worker, shard = transport.WORKER_PREFIX + "w1", transport.SHARD_PREFIX + "s1"
+    try:
+        dispatcher.hello(worker, "PYRO:x@127.0.0.1:1", wire.Hello(versions=versions(), threads=2).to_wire())
+        dispatcher.shard_hello(shard, "PYRO:y@127.0.0.1:2", {"versions": versions()})
+        with pytest.raises(ValueError, match="heartbeat: metrics must be a worker's, got role 'shard'"):
+            dispatcher.heartbeat(worker, None, 0.0, _node(role="shard").to_wire())
+        with pytest.raises(ValueError, match="malformed node metrics: rss must be >= 0"):
+            dispatcher.shard_beat(shard, None, 0.0, None, dict(_node(role="shard").to_wire(), rss=-1))
+        dispatcher.heartbeat(worker, None, 0.0, _node(session=None, words=7).to_wire())
+        dispatcher.shard_beat(shard, None, 0.0, None, _node(session=None, role="shard").to_wire())
+        nodes = {node["name"]: node for node in dispatcher.overview()["nodes"]}
+        assert set(nodes) == {worker, shard}  # no session: those heard, as last heard
+        assert nodes[worker]["words"] == 7 and nodes[worker]["threads"] == 1 and nodes[worker]["last_heard"] < 5
+        assert nodes[shard]["cpu"] == {"kernel": 0.5, "merge": 0.25, "other": 0.25}
+        assert dispatcher.overview()["session"] is None
+        dispatcher.leave(worker)
+        assert {node["name"] for node in dispatcher.overview()["nodes"]} == {shard}
+    finally:
+        dispatcher.shutdown()
