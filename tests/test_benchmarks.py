@@ -132,3 +132,23 @@ def test_round_cost_reports_each_roles_cpu_per_round():
         assert r["worker_us_per_round"] > 0 and r["shards_us_per_round"] > 0
         assert r["shard_us_per_call"] == pytest.approx(r["shards_us_per_round"] / r["P"])
     assert "each shard more adds" in out
+
+
+def test_compare_anchors_runs_the_cluster_and_gensim_and_skips_what_is_missing(tmp_path):
+    """Spark and fastText made unavailable (no Java and no fastText binary where they are looked
+    for; CI installs neither): each is skipped with its reason, the cluster and gensim run."""
+    out = run("compare_anchors.py", "--corpus", datapath("lee_background.cor"), "--workers", "1", "--systems",
+              "dist,gensim,fasttext,spark", "--epochs", "1", "--vector-size", "20",
+              "--fasttext-bin", str(tmp_path / "fasttext"), "--java-home", str(tmp_path / "jdk"), "--json")
+    result = json.loads(out.strip().splitlines()[-1])
+    table = {(row["system"], row["k"]): row for row in result["table"]}
+    assert set(table) == {("dist", 1), ("gensim", 1)} and result["failed"] == {}
+    for row in table.values():
+        assert row["raw_wps"] > 0 and row["peak_rss_mb"] > 0 and row["vocabulary"] > 0
+        assert 0 <= row["analogy"] <= 1 and -1 <= row["ws353"] <= 1 and -1 <= row["simlex"] <= 1
+    assert table[("gensim", 1)]["ratio_to_gensim"] == 1.0 and table[("dist", 1)]["ratio_to_gensim"] > 0
+    assert {"client", "dispatcher", "shard", "worker"} <= set(table[("dist", 1)]["rss_mb"])
+    skipped = result["skipped"]
+    assert set(skipped) == {"spark", "fasttext"}
+    assert "apt-get install -y fasttext" in skipped["fasttext"]
+    assert "pip install" in skipped["spark"] or "Java" in skipped["spark"]  # no pyspark (CI), or no Java there
