@@ -30,6 +30,18 @@ def _positive_int(value, name, what):
     return int(value)
 
 
+def _folder(value, name):
+    """``value`` (None, or a folder's path) made absolute; ValueError naming ``name`` otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise ValueError(f"{name} must be a folder (a str or path), got {value!r}")
+    path = os.path.abspath(os.fspath(value))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{name} {path} exists and is not a folder")
+    return path
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """How a model trains on a cluster (see :class:`gensim_distw2v.Word2Vec` for each setting).
@@ -109,22 +121,12 @@ class Settings:
         if not 1024 <= part_bytes <= MAX_ARRAY_BYTES // 2:
             raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {part_bytes}")
         fix(self, "part_bytes", part_bytes)
-        if self.checkpoint_dir is not None:
-            if not isinstance(self.checkpoint_dir, (str, os.PathLike)) or not os.fspath(self.checkpoint_dir):
-                raise ValueError(f"checkpoint_dir must be a folder (a str or path), got {self.checkpoint_dir!r}")
-            fix(self, "checkpoint_dir", os.path.abspath(os.fspath(self.checkpoint_dir)))
-            if os.path.exists(self.checkpoint_dir) and not os.path.isdir(self.checkpoint_dir):
-                raise ValueError(f"checkpoint_dir {self.checkpoint_dir} exists and is not a folder")
+        fix(self, "checkpoint_dir", _folder(self.checkpoint_dir, "checkpoint_dir"))
         if isinstance(self.checkpoint_every, bool) or not isinstance(self.checkpoint_every, (int, float, np.number)) \
                 or not 0 < self.checkpoint_every <= 1e7:
             raise ValueError(f"checkpoint_every must be a number of seconds in (0, 1e7], got {self.checkpoint_every!r}")
         fix(self, "checkpoint_every", float(self.checkpoint_every))
-        if self.tensorboard_dir is not None:
-            if not isinstance(self.tensorboard_dir, (str, os.PathLike)) or not os.fspath(self.tensorboard_dir):
-                raise ValueError(f"tensorboard_dir must be a folder (a str or path), got {self.tensorboard_dir!r}")
-            fix(self, "tensorboard_dir", os.path.abspath(os.fspath(self.tensorboard_dir)))
-            if os.path.exists(self.tensorboard_dir) and not os.path.isdir(self.tensorboard_dir):
-                raise ValueError(f"tensorboard_dir {self.tensorboard_dir} exists and is not a folder")
+        fix(self, "tensorboard_dir", _folder(self.tensorboard_dir, "tensorboard_dir"))
         if isinstance(self.tensorboard_words, bool) or not isinstance(self.tensorboard_words, (int, np.integer)) \
                 or not 0 <= self.tensorboard_words <= 1_000_000:
             raise ValueError(f"tensorboard_words must be an int in [0, 1000000] (words in the embedding projector), "

@@ -83,7 +83,18 @@ BAD_SETTINGS = [
     (dict(cold_every=0), "cold_every must be an int in \\[1, 1000\\]"),
     (dict(merge_dtype="int4"), "merge_dtype must be one of"),
     (dict(cluster_timeout=0), "cluster_timeout must be a positive number of seconds"),
+    (dict(tensorboard_dir=5), "tensorboard_dir must be a folder"),
+    (dict(tensorboard_dir=__file__), "tensorboard_dir .* exists and is not a folder"),
+    (dict(tensorboard_words=-1), "tensorboard_words must be an int in \\[0, 1000000\\]"),
+    (dict(tensorboard_quality="yes"), "tensorboard_quality must be True or False"),
 ]
+
+
+def test_tensorboard_needs_a_distributed_model(lee_corpus, tmp_path):
+    model = Word2Vec(min_count=1, vector_size=4, epochs=1, workers=1, tensorboard_dir=str(tmp_path))
+    model.build_vocab(lee_corpus[:20])
+    with pytest.raises(ValueError, match="only a distributed model .* writes TensorBoard events"):
+        model.train(lee_corpus[:20], total_examples=20, epochs=1)
 
 
 @pytest.mark.parametrize("kwargs, message", BAD_SETTINGS)
