@@ -832,11 +832,10 @@ class Dispatcher:
             for name in list(self.members) + list(self.shards):  # those outside the session: as last heard
                 if name not in nodes and name in self.book.latest:
                     nodes[name] = self.book.view(name, now)
-            threads = {name: m.threads for name, m in self.members.items()}
             return {"time": time.time(),
                     "dispatcher": {"uri": self.uri, "versions": versions()},
                     "session": None if session is None else self._session_overview(session, now),
-                    "nodes": [_node_overview(name, m, threads.get(name)) for name, m in sorted(nodes.items())],
+                    "nodes": [_node_overview(name, m) for name, m in sorted(nodes.items())],
                     "history": [] if self.history is None or session is None else list(self.history.points)}
 
     def _session_overview(self, session, now):
@@ -1024,7 +1023,7 @@ class Dispatcher:
             member = self._member(name, sid)
             member.counts.add(report, session.round_done(name, report))
             now = time.monotonic()
-            if report.node is not None and report.node.role == "worker" and report.node.session == sid:
+            if report.node is not None and report.node.session == sid:
                 self.book.update(name, report.node, now)
             if name in session.last_round:
                 gap = now - session.last_round[name]
@@ -1125,13 +1124,13 @@ class Dispatcher:
         self.stopped.set()
 
 
-def _node_overview(name, node, threads):
+def _node_overview(name, node):
     """One row of the status page's node table."""
     return {"name": name, "role": node.role, "words": node.words, "words_per_second": node.words_per_second,
             "cpu": {"kernel": node.kernel_cpu, "merge": node.merge_cpu, "other": node.other_cpu},
             "rss": node.rss, "peak_rss": node.peak_rss, "bytes_sent": node.bytes_sent,
             "bytes_received": node.bytes_received, "last_heard": node.silent,
-            "threads": node.threads if node.threads is not None else threads}
+            "threads": node.threads}
 
 
 def main(argv=None):

@@ -531,6 +531,8 @@ class RoundReport(Record):
         if self.flush < -1:
             raise ValueError(f"round report: flush must be an epoch or -1, got {self.flush}")
         self.turn = check_turn(self.turn, "round report")
+        if self.node is not None and self.node.role != "worker":
+            raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
         _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)

@@ -115,3 +115,12 @@ def test_the_dispatcher_keeps_its_members_metrics_and_refuses_bad_ones():
         assert {node["name"] for node in dispatcher.overview()["nodes"]} == {shard}
     finally:
         dispatcher.shutdown()
+
+
+def test_a_round_report_carries_a_workers_metrics_only():
+    report = wire.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.0, merge_cpu=0.0, kernel_cpu=0.0,
+                              stall_seconds=0.0, bytes_up=0, bytes_down=0, turn=[0, 0], node=_node())
+    assert wire.RoundReport.from_wire(report.to_wire()).node == _node()
+    report.node = _node(role="shard")
+    with pytest.raises(ValueError, match="round report: node must be a worker's metrics, got role 'shard'"):
+        wire.RoundReport.from_wire(report.to_wire())
