@@ -81,8 +81,9 @@ def one(repeat, wait):
     from gensim.models.word2vec import LineSentence
     from gensim.test.utils import datapath
 
-    from gensim_distw2v import LocalCluster, Word2Vec, transport
-    from gensim_distw2v.client import find_dispatcher
+    from gensim_distw2v import LocalCluster, Word2Vec
+    from gensim_distw2v.io import transport
+    from gensim_distw2v.client.training import find_dispatcher
 
     corpus = list(LineSentence(datapath("lee_background.cor")))
     params = dict(vector_size=16, min_count=2, seed=repeat, workers=1, epochs=2, cluster_timeout=20.0)

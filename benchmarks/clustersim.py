@@ -1,10 +1,10 @@
 """Merge schedules simulated in one process: K replicas, the cluster's own kernel and merge code.
 
-K workers' replicas (:class:`gensim_distw2v.merge.Replica`) train with the cluster's kernel
-(``JobTrainer``) on the jobs the client cuts (:func:`gensim_distw2v.jobs.iter_epoch_jobs`), pulled
+K workers' replicas (:class:`gensim_distw2v.core.merge.Replica`) train with the cluster's kernel
+(``JobTrainer``) on the jobs the client cuts (:func:`gensim_distw2v.core.jobs.iter_epoch_jobs`), pulled
 in order as workers pull them from the queue, in pieces cut where an interval runs out as a worker
 cuts them; after every ``sync_words`` words each worker merges with one
-:class:`gensim_distw2v.merge.GlobalWeights` (what a shard runs, here over every row) part by part,
+:class:`gensim_distw2v.core.merge.GlobalWeights` (what a shard runs, here over every row) part by part,
 with the cluster's hold-back, codec and cold rows, takes the reply in, and at each
 epoch end flushes exactly. Rounds are synchronous: every worker trains its interval, then they
 merge in rank order, so a run depends only on its seed, and K workers cost one core. A schedule's
@@ -164,17 +164,17 @@ class Simulation:
 
     def __init__(self, model, k, settings, damp_words=None, all_rows_down=False, damp_output=None, hot=None,
                  value_codec=None, all_tree_rows=False):
-        from gensim_distw2v import wire
+        from gensim_distw2v import protocol
         from gensim_distw2v._inner import JobTrainer
-        from gensim_distw2v.kernel import model_arrays, node_counts, reverse_tree
-        from gensim_distw2v.merge import (GlobalWeights, Replica, damped_rows, default_sync_words, hot_rows, row_ranges,
-                                          tree_hot_rows)
+        from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
+        from gensim_distw2v.core.merge import GlobalWeights, Replica
+        from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, row_ranges, tree_hot_rows
 
         kernel, arrays = model_arrays(model)
         arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the cluster trains them
         if not model.sample:
             arrays.pop("sample_int", None)
-        self.names = [name for name in wire.WEIGHTS if name in arrays]
+        self.names = [name for name in protocol.WEIGHTS if name in arrays]
         static = {name: a for name, a in arrays.items() if name not in self.names}
         self.n_rows, self.size = len(model.wv), model.wv.vector_size
         counts = model.wv.expandos["count"]
@@ -213,7 +213,7 @@ class Simulation:
         settings = self.settings
         worker.rounds += 1
         every_row = flush or worker.rounds % settings.cold_every == 0
-        from gensim_distw2v.merge import row_limits
+        from gensim_distw2v.core.schedule import row_limits
 
         limits = None if every_row else row_limits(self.hot, self.tree_hot)
         top = self.n_rows if every_row or ("syn1" in self.names and self.tree_hot < 0) else max(self.hot, self.tree_hot)
@@ -244,8 +244,8 @@ class Simulation:
 
     def train(self, sentences, model, epochs):
         """Every epoch: rounds until the jobs run out, then every worker flushes."""
-        from gensim_distw2v.jobs import iter_epoch_jobs
-        from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, reverse_tree_order
+        from gensim_distw2v.core.jobs import iter_epoch_jobs
+        from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, reverse_tree_order
 
         for epoch in range(epochs):
             jobs = iter(iter_epoch_jobs(

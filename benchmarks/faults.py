@@ -59,7 +59,7 @@ def evaluate(wv):
 def faults(cluster, total_words, kill_at, add_at, events, stop, fault="worker"):
     """Watch the dispatcher; kill ``worker-1`` at ``kill_at`` of the words, start a worker at ``add_at``
     (or, ``fault="dispatcher"``, kill the dispatcher at ``kill_at`` and start it again)."""
-    from gensim_distw2v.client import find_dispatcher
+    from gensim_distw2v.client.training import find_dispatcher
 
     probe = find_dispatcher(cluster.ns_conf)
     killed = added = False

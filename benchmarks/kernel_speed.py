@@ -73,8 +73,8 @@ def run_one(args, mode, model_path, corpus_path):
     total_words = model.corpus_total_words
     result = {"mode": mode}
     if mode == "kernel":
-        from gensim_distw2v.jobs import iter_epoch_jobs
-        from gensim_distw2v.kernel import train_jobs, trainer_for_model
+        from gensim_distw2v.core.jobs import iter_epoch_jobs
+        from gensim_distw2v.core.kernel import train_jobs, trainer_for_model
 
         sentences = LineSentence(corpus_path)
         start = time.perf_counter()

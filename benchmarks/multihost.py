@@ -174,7 +174,7 @@ class Network:
 
 
 def run_cluster(args, k, rule, corpus, workdir):
-    from gensim_distw2v.cluster import ManagedProcess
+    from gensim_distw2v.client.cluster import ManagedProcess
 
     env = dict(os.environ, PYRO_HMAC_KEY=KEY, PYRO_SERIALIZERS_ACCEPTED="serpent", PYTHONUNBUFFERED="1")
     env["GENSIM_DISTW2V_HMAC_KEY"] = KEY

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from gensim_distw2v import wire
-from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import GlobalWeights, Replica
+from gensim_distw2v import protocol
+from gensim_distw2v.core.layout import ShardLayout
+from gensim_distw2v.core.merge import GlobalWeights, Replica
 from provenance import provenance  # a sibling module (the script's folder is on sys.path)
 
 ROWS, SIZE, HOT, DAMPED = 43_726, 100, 1_134, 162
@@ -59,11 +59,11 @@ class Rig:
     def shard_call(self, p, msg):
         """A shard's side of one call: the checks, the fold and the reply (as ``Shard.merge``)."""
         g = self.shards[p]
-        part = wire.MergePart.from_wire(msg, n_rows=len(g.weights["syn0"]), vector_size=SIZE, weights=list(NAMES))
+        part = protocol.MergePart.from_wire(msg, n_rows=len(g.weights["syn0"]), vector_size=SIZE, weights=list(NAMES))
         missed, values = g.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
                                  hot_rows=part.hot_rows, wanted=part.wanted)
-        return wire.MergeReply(matrices={n: wire.pack_deltas(*d) for n, d in missed.items() if len(d[0])},
-                               values={n: wire.pack_deltas(*v) for n, v in values.items() if len(v[0])}).to_wire()
+        return protocol.MergeReply(matrices={n: protocol.pack_deltas(*d) for n, d in missed.items() if len(d[0])},
+                               values={n: protocol.pack_deltas(*v) for n, v in values.items() if len(v[0])}).to_wire()
 
     def round(self, rank):
         """One routine round of worker ``rank``: ``(worker CPU, shards' CPU)`` in seconds."""
@@ -76,19 +76,19 @@ class Rig:
         wanted_split = layout.split(wanted[np.searchsorted(wanted, HOT):])
         for p in range(len(self.shards)):
             lo, hi = layout.local_range(0, ROWS, p)
-            msg = wire.MergePart(session="s", rank=rank, lo=lo, hi=hi, hold_back=0.3, exact=False, token="t",
-                                 matrices={n: wire.pack_deltas(*d[p]) for n, d in split.items() if len(d[p][0])},
+            msg = protocol.MergePart(session="s", rank=rank, lo=lo, hi=hi, hold_back=0.3, exact=False, token="t",
+                                 matrices={n: protocol.pack_deltas(*d[p]) for n, d in split.items() if len(d[p][0])},
                                  hot_rows=layout.count(HOT, p),
-                                 wanted=wire.pack_wanted(wanted_split[p][0], lo, hi)).to_wire()
+                                 wanted=protocol.pack_wanted(wanted_split[p][0], lo, hi)).to_wire()
             before = time.thread_time()
             out = self.shard_call(p, msg)
             shard_cpu += time.thread_time() - before
-            reply = wire.MergeReply.from_wire(out)
+            reply = protocol.MergeReply.from_wire(out)
             got = []
             for key in ("matrices", "values"):
                 got.append({})
                 for n, m in getattr(reply, key).items():
-                    rows, values, scales = wire.unpack_deltas(m, n, SIZE, lo, hi, "merge reply")
+                    rows, values, scales = protocol.unpack_deltas(m, n, SIZE, lo, hi, "merge reply")
                     got[-1][n] = (layout.to_global(rows, p), values, scales)
             replica.take_in(*got)
         return time.thread_time() - start - shard_cpu, shard_cpu

@@ -7,7 +7,7 @@ import logging
 
 import gensim
 
-__version__ = "0.1.0"
+from gensim_distw2v.versions import __version__  # noqa: E402 (a leaf: no import of this package)
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def _check_build():
 
 _check_build()
 
-from gensim_distw2v.cluster import LocalCluster  # noqa: E402
+from gensim_distw2v.client.cluster import LocalCluster  # noqa: E402
 from gensim_distw2v.model import Word2Vec  # noqa: E402
 
 __all__ = ["Word2Vec", "LocalCluster", "__version__"]

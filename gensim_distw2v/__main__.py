@@ -13,11 +13,12 @@ import os
 import sys
 import time
 
-from gensim_distw2v.merge import CODECS, COLD_EVERY, HOLD_BACK, MERGE_DTYPE
-from gensim_distw2v.board import evaluate
+from gensim_distw2v.protocol import DELTA_DTYPES as CODECS
+from gensim_distw2v.settings import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
+from gensim_distw2v.io.board import evaluate
 from gensim_distw2v.settings import CHECKPOINT_EVERY, TENSORBOARD_WORDS
-from gensim_distw2v.wire import SYNC_MODES
-from gensim_distw2v.wire import MERGE_RULES as RULES
+from gensim_distw2v.protocol import SYNC_MODES
+from gensim_distw2v.protocol import MERGE_RULES as RULES
 
 logger = logging.getLogger("gensim_distw2v")
 
@@ -184,7 +185,7 @@ def train(args):
         if args.no_cluster:
             where = f"{args.workers} local threads"
         elif args.ns_host or args.ns_port:
-            from gensim_distw2v.transport import read_hmac_key
+            from gensim_distw2v.io.transport import read_hmac_key
 
             model.ns_conf = {"host": args.ns_host or "127.0.0.1", "port": args.ns_port or 9090,
                              "hmac_key": read_hmac_key(args.hmac_key_file)}
@@ -278,7 +279,7 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s",
                         level=logging.WARNING if args.quiet else logging.INFO)
     if args.command == "train":
-        from gensim_distw2v.transport import ClusterError
+        from gensim_distw2v.io.transport import ClusterError
 
         try:
             train(args)

@@ -2,7 +2,7 @@
 
 The smallest possible override of :class:`gensim.models.Word2Vec`: every gensim argument is
 accepted unchanged; ``distributed=False`` (the default) trains exactly as gensim does, and
-``distributed=True`` runs ``train()`` on a cluster through :mod:`gensim_distw2v.client`. Saved
+``distributed=True`` runs ``train()`` on a cluster through :mod:`gensim_distw2v.client.training`. Saved
 models are plain gensim models: :meth:`Word2Vec.save` writes a file that
 ``gensim.models.Word2Vec.load`` opens without this package, and :meth:`Word2Vec.load` opens
 files written by plain gensim.
@@ -11,8 +11,8 @@ import logging
 
 import gensim.models
 
-from gensim_distw2v.merge import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
-from gensim_distw2v.settings import CHECKPOINT_EVERY, TENSORBOARD_WORDS, Settings
+from gensim_distw2v.settings import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
+from gensim_distw2v.settings import CHECKPOINT_EVERY, Settings, TENSORBOARD_WORDS
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +62,9 @@ class Word2Vec(gensim.models.Word2Vec):
     sync_words : int, optional
         Words each worker trains between merges (default, with two workers or more whatever their
         number: a 5,400th of the corpus's words per epoch, at least 2,200 and at most 1 M; 1 M with
-        one worker: :func:`gensim_distw2v.merge.default_sync_words`).
+        one worker: :func:`gensim_distw2v.core.merge.default_sync_words`).
     merge : {'damp', 'sum', 'mean'}, optional
-        How the parameter shards merge the workers' updates (see :mod:`gensim_distw2v.merge`):
+        How the parameter shards merge the workers' updates (see :mod:`gensim_distw2v.core.merge`):
         ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once
         (input vectors, and the most frequent output vectors), ``'mean'`` is plain model
         averaging, which trains like 1/K of the data.
@@ -82,7 +82,7 @@ class Word2Vec(gensim.models.Word2Vec):
         Default 0.3. Epoch ends always merge everything.
     cold_every : int, optional
         The rows of rare words (beyond the hot rows: those a worker sees less than a quarter of a
-        time per merge interval, :func:`gensim_distw2v.merge.hot_rows`) merge only every
+        time per merge interval, :func:`gensim_distw2v.core.merge.hot_rows`) merge only every
         ``cold_every``-th round, and at epoch ends; their change waits meanwhile, as held-back
         rows do. Routine rounds then read and move only the frequent words' rows. 1: every row
         in every round. Default: 6.
@@ -186,7 +186,7 @@ class Word2Vec(gensim.models.Word2Vec):
                 total_words=total_words, epochs=epochs, start_alpha=start_alpha, end_alpha=end_alpha,
                 word_count=word_count, queue_factor=queue_factor, report_delay=report_delay,
                 compute_loss=compute_loss, callbacks=callbacks, **kwargs)
-        from gensim_distw2v.client import DistributedTraining
+        from gensim_distw2v.client.training import DistributedTraining
 
         self.alpha = start_alpha or self.alpha
         self.min_alpha = end_alpha or self.min_alpha

@@ -5,7 +5,7 @@ Usage::
     python -m gensim_distw2v.nameserver -n HOST -p PORT [--hmac-key-file FILE]
 
 It is Pyro4's own name server (any Pyro4 client can use it; it speaks serpent only), with the
-connection limits of :class:`gensim_distw2v.transport.Limits` and messages of at most 1 MB. Binding
+connection limits of :class:`gensim_distw2v.io.transport.Limits` and messages of at most 1 MB. Binding
 anything but loopback needs the cluster's HMAC key, as for the dispatcher, shards and workers.
 ``python -m Pyro4.naming`` works too, without those limits.
 """
@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from gensim_distw2v import transport
+from gensim_distw2v.io import transport
 
 logger = logging.getLogger("gensim_distw2v.nameserver")
 

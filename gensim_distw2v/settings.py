@@ -13,15 +13,47 @@ import typing
 
 import numpy as np
 
-from gensim_distw2v.merge import (COLD_EVERY, HOLD_BACK, MERGE_DTYPE, RULES, check_codec,
-                                   check_cold_every)
-from gensim_distw2v.wire import MAX_ARRAY_BYTES, SYNC_MODES
+from gensim_distw2v.protocol.constants import DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
 
-__all__ = ["CHECKPOINT_EVERY", "PART_BYTES", "TENSORBOARD_WORDS", "Settings"]
+__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "TENSORBOARD_WORDS", "Settings",
+           "check_codec", "check_cold_every"]
 
 PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
 CHECKPOINT_EVERY = 300.0  # seconds between timed checkpoints (with checkpoint_dir)
 TENSORBOARD_WORDS = 10_000  # the embedding projector's most frequent words (with tensorboard_dir)
+# Routine merges' values on the wire, by default: int8 levels with a float32 scale per row (d + 8
+# bytes a row of d values with its index; float16: 2 d + 4, on request). With hot rows every round
+# and error feedback, int8 holds quality at K = 2 to 8 (docs/schedule.rst). What rounding loses waits
+# for the next round, as held-back rows do.
+MERGE_DTYPE = "int8"
+# The rows of rare words merge every COLD_EVERY-th round (docs/schedule.rst)
+COLD_EVERY = 6
+# Up, a routine round holds back the rows that changed least, together HOLD_BACK of the squared change
+# (error feedback: they go once grown, or at the epoch's exact flush); down, the hot rows' deltas alike.
+# Measured at K=8 (CBOW, seeds 1-2, docs/schedule.rst): 0.1 -> 0.3 cuts the bytes up from 144 to 110
+# per word for about 0.1 analogy points; 0.5 (87 B) cost 0.3 more.
+HOLD_BACK = 0.3
+
+
+def check_codec(codec):
+    """``codec`` (a name or numpy dtype of :data:`DELTA_DTYPES`) as its name; a clear error otherwise."""
+    try:
+        name = np.dtype(codec).name
+    except TypeError:
+        name = None
+    if name not in DELTA_DTYPES:
+        raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES} (routine merges' values on the wire), got {codec!r}")
+    return name
+
+
+def check_cold_every(cold_every, what=None):
+    """``cold_every`` (merge the rows of rare words every n-th round) as an int in [1, 1000];
+    ValueError naming the problem otherwise."""
+    if isinstance(cold_every, bool) or not isinstance(cold_every, (int, np.integer)) or not 1 <= cold_every <= 1000:
+        where = f"{what}: " if what else ""
+        raise ValueError(f"{where}cold_every must be an int in [1, 1000] (merge the rows of rare words every "
+                         f"n-th round; 1: in every round), got {cold_every!r}")
+    return int(cold_every)
 
 
 def _positive_int(value, name, what):
@@ -50,7 +82,7 @@ class Settings:
     ----------
     sync_words : int, optional
         Words each worker trains between merges (None: derived from the corpus's length,
-        :func:`gensim_distw2v.merge.default_sync_words`).
+        :func:`gensim_distw2v.core.merge.default_sync_words`).
     merge : {'damp', 'sum', 'mean'}
         The merge rule.
     sync : {'ssp', 'bsp', 'asp', 'local'}
@@ -63,7 +95,7 @@ class Settings:
     cold_every : int
         The rows of rare words merge every ``cold_every``-th round, in [1, 1000].
     merge_dtype : {'float16', 'int8', 'float32'}
-        Values of routine merges on the wire.
+        Values of routine merges on the protocol.
     cluster_timeout : float
         Seconds to wait for a first worker and shard, and without any worker during training.
     part_bytes : int
@@ -74,7 +106,7 @@ class Settings:
     checkpoint_every : float
         Seconds between timed checkpoints (besides one at every epoch end).
     tensorboard_dir : str, optional
-        A folder the client writes TensorBoard event files to (:mod:`gensim_distw2v.board`); None:
+        A folder the client writes TensorBoard event files to (:mod:`gensim_distw2v.io.board`); None:
         none. Made absolute.
     tensorboard_words : int
         The embedding projector gets the vectors of this many most frequent words at the end
@@ -102,8 +134,8 @@ class Settings:
         fix = object.__setattr__  # frozen: the validated, normalised values replace the given ones
         if self.sync_words is not None:
             fix(self, "sync_words", _positive_int(self.sync_words, "sync_words", "words per worker between merges"))
-        if self.merge not in RULES:
-            raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {RULES}")
+        if self.merge not in MERGE_RULES:
+            raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {MERGE_RULES}")
         if self.sync not in SYNC_MODES:
             raise ValueError(f"unknown sync mode {self.sync!r}; choose one of {SYNC_MODES} (ssp: bounded staleness, "
                              f"bsp: a barrier per round, reproducible; asp: no bound; local: merges at epoch ends)")

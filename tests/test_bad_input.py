@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import gensim_distw2v
-from gensim_distw2v import LocalCluster, Word2Vec, transport
-from gensim_distw2v.cluster import ManagedProcess
+from gensim_distw2v import LocalCluster, Word2Vec
+from gensim_distw2v.io import transport
+from gensim_distw2v.client.cluster import ManagedProcess
 
 PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
 
@@ -77,14 +78,14 @@ def test_wrong_hmac_key_is_refused(lee_corpus):
 
 
 def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
-    from gensim_distw2v.client import find_dispatcher
-    from gensim_distw2v.jobs import Job
-    from gensim_distw2v import wire
+    from gensim_distw2v.client.training import find_dispatcher
+    from gensim_distw2v.core.jobs import Job
+    from gensim_distw2v import protocol
 
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     proxy = find_dispatcher(cluster.ns_conf)
     old = "0" * 32  # no such session (any finished one looks the same to the dispatcher)
-    job = wire.Job.of(0, 0, Job(indices=np.array([1, 2], dtype=np.uint32), offsets=np.array([0, 2], dtype=np.int64),
+    job = protocol.Job.of(0, 0, Job(indices=np.array([1, 2], dtype=np.uint32), offsets=np.array([0, 2], dtype=np.int64),
                                 alpha=0.025, raw_words=2, examples=1)).to_wire()
     for call, args in ((proxy.put_jobs, (old, [job])), (proxy.progress, (old,)), (proxy.end_epoch, (old, 0)),
                        (proxy.download, (old, "syn0", 0, 1))):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from gensim_distw2v.checkpoint import CheckpointError, CheckpointStore
+from gensim_distw2v.io.store import CheckpointError, CheckpointStore
 
 
 def arrays(seed):
@@ -67,7 +67,7 @@ def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path, caplog, 
         manifest["format"] = 99
         with open(os.path.join(folder, "MANIFEST.json"), "w") as f:
             json.dump(manifest, f)
-    with caplog.at_level(logging.WARNING, logger="gensim_distw2v.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="gensim_distw2v.io.store"):
         sequence, got_meta, got = store.latest()
     assert sequence == 1 and got_meta == meta(1) and np.array_equal(got["syn0"], arrays(1)["syn0"])
     warning = " ".join(r.getMessage() for r in caplog.records)
@@ -104,21 +104,21 @@ def test_arrays_that_would_need_pickle_or_unsafe_names_are_refused(tmp_path):
 
 
 def spec(tmp_path, every=10.0, **kwargs):
-    from gensim_distw2v import wire
+    from gensim_distw2v import protocol
 
-    return wire.CheckpointSpec(dir=str(tmp_path), every=every, identity={"vocabulary": "v1"}, **kwargs)
+    return protocol.CheckpointSpec(dir=str(tmp_path), every=every, identity={"vocabulary": "v1"}, **kwargs)
 
 
 def point(epoch=0):
-    from gensim_distw2v import wire
+    from gensim_distw2v import protocol
 
-    return wire.Resumed(checkpoint=0, epoch=epoch, first_job=0, done_below=0, done_jobs=[], crc=0, epochs={},
+    return protocol.Resumed(checkpoint=0, epoch=epoch, first_job=0, done_below=0, done_jobs=[], crc=0, epochs={},
                         loss=0.0)
 
 
 def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
-    from gensim_distw2v import wire
-    from gensim_distw2v.checkpoint import SessionCheckpoints
+    from gensim_distw2v import protocol
+    from gensim_distw2v.core.checkpoints import SessionCheckpoints
 
     plan = SessionCheckpoints(spec(tmp_path), "run1", shards=2, now=0.0, mark=(-1, 0))
     assert not plan.due(5.0, (-1, 3)) and plan.due(10.0, (-1, 3)) and plan.order(0) is None
@@ -128,12 +128,12 @@ def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
     order = plan.order(1)
     assert (order.sequence, order.run, order.keep_from, order.dir) == (1, "run1", 1, str(tmp_path))
     assert plan.ask() == 2  # an epoch end while checkpoint 1 is in progress: 2 starts after it
-    assert plan.report(0, wire.ShardCheckpoint(sequence=1, stage="taken"), 10.1) is None
+    assert plan.report(0, protocol.ShardCheckpoint(sequence=1, stage="taken"), 10.1) is None
     assert plan.order(0) is None and plan.state.taken == 0
-    assert plan.report(1, wire.ShardCheckpoint(sequence=1, stage="written", bytes=100), 10.2) is None
+    assert plan.report(1, protocol.ShardCheckpoint(sequence=1, stage="written", bytes=100), 10.2) is None
     assert plan.state.taken == 1  # every shard copied its rows
-    assert plan.report(0, wire.ShardCheckpoint(sequence=0, stage="written"), 10.3) is None  # not this one: ignored
-    assert plan.report(0, wire.ShardCheckpoint(sequence=1, stage="written", bytes=50), 10.3) == "commit"
+    assert plan.report(0, protocol.ShardCheckpoint(sequence=0, stage="written"), 10.3) is None  # not this one: ignored
+    assert plan.report(0, protocol.ShardCheckpoint(sequence=1, stage="written", bytes=50), 10.3) == "commit"
     sequence, record = plan.record({"vocabulary": "v1"})
     assert sequence == 1 and record["run"] == "run1" and record["shards"] == 2 and not record["finished"]
     plan.store.write(record, {}, sequence=sequence)
@@ -155,8 +155,8 @@ def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
 def test_skipped_jobs_must_be_the_ones_the_checkpoint_trained():
     import zlib
 
-    from gensim_distw2v.client import SkippedJobs
-    from gensim_distw2v.jobs import Job
+    from gensim_distw2v.client.training import SkippedJobs
+    from gensim_distw2v.core.jobs import Job
 
     jobs = [Job(np.arange(i, i + 5, dtype=np.uint32), np.array([0, 5]), 0.02, 5, 1) for i in range(6)]
     crc = sum(zlib.crc32(jobs[i].indices) for i in (0, 1, 3))
@@ -180,29 +180,30 @@ def test_skipped_jobs_must_be_the_ones_the_checkpoint_trained():
 
 
 def test_checkpoint_messages_are_checked_on_arrival():
-    from gensim_distw2v import wire
+    from gensim_distw2v import protocol
 
     good = {"dir": "/data/run", "every": 300.0, "identity": {"vocabulary": "v"}}
-    assert wire.CheckpointSpec.from_wire(good).resume is False
+    assert protocol.CheckpointSpec.from_wire(good).resume is False
     for bad, message in [({"dir": "run"}, "dir must be an absolute path"),
                          ({"every": 0.0}, r"every must be in \(0, 1e7\]"),
                          ({"identity": {"x": b"bytes"}}, "bytes is not plain data"),
                          ({"identity": {"x": float("nan")}}, "float is not plain data"),
                          ({"below": 0}, "below must be >= 1")]:
         with pytest.raises(ValueError, match=message):
-            wire.CheckpointSpec.from_wire({**good, **bad})
+            protocol.CheckpointSpec.from_wire({**good, **bad})
     with pytest.raises(ValueError, match="stage must be one of"):
-        wire.ShardCheckpoint.from_wire({"sequence": 1, "stage": "done"})
+        protocol.ShardCheckpoint.from_wire({"sequence": 1, "stage": "done"})
     with pytest.raises(ValueError, match=r"keep_from in \[1, sequence\]"):
-        wire.CheckpointOrder.from_wire({"sequence": 2, "dir": "/d", "run": "r", "keep_from": 3})
+        protocol.CheckpointOrder.from_wire({"sequence": 2, "dir": "/d", "run": "r", "keep_from": 3})
     with pytest.raises(ValueError, match="done_jobs must be job ids"):
-        wire.Resumed.from_wire({**point().to_wire(), "done_jobs": [-1]})
+        protocol.Resumed.from_wire({**point().to_wire(), "done_jobs": [-1]})
     with pytest.raises(ValueError, match=r"count in \[1, 4096\]"):
-        wire.RestoreSpec.from_wire({"dir": "/d", "sequence": 1, "count": 0, "run": "r"})
+        protocol.RestoreSpec.from_wire({"dir": "/d", "sequence": 1, "count": 0, "run": "r"})
 
 
 def test_an_epoch_end_reuses_a_checkpoint_ordered_at_it_and_a_resumed_run_keeps_its_rows(tmp_path):
-    from gensim_distw2v.checkpoint import CHECKPOINT_DEADLINE, SessionCheckpoints
+    from gensim_distw2v.io.store import CHECKPOINT_DEADLINE
+    from gensim_distw2v.core.checkpoints import SessionCheckpoints
 
     CheckpointStore(tmp_path, "dispatcher").write({"finished": False}, {}, sequence=2)  # damaged, say
     plan = SessionCheckpoints(spec(tmp_path), "run1", shards=1, now=0.0, committed=1)  # resumed from 1

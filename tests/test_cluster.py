@@ -19,9 +19,11 @@ import psutil
 import pytest
 from gensim.test.utils import datapath
 
-from gensim_distw2v import LocalCluster, Word2Vec, merge, transport
-from gensim_distw2v.cluster import ManagedProcess
-from gensim_distw2v.kernel import train_like_gensim
+from gensim_distw2v import LocalCluster, Word2Vec
+from gensim_distw2v.core import schedule
+from gensim_distw2v.io import transport
+from gensim_distw2v.client.cluster import ManagedProcess
+from gensim_distw2v.core.kernel import train_like_gensim
 
 SMALL = dict(vector_size=24, min_count=2, seed=11, epochs=2, workers=1)
 
@@ -138,7 +140,7 @@ def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpu
     untrained = gensim.models.Word2Vec(**params)
     untrained.build_vocab(lee_corpus)
     reference = gensim.models.Word2Vec(lee_corpus, **params)
-    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client.training"):
         ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, **params)
     stats = ours.cluster_stats
     summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster training:")]
@@ -225,7 +227,7 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
         model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
         runs[cold_every] = model
     stats = runs[3].cluster_stats
-    assert stats["hot_rows"] == merge.hot_rows(runs[3].wv.expandos["count"], 2000)
+    assert stats["hot_rows"] == schedule.hot_rows(runs[3].wv.expandos["count"], 2000)
     assert 0 < stats["hot_rows"] < len(runs[3].wv) and stats["cold_every"] == 3, stats
     assert runs[1].cluster_stats["hot_rows"] == stats["hot_rows"] and runs[1].cluster_stats["cold_every"] == 1
     one_worker.processes["dispatcher"].wait_for(rf"rows after {stats['hot_rows']} every 3 rounds", timeout=5)
@@ -290,11 +292,11 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
         damped[rule] = ours.cluster_stats["damped_rows"]
         if rule == "damp":  # the rows a worker sees 1.5 times per 5,000 words: some, not all
             hot = ours.cluster_stats["damp_rows"]
-            assert hot == merge.damped_rows(ours.wv.expandos["count"], 5000)
+            assert hot == schedule.damped_rows(ours.wv.expandos["count"], 5000)
             assert 0 < hot["syn1neg"] == hot["syn0"] < len(ours.wv), hot
             three_workers.processes["dispatcher"].wait_for(
                 rf"merge=damp \(damp: {hot['syn0']} syn0 / {hot['syn1neg']} syn1neg / 0 syn1 rows\)", timeout=5)
-            assert ours.cluster_stats["hot_rows"] == merge.hot_rows(ours.wv.expandos["count"], 5000)
+            assert ours.cluster_stats["hot_rows"] == schedule.hot_rows(ours.wv.expandos["count"], 5000)
     # mean/sum measured 0.73-0.85 over 7 runs since the hot rows come down as deltas (0.8 was the bound
     # before); a rule that did not scale would give about 1
     assert moved["mean"] < 0.9 * moved["sum"], moved

@@ -21,11 +21,12 @@ import pytest
 from gensim.models.word2vec import LineSentence
 from gensim.test.utils import datapath
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport
+from gensim_distw2v import LocalCluster, Word2Vec
+from gensim_distw2v.io import transport
 from gensim_distw2v._lines import encode_lines
-from gensim_distw2v.client import find_dispatcher
-from gensim_distw2v.cluster import ManagedProcess
-from gensim_distw2v.corpusfile import RangeReader, check_file, fingerprint, ranges, vocab_arrays, vocab_lookup
+from gensim_distw2v.client.training import find_dispatcher
+from gensim_distw2v.client.cluster import ManagedProcess
+from gensim_distw2v.io.corpusfile import RangeReader, check_file, fingerprint, ranges, vocab_arrays, vocab_lookup
 
 SPACES = [" ", "\t", "\r", "\x0b", "\x1c", "\u0085", "\u00a0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000", "  "]
 WORDS = ["a", "bb", "ccc", "é", "日本語", "naïve", "Ωmega", "ŀl", "x\u2010y", "\u0100", "rare"]
@@ -161,7 +162,7 @@ def two_workers():
 def test_ranges_cut_mid_line_train_every_line_once(two_workers, counted_file, caplog):
     total = (3 ** 10 - 1) // 2
     # batch_words=29: ranges of about 29 words (~180 bytes) cut every line of more than one range
-    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client.training"):
         model = Word2Vec(corpus_file=counted_file, distributed=True, ns_conf=two_workers.ns_conf, batch_words=29,
                          **PARAMS)
     assert model.corpus_total_words == total and model.corpus_count == 11  # 10 lines, one cut in two
@@ -297,7 +298,7 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     dispatcher = find_dispatcher(two_workers.ns_conf)
     model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, **PARAMS)
     model.build_vocab(corpus_file=counted_file)
-    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.client.training import DistributedTraining
 
     session = DistributedTraining(model, two_workers.ns_conf)
     record, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)

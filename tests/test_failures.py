@@ -15,8 +15,9 @@ import time
 import numpy as np
 import pytest
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport
-from gensim_distw2v.client import find_dispatcher
+from gensim_distw2v import LocalCluster, Word2Vec
+from gensim_distw2v.io import transport
+from gensim_distw2v.client.training import find_dispatcher
 
 PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1, sg=1, negative=3)
 TIMEOUT = 3.0  # the dispatcher drops a worker silent for this long

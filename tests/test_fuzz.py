@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport, wire
-from gensim_distw2v.client import DistributedTraining, find_dispatcher
-from gensim_distw2v.dispatcher import versions
-from gensim_distw2v.jobs import Job
+from gensim_distw2v import LocalCluster, Word2Vec, protocol
+from gensim_distw2v.io import transport
+from gensim_distw2v.client.training import DistributedTraining, find_dispatcher
+from gensim_distw2v.versions import versions
+from gensim_distw2v.core.jobs import Job
 
 FAKE = transport.WORKER_PREFIX + "fuzz"
 PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
@@ -59,7 +60,7 @@ def cluster(lee_corpus):
         transport.release(proxy)
 
 
-REQUIRED_PART_FIELDS = {f.name for f in dataclasses.fields(wire.MergePart) if f.default is dataclasses.MISSING}
+REQUIRED_PART_FIELDS = {f.name for f in dataclasses.fields(protocol.MergePart) if f.default is dataclasses.MISSING}
 
 
 def valid_part(session):
@@ -67,8 +68,8 @@ def valid_part(session):
     values = np.full((3, session["size"]), 0.0, dtype=np.float16)
     return {"session": session["sid"], "rank": session["rank"], "token": session["token"], "lo": 0,
             "hi": session["vocab"], "hold_back": 0.0,
-            "hot_rows": -1, "tree_hot_rows": -1, "exact": False, "wanted": wire.pack_wanted([3, 7], 0, session["vocab"]),
-            "matrices": {"syn1neg": {"rows": wire.pack_array(rows), "values": wire.pack_array(values)}}}
+            "hot_rows": -1, "tree_hot_rows": -1, "exact": False, "wanted": protocol.pack_wanted([3, 7], 0, session["vocab"]),
+            "matrices": {"syn1neg": {"rows": protocol.pack_array(rows), "values": protocol.pack_array(values)}}}
 
 
 def valid_report():
@@ -79,7 +80,7 @@ def valid_report():
 def valid_int8_part(session):
     """A valid part with int8 values: levels and a float32 scale per row."""
     part = valid_part(session)
-    part["matrices"]["syn1neg"] = wire.pack_deltas(np.array([0, 2, 5], dtype=np.uint32),
+    part["matrices"]["syn1neg"] = protocol.pack_deltas(np.array([0, 2, 5], dtype=np.uint32),
                                                    np.full((3, session["size"]), -127, dtype=np.int8),
                                                    np.array([0.0, 1e-7, 2e-7], dtype=np.float32))
     return part
@@ -88,7 +89,7 @@ def valid_int8_part(session):
 def valid_job(session):
     job = Job(indices=np.array([1, 2, 3], dtype=np.uint32), offsets=np.array([0, 3], dtype=np.int64),
               alpha=0.025, raw_words=3, examples=1)
-    return wire.Job.of(10 ** 6, 0, job).to_wire()
+    return protocol.Job.of(10 ** 6, 0, job).to_wire()
 
 
 def array_defects(message, allowed, n_rows_bad):
@@ -114,9 +115,9 @@ def bad_merge_part(draw, session):
     matrix = part["matrices"]["syn1neg"]
     vocab, size = session["vocab"], session["size"]
     bad_rows = st.sampled_from([[5, 2, 0], [0, 2, 2], [0, 2, vocab], [0, 2, vocab + 10 ** 6]]).map(
-        lambda r: {**matrix, "rows": wire.pack_array(np.array(r, dtype=np.uint32))})
+        lambda r: {**matrix, "rows": protocol.pack_array(np.array(r, dtype=np.uint32))})
     bad_values = st.sampled_from([np.nan, np.inf, -np.inf]).map(
-        lambda x: {**matrix, "values": wire.pack_array(np.full((3, size), x, dtype=np.float16))})
+        lambda x: {**matrix, "values": protocol.pack_array(np.full((3, size), x, dtype=np.float16))})
     field = draw(st.sampled_from(["lo", "hi", "range", "matrices", "name", "rows", "values", "scales", "hold_back",
                                   "hot_rows", "tree_hot_rows", "exact", "session", "rank", "wanted", "missing",
                                   "unknown"]))
@@ -160,8 +161,8 @@ def bad_merge_part(draw, session):
         part[field] = draw(not_bool)
     elif field == "wanted":  # rows out of range or out of order, a bitmap of the wrong length, not an array
         bad_wanted = st.sampled_from([[7, 3], [3, 3], [3, vocab], [vocab + 10 ** 6]]).map(
-            lambda r: wire.pack_array(np.array(r, dtype=np.uint32))) | st.integers(0, vocab // 8 + 3).filter(
-            lambda n: n != (vocab + 7) // 8).map(lambda n: wire.pack_array(np.zeros(n, np.uint8)))
+            lambda r: protocol.pack_array(np.array(r, dtype=np.uint32))) | st.integers(0, vocab // 8 + 3).filter(
+            lambda n: n != (vocab + 7) // 8).map(lambda n: protocol.pack_array(np.zeros(n, np.uint8)))
         part["wanted"] = draw(array_defects(part["wanted"], ("uint32", "uint8"), bad_wanted)
                               | not_bool.filter(lambda v: v is not None and not isinstance(v, dict)))
     else:  # a field without a default (those with one, added later, may be left out)
@@ -219,7 +220,7 @@ def bad_job(draw, session):
         job["indices"] = draw(array_defects(job["indices"], ("uint32",), bad))
     elif field == "offsets":
         bad = st.sampled_from([[0, 4], [1, 3], [3, 0], [0, 2, 1]]).map(
-            lambda r: wire.pack_array(np.array(r, dtype=np.int64)))
+            lambda r: protocol.pack_array(np.array(r, dtype=np.int64)))
         job["offsets"] = draw(array_defects(job["offsets"], ("int64",), bad))
     elif field == "missing":
         del job[draw(st.sampled_from(sorted(job)))]

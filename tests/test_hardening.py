@@ -14,9 +14,10 @@ import psutil
 import Pyro4.message  # the attacker's tool: a well-formed Pyro4 header that claims a huge message
 import pytest
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport, wire
-from gensim_distw2v.client import find_dispatcher
-from gensim_distw2v.dispatcher import versions
+from gensim_distw2v import LocalCluster, Word2Vec, protocol
+from gensim_distw2v.io import transport
+from gensim_distw2v.client.training import find_dispatcher
+from gensim_distw2v.versions import versions
 
 PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
 
@@ -141,7 +142,7 @@ class FakeWorker:
             assert time.monotonic() < deadline, "no session started"
             time.sleep(0.05)
         self.dispatcher.hello(self.NAME, "PYRO:mallory@127.0.0.1:1", {"versions": versions(), "threads": 1})
-        joined = wire.Joined.from_wire(self.dispatcher.join(self.NAME, session["id"]))
+        joined = protocol.Joined.from_wire(self.dispatcher.join(self.NAME, session["id"]))
         self.sid, self.rank, self.config, self.token = session["id"], joined.rank, joined.config, joined.token
         self.shard = transport.connect(joined.shards[0][1], self.key, timeout=30)
         self.shard.download(self.sid, "syn1neg", 0, 1, self.rank, self.token)  # takes its slot on the shard
@@ -152,7 +153,7 @@ class FakeWorker:
         values = np.full((3, self.config.params.vector_size), value, dtype=dtype)
         part = {"session": self.sid, "rank": self.rank, "lo": 0, "hi": self.config.params.vocab_size,
                 "hold_back": 0.0, "hot_rows": -1, "tree_hot_rows": -1, "exact": True, "wanted": None, "token": self.token,
-                "matrices": {"syn0": wire.pack_deltas(rows, values)}}
+                "matrices": {"syn0": protocol.pack_deltas(rows, values)}}
         return self.shard.merge(part)
 
     def close(self):
@@ -203,26 +204,26 @@ def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(lee_cor
 
 
 def test_merge_bounds_in_process():
-    bound = wire.max_delta_for(0.025, 100)
-    assert bound == 64.0 and wire.max_delta_for(0.025, 25) == 128.0 and wire.max_delta_for(0.1, 100) == 200.0
+    bound = protocol.max_delta_for(0.025, 100)
+    assert bound == 64.0 and protocol.max_delta_for(0.025, 25) == 128.0 and protocol.max_delta_for(0.1, 100) == 200.0
     for dtype in (np.float16, np.float32):
         ok = np.array([[-bound, bound, 0.0]], dtype=dtype)
-        assert wire.within(ok, bound)
+        assert protocol.within(ok, bound)
         for bad in (np.nextafter(dtype(bound), dtype(np.inf)), np.inf, -np.inf, np.nan):
-            assert not wire.within(np.array([[0.0, bad]], dtype=dtype), bound), (dtype, bad)
+            assert not protocol.within(np.array([[0.0, bad]], dtype=dtype), bound), (dtype, bad)
     rows = np.array([1, 4], dtype=np.uint32)
-    huge = wire.pack_deltas(rows, np.full((2, 4), 1e30, dtype=np.float32))
-    with pytest.raises(wire.PoisonError, match="bound of 64"):
-        wire.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part", bound)
-    assert wire.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part")[1].max() == np.float32(1e30)  # no bound: finite
+    huge = protocol.pack_deltas(rows, np.full((2, 4), 1e30, dtype=np.float32))
+    with pytest.raises(protocol.PoisonError, match="bound of 64"):
+        protocol.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part", bound)
+    assert protocol.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part")[1].max() == np.float32(1e30)  # no bound: finite
     levels = np.full((2, 4), 127, dtype=np.int8)
-    for scale, poisoned in ((bound / 127, False), (bound / 100, True), (wire.MAX_SCALE, True)):
-        msg = wire.pack_deltas(rows, levels, np.full(2, scale, dtype=np.float32))
+    for scale, poisoned in ((bound / 127, False), (bound / 100, True), (protocol.MAX_SCALE, True)):
+        msg = protocol.pack_deltas(rows, levels, np.full(2, scale, dtype=np.float32))
         if poisoned:
-            with pytest.raises(wire.PoisonError):
-                wire.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
+            with pytest.raises(protocol.PoisonError):
+                protocol.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
         else:
-            wire.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
+            protocol.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
 
 
 def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
@@ -250,7 +251,7 @@ def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
 
 
 def test_a_strangers_polling_keeps_no_dead_session_alive(lee_corpus):
-    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.client.training import DistributedTraining
 
     with LocalCluster(n_workers=1, client_timeout=3.0) as cluster:
         model = Word2Vec(lee_corpus[:50], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
@@ -308,7 +309,7 @@ def test_what_a_message_can_make_a_server_allocate_is_capped(lee_corpus):
 
 
 def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
-    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.client.training import DistributedTraining
     from gensim_distw2v.dispatcher import Dispatcher
 
     model = Word2Vec(lee_corpus[:50], vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
@@ -320,13 +321,13 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
         with pytest.raises(ValueError, match=r"the session's arrays need \d+ MiB on the dispatcher, more than its limit "
                                              r"of 0 MiB; start the dispatcher with --max-model-bytes N"):
             small.open_session(config)
-        opened = wire.Opened.from_wire(dispatcher.open_session(config))
+        opened = protocol.Opened.from_wire(dispatcher.open_session(config))
         sid, token = opened.session, opened.token
         assert len(token) >= 32 and token not in repr(dispatcher.status())
         with pytest.raises(ValueError, match="an empty chunk"):
-            dispatcher.upload(sid, "lockf", 0, wire.pack_array(np.zeros(0, np.float32)), token)
+            dispatcher.upload(sid, "lockf", 0, protocol.pack_array(np.zeros(0, np.float32)), token)
         with pytest.raises(ValueError, match="not this session's token"):
-            dispatcher.upload(sid, "lockf", 0, wire.pack_array(np.ones(3, np.float32)), "a guess")
+            dispatcher.upload(sid, "lockf", 0, protocol.pack_array(np.ones(3, np.float32)), "a guess")
         with pytest.raises(ValueError, match="not this session's token"):
             dispatcher.close(sid, "")
         assert dispatcher.status()["session"]["id"] == sid
@@ -349,7 +350,7 @@ def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process():
                 versions=versions(), token="the token")
     shard.open_session(spec)
     for name in ("syn0", "syn1neg"):
-        shard.upload(spec["session"], name, 0, wire.pack_array(np.zeros((vocab, size), np.float32)), "the token")
+        shard.upload(spec["session"], name, 0, protocol.pack_array(np.zeros((vocab, size), np.float32)), "the token")
     shard.start(spec["session"])
     with pytest.raises(ValueError, match="not this session's token"):
         shard.download(spec["session"], "syn0", 0, 1, 0, "a guess")

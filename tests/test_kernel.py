@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer
-from gensim_distw2v.jobs import iter_epoch_jobs
-from gensim_distw2v.kernel import (model_arrays, node_counts, reverse_tree, reverse_tree_order, train_jobs,
-                                   train_like_gensim, trainer_for_model)
-from gensim_distw2v.merge import damped_rows
+from gensim_distw2v.core.jobs import iter_epoch_jobs
+from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree, reverse_tree_order, train_jobs, train_like_gensim, trainer_for_model
+from gensim_distw2v.core.schedule import damped_rows
 
 VARIANTS = {
     "sg+neg": dict(sg=1, hs=0, negative=5),
@@ -276,7 +275,7 @@ def test_model_without_vocabulary_is_refused():
 
 
 def test_encoder_matches_dictionary_lookups():
-    from gensim_distw2v.jobs import encode_sentences
+    from gensim_distw2v.core.jobs import encode_sentences
 
     vocab = {"a": 0, "b": 7, "ü": 3, 5: 2}
     sentences = [["a", "x", "b"], [], ("ü", "a"), ["zz"], iter(["b", 5, "b"])]

@@ -2,8 +2,10 @@
 import numpy as np
 import pytest
 
-from gensim_distw2v import merge
-from gensim_distw2v.merge import GlobalWeights, Replica, default_sync_words, row_ranges
+from gensim_distw2v import settings
+from gensim_distw2v.core import merge, schedule
+from gensim_distw2v.core.merge import GlobalWeights, Replica
+from gensim_distw2v.core.schedule import default_sync_words, row_ranges
 
 V, D = 50, 4
 
@@ -200,13 +202,13 @@ def test_row_ranges_cover_everything_once():
 
 def test_default_sync_words_does_not_shrink_with_k_and_grows_with_the_corpus():
     assert default_sync_words(1) >= 1_000_000  # one worker: merges only make progress durable
-    assert {default_sync_words(k) for k in range(2, 65)} == {merge.SYNC_WORDS}  # corpus unknown: the floor
+    assert {default_sync_words(k) for k in range(2, 65)} == {schedule.SYNC_WORDS}  # corpus unknown: the floor
     for words in (0, 60_000, 11_869_233, 54_000_000, 10 ** 9, 10 ** 11):
         expected = min(1_000_000, max(2_200, round(words / 5_400)))
         assert {default_sync_words(k, words) for k in (2, 3, 8, 64)} == {expected}, words
     assert default_sync_words(8, 11_869_233) == 2_200  # devmix: the interval measured at K = 2, 4, 8
     assert default_sync_words(8, 10 ** 9) == 185_185 and default_sync_words(8, 10 ** 11) == 1_000_000
-    assert 1_000 <= merge.SYNC_WORDS <= 3_000  # the hot rows' clock measured at K=8 (docs/schedule.rst)
+    assert 1_000 <= schedule.SYNC_WORDS <= 3_000  # the hot rows' clock measured at K=8 (docs/schedule.rst)
 
 
 def test_changed_rows_finds_exactly_the_changed_rows():
@@ -286,8 +288,8 @@ def test_damp_counts_agreeing_deltas_once_and_sums_the_rest():
 
 def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
     def hot(counts, sync_words):
-        rows = merge.damped_rows(counts, sync_words)
-        assert rows["syn1neg"] == min(rows["syn0"], merge.OUTPUT_DAMP_MOST)
+        rows = schedule.damped_rows(counts, sync_words)
+        assert rows["syn1neg"] == min(rows["syn0"], schedule.OUTPUT_DAMP_MOST)
         return rows["syn0"]
 
     counts = np.array([500, 300, 100, 60, 30, 10])  # 1,000 words; a worker must expect 1.5 sightings per interval
@@ -302,8 +304,8 @@ def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
     assert hot([500, 10, 300, 190], 10) == 1
     # the measured shape on a Zipf vocabulary: shorter intervals damp fewer rows; output rows at most 1,000
     zipf = 1e6 / np.arange(1, 50_001)
-    at = [merge.damped_rows(zipf, s) for s in (2_209, 12_500, 70_710)]
-    assert at[0]["syn0"] < at[1]["syn0"] < at[2]["syn0"] and at[2]["syn1neg"] == merge.OUTPUT_DAMP_MOST, at
+    at = [schedule.damped_rows(zipf, s) for s in (2_209, 12_500, 70_710)]
+    assert at[0]["syn0"] < at[1]["syn0"] < at[2]["syn0"] and at[2]["syn1neg"] == schedule.OUTPUT_DAMP_MOST, at
     for bad in (-1, {"syn0": 3}, {"syn0": 3, "syn1neg": -1}, {"syn0": 3, "syn1neg": True}, {"syn0": 1.5, "syn1neg": 1}):
         with pytest.raises(ValueError, match="damp_rows must be"):
             GlobalWeights(initial(), rule="damp", damp_rows=bad)
@@ -311,21 +313,21 @@ def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
 
 def test_hot_rows_are_the_words_a_worker_sees_in_an_interval_whatever_k():
     counts = np.array([500, 300, 100, 60, 30, 10])  # 1,000 words
-    assert merge.hot_rows(counts, 10, sightings=1.0) == 3  # 10 words: 5, 3, 1 (just), 0.6, ... sightings
-    assert merge.hot_rows(counts, 10) == 5  # a quarter of a sighting: from 25 counts on
-    assert merge.hot_rows(counts, 100) == 6 and merge.hot_rows(counts, 1) == 2  # 0.5, 0.3, 0.1, ...
-    assert merge.hot_rows(counts, 1, sightings=1.0) == 0
+    assert schedule.hot_rows(counts, 10, sightings=1.0) == 3  # 10 words: 5, 3, 1 (just), 0.6, ... sightings
+    assert schedule.hot_rows(counts, 10) == 5  # a quarter of a sighting: from 25 counts on
+    assert schedule.hot_rows(counts, 100) == 6 and schedule.hot_rows(counts, 1) == 2  # 0.5, 0.3, 0.1, ...
+    assert schedule.hot_rows(counts, 1, sightings=1.0) == 0
     # an unsorted vocabulary: up to the last hot word, so that no hot row is ever skipped
-    assert merge.hot_rows([10, 500, 30, 300, 60, 100], 10, sightings=1.0) == 6
-    assert merge.hot_rows([500, 10, 300, 30, 10, 10], 10, sightings=1.0) == 3
+    assert schedule.hot_rows([10, 500, 30, 300, 60, 100], 10, sightings=1.0) == 6
+    assert schedule.hot_rows([500, 10, 300, 30, 10, 10], 10, sightings=1.0) == 3
     # no counts (a vocabulary built by hand): no row is known to be cold
-    assert merge.hot_rows([0, 0, 0], 1000) == 3 and merge.hot_rows([], 1000) == 0
+    assert schedule.hot_rows([0, 0, 0], 1000) == 3 and schedule.hot_rows([], 1000) == 0
     # on a Zipf vocabulary: a longer interval makes more rows hot; the count does not depend on K
     zipf = 1e6 / np.arange(1, 50_001)
-    assert 100 < merge.hot_rows(zipf, 2_200) < merge.hot_rows(zipf, 12_500) < 50_000
+    assert 100 < schedule.hot_rows(zipf, 2_200) < schedule.hot_rows(zipf, 12_500) < 50_000
     for bad in (0, -1, 1.5, True, "4", 1001):
         with pytest.raises(ValueError, match="cold_every must be an int"):
-            merge.check_cold_every(bad)
+            settings.check_cold_every(bad)
 
 
 def test_cold_rows_wait_for_a_round_of_every_row_and_nothing_is_lost():
@@ -424,20 +426,20 @@ def test_hot_rows_come_down_as_deltas_and_only_the_damped_ones_are_damped():
 
 
 def test_wanted_rows_pack_to_the_smaller_form_and_bad_ones_are_refused():
-    from gensim_distw2v import wire
+    from gensim_distw2v import protocol
 
     few, many = np.array([3, 70, 99], np.uint32), np.arange(0, 100, 2, dtype=np.uint32)
     for rows, dtype in ((few, "uint32"), (many, "uint8"), (np.zeros(0, np.uint32), "uint32")):
-        msg = wire.pack_wanted(rows, 0, 100)
+        msg = protocol.pack_wanted(rows, 0, 100)
         assert msg["dtype"] == dtype
-        assert np.flatnonzero(wire.unpack_wanted(msg, 0, 100)).tolist() == rows.tolist()
-    assert np.flatnonzero(wire.unpack_wanted(wire.pack_wanted([12, 19], 10, 20), 10, 20)).tolist() == [2, 9]
-    for msg, problem in ((wire.pack_array(np.array([5, 3], np.uint32)), "strictly increasing"),
-                         (wire.pack_array(np.array([100], np.uint32)), r"must lie in \[0, 100\)"),
-                         (wire.pack_array(np.zeros(3, np.uint8)), "needs 13 bytes"),
-                         (wire.pack_array(np.zeros(3, np.float32)), "must have dtype")):
+        assert np.flatnonzero(protocol.unpack_wanted(msg, 0, 100)).tolist() == rows.tolist()
+    assert np.flatnonzero(protocol.unpack_wanted(protocol.pack_wanted([12, 19], 10, 20), 10, 20)).tolist() == [2, 9]
+    for msg, problem in ((protocol.pack_array(np.array([5, 3], np.uint32)), "strictly increasing"),
+                         (protocol.pack_array(np.array([100], np.uint32)), r"must lie in \[0, 100\)"),
+                         (protocol.pack_array(np.zeros(3, np.uint8)), "needs 13 bytes"),
+                         (protocol.pack_array(np.zeros(3, np.float32)), "must have dtype")):
         with pytest.raises(ValueError, match=problem):
-            wire.unpack_wanted(msg, 0, 100)
+            protocol.unpack_wanted(msg, 0, 100)
 
 
 def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
@@ -666,7 +668,7 @@ def test_row_bytes_count_the_codecs_bytes():
     assert merge.row_bytes("float16", 100) == 204 and merge.row_bytes("int8", 100) == 108
     assert merge.row_bytes(np.float32, 100) == 404
     with pytest.raises(ValueError, match="merge_dtype must be one of"):
-        merge.check_codec("int4")
+        settings.check_codec("int4")
 
 
 def test_half_conversion_is_numpys_bit_for_bit():
@@ -712,11 +714,11 @@ def test_a_65th_worker_gets_a_second_stale_word():
 def test_hs_tree_nodes_have_their_own_hot_rows():
     """With hs, a routine round reads syn1 below its own hot count (the tree's busiest nodes) and
     the words' matrices below theirs; the others wait, and an every-row round delivers them."""
-    assert merge.row_limits(-1, 7) is None and merge.row_limits(5) == 5 and merge.row_limits(5, -1) == 5
-    assert merge.row_limits(5, 7) == {"syn0": 5, "syn1neg": 5, "syn1": 7}
+    assert schedule.row_limits(-1, 7) is None and schedule.row_limits(5) == 5 and schedule.row_limits(5, -1) == 5
+    assert schedule.row_limits(5, 7) == {"syn0": 5, "syn1neg": 5, "syn1": 7}
     tree = np.array([100.0, 60, 40, 10, 2, 0])  # node counts, busiest first; 100 words in all
-    assert merge.tree_hot_rows(tree, 100.0, 10) == 4  # a quarter of a pass per 10 words: from 2.5 on
-    assert merge.tree_hot_rows(tree, 100.0, 1) == 3 and merge.tree_hot_rows(tree, 0.0, 10) == 0
+    assert schedule.tree_hot_rows(tree, 100.0, 10) == 4  # a quarter of a pass per 10 words: from 2.5 on
+    assert schedule.tree_hot_rows(tree, 100.0, 1) == 3 and schedule.tree_hot_rows(tree, 0.0, 10) == 0
     rng = np.random.default_rng(3)
     init = {"syn0": rng.uniform(-0.1, 0.1, (V, D)).astype(np.float32), "syn1": np.zeros((V, D), np.float32)}
     g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="damp", damp_rows={"syn0": 2, "syn1neg": 0,
@@ -729,7 +731,7 @@ def test_hs_tree_nodes_have_their_own_hot_rows():
     for r in (a, b):
         for name in r.replica:
             r.replica[name][[1, 15, 30]] += 0.05
-    limits = merge.row_limits(10, 20)
+    limits = schedule.row_limits(10, 20)
     sent = a.take_delta(0, V, "int8", 0.0, limits)
     assert sent["syn0"][0].tolist() == [1] and sent["syn1"][0].tolist() == [1, 15]  # row 30 waits in both
     a.take_in(*g.apply(0, 0, V, sent, exact=False, hot_rows=limits))

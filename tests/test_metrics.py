@@ -2,11 +2,14 @@
 import numpy as np
 import pytest
 
-from gensim_distw2v import metrics, transport, wire
+from gensim_distw2v import protocol
+from gensim_distw2v.core.book import History, NodeBook
+from gensim_distw2v.io import transport
+from gensim_distw2v.io.meter import Meter
 
 
 def test_meter_counts_cpu_memory_and_traffic_since_its_mark():
-    meter = metrics.Meter("worker", threads=3)
+    meter = Meter("worker", threads=3)
     meter.mark("s1")
     sent, received = transport.traffic()
     np.linalg.svd(np.random.RandomState(0).rand(300, 300))  # some CPU
@@ -17,13 +20,13 @@ def test_meter_counts_cpu_memory_and_traffic_since_its_mark():
     assert sample.other_cpu == pytest.approx(sample.cpu - 0.03)
     assert sample.rss >= big.nbytes and sample.peak_rss >= sample.rss
     assert (sample.bytes_sent, sample.bytes_received) == (transport.traffic()[0] - sent, transport.traffic()[1] - received)
-    assert wire.NodeMetrics.from_wire(sample.to_wire()) == sample
+    assert protocol.NodeMetrics.from_wire(sample.to_wire()) == sample
     meter.mark(None)
     assert meter.sample().session is None and meter.sample().cpu < sample.cpu
 
 
 def test_kernel_and_merge_cpu_cannot_exceed_the_process_cpu():
-    meter = metrics.Meter("shard")
+    meter = Meter("shard")
     meter.mark("s")
     sample = meter.sample(merge_cpu=1e6)
     assert sample.merge_cpu == sample.cpu and sample.other_cpu == 0.0
@@ -31,16 +34,16 @@ def test_kernel_and_merge_cpu_cannot_exceed_the_process_cpu():
 
 def test_meter_refuses_an_unknown_role():
     with pytest.raises(ValueError, match="role must be one of"):
-        metrics.Meter("client")
+        Meter("client")
 
 
 def _node(session="s", words=0, role="worker"):
-    return wire.NodeMetrics(role=role, session=session, seconds=1.0, words=words, cpu=1.0, kernel_cpu=0.5,
+    return protocol.NodeMetrics(role=role, session=session, seconds=1.0, words=words, cpu=1.0, kernel_cpu=0.5,
                             merge_cpu=0.25, rss=10, peak_rss=20, bytes_sent=1, bytes_received=2, threads=1)
 
 
 def test_book_rates_over_its_window_and_per_session():
-    book = metrics.NodeBook(window=10.0)
+    book = NodeBook(window=10.0)
     for t in range(0, 21):
         book.update("w", _node(words=1000 * t), now=100.0 + t)
     assert book.rate("w") == pytest.approx(1000.0)
@@ -56,7 +59,7 @@ def test_book_rates_over_its_window_and_per_session():
 
 
 def test_history_thins_itself_and_keeps_the_last_point():
-    history = metrics.History(every=1.0, max_points=8)
+    history = History(every=1.0, max_points=8)
     kept = [history.add(t * 0.5, 100 * t, loss=3.0 * t) for t in range(200)]
     assert sum(kept) > 8 and len(history.points) <= 8
     assert history.points[-1]["t"] >= 90.0 and history.every > 1.0
@@ -67,7 +70,7 @@ def test_history_thins_itself_and_keeps_the_last_point():
 
 
 def test_history_drops_a_nan_loss():
-    history = metrics.History()
+    history = History()
     for t, loss in enumerate([0.0, float("nan"), 5.0, 8.0]):
         history.add(float(t), 10 * t, loss=loss)
     assert [p["loss"] for p in history.points] == [None, None, None, pytest.approx(0.3)]
@@ -84,21 +87,22 @@ def test_node_metrics_refuse_bad_values(field, value, message):
     msg = _node().to_wire()
     msg[field] = value
     with pytest.raises(ValueError, match=message):
-        wire.NodeMetrics.from_wire(msg)
+        protocol.NodeMetrics.from_wire(msg)
 
 
 def test_node_metrics_refuse_unknown_fields():
     with pytest.raises(ValueError, match="unknown fields"):
-        wire.NodeMetrics.from_wire(dict(_node().to_wire(), password="x"))
+        protocol.NodeMetrics.from_wire(dict(_node().to_wire(), password="x"))
 
 
 def test_the_dispatcher_keeps_its_members_metrics_and_refuses_bad_ones():
-    from gensim_distw2v.dispatcher import Dispatcher, versions
+    from gensim_distw2v.dispatcher import Dispatcher
+    from gensim_distw2v.versions import versions
 
     dispatcher = Dispatcher()
     worker, shard = transport.WORKER_PREFIX + "w1", transport.SHARD_PREFIX + "s1"
     try:
-        dispatcher.hello(worker, "PYRO:x@127.0.0.1:1", wire.Hello(versions=versions(), threads=2).to_wire())
+        dispatcher.hello(worker, "PYRO:x@127.0.0.1:1", protocol.Hello(versions=versions(), threads=2).to_wire())
         dispatcher.shard_hello(shard, "PYRO:y@127.0.0.1:2", {"versions": versions()})
         with pytest.raises(ValueError, match="heartbeat: metrics must be a worker's, got role 'shard'"):
             dispatcher.heartbeat(worker, None, 0.0, _node(role="shard").to_wire())
@@ -118,9 +122,9 @@ def test_the_dispatcher_keeps_its_members_metrics_and_refuses_bad_ones():
 
 
 def test_a_round_report_carries_a_workers_metrics_only():
-    report = wire.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.0, merge_cpu=0.0, kernel_cpu=0.0,
+    report = protocol.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.0, merge_cpu=0.0, kernel_cpu=0.0,
                               stall_seconds=0.0, bytes_up=0, bytes_down=0, turn=[0, 0], node=_node())
-    assert wire.RoundReport.from_wire(report.to_wire()).node == _node()
+    assert protocol.RoundReport.from_wire(report.to_wire()).node == _node()
     report.node = _node(role="shard")
     with pytest.raises(ValueError, match="round report: node must be a worker's metrics, got role 'shard'"):
-        wire.RoundReport.from_wire(report.to_wire())
+        protocol.RoundReport.from_wire(report.to_wire())

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import gensim_distw2v
-from gensim_distw2v import Word2Vec, merge
+from gensim_distw2v import Word2Vec
+from gensim_distw2v.core import schedule
 
 PARAMS = dict(vector_size=16, min_count=2, seed=5, epochs=2, workers=1, sg=1, negative=5)
 
@@ -125,7 +126,7 @@ def test_removed_setting_is_named_with_what_to_do(tmp_path):
 
 
 def test_settings_are_one_object_passed_whole():
-    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.client.training import DistributedTraining
     from gensim_distw2v.settings import Settings
 
     model = Word2Vec(distributed=True, sync_words=5000, merge="sum", cold_every=2)
@@ -140,7 +141,7 @@ def test_settings_are_one_object_passed_whole():
 def test_session_interval_grows_with_the_corpus(lee_corpus):
     """The client sizes the merge interval from the corpus's words per epoch (given to train(), or
     counted by build_vocab), the floor below 11.9 M words; a given sync_words wins."""
-    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.client.training import DistributedTraining
 
     model = Word2Vec(distributed=True, vector_size=8, min_count=2, hs=1, negative=0)
     model.build_vocab(lee_corpus)
@@ -150,7 +151,7 @@ def test_session_interval_grows_with_the_corpus(lee_corpus):
     model.corpus_total_words = 1_080_000_000
     config = client._config(8, False, 1)[0]
     assert config.settings.sync_words == 200_000
-    assert config.hot_rows == merge.hot_rows(model.wv.expandos["count"], 200_000)  # the tiers follow it
+    assert config.hot_rows == schedule.hot_rows(model.wv.expandos["count"], 200_000)  # the tiers follow it
     assert client._config(1, False, 1)[0].settings.sync_words == 1_000_000
     model.sync_words = 3_000
     assert DistributedTraining(model, {})._config(8, False, 1)[0].settings.sync_words == 3_000
@@ -159,7 +160,7 @@ def test_session_interval_grows_with_the_corpus(lee_corpus):
 def test_corpus_file_ranges_follow_a_long_interval(lee_corpus, tmp_path):
     """corpus_file ranges are about batch_words words; with an interval longer than a job (a large
     corpus), about the interval, but at least four per worker and epoch."""
-    from gensim_distw2v.client import DistributedTraining
+    from gensim_distw2v.client.training import DistributedTraining
 
     path = tmp_path / "lee.txt"
     path.write_text("\n".join(" ".join(s) for s in lee_corpus) + "\n")

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from gensim_distw2v.cluster import ManagedProcess
+from gensim_distw2v.client.cluster import ManagedProcess
 
 NEEDS = ("Linux", "root", "the ip command")
 if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("ip") is None:
@@ -27,7 +27,7 @@ DRIVER = textwrap.dedent("""
     from gensim.models.word2vec import LineSentence
     from gensim.test.utils import datapath
     from gensim_distw2v import Word2Vec
-    from gensim_distw2v.client import find_dispatcher
+    from gensim_distw2v.client.training import find_dispatcher
     conf = {"host": sys.argv[1], "port": int(sys.argv[2]), "hmac_key": sys.argv[3]}
     corpus = list(LineSentence(datapath("lee_background.cor"))) * 40
     model = Word2Vec(distributed=True, ns_conf=conf, vector_size=16, min_count=2, seed=1, workers=1, sg=1,

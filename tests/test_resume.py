@@ -15,9 +15,10 @@ import time
 import numpy as np
 import pytest
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport
-from gensim_distw2v.checkpoint import CheckpointStore
-from gensim_distw2v.client import find_dispatcher
+from gensim_distw2v import LocalCluster, Word2Vec
+from gensim_distw2v.io import transport
+from gensim_distw2v.io.store import CheckpointStore
+from gensim_distw2v.client.training import find_dispatcher
 
 PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1, sg=1, negative=3)
 EPOCHS = 3
@@ -266,7 +267,7 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(le
     with LocalCluster(n_workers=1) as cluster:
         model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=str(folder), **PARAMS)
         model.build_vocab(lee_corpus)
-        with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client"):
+        with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client.training"):
             counts = model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
         assert counts[1] == words(lee_corpus, 2)
         errors = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from gensim_distw2v import transport
-from gensim_distw2v.cluster import ManagedProcess
+from gensim_distw2v.io import transport
+from gensim_distw2v.client.cluster import ManagedProcess
 
 
 @pytest.mark.parametrize("module", ["gensim_distw2v.dispatcher", "gensim_distw2v.worker", "gensim_distw2v.shard"])

@@ -2,26 +2,26 @@
 import numpy as np
 import pytest
 
-from gensim_distw2v import wire
-from gensim_distw2v.session import Session
+from gensim_distw2v import protocol
+from gensim_distw2v.core.session import Session
 from gensim_distw2v.settings import Settings
 
 
 def config(epochs=2, corpus_file=None, sync="ssp", workers=2, checkpoint=False):
     """A complete, checked session config of a 10-word, 4-dimension skip-gram model (with
     ``checkpoint``, of a session with checkpoints)."""
-    out = wire.SessionConfig(
-        versions={}, params=wire.TrainParams(sg=1, hs=0, negative=5, window=5, cbow_mean=1, shrink_windows=True,
+    out = protocol.SessionConfig(
+        versions={}, params=protocol.TrainParams(sg=1, hs=0, negative=5, window=5, cbow_mean=1, shrink_windows=True,
                                              sample=False, vector_size=4, vocab_size=10, seed=1),
         arrays={"syn0": {"dtype": "float32", "shape": [10, 4]}, "syn1neg": {"dtype": "float32", "shape": [10, 4]},
                 "lockf": {"dtype": "float32", "shape": [10]}, "cum_table": {"dtype": "uint32", "shape": [10]}},
         settings=Settings(sync_words=1000, sync=sync), damp_rows={"syn0": 2, "syn1neg": 2}, hot_rows=10,
-        compute_loss=False, epochs=epochs, rng_state=wire.RngState.of(np.random.RandomState(1)), workers=workers,
-        corpus_file=wire.CorpusFileSpec(**corpus_file) if corpus_file is not None else None)
+        compute_loss=False, epochs=epochs, rng_state=protocol.RngState.of(np.random.RandomState(1)), workers=workers,
+        corpus_file=protocol.CorpusFileSpec(**corpus_file) if corpus_file is not None else None)
     if corpus_file is not None:
         out.arrays.update(vocab_bytes={"dtype": "uint8", "shape": [40]}, vocab_offsets={"dtype": "int64", "shape": [11]})
     if checkpoint:
-        out.checkpoint = wire.CheckpointSpec(dir="/checkpoints", every=300.0, identity={})
+        out.checkpoint = protocol.CheckpointSpec(dir="/checkpoints", every=300.0, identity={})
     out.check()
     return out
 
@@ -35,16 +35,16 @@ def running(**kwargs):
 
 
 def job(job_id, epoch=0, raw=100):
-    return wire.Job(id=job_id, epoch=epoch, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
+    return protocol.Job(id=job_id, epoch=epoch, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
                     offsets=np.array([0, 3], np.int64), raw_words=raw, examples=5)
 
 
 def counts(put, done, raw, effective, examples):
-    return {"0": wire.EpochCounts(put=put, done=done, raw_words=raw, effective_words=effective, examples=examples)}
+    return {"0": protocol.EpochCounts(put=put, done=done, raw_words=raw, effective_words=effective, examples=examples)}
 
 
 def report(jobs, flush=-1, loss=0.0, turn=(0, 0)):
-    return wire.RoundReport(jobs=jobs, loss=loss, flush=flush, exact=flush >= 0, merge_seconds=0.0, merge_cpu=0.0,
+    return protocol.RoundReport(jobs=jobs, loss=loss, flush=flush, exact=flush >= 0, merge_seconds=0.0, merge_cpu=0.0,
                             kernel_cpu=0.0, stall_seconds=0.0, bytes_up=0, bytes_down=0, turn=list(turn))
 
 
@@ -160,7 +160,7 @@ def test_session_config_round_trips_and_names_what_is_wrong():
     record = config(corpus_file={"path": "/x", "size": 1000, "range_bytes": 300, "total_words": 200,
                                  "start_alpha": 0.025, "end_alpha": 0.0001, "digest": "d"})
     msg = record.to_wire()
-    back = wire.SessionConfig.from_wire(msg)
+    back = protocol.SessionConfig.from_wire(msg)
     assert back.settings == record.settings and back.params == record.params and back.corpus_file == record.corpus_file
     assert np.array_equal(back.rng_state.keys, record.rng_state.keys) and back.rng_state.pos == record.rng_state.pos
     state = np.random.RandomState(5)
@@ -172,30 +172,30 @@ def test_session_config_round_trips_and_names_what_is_wrong():
             ({"params": {**msg["params"], "negative": 0}}, "either hs=1 or negative > 0"),
             ({"params": {**msg["params"], "vocab_size": 2 ** 32}}, "vocab_size must be in"),
             ({"settings": {**msg["settings"], "merge_dtype": "int4"}}, "merge_dtype must be one of"),
-            ({"settings": [1]}, "malformed session settings: expected a dict"),
+            ({"settings": [1]}, "field 'settings' must be dict"),
             ({"corpus_file": {**msg["corpus_file"], "range_bytes": 0}}, "range_bytes and total_words >= 1"),
             ({"corpus_file": None}, "arrays must be exactly"),  # the vocabulary's arrays belong to a file session
-            ({"rng_state": {**msg["rng_state"], "keys": wire.pack_array(np.zeros(3, np.uint32))}},
+            ({"rng_state": {**msg["rng_state"], "keys": protocol.pack_array(np.zeros(3, np.uint32))}},
              "rng_state keys must have shape \\(624,\\)"),
             ({"arrays": {**msg["arrays"], "syn0": {"dtype": "float32", "shape": [11, 4]}}},
              "array syn0 must be float32 of shape \\(10, 4\\)"),
             ({"epochs": 0}, "epochs must be in"), ({"hot_rows": 11}, "hot_rows must be in"),
             ({"extra": 1}, "session config: unknown fields \\['extra'\\]")):
         with pytest.raises(ValueError, match=problem):
-            wire.SessionConfig.from_wire({**msg, **change})
+            protocol.SessionConfig.from_wire({**msg, **change})
 
 
 def test_jobs_are_checked_against_the_vocabulary():
     msg = job(7).to_wire()
-    back = wire.Job.from_wire(msg, vocab_size=10)
+    back = protocol.Job.from_wire(msg, vocab_size=10)
     assert back.id == 7 and back.indices.tolist() == [0, 1, 2] and back.offsets.tolist() == [0, 3]
-    assert wire.Job.from_wire(back.to_wire(), vocab_size=10).raw_words == 100  # a queued job goes on as it came
+    assert protocol.Job.from_wire(back.to_wire(), vocab_size=10).raw_words == 100  # a queued job goes on as it came
     with pytest.raises(ValueError, match="word index 2 >= vocab_size 2"):
-        wire.Job.from_wire(msg, vocab_size=2)
+        protocol.Job.from_wire(msg, vocab_size=2)
     with pytest.raises(ValueError, match="job offsets must run non-decreasing from 0 to 3"):
-        wire.Job.from_wire({**msg, "offsets": wire.pack_array(np.array([0, 2], np.int64))}, vocab_size=10)
+        protocol.Job.from_wire({**msg, "offsets": protocol.pack_array(np.array([0, 2], np.int64))}, vocab_size=10)
     with pytest.raises(ValueError, match="range job: .* 0 <= lo < hi <= 100"):
-        wire.RangeJob.from_wire({"id": 1, "epoch": 0, "alpha": 0.02, "lo": 50, "hi": 101}, size=100)
+        protocol.RangeJob.from_wire({"id": 1, "epoch": 0, "alpha": 0.02, "lo": 50, "hi": 101}, size=100)
 
 
 def test_progress_round_trips_with_named_counters():
@@ -204,32 +204,32 @@ def test_progress_round_trips_with_named_counters():
     session.join("w1")
     session.hand_out("w1", 2)
     session.round_done("w1", report([[0, 60]], loss=2.0))
-    worker = wire.WorkerCounts(words=100, merges=1, bytes_up=10, bytes_down=20, exact_bytes_up=0, exact_bytes_down=0,
+    worker = protocol.WorkerCounts(words=100, merges=1, bytes_up=10, bytes_down=20, exact_bytes_up=0, exact_bytes_down=0,
                                merge_seconds=0.1, merge_cpu=0.05, kernel_cpu=1.0, stall_seconds=0.0)
-    progress = wire.Progress(epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
+    progress = protocol.Progress(epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
                              loss=session.loss, merges=session.merges, workers={"w1": worker, "w2": worker},
                              flushed=session.all_flushed(), lost_shards={}, no_workers_for=None, file_checks={},
                              quit={})
-    back = wire.Progress.from_wire(progress.to_wire())
-    assert back.epoch(0) == wire.EpochCounts(put=2, done=1, raw_words=100, effective_words=60, examples=5)
-    assert back.epoch(1) == wire.EpochCounts() and back.in_flight == 1 and back.flushed == -1
+    back = protocol.Progress.from_wire(progress.to_wire())
+    assert back.epoch(0) == protocol.EpochCounts(put=2, done=1, raw_words=100, effective_words=60, examples=5)
+    assert back.epoch(1) == protocol.EpochCounts() and back.in_flight == 1 and back.flushed == -1
     assert back.total("bytes_down") == 40 and back.workers["w1"] == worker
     bad = progress.to_wire()
     bad["workers"]["w1"]["words"] = -1
     with pytest.raises(ValueError, match="worker counters: words must be >= 0"):
-        wire.Progress.from_wire(bad)
+        protocol.Progress.from_wire(bad)
 
 
 def test_worker_counters_fold_round_reports():
-    counts = wire.WorkerCounts()
+    counts = protocol.WorkerCounts()
     counts.add(report([[0, 10]], loss=1.0), 100)
-    late = wire.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.5, merge_cpu=0.0, kernel_cpu=0.0,
+    late = protocol.RoundReport(jobs=[], loss=0.0, flush=0, exact=True, merge_seconds=0.5, merge_cpu=0.0, kernel_cpu=0.0,
                             stall_seconds=0.0, bytes_up=40, bytes_down=60, turn=[0, 1])
     counts.add(late, 0)
     assert (counts.words, counts.merges, counts.bytes_up, counts.bytes_down) == (100, 2, 40, 60)
     assert (counts.exact_bytes_up, counts.exact_bytes_down) == (40, 60)  # only the exact (flush) round's
     assert counts.merge_seconds == 0.5  # the worker's running totals: the largest seen
-    counts.add(wire.RoundReport(**{**late.to_wire(), "merge_seconds": 0.2, "exact": False, "flush": -1}), 0)
+    counts.add(protocol.RoundReport(**{**late.to_wire(), "merge_seconds": 0.2, "exact": False, "flush": -1}), 0)
     assert counts.merge_seconds == 0.5 and counts.exact_bytes_up == 40
 
 
@@ -308,16 +308,16 @@ def test_bsp_file_epochs_are_cut_and_dealt_at_once_with_the_rate_of_their_place(
 def test_a_record_field_with_a_default_may_be_left_out():
     """A field added later with a default (an older peer's message lacks it) takes its default; a
     field without one is still required, and an unknown one refused."""
-    msg = wire.MergePart(session="s", rank=0, lo=0, hi=10, matrices={}, hold_back=0.0, hot_rows=4, token="t",
+    msg = protocol.MergePart(session="s", rank=0, lo=0, hi=10, matrices={}, hold_back=0.0, hot_rows=4, token="t",
                          exact=False).to_wire()
     assert msg["tree_hot_rows"] == -1 and msg["wanted"] is None
     del msg["tree_hot_rows"], msg["wanted"]
-    part = wire.MergePart.from_wire(msg)
+    part = protocol.MergePart.from_wire(msg)
     assert part.tree_hot_rows == -1 and part.wanted is None and part.hot_rows == 4
     with pytest.raises(ValueError, match="missing field 'rank'"):
-        wire.MergePart.from_wire({k: v for k, v in msg.items() if k != "rank"})
+        protocol.MergePart.from_wire({k: v for k, v in msg.items() if k != "rank"})
     with pytest.raises(ValueError, match="unknown fields \\['max_rows'\\]"):
-        wire.MergePart.from_wire({**msg, "max_rows": -1})
+        protocol.MergePart.from_wire({**msg, "max_rows": -1})
 
 
 def test_a_resume_point_names_the_trained_jobs_and_a_restored_session_counts_on():
@@ -337,7 +337,7 @@ def test_a_resume_point_names_the_trained_jobs_and_a_restored_session_counts_on(
     assert (point.checkpoint, point.epoch, point.first_job, point.done_below, point.done_jobs) == (7, 0, 0, 3, [4])
     assert point.crc == 4 * crc and point.epochs == counts(4, 4, 400, 320, 20) and point.head == [crc] * 6
     restored = Session("s2", config(epochs=2, checkpoint=True), [["shard-a", "PYRO:a@h:1"]])
-    restored.restore(wire.Resumed.from_wire(point.to_wire()))
+    restored.restore(protocol.Resumed.from_wire(point.to_wire()))
     for name, array in restored.arrays.items():
         restored.receive(name, 0, np.ones_like(array))
     restored.start()

@@ -7,9 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-from gensim_distw2v import LocalCluster, Word2Vec, transport, wire
-from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import GlobalWeights
+from gensim_distw2v import LocalCluster, Word2Vec, protocol
+from gensim_distw2v.io import transport
+from gensim_distw2v.core.layout import ShardLayout
+from gensim_distw2v.core.merge import GlobalWeights
 
 PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1)
 
@@ -44,55 +45,55 @@ def test_layout_refuses_a_bad_shard_count():
 
 # ------------------------------------------------------------------ typed messages, in-process
 def test_records_check_their_fields():
-    report = wire.RoundReport(jobs=[[1, 5]], loss=0.5, flush=-1, exact=False, merge_seconds=1.0, merge_cpu=0.5,
+    report = protocol.RoundReport(jobs=[[1, 5]], loss=0.5, flush=-1, exact=False, merge_seconds=1.0, merge_cpu=0.5,
                               kernel_cpu=2.0, stall_seconds=0.0, bytes_up=10, bytes_down=20, turn=[1, 3])
-    assert wire.RoundReport.from_wire(report.to_wire()) == report
+    assert protocol.RoundReport.from_wire(report.to_wire()) == report
     msg = report.to_wire()
     with pytest.raises(ValueError, match="round report: unknown fields \\['extra'\\]"):
-        wire.RoundReport.from_wire({**msg, "extra": 1})
+        protocol.RoundReport.from_wire({**msg, "extra": 1})
     with pytest.raises(ValueError, match="missing field 'loss'"):
-        wire.RoundReport.from_wire({k: v for k, v in msg.items() if k != "loss"})
+        protocol.RoundReport.from_wire({k: v for k, v in msg.items() if k != "loss"})
     with pytest.raises(ValueError, match="field 'bytes_up' must be int, got str"):
-        wire.RoundReport.from_wire({**msg, "bytes_up": "10"})
+        protocol.RoundReport.from_wire({**msg, "bytes_up": "10"})
     with pytest.raises(ValueError, match="bytes_down must be >= 0"):
-        wire.RoundReport.from_wire({**msg, "bytes_down": -1})
+        protocol.RoundReport.from_wire({**msg, "bytes_down": -1})
     with pytest.raises(ValueError, match="expected a dict, got list"):
-        wire.RoundReport.from_wire([1, 2])
-    beat = wire.ShardBeat(session=None, ranks=[0, 2], next_rank=3, hello=False)
-    assert wire.ShardBeat.from_wire(beat.to_wire()) == beat
+        protocol.RoundReport.from_wire([1, 2])
+    beat = protocol.ShardBeat(session=None, ranks=[0, 2], next_rank=3, hello=False)
+    assert protocol.ShardBeat.from_wire(beat.to_wire()) == beat
     with pytest.raises(ValueError, match="field 'session' must be str"):
-        wire.ShardBeat.from_wire({**beat.to_wire(), "session": 5})
+        protocol.ShardBeat.from_wire({**beat.to_wire(), "session": 5})
     spec = dict(session="s", index=1, count=2, vocab_size=10, vector_size=4, weights=["syn0", "syn1neg"],
                 merge="damp", merge_dtype="float16", damp_rows={"syn0": 3, "syn1neg": 2}, hot_rows=5, versions={},
                 token="t")
-    assert wire.ShardSpec.from_wire(spec).damp_rows == {"syn0": 3, "syn1neg": 2}
+    assert protocol.ShardSpec.from_wire(spec).damp_rows == {"syn0": 3, "syn1neg": 2}
     for field, bad, problem in (("index", 2, "index must be in \\[0, count\\)"), ("weights", ["cum_table"], "weights"),
                                 ("merge", "avg", "unknown merge rule"), ("damp_rows", {"syn0": -1}, "damp_rows"),
                                 ("hot_rows", 11, "hot_rows must be in"), ("hot_rows", "5", "hot_rows")):
         with pytest.raises(ValueError, match=problem):
-            wire.ShardSpec.from_wire({**spec, field: bad})
+            protocol.ShardSpec.from_wire({**spec, field: bad})
 
 
 def test_reply_records_refuse_what_a_peer_could_get_wrong():
     for record, msg, problem in (
-            (wire.Hello, {"versions": {}, "threads": 0}, "threads must be in \\[1, 4096\\]"),
-            (wire.Beat, {"session": None}, "missing field 'hello'"),
-            (wire.Opened, {"session": "s", "shards": [], "token": "t"}, "shards must be a non-empty list of \\[name, uri\\]"),
-            (wire.Opened, {"session": "s", "shards": [["a"]], "token": "t"}, "shards must be a non-empty list"),
-            (wire.JobBatch, {"jobs": [], "drained": -1}, "drained must be an epoch >= 0 or None"),
-            (wire.JobBatch, {"jobs": "x", "drained": None}, "field 'jobs' must be list"),
-            (wire.Joined, {"config": {}, "rank": 0, "shards": [["a", "b"]]},
+            (protocol.Hello, {"versions": {}, "threads": 0}, "threads must be in \\[1, 4096\\]"),
+            (protocol.Beat, {"session": None}, "missing field 'hello'"),
+            (protocol.Opened, {"session": "s", "shards": [], "token": "t"}, "shards must be a non-empty list of \\[name, uri\\]"),
+            (protocol.Opened, {"session": "s", "shards": [["a"]], "token": "t"}, "shards must be a non-empty list"),
+            (protocol.JobBatch, {"jobs": [], "drained": -1}, "drained must be an epoch >= 0 or None"),
+            (protocol.JobBatch, {"jobs": "x", "drained": None}, "field 'jobs' must be list"),
+            (protocol.Joined, {"config": {}, "rank": 0, "shards": [["a", "b"]]},
              "malformed session config: missing field 'versions'"),
-            (wire.Joined, {"config": [], "rank": 0, "shards": [["a", "b"]]},
+            (protocol.Joined, {"config": [], "rank": 0, "shards": [["a", "b"]]},
              "malformed join reply: field 'config' must be dict"),
-            (wire.Status, {"versions": {}, "workers": {"w": {"threads": 1}}, "shards": {}, "session": None},
+            (protocol.Status, {"versions": {}, "workers": {"w": {"threads": 1}}, "shards": {}, "session": None},
              "malformed worker status: missing field 'rank'"),
-            (wire.ShardStatus, {"name": "s", "session": {"id": "x"}},
+            (protocol.ShardStatus, {"name": "s", "session": {"id": "x"}},
              "malformed held session status: missing field 'index'"),
-            (wire.ShardHello, {"versions": {}, "threads": 1}, "shard hello: unknown fields \\['threads'\\]")):
+            (protocol.ShardHello, {"versions": {}, "threads": 1}, "shard hello: unknown fields \\['threads'\\]")):
         with pytest.raises(ValueError, match=problem):
             record.from_wire(msg)
-    assert wire.JobBatch.from_wire({"jobs": [], "drained": None}).drained is None
+    assert protocol.JobBatch.from_wire({"jobs": [], "drained": None}).drained is None
 
 
 # ------------------------------------------------------------------ merge arithmetic through shards, in-process
@@ -139,7 +140,7 @@ def test_shards_compute_what_one_server_computes(rule):
 # ------------------------------------------------------------------ real shard processes
 def test_the_dispatcher_holds_no_weights(lee_corpus):
     """Weights go to and come from the shards only: the dispatcher refuses them, naming where they are."""
-    from gensim_distw2v.client import DistributedTraining, ShardLinks, find_dispatcher
+    from gensim_distw2v.client.training import DistributedTraining, ShardLinks, find_dispatcher
 
     with LocalCluster(n_workers=1, n_shards=2) as cluster:
         model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, epochs=1, **PARAMS)
@@ -151,7 +152,7 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
         opened = proxy.open_session(config.to_wire())
         assert len(opened["shards"]) == 2
         with pytest.raises(ValueError, match="the weights go to the session's shards"):
-            proxy.upload(opened["session"], "syn0", 0, wire.pack_array(arrays["syn0"][:2]), opened["token"])
+            proxy.upload(opened["session"], "syn0", 0, protocol.pack_array(arrays["syn0"][:2]), opened["token"])
         with pytest.raises(ValueError, match="the weights are on the session's shards"):
             proxy.download(opened["session"], "syn1neg", 0, 1)
         links = ShardLinks(opened["shards"], cluster.ns_conf["hmac_key"], cluster.ns_conf, opened["token"])

@@ -1,4 +1,4 @@
-"""The dispatcher's status page (:mod:`gensim_distw2v.statuspage`) on a fake snapshot: the HTTP
+"""The dispatcher's status page (:mod:`gensim_distw2v.io.statuspage`) on a fake snapshot: the HTTP
 surface in process, then the page as a real headless browser renders it (the DOM, and OCR of a
 screenshot: the node names must be legible)."""
 import ast
@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 
-from gensim_distw2v import statuspage
-from gensim_distw2v.statuspage import StatusPage
+from gensim_distw2v.io import statuspage
+from gensim_distw2v.io.statuspage import StatusPage
 
 from . import browser
 
@@ -222,7 +222,7 @@ def test_a_snapshot_that_raises_is_a_500_and_the_page_serves_on(serve, caplog):
             raise RuntimeError("secret detail /home/someone")
         return fake_snapshot()
     page = serve(snap)
-    with caplog.at_level(logging.DEBUG, logger="gensim_distw2v.statuspage"):
+    with caplog.at_level(logging.DEBUG, logger="gensim_distw2v.io.statuspage"):
         for _ in range(2):
             status, headers, body = fetch(page.url + "status.json")
             assert status == 500
@@ -262,7 +262,7 @@ def test_node_names_are_data_and_the_page_holds_none(serve):
 
 def test_requests_are_logged_at_debug_only(serve, caplog):
     page = serve(fake_snapshot)
-    with caplog.at_level(logging.DEBUG, logger="gensim_distw2v.statuspage"):
+    with caplog.at_level(logging.DEBUG, logger="gensim_distw2v.io.statuspage"):
         fetch(page.url + "status.json")
         fetch(page.url + "nope")
     records = [r for r in caplog.records if "status.json" in r.getMessage() or "nope" in r.getMessage()]
@@ -275,7 +275,7 @@ def test_warns_only_off_loopback(caplog):
     assert statuspage._is_loopback("localhost") and statuspage._is_loopback("127.0.0.2")
     assert not statuspage._is_loopback("0.0.0.0") and not statuspage._is_loopback("")
     assert not statuspage._is_loopback("192.168.1.4") and not statuspage._is_loopback("example.org")
-    with caplog.at_level(logging.INFO, logger="gensim_distw2v.statuspage"):
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.io.statuspage"):
         with StatusPage(fake_snapshot) as page:
             assert fetch(page.url + "status.json")[0] == 200
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

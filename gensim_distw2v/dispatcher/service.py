@@ -27,18 +27,16 @@ How it works:
 5. The client polls :meth:`Dispatcher.progress`, downloads the final weights and closes the
    session; the dispatcher keeps serving the next one. A client silent for ``client_timeout``
    seconds loses its session.
-6. With ``checkpoint_dir`` (the session config's :class:`gensim_distw2v.wire.CheckpointSpec`), the
+6. With ``checkpoint_dir`` (the session config's :class:`gensim_distw2v.protocol.CheckpointSpec`), the
    session is checkpointed every ``checkpoint_every`` seconds and at every epoch end the client
    asks for (:meth:`Dispatcher.checkpoint`): the dispatcher notes where the session would go on,
    the shards copy and write their rows (ordered in their heartbeat replies, reported by
    :meth:`Dispatcher.shard_checkpoint`), and the dispatcher's record, written last, commits it
-   (:class:`gensim_distw2v.checkpoint.SessionCheckpoints`). A session opened to resume (after this
+   (:class:`gensim_distw2v.io.store.SessionCheckpoints`). A session opened to resume (after this
    process, a shard or the client died) starts from the newest committed checkpoint.
 """
-import argparse
 import logging
 import math
-import os
 import re
 import secrets
 import threading
@@ -46,18 +44,21 @@ import time
 import uuid
 import zlib
 
-import gensim
 import numpy as np
 
-import gensim_distw2v
-from gensim_distw2v import metrics, transport, wire
-from gensim_distw2v.checkpoint import CheckpointError, CheckpointStore, SessionCheckpoints, identity_differences
-from gensim_distw2v.session import Session
-from gensim_distw2v.statuspage import StatusPage
+from gensim_distw2v import protocol
+from gensim_distw2v.io import meter, transport
+from gensim_distw2v.io.meter import model_bytes_limit
+from gensim_distw2v.versions import check_versions, versions
+from gensim_distw2v.core import book
+from gensim_distw2v.io.store import CheckpointError, CheckpointStore, identity_differences
+from gensim_distw2v.core.checkpoints import SessionCheckpoints
+from gensim_distw2v.core.session import Session
 
 logger = logging.getLogger(__name__)
 
-STATIC_ARRAYS = tuple(wire.STATIC)
+__all__ = ["Dispatcher", "JOB_DEADLINE_ROUNDS", "MAX_JOBS_PER_CALL", "MAX_MEMBERS", "MAX_QUEUE_BYTES", "check_member"]
+
 # jobs one put_jobs call may carry (the client sends 8): the queue's overshoot beyond its limit
 MAX_JOBS_PER_CALL = 64
 
@@ -70,17 +71,6 @@ MAX_URI = 512
 NAME_HELD_FOR = 6.0  # seconds: a live worker's name is not given to another connection (long-polls last <= 5 s)
 
 
-def model_bytes_limit(given=None):
-    """``given``, else half this machine's memory (1 TiB if unknown): the most a session may take
-    on a dispatcher or a shard (their ``--max-model-bytes``)."""
-    if given:
-        return given
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError, AttributeError):
-        return 2 ** 40
-
-
 def check_member(name, uri, prefix, what):
     """Refuse a worker's or shard's name (``prefix`` and 1 to 64 of ``[A-Za-z0-9_.-]``) or URI that is
     not one, or is absurdly long."""
@@ -91,29 +81,13 @@ def check_member(name, uri, prefix, what):
 
 
 def _node_metrics(msg, role, what):
-    """A heartbeat's metrics (a :class:`gensim_distw2v.wire.NodeMetrics`, or None), checked to be of ``role``."""
+    """A heartbeat's metrics (a :class:`gensim_distw2v.protocol.NodeMetrics`, or None), checked to be of ``role``."""
     if msg is None:
         return None
-    report = wire.NodeMetrics.from_wire(msg)
+    report = protocol.NodeMetrics.from_wire(msg)
     if report.role != role:
         raise ValueError(f"{what}: metrics must be a {role}'s, got role {report.role!r}")
     return report
-
-
-def versions():
-    """The versions that must agree across a cluster."""
-    return {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__}
-
-
-def check_versions(theirs, who):
-    """Raise ValueError naming both sides when ``theirs`` differs from ours."""
-    ours = versions()
-    if not isinstance(theirs, dict) or any(theirs.get(k) != v for k, v in ours.items()):
-        raise ValueError(
-            f"version mismatch: {who} runs gensim {theirs.get('gensim') if isinstance(theirs, dict) else '?'} / "
-            f"gensim_distw2v {theirs.get('gensim_distw2v') if isinstance(theirs, dict) else '?'}, the dispatcher "
-            f"runs gensim {ours['gensim']} / gensim_distw2v {ours['gensim_distw2v']}; install the same versions "
-            f"on every node")
 
 
 class _Member:
@@ -129,7 +103,7 @@ class _Member:
     def count_session(self, sid):
         """Start this worker's traffic and work counters afresh for session ``sid``."""
         self.session_id = sid
-        self.counts = wire.WorkerCounts()
+        self.counts = protocol.WorkerCounts()
 
 
 class _ShardMember:
@@ -176,9 +150,9 @@ class Dispatcher:
         self.members = {}
         self.shards = {}  # name -> _ShardMember
         self.session = None
-        self.meter = metrics.Meter("dispatcher")  # this process's own CPU, memory and traffic
-        self.book = metrics.NodeBook()  # the workers' and shards' latest metrics (on their heartbeats)
-        self.history = None  # the session's words, rate and loss over time (a metrics.History)
+        self.meter = meter.Meter("dispatcher")  # this process's own CPU, memory and traffic
+        self.book = book.NodeBook()  # the workers' and shards' latest metrics (on their heartbeats)
+        self.history = None  # the session's words, rate and loss over time (a book.History)
         self.uri = None  # once served (the status page shows it)
         self.stopped = threading.Event()
         self._monitor = threading.Thread(target=self._watch, name="dispatcher-monitor", daemon=True)
@@ -333,20 +307,20 @@ class Dispatcher:
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.Status`.
+            A :class:`gensim_distw2v.protocol.Status`.
         """
         now = time.monotonic()
         with self.cond:
             session = self.session
-            return wire.Status(
+            return protocol.Status(
                 versions=versions(),
-                workers={name: wire.MemberStatus(
+                workers={name: protocol.MemberStatus(
                     threads=m.threads, rank=self._rank(name), silent=now - m.last_seen, words=m.counts.words,
                     in_flight=len(session.in_flight.get(name, ())) if session else 0)
                     for name, m in self.members.items()},
-                shards={name: wire.ShardMemberStatus(uri=s.uri, silent=now - s.last_seen)
+                shards={name: protocol.ShardMemberStatus(uri=s.uri, silent=now - s.last_seen)
                         for name, s in self.shards.items()},
-                session=None if session is None else wire.SessionState(id=session.id, state=session.state),
+                session=None if session is None else protocol.SessionState(id=session.id, state=session.state),
             ).to_wire()
 
     @transport.expose
@@ -360,7 +334,7 @@ class Dispatcher:
         uri : str
             Its Pyro URI.
         info : dict
-            A :class:`gensim_distw2v.wire.Hello`.
+            A :class:`gensim_distw2v.protocol.Hello`.
 
         Raises
         ------
@@ -368,7 +342,7 @@ class Dispatcher:
             Versions differ from the dispatcher's, or the message is malformed.
         """
         check_member(name, uri, transport.WORKER_PREFIX, "malformed hello")
-        info = wire.Hello.from_wire(info)
+        info = protocol.Hello.from_wire(info)
         check_versions(info.versions, f"worker {name}")
         threads = info.threads
         with self.cond:
@@ -402,12 +376,12 @@ class Dispatcher:
         wait : float, optional
             Wait up to this many seconds (at most 5) for the session to differ from ``known``.
         metrics : dict, optional
-            The worker's :class:`gensim_distw2v.wire.NodeMetrics` (role ``worker``).
+            The worker's :class:`gensim_distw2v.protocol.NodeMetrics` (role ``worker``).
 
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.Beat`: the session to be in; ``hello`` if the dispatcher does not know the
+            A :class:`gensim_distw2v.protocol.Beat`: the session to be in; ``hello`` if the dispatcher does not know the
             worker (it restarted, or dropped the worker).
         """
         if not isinstance(name, str) or not name.startswith(transport.WORKER_PREFIX):
@@ -424,14 +398,14 @@ class Dispatcher:
             while True:
                 member = self.members.get(name)
                 if member is None:
-                    return wire.Beat(session=None, hello=True).to_wire()
+                    return protocol.Beat(session=None, hello=True).to_wire()
                 member.last_seen = time.monotonic()
                 member.connection = transport.caller()
                 session = self.session
                 current = session.id if session is not None and session.state == "running" else None
                 remaining = deadline - time.monotonic()
                 if current != known or remaining <= 0:
-                    return wire.Beat(session=current, hello=False).to_wire()
+                    return protocol.Beat(session=current, hello=False).to_wire()
                 self.beats.wait(remaining)
 
     @transport.expose
@@ -476,10 +450,10 @@ class Dispatcher:
         uri : str
             Its Pyro URI.
         info : dict
-            A :class:`gensim_distw2v.wire.ShardHello`.
+            A :class:`gensim_distw2v.protocol.ShardHello`.
         """
         check_member(name, uri, transport.SHARD_PREFIX, "malformed shard hello")
-        check_versions(wire.ShardHello.from_wire(info).versions, f"shard {name}")
+        check_versions(protocol.ShardHello.from_wire(info).versions, f"shard {name}")
         with self.cond:
             if name not in self.shards and len(self.shards) >= MAX_MEMBERS:
                 raise ValueError(f"shard hello: the dispatcher has {MAX_MEMBERS} shards, the most it takes")
@@ -507,12 +481,12 @@ class Dispatcher:
             ``{rank (str): why}``: workers of session ``known`` whose merges the shard refused as
             beyond the session's bound; the session fails, naming them.
         metrics : dict, optional
-            The shard's :class:`gensim_distw2v.wire.NodeMetrics` (role ``shard``).
+            The shard's :class:`gensim_distw2v.protocol.NodeMetrics` (role ``shard``).
 
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.ShardBeat`.
+            A :class:`gensim_distw2v.protocol.ShardBeat`.
         """
         if poisoned is not None and not (isinstance(poisoned, dict) and len(poisoned) <= 4096 and all(
                 isinstance(k, str) and k.isdigit() and len(k) < 12 and isinstance(v, str) and len(v) <= 4096
@@ -534,7 +508,7 @@ class Dispatcher:
             while True:
                 shard = self.shards.get(name)
                 if shard is None:
-                    return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=True).to_wire()
+                    return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=True).to_wire()
                 shard.last_seen = time.monotonic()
                 shard.connection = transport.caller()
                 session = self.session
@@ -547,8 +521,8 @@ class Dispatcher:
                     break
                 self.beats.wait(remaining)
             if session is None:
-                return wire.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
-            return wire.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
+                return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=False).to_wire()
+            return protocol.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
                                   ranks=sorted(session.ranks.values()), checkpoint=order).to_wire()
 
     def _poisoned(self, session, shard, poisoned):
@@ -580,13 +554,13 @@ class Dispatcher:
         Parameters
         ----------
         config : dict
-            A :class:`gensim_distw2v.wire.SessionConfig`.
+            A :class:`gensim_distw2v.protocol.SessionConfig`.
 
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.Opened`: the session and the shards that hold the weights, in
-            order (shard ``p`` of ``P`` holds rows ``p, p + P, ...``: :mod:`gensim_distw2v.layout`).
+            A :class:`gensim_distw2v.protocol.Opened`: the session and the shards that hold the weights, in
+            order (shard ``p`` of ``P`` holds rows ``p, p + P, ...``: :mod:`gensim_distw2v.core.layout`).
 
         Raises
         ------
@@ -595,10 +569,10 @@ class Dispatcher:
         RuntimeError
             Another client's session is running, or no shard is registered.
         """
-        config = wire.SessionConfig.from_wire(config)
+        config = protocol.SessionConfig.from_wire(config)
         check_versions(config.versions, "the client")
         held = sum(math.prod(int(n) for n in a["shape"]) * np.dtype(a["dtype"]).itemsize  # (Python ints: no overflow)
-                   for name, a in config.arrays.items() if name not in wire.WEIGHTS)
+                   for name, a in config.arrays.items() if name not in protocol.WEIGHTS)
         if held > self.max_model_bytes:
             raise ValueError(f"open_session: the session's arrays need {held / 2 ** 20:.0f} MiB on the dispatcher, more "
                              f"than its limit of {self.max_model_bytes / 2 ** 20:.0f} MiB; start the dispatcher with "
@@ -627,7 +601,7 @@ class Dispatcher:
             self._end_session()
             self.session = Session(sid, config, [[name, self.shards[name].uri] for name in sorted(self.shards)])
             self.meter.mark(sid)
-            self.history = metrics.History()
+            self.history = book.History()
             self.session.token = secrets.token_urlsafe(24)
             self.session.client_seen = now = time.monotonic()
             if spec is not None:
@@ -649,7 +623,7 @@ class Dispatcher:
                         config.settings.merge, config.damp_rows["syn0"], config.damp_rows["syn1neg"],
                         config.damp_rows.get("syn1", 0),
                         config.settings.sync_words, config.hot_rows, config.settings.cold_every)
-            return wire.Opened(session=self.session.id, shards=self.session.shards, token=self.session.token,
+            return protocol.Opened(session=self.session.id, shards=self.session.shards, token=self.session.token,
                                resumed=point).to_wire()
 
     @staticmethod
@@ -691,7 +665,7 @@ class Dispatcher:
             raise ValueError(f"resume: the run in {spec.dir} finished (checkpoint {sequence}): nothing to resume; "
                              f"the trained model is the one its train() returned")
         try:
-            point = wire.Resumed.from_wire(meta["point"])
+            point = protocol.Resumed.from_wire(meta["point"])
         except (KeyError, ValueError) as err:
             raise CheckpointError(f"resume: checkpoint {sequence} in {spec.dir}: {err}") from None
         run = str(meta.get("run") or "")[:64]
@@ -704,18 +678,18 @@ class Dispatcher:
     @transport.expose
     def upload(self, sid, name, lo, array, token):
         """Receive rows ``[lo, lo + len)`` of array ``name`` (in order, in chunks); ``token``: the
-        session's (:class:`gensim_distw2v.wire.Opened`)."""
+        session's (:class:`gensim_distw2v.protocol.Opened`)."""
         with self.cond:
             session = self._session(sid, ("uploading",))
-            wire.check_token(token, session.token, "upload")
+            protocol.check_token(token, session.token, "upload")
             if not isinstance(array, dict) or not array.get("data"):
                 raise ValueError("upload: an empty chunk (it would only keep the session alive)")
             session.client_seen = time.monotonic()
             target = session.arrays.get(name)
             if target is None:
                 raise ValueError(f"upload: session has no array {name!r}" + (
-                    " here: the weights go to the session's shards" if name in wire.WEIGHTS else ""))
-            session.receive(name, lo, wire.unpack_array(array, f"upload of {name}", target.dtype.name,
+                    " here: the weights go to the session's shards" if name in protocol.WEIGHTS else ""))
+            session.receive(name, lo, protocol.unpack_array(array, f"upload of {name}", target.dtype.name,
                                                         ndim=target.ndim, shape=(None,) + target.shape[1:]))
 
     @transport.expose
@@ -736,7 +710,7 @@ class Dispatcher:
                 arrays.pop("sample_int", None)
             # the weights' shapes checked against the static arrays (np.zeros maps lazily: no memory)
             arrays.update({name: np.zeros(spec["shape"], np.float32) for name, spec in session.config.arrays.items()
-                           if name in wire.WEIGHTS})
+                           if name in protocol.WEIGHTS})
             JobTrainer(**session.config.params.kernel(), **arrays)
             session.start()
             session.client_seen = session.started_at = time.monotonic()
@@ -765,7 +739,7 @@ class Dispatcher:
         with self.cond:
             session = self._session(sid)
             session.put_jobs([])  # refused here already if the session trains from a file
-        checked = [wire.Job.from_wire(msg, vocab_size=session.vocab_size) for msg in jobs]
+        checked = [protocol.Job.from_wire(msg, vocab_size=session.vocab_size) for msg in jobs]
         # with checkpoints, the jobs' CRC-32 (a resume checks its corpus by them), outside the lock
         crcs = [zlib.crc32(job.indices) for job in checked] if session.config.checkpoint is not None else None
         with self.cond:
@@ -793,16 +767,16 @@ class Dispatcher:
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.Progress`.
+            A :class:`gensim_distw2v.protocol.Progress`.
         """
         with self.cond:
             session = self._session(sid)
             now = time.monotonic()
             if token is not None:
-                wire.check_token(token, session.token, "progress")
+                protocol.check_token(token, session.token, "progress")
                 session.client_seen = now
             checkpoints = None if session.checkpoints is None else session.checkpoints.status(session.trained_mark())
-            return wire.Progress(
+            return protocol.Progress(
                 epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
                 loss=session.loss, merges=session.merges, lost_shards=dict(session.lost_shards),
                 workers={name: m.counts for name, m in self.members.items() if name in session.ranks},
@@ -822,7 +796,7 @@ class Dispatcher:
 
     def overview(self):
         """The cluster and its session as the status page shows them (plain data, read-only; see
-        :mod:`gensim_distw2v.statuspage` for the fields)."""
+        :mod:`gensim_distw2v.io.statuspage` for the fields)."""
         now = time.monotonic()
         with self.cond:
             session = self.session
@@ -897,7 +871,7 @@ class Dispatcher:
         name, sid : str
             The worker and the session.
         problem : str or None
-            What is wrong with the file on the worker (see :func:`gensim_distw2v.corpusfile.check_file`).
+            What is wrong with the file on the worker (see :func:`gensim_distw2v.io.corpusfile.check_file`).
         """
         if problem is not None and not isinstance(problem, str):
             raise ValueError("file_check: problem must be a str or None")
@@ -917,12 +891,12 @@ class Dispatcher:
             array = session.arrays.get(name)
             if array is None:
                 raise ValueError(f"download: session has no array {name!r}" + (
-                    " here: the weights are on the session's shards" if name in wire.WEIGHTS else ""))
+                    " here: the weights are on the session's shards" if name in protocol.WEIGHTS else ""))
             if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi <= len(array)):
                 raise ValueError(f"download: rows [{lo}, {hi}) outside [0, {len(array)})")
-            if array.nbytes // max(1, len(array)) * (hi - lo) > wire.MAX_ARRAY_BYTES:
+            if array.nbytes // max(1, len(array)) * (hi - lo) > protocol.MAX_ARRAY_BYTES:
                 raise ValueError("download: too many rows in one chunk")
-            return wire.pack_array(array[lo:hi].copy())
+            return protocol.pack_array(array[lo:hi].copy())
 
     @transport.expose
     def close(self, sid, token):
@@ -930,7 +904,7 @@ class Dispatcher:
         with the session's ``token``; a session not running here is no error."""
         with self.cond:
             if self.session is not None and self.session.id == sid:
-                wire.check_token(token, self.session.token, "close")
+                protocol.check_token(token, self.session.token, "close")
                 logger.info("session %s closed (%s)", sid, self.session.state)
                 self._end_session()
 
@@ -942,7 +916,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.Joined`: the session config, the worker's rank (rank 0
+            A :class:`gensim_distw2v.protocol.Joined`: the session config, the worker's rank (rank 0
             continues the client's random stream) and the session's shards (``[[name, uri], ...]``).
         """
         with self.cond:
@@ -957,7 +931,7 @@ class Dispatcher:
             rank = session.join(name)
             session.last_round[name] = time.monotonic()  # its jobs' deadline runs from here
             logger.info("worker %s joined session %s as rank %i", name, sid, rank)
-            return wire.Joined(config=session.config, rank=rank, shards=session.shards,
+            return protocol.Joined(config=session.config, rank=rank, shards=session.shards,
                                token=session.token).to_wire()
 
     @transport.expose
@@ -967,7 +941,7 @@ class Dispatcher:
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.JobBatch`: job messages, and ``drained``, the last epoch
+            A :class:`gensim_distw2v.protocol.JobBatch`: job messages, and ``drained``, the last epoch
             the client closed (:meth:`end_epoch`) when the queue is empty: time to flush.
         """
         if not isinstance(max_jobs, int) or not 1 <= max_jobs <= 1024:
@@ -984,14 +958,14 @@ class Dispatcher:
             out, drained = session.hand_out(name, max_jobs)
             if out:
                 self.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
-            return wire.JobBatch(jobs=out, drained=drained).to_wire()
+            return protocol.JobBatch(jobs=out, drained=drained).to_wire()
 
     @transport.expose
     def begin_round(self, name, sid, turn, wait=0.5):
         """Whether a worker may merge its round ``turn`` (``[epoch, round]``) now; waits up to
         ``wait`` seconds (at most 1) for its turn. Always true unless the session takes rounds in
         turn (``sync="bsp"``)."""
-        turn = wire.check_turn(turn, "begin_round")
+        turn = protocol.check_turn(turn, "begin_round")
         if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 <= wait <= 1:
             raise ValueError("begin_round: wait must be a number of seconds in [0, 1]")
         deadline = time.monotonic() + wait
@@ -1015,9 +989,9 @@ class Dispatcher:
         name, sid : str
             The worker and the session.
         report : dict
-            A :class:`gensim_distw2v.wire.RoundReport`.
+            A :class:`gensim_distw2v.protocol.RoundReport`.
         """
-        report = wire.RoundReport.from_wire(report)
+        report = protocol.RoundReport.from_wire(report)
         with self.cond:
             session = self._session(sid)
             member = self._member(name, sid)
@@ -1076,9 +1050,9 @@ class Dispatcher:
         name, sid : str
             The shard and the session.
         report : dict
-            A :class:`gensim_distw2v.wire.ShardCheckpoint`.
+            A :class:`gensim_distw2v.protocol.ShardCheckpoint`.
         """
-        report = wire.ShardCheckpoint.from_wire(report)
+        report = protocol.ShardCheckpoint.from_wire(report)
         with self.cond:
             session = self._session(sid)
             checkpoints = session.checkpoints
@@ -1131,54 +1105,3 @@ def _node_overview(name, node):
             "rss": node.rss, "peak_rss": node.peak_rss, "bytes_sent": node.bytes_sent,
             "bytes_received": node.bytes_received, "last_heard": node.silent,
             "threads": node.threads}
-
-
-def main(argv=None):
-    """``python -m gensim_distw2v.dispatcher``: serve until killed."""
-    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.dispatcher", description=__doc__.split("\n\n")[0])
-    transport.add_server_arguments(parser)
-    parser.add_argument("--worker-timeout", type=float, default=30.0,
-                        help="seconds without a heartbeat before a worker is dropped (default 30)")
-    parser.add_argument("--client-timeout", type=float, default=120.0,
-                        help="seconds without a call before a client's session is aborted (default 120)")
-    parser.add_argument("--job-deadline", type=float, default=120.0,
-                        help=f"seconds a worker may hold jobs without merging them (at least {JOB_DEADLINE_ROUNDS} "
-                             f"typical rounds) before it is dropped and its jobs re-queued (default 120)")
-    parser.add_argument("--max-model-bytes", type=int, default=None,
-                        help="largest session's arrays held here (default: half this machine's memory)")
-    parser.add_argument("--status-port", type=int, default=None,
-                        help="serve a read-only HTTP status page (and /status.json) on this port (0: any free "
-                             "port; default: none)")
-    parser.add_argument("--status-host", default="127.0.0.1",
-                        help="address of the status page (default 127.0.0.1; the page has no authentication)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
-    try:
-        key = transport.read_hmac_key(args.hmac_key_file)
-        if args.job_deadline <= 0 or (args.max_model_bytes is not None and args.max_model_bytes < 1):
-            raise ValueError("--job-deadline must be > 0 seconds and --max-model-bytes >= 1")
-        if args.status_port is not None and not 0 <= args.status_port <= 65535:
-            raise ValueError(f"--status-port must be a TCP port in [0, 65535], got {args.status_port}")
-        dispatcher = Dispatcher(worker_timeout=args.worker_timeout, client_timeout=args.client_timeout,
-                                job_deadline=args.job_deadline, max_model_bytes=args.max_model_bytes)
-        server = transport.Server(dispatcher, transport.DISPATCHER_NAME, host=args.host, port=args.port,
-                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
-                                  on_disconnect=dispatcher.connection_closed,
-                                  limits=transport.limits_from_args(args))
-        dispatcher.uri = server.uri
-        page = None if args.status_port is None else StatusPage(dispatcher.overview, args.status_host, args.status_port)
-        if page is not None:
-            page.start()  # it logs where it is
-    except (transport.ClusterError, ValueError, OSError) as err:
-        parser.exit(2, f"error: {err}\n")
-    try:
-        transport.serve_until_stopped(server, dispatcher.shutdown,
-                                      on_ready=lambda: logger.info("gensim_distw2v.dispatcher ready at %s", server.uri))
-    finally:
-        if page is not None:
-            page.stop()
-    logger.info("gensim_distw2v.dispatcher stopped")
-
-
-if __name__ == "__main__":
-    main()

@@ -32,8 +32,8 @@ import zlib
 
 import numpy as np
 
-from gensim_distw2v import wire
-from gensim_distw2v.jobs import next_alpha
+from gensim_distw2v import protocol
+from gensim_distw2v.core.jobs import next_alpha
 
 __all__ = ["Session"]
 
@@ -49,7 +49,7 @@ class Session:
     ----------
     session_id : str
         Its id.
-    config : gensim_distw2v.wire.SessionConfig
+    config : gensim_distw2v.protocol.SessionConfig
         The session config (checked).
     shards : list of [str, str]
         ``[name, uri]`` of the shards holding its weights, in order.
@@ -63,10 +63,10 @@ class Session:
         self.vocab_size, self.vector_size = config.params.vocab_size, config.params.vector_size
         # the static arrays (the weights are on the shards)
         self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config.arrays.items()
-                       if name not in wire.WEIGHTS}
+                       if name not in protocol.WEIGHTS}
         self.received = {name: 0 for name in self.arrays}  # rows (or elements) uploaded
-        self.queue = collections.deque()  # wire.Job records (ranges are cut when handed out)
-        self.counts = collections.defaultdict(wire.EpochCounts)  # epoch -> jobs put and done, and what they trained
+        self.queue = collections.deque()  # protocol.Job records (ranges are cut when handed out)
+        self.counts = collections.defaultdict(protocol.EpochCounts)  # epoch -> jobs put and done, and what they trained
         self.loss = 0.0
         self.merges = 0  # merge rounds reported
         self.next_rank = 0
@@ -102,7 +102,7 @@ class Session:
         # the holder's bookkeeping (its clock): last call from the client, since when no worker is left
         self.client_seen = self.no_workers_since = self.started_at = None
         # the run this session trains (a resumed session keeps its run's id), and its checkpoints
-        # (gensim_distw2v.checkpoint.SessionCheckpoints, with checkpoint_dir)
+        # (gensim_distw2v.io.store.SessionCheckpoints, with checkpoint_dir)
         self.run = session_id
         self.checkpoints = None
 
@@ -123,7 +123,7 @@ class Session:
         target = self.arrays.get(name)
         if target is None:
             raise ValueError(f"upload: session has no array {name!r}" + (
-                " here: the weights go to the session's shards" if name in wire.WEIGHTS else ""))
+                " here: the weights go to the session's shards" if name in protocol.WEIGHTS else ""))
         if lo != self.received[name]:
             raise ValueError(f"upload: {name} chunk starts at {lo}, expected {self.received[name]}")
         if lo + len(chunk) > len(target):
@@ -237,7 +237,7 @@ class Session:
 
     # ------------------------------------------------------------------ jobs
     def put_jobs(self, jobs, crcs=None):
-        """Queue checked jobs (:class:`gensim_distw2v.wire.Job`). With checkpoints, the CRC-32 of
+        """Queue checked jobs (:class:`gensim_distw2v.protocol.Job`). With checkpoints, the CRC-32 of
         each job's words (``crcs``, worked out by the caller outside its lock, or here) is kept
         until the job is trained; without, nothing is."""
         self.expect("running")
@@ -271,7 +271,7 @@ class Session:
     def open_file_epoch(self, epoch):
         """Train ``epoch`` over the corpus file: its byte ranges are cut as workers ask. Returns
         the number of ranges."""
-        from gensim_distw2v.corpusfile import ranges
+        from gensim_distw2v.io.corpusfile import ranges
 
         self.expect("running")
         if self.file is None:
@@ -304,7 +304,7 @@ class Session:
     def queued_bytes(self):
         """Bytes of the jobs waiting (queued and dealt; ranges of a file count nothing)."""
         return sum(job.indices.nbytes + job.offsets.nbytes
-                   for jobs in (self.queue, *self.dealt.values()) for job in jobs if isinstance(job, wire.Job))
+                   for jobs in (self.queue, *self.dealt.values()) for job in jobs if isinstance(job, protocol.Job))
 
     def queued(self):
         """Jobs waiting: queued ones (dealt ones too), and ranges of the open file epoch not yet cut."""
@@ -325,7 +325,7 @@ class Session:
         alpha = next_alpha(spec.start_alpha, spec.end_alpha, epoch, self.config.epochs,
                            min(1.0, words / spec.total_words))
         self.ranges_out[epoch] += hi - lo
-        job = wire.RangeJob(id=self.next_job, epoch=epoch, alpha=alpha, lo=lo, hi=hi)
+        job = protocol.RangeJob(id=self.next_job, epoch=epoch, alpha=alpha, lo=lo, hi=hi)
         self.next_job += 1
         self._skip_trained(epoch)
         return job
@@ -344,7 +344,7 @@ class Session:
         Returns
         -------
         (list, int or None)
-            The job messages (:class:`gensim_distw2v.wire.Job` or :class:`gensim_distw2v.wire.RangeJob`,
+            The job messages (:class:`gensim_distw2v.protocol.Job` or :class:`gensim_distw2v.protocol.RangeJob`,
             as plain data), and the epoch the client closed when nothing is left to hand out
             (time to flush), else None.
         """
@@ -368,7 +368,7 @@ class Session:
         return flight
 
     def round_done(self, worker, report):
-        """A worker's merge round (:class:`gensim_distw2v.wire.RoundReport`) is in every shard:
+        """A worker's merge round (:class:`gensim_distw2v.protocol.RoundReport`) is in every shard:
         its jobs count as trained. Returns the raw words they carried."""
         self.expect("running")
         flight = self._flight(worker)
@@ -386,7 +386,7 @@ class Session:
             job = flight.pop(job_id, None)
             if job is None:
                 continue  # not (or no longer) this worker's: already re-queued elsewhere
-            if isinstance(job, wire.RangeJob):  # its worker counted its words
+            if isinstance(job, protocol.RangeJob):  # its worker counted its words
                 raw, examples = counts if counts else (0, 0)
                 self.ranges_done[job.epoch] += job.hi - job.lo
                 self.done_ids[job.epoch].append(job.lo // self.file.range_bytes)
@@ -437,7 +437,7 @@ class Session:
 
     def resume_point(self, checkpoint):
         """Where a session resumed from checkpoint number ``checkpoint`` taken now would go on: a
-        :class:`gensim_distw2v.wire.Resumed` (the next epoch to train and, in it, the jobs or
+        :class:`gensim_distw2v.protocol.Resumed` (the next epoch to train and, in it, the jobs or
         ranges trained; their counts, the loss). Jobs handed out and not yet merged are not in it:
         they are trained again after a resume."""
         epoch = self.advance() + 1
@@ -451,20 +451,20 @@ class Session:
             below += 1
         else:
             done = []
-        epochs = {str(e): wire.EpochCounts(put=c.done, done=c.done, raw_words=c.raw_words,
+        epochs = {str(e): protocol.EpochCounts(put=c.done, done=c.done, raw_words=c.raw_words,
                                            effective_words=c.effective_words, examples=c.examples)
                   for e, c in self.counts.items() if e <= epoch}
-        return wire.Resumed(checkpoint=checkpoint, epoch=epoch, first_job=first, done_below=below, done_jobs=done,
+        return protocol.Resumed(checkpoint=checkpoint, epoch=epoch, first_job=first, done_below=below, done_jobs=done,
                             crc=int(self.crc.get(epoch, 0)), epochs=epochs, loss=float(self.loss),
                             head=list(self.head), range_bytes=0 if self.file is None else self.file.range_bytes)
 
     def restore(self, point):
-        """Start from a checkpoint's :class:`gensim_distw2v.wire.Resumed` (before :meth:`start`):
+        """Start from a checkpoint's :class:`gensim_distw2v.protocol.Resumed` (before :meth:`start`):
         its counts and loss; the ranges it trained are not handed out again (the client skips the
         jobs it trained)."""
         self.expect("uploading")
         for key, counts in point.epochs.items():
-            self.counts[int(key)] = wire.EpochCounts(**counts.to_wire())
+            self.counts[int(key)] = protocol.EpochCounts(**counts.to_wire())
         self.loss = point.loss
         self.completed = self.closed_epoch = point.epoch - 1
         self.crc[point.epoch] = point.crc

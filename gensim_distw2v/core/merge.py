@@ -44,188 +44,14 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._rows import (CODECS, HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half,
-                                  kept_rows, row_diff, send_rows, take_rows, to_half)
-from gensim_distw2v.wire import MERGE_RULES, all_finite, check_cold_every, check_damp_rows
+from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half, kept_rows,
+                                  row_diff, send_rows, take_rows, to_half)
+from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
+from gensim_distw2v.protocol.arrays import all_finite, check_damp_rows
+from gensim_distw2v.protocol.constants import MERGE_RULES
+from gensim_distw2v.settings import check_codec
 
-__all__ = ["CODECS", "HOLD_BACK", "MERGE_DTYPE", "RULES", "check_codec", "check_cold_every",
-           "damped_rows", "default_sync_words", "GlobalWeights", "hot_rows", "Replica", "row_bytes", "row_limits",
-           "row_ranges", "tree_hot_rows"]
-
-RULES = MERGE_RULES
-# Routine merges' values on the wire, by default: int8 levels with a float32 scale per row (d + 8
-# bytes a row of d values with its index; float16: 2 d + 4, on request). With hot rows every round
-# and error feedback, int8 holds quality at K = 2 to 8 (docs/schedule.rst). What rounding loses waits
-# for the next round, as held-back rows do.
-MERGE_DTYPE = "int8"
-
-
-# The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
-# ``syn1neg`` (not ``syn1``, hs's tree nodes): those whose word a worker sees at least DAMP_OCCURRENCES
-# times per merge interval on average, and at most OUTPUT_DAMP_MOST output rows; chosen by
-# measurement (docs/merge_rule.rst)
-DAMP_OCCURRENCES = 1.5
-OUTPUT_DAMP_MOST = 1000
-# The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,
-# at most ONE_WORKER_SYNC_WORDS) per worker, whatever the number of workers, a routine round merges
-# the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees at least HOT_SIGHTINGS times
-# per interval: about the 1,000 most frequent of devmix); every
-# COLD_EVERY-th round merges every row, and epoch ends flush exactly. Down, a routine reply carries the
-# hot rows a worker lacks and, of the others, those of the jobs it holds. Measured in
-# benchmarks/clustersim.py and through the cluster at K = 2, 4, 8 (docs/schedule.rst).
-SYNC_WORDS = 2_200
-# The interval a corpus tolerates grows with the corpus: at K=8 (CBOW, simulated) one round per
-# 5,400th of an epoch's words cost 0.68, 0.45 and 0.64 analogy points on 3 M, 6 M and 12 M words,
-# four times that interval 2.47 (3 M) and 2.10 (12 M) points (docs/schedule.rst, "The interval").
-SYNC_SHARE = 1 / 5_400
-ONE_WORKER_SYNC_WORDS = 1_000_000
-HOT_SIGHTINGS = 0.25
-COLD_EVERY = 6
-# Up, a routine round holds back the rows that changed least, together HOLD_BACK of the squared change
-# (error feedback: they go once grown, or at the epoch's exact flush); down, the hot rows' deltas alike.
-# Measured at K=8 (CBOW, seeds 1-2, docs/schedule.rst): 0.1 -> 0.3 cuts the bytes up from 144 to 110
-# per word for about 0.1 analogy points; 0.5 (87 B) cost 0.3 more.
-HOLD_BACK = 0.3
-# the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
-# busiest first as the cluster trains them (kernel.reverse_tree), with counts of their own
-BY_FREQUENCY = ("syn0", "syn1neg")
-
-
-def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES, tree_counts=None):
-    """How many of the first rows the ``damp`` rule damps, per matrix: the words a worker sees at
-    least ``occurrences`` times in ``sync_words`` trained words (expected from their counts); of
-    the output vectors at most :data:`OUTPUT_DAMP_MOST`.
-
-    Only rows that get several updates on every worker within one interval overshoot when the
-    workers' updates are summed; damping rows that get one update or none slows their learning
-    (measured at K=8, 2.2 k words: damping 1,000 rows of each matrix cost ws353 0.04 against the
-    ~160 this gives). Output vectors are capped: the negatives push all mid-frequency output rows
-    alike, which is not overshoot (measured at K=4: damping every output row cost ws353 0.11).
-    The rows counted are a prefix: with an unsorted vocabulary (``sorted_vocab=0``) it stops at
-    the first word below the threshold.
-
-    Parameters
-    ----------
-    counts : array_like
-        Word counts in vocabulary order.
-    sync_words : int
-        Words each worker trains between merges.
-    occurrences : float
-        Expected sightings per interval that make a row hot.
-    tree_counts : array_like, optional
-        With hs: per ``syn1`` row (tree node, busiest first: :func:`gensim_distw2v.kernel.reverse_tree`),
-        how often it is on a trained word's path (:func:`gensim_distw2v.kernel.node_counts`). The
-        nodes near the root are on nearly every word's path: every worker moves them many times
-        per interval, and summed they overshoot as the frequent words' rows do (measured at K=8,
-        skip-gram: docs/schedule.rst), so they are damped by the same rule and threshold.
-
-    Returns
-    -------
-    dict of (str, int)
-        ``{"syn0": n, "syn1neg": min(n, OUTPUT_DAMP_MOST)}``, and ``"syn1"``'s count of such nodes
-        when ``tree_counts`` is given.
-    """
-    seen = _seen(counts, sync_words, occurrences)
-    out = {"syn0": _prefix(seen), "syn1neg": min(_prefix(seen), OUTPUT_DAMP_MOST)}
-    if tree_counts is not None:
-        out["syn1"] = _prefix(_seen(tree_counts, sync_words, occurrences, total=np.sum(counts, dtype=np.float64)))
-    return out
-
-
-def _prefix(seen):
-    """How many first rows are seen (0 when nothing is known)."""
-    return 0 if seen is None else len(seen) if seen.all() else int(np.argmin(seen))
-
-
-def _seen(counts, words, times, total=None):
-    """Per row, whether a worker training ``words`` words expects to see its word at least
-    ``times`` times (from the counts, of ``total`` words: default their sum); None when there are
-    no counts."""
-    counts = np.asarray(counts, dtype=np.float64)
-    total = float(counts.sum()) if total is None else float(total)
-    return None if total <= 0 else counts * float(words) >= times * total
-
-
-def tree_hot_rows(tree_counts, words_total, sync_words, sightings=HOT_SIGHTINGS):
-    """How many first rows of hs's ``syn1`` (tree nodes, busiest first:
-    :func:`gensim_distw2v.kernel.reverse_tree`) merge in every round: the nodes a worker expects
-    to pass at least ``sightings`` times in ``sync_words`` words, as :func:`hot_rows` counts the
-    words (``tree_counts``: :func:`gensim_distw2v.kernel.node_counts`; ``words_total``: the
-    words' count)."""
-    return _prefix(_seen(tree_counts, sync_words, sightings, total=words_total))
-
-
-def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
-    """How many first rows of ``syn0`` and ``syn1neg`` merge in every round: the words a worker
-    expects to see at least ``sightings`` times in ``sync_words`` words (from their counts). The
-    rows after them (rarer words) are *cold*: they merge every ``cold_every``-th round and at
-    epoch ends, and their change waits in ``R - B`` (and in the server's stale bits) meanwhile,
-    as held-back rows do. The count depends on the interval, not on the number of workers, so
-    neither does the traffic of a routine round.
-
-    Measured (docs/schedule.rst): at K=8, merging the first 1,000 rows of devmix (a quarter of a
-    sighting per worker and interval of 2,209 words) every round and the rest every 6th cost 0.21
-    analogy points against 0.35 for every row in every round; the quality a long interval loses is
-    the frequent rows'.
-
-    Parameters
-    ----------
-    counts : array_like
-        Word counts in vocabulary order.
-    sync_words : int
-        Words each worker trains between merges.
-    sightings : float
-        Expected sightings per worker and interval that make a row hot.
-
-    Returns
-    -------
-    int
-        Rows up to the last hot one (with an unsorted vocabulary, ``sorted_vocab=0``, every hot
-        row is below it, with cold ones among them); every row when there are no counts.
-    """
-    seen = _seen(counts, sync_words, sightings)
-    if seen is None:  # no counts (a vocabulary built by hand): no row is known to be cold
-        return len(counts)
-    hot = np.flatnonzero(seen)
-    return int(hot[-1]) + 1 if len(hot) else 0
-
-
-def default_sync_words(n_workers, corpus_words=0):
-    """Words each worker trains between merges, by default: for two workers or more, whatever their
-    number (so the merges per trained word, and their bytes and CPU, do not grow with it),
-    :data:`SYNC_SHARE` of the corpus's words per epoch, at least :data:`SYNC_WORDS` (2,200) and at
-    most 1 M; one worker merges every 1 M words (its merges only make progress durable).
-
-    The interval is the hot rows' clock (:func:`hot_rows`): quality hangs on how often the
-    frequent words' rows merge, and on how long the run is: at K=8 the same share of the corpus
-    cost the same quality on 3 M, 6 M and 12 M words, while a fixed 2,200 words cost 0.64 analogy
-    points on 12 M words and 2.47 on 3 M (docs/schedule.rst). So the interval grows with the
-    corpus, which is what lets large corpora merge rarely (a 1 G-word corpus: 185 k words). Beyond
-    12 M words that is an extrapolation of the measured range: pass ``sync_words`` to choose.
-    (Before, the interval shrank with K as ``400 k / K**2.5``, merging every row: quality held,
-    the cost per word grew 16-fold from K=2 to K=8.) Skip-gram and CBOW take the same interval.
-
-    Parameters
-    ----------
-    n_workers : int
-        Workers in the session.
-    corpus_words : int, optional
-        Raw words per epoch (0: unknown, the floor).
-    """
-    if n_workers <= 1:
-        return ONE_WORKER_SYNC_WORDS
-    return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(SYNC_SHARE * max(0, int(corpus_words or 0))))))
-
-
-def check_codec(codec):
-    """``codec`` (a name or numpy dtype of :data:`CODECS`) as its name; a clear error otherwise."""
-    try:
-        name = np.dtype(codec).name
-    except TypeError:
-        name = None
-    if name not in CODECS:
-        raise ValueError(f"merge_dtype must be one of {CODECS} (routine merges' values on the wire), got {codec!r}")
-    return name
+__all__ = ["GlobalWeights", "Replica", "damp_agreeing", "row_bytes"]
 
 
 def row_bytes(codec, vector_size):
@@ -261,24 +87,6 @@ def _part_codec(codec, norms):
 def _as_float32(values):
     """Received deltas (float16 or float32) as C-contiguous float32."""
     return from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
-
-
-def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
-    """Split ``[0, n_rows)`` into ranges of at most ``max_bytes`` worth of full rows."""
-    step = max(1, max_bytes // max(1, row_bytes))
-    return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
-
-
-def row_limits(hot_rows, tree_hot_rows=-1):
-    """What a routine round reads of each matrix, for :meth:`GlobalWeights.apply` and
-    :meth:`Replica.take_delta`: None (every row) if ``hot_rows`` is negative; else the words' hot
-    rows (``syn0``, ``syn1neg``) and, if ``tree_hot_rows`` is not negative, hs's ``syn1`` below
-    that (otherwise every ``syn1`` row)."""
-    if hot_rows is None or hot_rows < 0:
-        return None
-    if tree_hot_rows is None or tree_hot_rows < 0:
-        return int(hot_rows)
-    return {"syn0": int(hot_rows), "syn1neg": int(hot_rows), "syn1": int(tree_hot_rows)}
 
 
 def _row_end(name, lo, hi, hot_rows):
@@ -349,8 +157,8 @@ class GlobalWeights:
     def __init__(self, weights, rule="sum", damp_rows=None, codec="float16", delta_rows=0, value_codec=None):
         self.codec = check_codec(codec)
         self.value_codec = check_codec(value_codec or self.codec)
-        if rule not in RULES:
-            raise ValueError(f"unknown merge rule {rule!r}; choose one of {RULES}")
+        if rule not in MERGE_RULES:
+            raise ValueError(f"unknown merge rule {rule!r}; choose one of {MERGE_RULES}")
         n_rows = len(next(iter(weights.values()))) if weights else 0
         self.damp_rows = check_damp_rows(damp_rows if damp_rows is not None else
                                          {"syn0": n_rows, "syn1neg": min(n_rows, OUTPUT_DAMP_MOST)}, "GlobalWeights")

@@ -14,15 +14,14 @@ How it works:
    from the session's parameter shards (:mod:`gensim_distw2v.shard`), in chunks, builds its
    replica, and runs T trainer threads on jobs pulled from the dispatcher with a small prefetch. Training from a
    shared corpus file, it first checks that it sees the client's file, and its jobs are byte
-   ranges of the file that it reads and encodes itself (:mod:`gensim_distw2v.corpusfile`).
+   ranges of the file that it reads and encodes itself (:mod:`gensim_distw2v.io.corpusfile`).
 4. Every ``sync_words`` words (and whenever it runs out of jobs) it merges: it sends the rows it
    changed, each straight to the shard that owns it, to every shard at once, and takes in the rows
-   other workers changed (:mod:`gensim_distw2v.merge`), while its trainer threads go on (they wait
+   other workers changed (:mod:`gensim_distw2v.core.merge`), while its trainer threads go on (they wait
    only once the next interval is used up before the round is done: the wait is counted and
    reported); then it tells the dispatcher which jobs the round carried.
 5. When the session closes it drops the replica and waits for the next one.
 """
-import argparse
 import collections
 import concurrent.futures
 import logging
@@ -34,14 +33,18 @@ import uuid
 
 import numpy as np
 
-from gensim_distw2v import metrics, transport, wire
+from gensim_distw2v import protocol
+from gensim_distw2v.io import meter, transport
 from gensim_distw2v._inner import JobTrainer
-from gensim_distw2v.corpusfile import RangeReader, check_file, vocab_lookup
-from gensim_distw2v.dispatcher import versions
-from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import Replica, row_limits, row_ranges
+from gensim_distw2v.io.corpusfile import RangeReader, check_file, vocab_lookup
+from gensim_distw2v.versions import versions
+from gensim_distw2v.core.layout import ShardLayout
+from gensim_distw2v.core.merge import Replica
+from gensim_distw2v.core.schedule import row_limits, row_ranges
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["Worker", "SessionLost", "ShardLost"]
 
 # bulk transfers (the weights downloaded at a join, epoch flushes) move in parts of part_bytes / 8
 # (2 MB by default): every worker makes them at about the same moment, so a shard holds K parts (and
@@ -82,7 +85,7 @@ class _Training:
 
     def run(self):
         self.worker.meter.mark(self.sid)
-        joined = wire.Joined.from_wire(self.proxy.join(self.worker.name, self.sid))
+        joined = protocol.Joined.from_wire(self.proxy.join(self.worker.name, self.sid))
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
         self.shard_proxies = [transport.connect(uri, self.worker.hmac_key, timeout=60.0) for _name, uri in self.shards]
@@ -133,9 +136,9 @@ class _Training:
         self.merge_dtype = settings.merge_dtype
         vocab, size = self.params.vocab_size, self.params.vector_size
         start = time.monotonic()
-        arrays = {name: (self._download_weights if name in wire.WEIGHTS else self._download)(name, spec)
+        arrays = {name: (self._download_weights if name in protocol.WEIGHTS else self._download)(name, spec)
                   for name, spec in config.arrays.items()}
-        self.replica = Replica({n: arrays.pop(n) for n in wire.WEIGHTS if n in arrays})
+        self.replica = Replica({n: arrays.pop(n) for n in protocol.WEIGHTS if n in arrays})
         if not self.params.sample:
             arrays.pop("sample_int", None)
         if self.file is not None:
@@ -189,7 +192,7 @@ class _Training:
         row_bytes = max(1, target.nbytes // max(1, len(target)))
         for lo, hi in row_ranges(len(target), row_bytes, self.part_bytes):
             self.worker.check_alive(self)
-            chunk = wire.unpack_array(self.proxy.download(self.sid, name, lo, hi),
+            chunk = protocol.unpack_array(self.proxy.download(self.sid, name, lo, hi),
                                       f"download of {name}", target.dtype.name, shape=(hi - lo,) + target.shape[1:])
             target[lo:hi] = chunk
         return target
@@ -203,7 +206,7 @@ class _Training:
             view = self.layout.rows_of(target, shard)
             for lo, hi in row_ranges(len(view), 4 * target.shape[1], self.bulk_bytes):
                 self.worker.check_alive(self)
-                view[lo:hi] = wire.unpack_array(self._shard_call(shard, "download", self.sid, name, lo, hi, self.rank,
+                view[lo:hi] = protocol.unpack_array(self._shard_call(shard, "download", self.sid, name, lo, hi, self.rank,
                                                                  self.token),
                                                 f"download of {name}", "float32", shape=(hi - lo, target.shape[1]))
         self._on_shards(fetch)
@@ -258,7 +261,7 @@ class _Training:
     def _train_range(self, msg, reader, rng):
         """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples,
         epoch)``."""
-        job = wire.RangeJob.from_wire(msg, size=self.file.size)
+        job = protocol.RangeJob.from_wire(msg, size=self.file.size)
         job_id, alpha, lo, hi = job.id, job.alpha, job.lo, job.hi
         indices, offsets, starts, raw, examples = reader.read(lo, hi)
         effective, loss, counted, total = 0, 0.0, 0, len(indices)
@@ -348,10 +351,10 @@ class _Training:
                 working = self._holds_jobs()
             reply = self.proxy.get_jobs(self.worker.name, self.sid, prefetch - self.jobs.qsize(),
                                         0.02 if working else 0.2)
-            reply = wire.JobBatch.from_wire(reply)
+            reply = protocol.JobBatch.from_wire(reply)
             for msg in reply.jobs:
                 if self.file is None:  # a job's words are rows this worker wants current values of
-                    job, rows = wire.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
+                    job, rows = protocol.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
                     if self.want is not None:
                         rows = np.unique(job.indices)
                         with self.lock:
@@ -411,11 +414,11 @@ class _Training:
             return float(self.train_cpu)
 
     def metrics(self):
-        """This worker's :class:`gensim_distw2v.wire.NodeMetrics` in the session so far."""
+        """This worker's :class:`gensim_distw2v.protocol.NodeMetrics` in the session so far."""
         return self.worker.meter.sample(self.trained_words, self._kernel_cpu(), self.merge_cpu)
 
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
-        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.wire.DELTA_DTYPES`) to
+        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.protocol.DELTA_DTYPES`) to
         the shards and take in the other workers', range by range, every shard at once; then tell
         the dispatcher the round's jobs are merged.
 
@@ -468,23 +471,23 @@ class _Training:
             def merge_with(shard, lo=lo, hi=hi, split=split, wanted_split=wanted_split):
                 thread_cpu = time.thread_time()
                 local_lo, local_hi = self.layout.local_range(lo, hi, shard)
-                part = wire.MergePart(
+                part = protocol.MergePart(
                     session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
                     token=self.token,
-                    matrices={name: wire.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
+                    matrices={name: protocol.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
                     hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
                     tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
-                    wanted=None if wanted_split is None else wire.pack_wanted(wanted_split[shard][0], local_lo,
+                    wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
                                                                               local_hi))
                 asked = 0 if part.wanted is None else len(part.wanted["data"])
-                reply = wire.MergeReply.from_wire(self._shard_call(shard, "merge", part.to_wire()))
+                reply = protocol.MergeReply.from_wire(self._shard_call(shard, "merge", part.to_wire()))
                 got = []
                 for key in ("matrices", "values"):
                     got.append({})
                     for name, msg in getattr(reply, key).items():
                         if name not in self.replica.replica:
                             raise ValueError(f"merge reply: unknown matrix {name!r}")
-                        rows, values, scales = wire.unpack_deltas(msg, name, size, local_lo, local_hi,
+                        rows, values, scales = protocol.unpack_deltas(msg, name, size, local_lo, local_hi,
                                                                   f"merge reply's {key}")
                         got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
                 return got + [asked, time.thread_time() - thread_cpu]
@@ -501,7 +504,7 @@ class _Training:
         self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
         self.merge_seconds += time.perf_counter() - began
         self.merge_cpu += time.thread_time() - cpu + pool_cpu
-        report = wire.RoundReport(
+        report = protocol.RoundReport(
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
             kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
@@ -536,7 +539,7 @@ class Worker:
             self.ns_conf["hmac_key"] = hmac_key
         self.threads = threads or os.cpu_count() or 1
         self.heartbeat_every = heartbeat
-        self.meter = metrics.Meter("worker", self.threads)
+        self.meter = meter.Meter("worker", self.threads)
         self.name = transport.WORKER_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.stopped = threading.Event()
@@ -552,10 +555,10 @@ class Worker:
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.WorkerStatus`.
+            A :class:`gensim_distw2v.protocol.WorkerStatus`.
         """
         training = self.training
-        return wire.WorkerStatus(name=self.name, threads=self.threads, dispatcher=self.dispatcher_uri,
+        return protocol.WorkerStatus(name=self.name, threads=self.threads, dispatcher=self.dispatcher_uri,
                                  session=training.sid if training is not None else None).to_wire()
 
     def check_alive(self, training):
@@ -571,7 +574,7 @@ class Worker:
                 uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
                 if uri:
                     proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
-                    proxy.hello(self.name, self.uri, wire.Hello(versions=versions(), threads=self.threads).to_wire())
+                    proxy.hello(self.name, self.uri, protocol.Hello(versions=versions(), threads=self.threads).to_wire())
                     self.dispatcher_uri = uri
                     self.trained_sessions.clear()  # after a new hello the dispatcher treats us as new
                     logger.info("found the dispatcher at %s", uri)
@@ -596,7 +599,7 @@ class Worker:
                 if proxy is None:
                     return
             try:
-                beat = wire.Beat.from_wire(proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every,
+                beat = protocol.Beat.from_wire(proxy.heartbeat(self.name, self.session_wanted, self.heartbeat_every,
                                                            self._metrics().to_wire()))
             except (transport.PyroError, ValueError) as err:
                 logger.warning("lost the dispatcher (%s); looking for it again", err)
@@ -626,7 +629,7 @@ class Worker:
             transport.release(proxy)
 
     def _metrics(self):
-        """This worker's :class:`gensim_distw2v.wire.NodeMetrics`: of its session, or since the last one."""
+        """This worker's :class:`gensim_distw2v.protocol.NodeMetrics`: of its session, or since the last one."""
         training = self.training
         if training is not None and self.meter.session == training.sid:
             return training.metrics()
@@ -661,36 +664,3 @@ class Worker:
             training.proxy.quit_session(self.name, training.sid, reason)
         except (transport.PyroError, ValueError) as err:  # the session or the dispatcher is gone already
             logger.info("could not tell the dispatcher that session %s failed here: %s", training.sid, err)
-
-
-def main(argv=None):
-    """``python -m gensim_distw2v.worker``: serve until killed."""
-    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.worker", description=__doc__.split("\n\n")[0])
-    transport.add_server_arguments(parser)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help=f"trainer threads (default: this node's cores, {os.cpu_count()})")
-    parser.add_argument("--heartbeat", type=float, default=1.0,
-                        help="seconds between heartbeats, in (0, 5] (default 1; the dispatcher waits at most 5 s)")
-    args = parser.parse_args(argv)
-    if not 0 < args.heartbeat <= 5:
-        parser.error(f"--heartbeat must be in (0, 5] seconds (the dispatcher waits at most 5 s), got {args.heartbeat}")
-    logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
-    if args.threads < 1:
-        parser.exit(2, "error: --threads must be >= 1\n")
-    try:
-        key = transport.read_hmac_key(args.hmac_key_file)
-        worker = Worker({"host": args.ns_host, "port": args.ns_port}, threads=args.threads, hmac_key=key,
-                        heartbeat=args.heartbeat)
-        server = transport.Server(worker, worker.name, host=args.host, port=args.port,
-                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
-                                  limits=transport.limits_from_args(args))
-    except (transport.ClusterError, ValueError, OSError) as err:
-        parser.exit(2, f"error: {err}\n")
-    worker.uri = server.uri
-    transport.serve_member(server, worker, "gensim_distw2v.worker %s ready at %s with %i threads", worker.name,
-                           server.uri, worker.threads)
-    logger.info("gensim_distw2v.worker %s stopped", worker.name)
-
-
-if __name__ == "__main__":
-    main()

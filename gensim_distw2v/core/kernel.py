@@ -46,7 +46,7 @@ def reverse_tree(arrays):
     gensim numbers the ``V - 1`` inner nodes of the Huffman tree in the order it makes them, which
     is the order of their counts: the root, on every word's path, is node ``V - 2``, the last row of
     ``syn1``. The merge rules' tiers work on a matrix's first rows, in decreasing frequency
-    (:mod:`gensim_distw2v.merge`), so the cluster trains the reversed numbering: the same arithmetic
+    (:mod:`gensim_distw2v.core.merge`), so the cluster trains the reversed numbering: the same arithmetic
     on the same rows, which are only stored in another order (one worker still reproduces gensim to
     the bit). The map is its own inverse: apply it to the trained ``syn1`` (``syn1[order]`` with
     ``order`` from :func:`reverse_tree_order`) to give the model gensim's numbering back.
@@ -200,7 +200,7 @@ def train_like_gensim(model, corpus, epochs=None, compute_loss=False):
     (int, float)
         Effective words and the loss (summed per job in float64, where gensim keeps one float32).
     """
-    from gensim_distw2v.jobs import iter_epoch_jobs
+    from gensim_distw2v.core.jobs import iter_epoch_jobs
 
     epochs = epochs or model.epochs
     trainer = trainer_for_model(model)

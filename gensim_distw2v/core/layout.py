@@ -4,7 +4,7 @@ Shard ``p`` of ``P`` owns the global rows ``p, p + P, p + 2P, ...``; its own row
 ``j * P + p``. Rows are in decreasing order of word frequency (gensim sorts its vocabulary), so
 interleaving gives every shard an equal share of the frequent words, which carry most of the merge
 traffic, and keeps each shard's rows in order of frequency too: the first rows of a shard are its
-share of the first rows of the model (the damped rows, the hot rows), as :mod:`gensim_distw2v.merge`
+share of the first rows of the model (the damped rows, the hot rows), as :mod:`gensim_distw2v.core.merge`
 expects. With one shard the layout is the identity and costs nothing.
 """
 import numpy as np

@@ -77,7 +77,7 @@ class Board:
                 self.writer.add_scalar(tag, float(value), global_step=int(step), walltime=walltime)
 
     def progress(self, progress, words, elapsed, alpha, compute_loss):
-        """A point of the run from a :class:`gensim_distw2v.wire.Progress`.
+        """A point of the run from a :class:`gensim_distw2v.protocol.Progress`.
 
         Parameters
         ----------

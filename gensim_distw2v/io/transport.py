@@ -1,7 +1,7 @@
 """The only module that imports Pyro4: daemons, proxies, the name server, serializers, HMAC.
 
 Every daemon of this package accepts msgpack and nothing else (no pickle, no marshal): values
-are plain data, arrays travel as raw bytes (see :mod:`gensim_distw2v.wire`). Calls to the name
+are plain data, arrays travel as raw bytes (see :mod:`gensim_distw2v.protocol`). Calls to the name
 server use serpent (a safe, literal-only format that a stock ``python -m Pyro4.naming`` accepts).
 Everything binds to 127.0.0.1 unless told otherwise, and binding another address requires an
 HMAC key, which then signs every message of every daemon, proxy and name-server call.

@@ -25,13 +25,14 @@ import gensim
 import numpy as np
 
 import gensim_distw2v
-from gensim_distw2v import transport, wire
-from gensim_distw2v.board import Board, evaluate
-from gensim_distw2v.corpusfile import fingerprint, vocab_arrays
-from gensim_distw2v.jobs import iter_epoch_jobs, next_alpha
-from gensim_distw2v.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
-from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import damped_rows, default_sync_words, hot_rows, row_ranges, tree_hot_rows
+from gensim_distw2v import protocol
+from gensim_distw2v.io import transport
+from gensim_distw2v.io.board import Board, evaluate
+from gensim_distw2v.io.corpusfile import fingerprint, vocab_arrays
+from gensim_distw2v.core.jobs import iter_epoch_jobs, next_alpha
+from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
+from gensim_distw2v.core.layout import ShardLayout
+from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, row_ranges, tree_hot_rows
 from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class SkippedJobs:
 
     Parameters
     ----------
-    point : gensim_distw2v.wire.Resumed or None
+    point : gensim_distw2v.protocol.Resumed or None
         Where the run resumes (None: nothing to skip).
     """
 
@@ -79,7 +80,7 @@ class SkippedJobs:
             self.last = max([point.done_below - 1] + list(point.done_jobs))
 
     def skips(self, job_id, job):
-        """Whether job ``job_id`` (a :class:`gensim_distw2v.jobs.Job`) was trained before the resume.
+        """Whether job ``job_id`` (a :class:`gensim_distw2v.core.jobs.Job`) was trained before the resume.
 
         Raises
         ------
@@ -150,7 +151,7 @@ def wait_for_workers(dispatcher, ns_conf, timeout):
     host, port, _broadcast, _key = transport.ns_settings(ns_conf)
     deadline = time.monotonic() + timeout
     while True:
-        status = wire.Status.from_wire(dispatcher.status())
+        status = protocol.Status.from_wire(dispatcher.status())
         if status.workers and status.shards:
             return len(status.workers)
         if time.monotonic() >= deadline:
@@ -211,14 +212,14 @@ class ShardLinks:
 
 
 def _per_word(worker):
-    """``"up/down B/w"``: a worker's (:class:`gensim_distw2v.wire.WorkerCounts`) bytes sent and
+    """``"up/down B/w"``: a worker's (:class:`gensim_distw2v.protocol.WorkerCounts`) bytes sent and
     received per raw word it trained (merged)."""
     words = max(1, worker.words)
     return f"{worker.bytes_up / words:.0f}/{worker.bytes_down / words:.0f} B/w"
 
 
 def _node_brief(name, node):
-    """``"worker 3f9a 97% 210MB"``: a node's (:class:`gensim_distw2v.wire.NodeMetrics`) role, id,
+    """``"worker 3f9a 97% 210MB"``: a node's (:class:`gensim_distw2v.protocol.NodeMetrics`) role, id,
     CPU share of one core over the session and resident memory, for the progress lines."""
     short = name.rsplit(".", 1)[-1]
     label = node.role if short == node.role else f"{node.role} {short}"
@@ -226,7 +227,7 @@ def _node_brief(name, node):
 
 
 def _node_line(name, node):
-    """A node's closing summary (:class:`gensim_distw2v.wire.NodeMetrics`), for the log."""
+    """A node's closing summary (:class:`gensim_distw2v.protocol.NodeMetrics`), for the log."""
     return (f"{name}: {node.words} words ({node.words / max(node.seconds, 1e-9):.0f} words/s), CPU seconds kernel "
             f"{node.kernel_cpu:.1f} / merge {node.merge_cpu:.1f} / other {node.other_cpu:.1f} "
             f"({100 * node.cpu / max(node.seconds, 1e-9):.0f}% of a core), RSS {node.rss / 2 ** 20:.0f} MB (peak "
@@ -249,7 +250,7 @@ class DistributedTraining:
 
     def __init__(self, model, ns_conf, settings=None):
         self.model, self.ns_conf = model, dict(ns_conf or {})
-        self._token = None  # the open session's secret (wire.Opened.token)
+        self._token = None  # the open session's secret (protocol.Opened.token)
         self.settings = settings if settings is not None else model.settings
         if not isinstance(self.settings, Settings):
             raise ValueError(f"settings must be a gensim_distw2v.settings.Settings, got {type(self.settings).__name__}")
@@ -263,7 +264,7 @@ class DistributedTraining:
         """What must be equal for a run to resume from a checkpoint: the versions, the vocabulary (its
         words and counts, digested), the hyper-parameters, the epochs, the corpus (a file's
         fingerprint; an iterable's counts; its jobs are checked as they are skipped:
-        :class:`gensim_distw2v.wire.Resumed`)."""
+        :class:`gensim_distw2v.protocol.Resumed`)."""
         model = self.model
         digest = hashlib.blake2b(digest_size=16)
         digest.update("\n".join(model.wv.index_to_key).encode("utf8"))
@@ -280,13 +281,13 @@ class DistributedTraining:
 
     def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None, total_examples=None,
                 resume=False, below=None):
-        """The session's :class:`gensim_distw2v.wire.SessionConfig` (checked) and its arrays."""
+        """The session's :class:`gensim_distw2v.protocol.SessionConfig` (checked) and its arrays."""
         model = self.model
         kernel, arrays = model_arrays(model)
         arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the merge rules' tiers expect
         if corpus_file is not None:
             arrays["vocab_bytes"], arrays["vocab_offsets"] = vocab_arrays(model.wv.index_to_key)
-        params = wire.TrainParams(**kernel, sample=bool(model.sample), vector_size=int(model.wv.vector_size),
+        params = protocol.TrainParams(**kernel, sample=bool(model.sample), vector_size=int(model.wv.vector_size),
                                   vocab_size=len(model.wv), seed=int(model.seed) & 0xFFFFFFFF)
         if not params.sample:
             arrays.pop("sample_int", None)
@@ -312,21 +313,21 @@ class DistributedTraining:
             range_words = model.batch_words
             if sync_words > MAX_WORDS_IN_JOB:
                 range_words = max(range_words, min(sync_words, int(total_words) // (4 * max(1, n_workers))))
-            spec = wire.CorpusFileSpec(
+            spec = protocol.CorpusFileSpec(
                 path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
                 range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
                 start_alpha=float(model.alpha), end_alpha=float(model.min_alpha))
-        config = wire.SessionConfig(
+        config = protocol.SessionConfig(
             versions={"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words),
             damp_rows=damped_rows(counts, sync_words, tree_counts=tree), hot_rows=hot_rows(counts, sync_words),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
-            compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=wire.RngState.of(rng), workers=int(n_workers),
+            compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=protocol.RngState.of(rng), workers=int(n_workers),
             total_words=int(total_words or model.corpus_total_words or 0), corpus_file=spec)
         if settings.checkpoint_dir is not None:
-            config.checkpoint = wire.CheckpointSpec(
+            config.checkpoint = protocol.CheckpointSpec(
                 dir=settings.checkpoint_dir, every=settings.checkpoint_every, resume=bool(resume), below=below,
                 identity=self._identity(params, epochs, spec, total_examples, total_words))
         config.check()
@@ -336,7 +337,7 @@ class DistributedTraining:
         """Open a session: the dispatcher names its shards, the arrays go up (a resumed session's
         weights come from the checkpoint), shards and dispatcher start. Returns ``(session id,
         ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
-        opened = wire.Opened.from_wire(dispatcher.open_session(config.to_wire()))
+        opened = protocol.Opened.from_wire(dispatcher.open_session(config.to_wire()))
         sid, links, self._token = opened.session, None, opened.token
         try:
             links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, opened.token)
@@ -355,23 +356,23 @@ class DistributedTraining:
     def _upload(self, dispatcher, sid, arrays, config, links, resumed=None):
         """The static arrays to the dispatcher, each shard's rows of the weights to that shard (or,
         resuming, where the shards read them); start the shards."""
-        weights = {name: a for name, a in arrays.items() if name in wire.WEIGHTS}
+        weights = {name: a for name, a in arrays.items() if name in protocol.WEIGHTS}
         for name, array in arrays.items():
             if name in weights:
                 continue
             row_bytes = max(1, array.nbytes // max(1, len(array)))
             for lo, hi in row_ranges(len(array), row_bytes, self.settings.part_bytes):
-                dispatcher.upload(sid, name, lo, wire.pack_array(array[lo:hi]), links.token)
-        restore = None if resumed is None else wire.RestoreSpec(
+                dispatcher.upload(sid, name, lo, protocol.pack_array(array[lo:hi]), links.token)
+        restore = None if resumed is None else protocol.RestoreSpec(
             dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
 
         def give(shard):
-            spec = wire.ShardSpec(
+            spec = protocol.ShardSpec(
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
                 tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=links.token,
-                max_delta=wire.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
+                max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec.to_wire())
             except ValueError as err:
@@ -382,13 +383,13 @@ class DistributedTraining:
                 for name, array in weights.items():
                     rows = links.layout.rows_of(array, shard)
                     for lo, hi in row_ranges(len(rows), 4 * array.shape[1], self.settings.part_bytes):
-                        links.call(shard, "upload", sid, name, lo, wire.pack_array(rows[lo:hi]), links.token)
+                        links.call(shard, "upload", sid, name, lo, protocol.pack_array(rows[lo:hi]), links.token)
             links.call(shard, "start", sid)
         links.each(give)
 
     def _download_weights(self, links, sid):
         """The trained weights from the shards, into the model once all are in and checked finite and
-        bounded (:func:`gensim_distw2v.wire.within`): a failed check leaves the model as it was."""
+        bounded (:func:`gensim_distw2v.protocol.within`): a failed check leaves the model as it was."""
         model = self.model
         targets = {"syn0": model.wv.vectors}
         if model.negative:
@@ -396,15 +397,15 @@ class DistributedTraining:
         if model.hs:
             targets["syn1"] = model.syn1
         got = {name: np.empty_like(target) for name, target in targets.items()}
-        bound = 100 * wire.max_delta_for(max(model.alpha, model.min_alpha), model.wv.vector_size)
+        bound = 100 * protocol.max_delta_for(max(model.alpha, model.min_alpha), model.wv.vector_size)
 
         def fetch(shard):
             for name, target in got.items():
                 rows = links.layout.rows_of(target, shard)
                 for lo, hi in row_ranges(len(rows), target.shape[1] * 4, self.settings.part_bytes):
-                    part = wire.unpack_array(links.call(shard, "download", sid, name, lo, hi), f"final {name}",
+                    part = protocol.unpack_array(links.call(shard, "download", sid, name, lo, hi), f"final {name}",
                                              "float32", shape=(hi - lo, target.shape[1]))
-                    if not wire.within(part, bound):
+                    if not protocol.within(part, bound):
                         raise transport.ClusterError(
                             f"shard {links.shards[shard][0]} sent {name} weights that are not finite or larger than "
                             f"{bound:.3g}: the model keeps the weights it had before this train() call")
@@ -422,7 +423,7 @@ class DistributedTraining:
         replace its last heartbeat's in ``nodes``."""
         out = {}
         for shard, (name, _uri) in enumerate(links.shards):
-            status = wire.ShardStatus.from_wire(links.call(shard, "status"))
+            status = protocol.ShardStatus.from_wire(links.call(shard, "status"))
             held = status.session
             if status.node is not None and status.node.session == sid:
                 nodes[name] = status.node
@@ -508,7 +509,7 @@ class DistributedTraining:
         """Resuming: wait up to ``cluster_timeout`` for as many shards as the lost session had
         (the run goes on with those there are after that)."""
         deadline = time.monotonic() + self.settings.cluster_timeout
-        while len(wire.Status.from_wire(dispatcher.status()).shards) < count and time.monotonic() < deadline:
+        while len(protocol.Status.from_wire(dispatcher.status()).shards) < count and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def _run(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
@@ -559,7 +560,7 @@ class DistributedTraining:
                 for callback in callbacks:
                     callback.on_epoch_end(model)
             self._download_weights(links, sid)
-            final = wire.Progress.from_wire(dispatcher.progress(sid, self._token, True))
+            final = protocol.Progress.from_wire(dispatcher.progress(sid, self._token, True))
             # every epoch's words, counted once (a resumed session starts with the checkpoint's counts)
             trained = sum(final.epoch(e).effective_words for e in range(epochs))
             raw = sum(final.epoch(e).raw_words for e in range(epochs))
@@ -594,7 +595,7 @@ class DistributedTraining:
     def _board_epoch(self, dispatcher, sid, epoch, quality):
         """TensorBoard at an epoch end: a point, and with ``quality`` the model's scores (the
         weights were just downloaded)."""
-        progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token, True))
+        progress = protocol.Progress.from_wire(dispatcher.progress(sid, self._token, True))
         words = self._board_point(progress, epoch + 1, 0.0)
         if quality:
             scores = evaluate(self.model.wv)
@@ -619,7 +620,7 @@ class DistributedTraining:
         started = time.monotonic()
         sequence = self._awaiting = dispatcher.checkpoint(sid)
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
+            progress = protocol.Progress.from_wire(dispatcher.progress(sid, self._token))
             self._check_workers(progress)
             state = progress.checkpoints
             if state.failed >= sequence:
@@ -691,7 +692,7 @@ class DistributedTraining:
     def _train_epoch(self, dispatcher, sid, corpus, epoch, epochs, total_examples, total_words, job_id,
                      report_delay, skip=None):
         """Put one epoch's jobs and wait until they are trained; returns the next job id. ``skip``
-        (a :class:`gensim_distw2v.wire.Resumed`): the jobs a checkpoint trained are not put again,
+        (a :class:`gensim_distw2v.protocol.Resumed`): the jobs a checkpoint trained are not put again,
         and their words must be those it trained (else the corpus is another one)."""
         model = self.model
         jobs = iter_epoch_jobs(
@@ -706,7 +707,7 @@ class DistributedTraining:
             if skipped.skips(job_id, job):
                 job_id += 1
                 continue
-            batch.append(wire.Job.of(job_id, epoch, job).to_wire())
+            batch.append(protocol.Job.of(job_id, epoch, job).to_wire())
             job_id += 1
             model.min_alpha_yet_reached = job.alpha
             if len(batch) >= JOBS_PER_CALL:
@@ -726,9 +727,9 @@ class DistributedTraining:
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
         deadline = time.monotonic() + self.settings.cluster_timeout
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token))
+            progress = protocol.Progress.from_wire(dispatcher.progress(sid, self._token))
             checks, quit_ = progress.file_checks, progress.quit
-            workers = set(wire.Status.from_wire(dispatcher.status()).workers)
+            workers = set(protocol.Status.from_wire(dispatcher.status()).workers)
             problems = {name: problem for name, problem in checks.items() if problem}
             if ((checks or quit_) and workers <= set(checks) | set(quit_)) or time.monotonic() > deadline:
                 break
@@ -753,7 +754,7 @@ class DistributedTraining:
         """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
         model = self.model
         while True:
-            progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token,
+            progress = protocol.Progress.from_wire(dispatcher.progress(sid, self._token,
                                                                   time.monotonic() >= self._next_report))
             counts = progress.epoch(epoch)
             # done: every job merged, and every worker flushed what it held back
@@ -782,7 +783,7 @@ class DistributedTraining:
             taken = dispatcher.put_jobs(sid, batch)
             batch = batch[taken:]
             if batch or time.monotonic() >= self._next_report:
-                progress = wire.Progress.from_wire(dispatcher.progress(sid, self._token,
+                progress = protocol.Progress.from_wire(dispatcher.progress(sid, self._token,
                                                                       time.monotonic() >= self._next_report))
                 self._check_workers(progress)
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)

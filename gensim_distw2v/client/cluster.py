@@ -21,7 +21,7 @@ import threading
 import time
 
 import gensim_distw2v
-from gensim_distw2v import transport
+from gensim_distw2v.io import transport
 
 logger = logging.getLogger(__name__)
 

@@ -11,23 +11,22 @@ How it works:
    says hello; a heartbeat thread keeps in touch (a shard the dispatcher stops hearing from fails
    the session it serves, naming it).
 2. A client opening a session gets the shards from the dispatcher and gives shard ``p`` of ``P``
-   its rows (:class:`gensim_distw2v.layout.ShardLayout`: every ``P``-th row from row ``p``), in
+   its rows (:class:`gensim_distw2v.core.layout.ShardLayout`: every ``P``-th row from row ``p``), in
    chunks, then starts it.
 3. Workers download the shard's rows when they join, and in every merge round send it the changes
    they made to its rows (:meth:`Shard.merge`); it folds them into its rows with the session's
-   rule and answers with what the worker lacks of them (:class:`gensim_distw2v.merge.GlobalWeights`:
+   rule and answers with what the worker lacks of them (:class:`gensim_distw2v.core.merge.GlobalWeights`:
    work proportional to the rows moved, memory independent of the number of workers).
 4. The client downloads the trained rows and closes the session. A session the dispatcher no
    longer runs is dropped at the next heartbeat.
-5. Checkpoints: a heartbeat reply may carry a checkpoint order (:class:`gensim_distw2v.wire.CheckpointOrder`);
+5. Checkpoints: a heartbeat reply may carry a checkpoint order (:class:`gensim_distw2v.protocol.CheckpointOrder`);
    the shard copies its rows (merges wait only for the copy), tells the dispatcher, writes the copy
    to ``<checkpoint_dir>/shard-<p>-of-<P>/`` in a thread of its own and tells the dispatcher again
    (:meth:`gensim_distw2v.dispatcher.Dispatcher.shard_checkpoint`). A session resumed from a
-   checkpoint gives the shard its rows as a :class:`gensim_distw2v.wire.RestoreSpec` instead of
+   checkpoint gives the shard its rows as a :class:`gensim_distw2v.protocol.RestoreSpec` instead of
    uploading them: it reads them from the checkpoint's files (of every shard that held some, if the
    number of shards changed).
 """
-import argparse
 import ctypes
 import logging
 import sys
@@ -37,13 +36,18 @@ import uuid
 
 import numpy as np
 
-from gensim_distw2v import metrics, transport, wire
-from gensim_distw2v.checkpoint import CheckpointError, shard_store
-from gensim_distw2v.dispatcher import check_versions, model_bytes_limit, versions
-from gensim_distw2v.layout import ShardLayout
-from gensim_distw2v.merge import GlobalWeights, row_limits
+from gensim_distw2v import protocol
+from gensim_distw2v.io import meter, transport
+from gensim_distw2v.io.store import CheckpointError, shard_store
+from gensim_distw2v.versions import check_versions, versions
+from gensim_distw2v.io.meter import model_bytes_limit
+from gensim_distw2v.core.layout import ShardLayout
+from gensim_distw2v.core.merge import GlobalWeights
+from gensim_distw2v.core.schedule import row_limits
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["Shard", "cap_malloc_arenas"]
 
 MAX_RANK = 2 ** 31
 REPORT_ATTEMPTS = 5  # tries to tell the dispatcher a checkpoint's rows are written
@@ -112,7 +116,7 @@ class Shard:
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.heartbeat_every = heartbeat
-        self.meter = metrics.Meter("shard")
+        self.meter = meter.Meter("shard")
         self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.lock = threading.Lock()
@@ -137,7 +141,7 @@ class Shard:
             raise ValueError(f"{what}: shard {self.name} holds no matrix {name!r} (it holds {sorted(held.arrays)})")
         if not (isinstance(lo, int) and isinstance(hi, int) and 0 <= lo <= hi <= held.n_rows):
             raise ValueError(f"{what}: rows [{lo}, {hi}) outside this shard's [0, {held.n_rows})")
-        if (hi - lo) * held.spec.vector_size * 4 > wire.MAX_ARRAY_BYTES:
+        if (hi - lo) * held.spec.vector_size * 4 > protocol.MAX_ARRAY_BYTES:
             raise ValueError(f"{what}: too many rows in one chunk")
         return held.arrays[name]
 
@@ -161,10 +165,10 @@ class Shard:
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.ShardStatus`.
+            A :class:`gensim_distw2v.protocol.ShardStatus`.
         """
         held = self.held
-        return wire.ShardStatus(name=self.name, session=None if held is None else wire.HeldStatus(
+        return protocol.ShardStatus(name=self.name, session=None if held is None else protocol.HeldStatus(
             id=held.id, index=held.spec.index, count=held.spec.count, rows=held.n_rows,
             started=held.weights is not None, merges=held.merges, merge_cpu=held.merge_cpu,
             bytes_in=held.bytes_in, bytes_out=held.bytes_out,
@@ -178,9 +182,9 @@ class Shard:
         Parameters
         ----------
         spec : dict
-            A :class:`gensim_distw2v.wire.ShardSpec`.
+            A :class:`gensim_distw2v.protocol.ShardSpec`.
         """
-        spec = wire.ShardSpec.from_wire(spec)
+        spec = protocol.ShardSpec.from_wire(spec)
         check_versions(spec.versions, "the client")
         need = ShardLayout(spec.count).count(spec.vocab_size, spec.index) * spec.vector_size * 4 * len(spec.weights)
         if need > self.max_model_bytes:
@@ -231,11 +235,11 @@ class Shard:
         ``token``: the session's."""
         with self.lock:
             held = self._held(sid, started=False)
-            wire.check_token(token, held.spec.token, "upload")
+            protocol.check_token(token, held.spec.token, "upload")
             target = self._array(held, name, lo, lo, "upload")
             if lo != held.received[name]:
                 raise ValueError(f"upload: {name} chunk starts at row {lo}, expected {held.received[name]}")
-            chunk = wire.unpack_array(array, f"upload of {name}", "float32", shape=(None, held.spec.vector_size))
+            chunk = protocol.unpack_array(array, f"upload of {name}", "float32", shape=(None, held.spec.vector_size))
             if lo + len(chunk) > held.n_rows:
                 raise ValueError(f"upload: {name} rows [{lo}, {lo + len(chunk)}) overflow this shard's {held.n_rows}")
             target[lo:lo + len(chunk)] = chunk
@@ -263,7 +267,7 @@ class Shard:
 
         A worker of the session names itself by its ``rank`` and shows the session's ``token``: the
         rows it downloads become its view of them for the merges
-        (:meth:`gensim_distw2v.merge.GlobalWeights.download`); its first download takes it a slot
+        (:meth:`gensim_distw2v.core.merge.GlobalWeights.download`); its first download takes it a slot
         (a snapshot of the damped and hot rows), refused if it would pass ``max_model_bytes``.
         """
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < MAX_RANK):
@@ -274,17 +278,17 @@ class Shard:
             self._array(held, name, lo, hi, "download")
             weights = held.weights
             if rank is not None:
-                wire.check_token(token, held.spec.token, "download")
+                protocol.check_token(token, held.spec.token, "download")
                 if rank in held.gone:
                     raise ValueError(f"download: worker rank {rank} left session {sid}: join it again")
                 if rank not in weights.slots:
                     self._room_for_one_more(held)
                     weights.add_worker(rank)
         if weights is None:
-            return wire.pack_array(held.arrays[name][lo:hi].copy())
+            return protocol.pack_array(held.arrays[name][lo:hi].copy())
         out = weights.download(name, lo, hi, rank)
         held.bytes_out += out.nbytes
-        return wire.pack_array(out)
+        return protocol.pack_array(out)
 
     @transport.expose
     def close(self, sid, token):
@@ -294,7 +298,7 @@ class Shard:
             raise ValueError(f"close: sid must be a session id (str), got {type(sid).__name__}")
         with self.lock:
             if self.held is not None and self.held.id == sid:
-                wire.check_token(token, self.held.spec.token, "close")
+                protocol.check_token(token, self.held.spec.token, "close")
                 logger.info("session %s closed after %i merges (%.1f s of CPU in them)", sid, self.held.merges,
                             self.held.merge_cpu)
                 self.held = None
@@ -307,26 +311,26 @@ class Shard:
         Parameters
         ----------
         part : dict
-            A :class:`gensim_distw2v.wire.MergePart`, in this shard's rows.
+            A :class:`gensim_distw2v.protocol.MergePart`, in this shard's rows.
 
         Returns
         -------
         dict
-            A :class:`gensim_distw2v.wire.MergeReply`.
+            A :class:`gensim_distw2v.protocol.MergeReply`.
         """
         cpu = time.thread_time()
         sid = part.get("session") if isinstance(part, dict) else None
         held = self._held(sid)
-        wire.check_token(part.get("token"), held.spec.token, "merge")  # first: a stranger blames no one
+        protocol.check_token(part.get("token"), held.spec.token, "merge")  # first: a stranger blames no one
         rank = part.get("rank")
         if not isinstance(rank, int) or isinstance(rank, bool):
             rank = None  # (MergePart.from_wire says what is wrong with it)
         if rank in held.poisoned:
             raise ValueError(f"worker rank {rank} is refused in session {sid}: {held.poisoned[rank]}")
         try:
-            part = wire.MergePart.from_wire(part, n_rows=held.n_rows, vector_size=held.spec.vector_size,
+            part = protocol.MergePart.from_wire(part, n_rows=held.n_rows, vector_size=held.spec.vector_size,
                                             weights=held.spec.weights, max_delta=held.spec.max_delta)
-        except wire.PoisonError as err:
+        except protocol.PoisonError as err:
             if rank in held.weights.slots:
                 with self.lock:
                     held.poisoned.setdefault(rank, str(err))
@@ -336,9 +340,9 @@ class Shard:
             raise ValueError(f"worker rank {part.rank} left session {sid}: join it again")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
                                             row_limits(part.hot_rows, part.tree_hot_rows), part.wanted)
-        reply = wire.MergeReply(
-            matrices={name: wire.pack_deltas(*d) for name, d in missed.items() if len(d[0])},
-            values={name: wire.pack_deltas(*v) for name, v in values.items() if len(v[0])})
+        reply = protocol.MergeReply(
+            matrices={name: protocol.pack_deltas(*d) for name, d in missed.items() if len(d[0])},
+            values={name: protocol.pack_deltas(*v) for name, v in values.items() if len(v[0])})
         with self.lock:
             held.merges += 1
             held.bytes_in += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
@@ -357,7 +361,7 @@ class Shard:
                 uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
                 if uri:
                     proxy = transport.connect(uri, self.hmac_key, timeout=30.0)
-                    proxy.shard_hello(self.name, self.uri, wire.ShardHello(versions=versions()).to_wire())
+                    proxy.shard_hello(self.name, self.uri, protocol.ShardHello(versions=versions()).to_wire())
                     self.dispatcher_uri = uri
                     logger.info("found the dispatcher at %s", uri)
                     return proxy
@@ -404,7 +408,7 @@ class Shard:
                 rows = {name: array.copy() for name, array in held.arrays.items()}
             spec = held.spec
         try:
-            proxy.shard_checkpoint(self.name, sid, wire.ShardCheckpoint(
+            proxy.shard_checkpoint(self.name, sid, protocol.ShardCheckpoint(
                 sequence=order.sequence, stage="taken", seconds=time.monotonic() - started).to_wire())
         except ValueError as err:  # the session ended meanwhile (a lost dispatcher: the beat loop sees it)
             logger.warning("checkpoint %i: could not tell the dispatcher the rows were taken: %s", order.sequence, err)
@@ -425,12 +429,12 @@ class Shard:
                                        sequence=order.sequence)
                 nbytes = store.size(sequence)
                 store.prune(order.keep_from)
-            report = wire.ShardCheckpoint(sequence=order.sequence, stage="written", bytes=nbytes,
+            report = protocol.ShardCheckpoint(sequence=order.sequence, stage="written", bytes=nbytes,
                                           seconds=time.monotonic() - started)
         except Exception as err:  # noqa: B902 - any failure is reported (the thread must not die silently)
             logger.error("checkpoint %i of session %s: could not write this shard's rows to %s: %s", order.sequence,
                          sid, order.dir, err)
-            report = wire.ShardCheckpoint(sequence=order.sequence, stage="failed", error=f"{type(err).__name__}: {err}")
+            report = protocol.ShardCheckpoint(sequence=order.sequence, stage="failed", error=f"{type(err).__name__}: {err}")
         del rows
         for attempt in range(REPORT_ATTEMPTS):  # a report lost would leave the checkpoint hanging to its deadline
             try:
@@ -450,7 +454,7 @@ class Shard:
                     return
 
     def _metrics(self):
-        """This shard's :class:`gensim_distw2v.wire.NodeMetrics`: of the session it holds, or since the last one."""
+        """This shard's :class:`gensim_distw2v.protocol.NodeMetrics`: of the session it holds, or since the last one."""
         held = self.held
         if held is not None and self.meter.session == held.id:
             return self.meter.sample(merge_cpu=held.merge_cpu)
@@ -473,7 +477,7 @@ class Shard:
                 with self.lock:
                     poisoned = {str(rank): why for rank, why in held.poisoned.items() if rank not in held.told}
             try:
-                beat = wire.ShardBeat.from_wire(proxy.shard_beat(self.name, held.id if held else None,
+                beat = protocol.ShardBeat.from_wire(proxy.shard_beat(self.name, held.id if held else None,
                                                                  self.heartbeat_every, poisoned or None,
                                                                  self._metrics().to_wire()))
                 if poisoned:
@@ -501,36 +505,3 @@ class Shard:
             except transport.PyroError:
                 pass
             transport.release(proxy)
-
-
-def main(argv=None):
-    """``python -m gensim_distw2v.shard``: serve until killed."""
-    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.shard", description=__doc__.split("\n\n")[0])
-    transport.add_server_arguments(parser)
-    parser.add_argument("--max-model-bytes", type=int, default=None,
-                        help="the most a session's rows may take on this shard (default: half this machine's memory)")
-    parser.add_argument("--heartbeat", type=float, default=1.0,
-                        help="seconds between heartbeats, in (0, 5] (default 1; the dispatcher waits at most 5 s)")
-    args = parser.parse_args(argv)
-    if args.max_model_bytes is not None and args.max_model_bytes < 1:
-        parser.error("--max-model-bytes must be >= 1")
-    if not 0 < args.heartbeat <= 5:
-        parser.error(f"--heartbeat must be in (0, 5] seconds (the dispatcher waits at most 5 s), got {args.heartbeat}")
-    cap_malloc_arenas()  # before any thread starts
-    logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=args.log_level)
-    try:
-        key = transport.read_hmac_key(args.hmac_key_file)
-        shard = Shard({"host": args.ns_host, "port": args.ns_port}, hmac_key=key, heartbeat=args.heartbeat,
-                      max_model_bytes=args.max_model_bytes)
-        server = transport.Server(shard, shard.name, host=args.host, port=args.port,
-                                  ns_conf={"host": args.ns_host, "port": args.ns_port}, hmac_key=key,
-                                  limits=transport.limits_from_args(args))
-    except (transport.ClusterError, ValueError, OSError) as err:
-        parser.exit(2, f"error: {err}\n")
-    shard.uri = server.uri
-    transport.serve_member(server, shard, "gensim_distw2v.shard %s ready at %s", shard.name, server.uri)
-    logger.info("gensim_distw2v.shard %s stopped", shard.name)
-
-
-if __name__ == "__main__":
-    main()

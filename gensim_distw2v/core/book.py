@@ -1,91 +1,15 @@
-"""Per-node metrics: what each process measures of itself, and what the dispatcher keeps of them.
-
-Every worker and shard sends a :class:`gensim_distw2v.wire.NodeMetrics` on each heartbeat (about
-once a second); the dispatcher measures itself the same way. A :class:`Meter` makes them in the
-node; a :class:`NodeBook` keeps the latest of every node in the dispatcher, with each one's
-recent words/s; a :class:`History` keeps a session's words, rate and loss over time, at most a
-fixed number of points however long the run (the status page and the client's TensorBoard
-draw from them). Nothing here talks to the network.
+"""What the dispatcher keeps of the nodes' metrics: a :class:`NodeBook` of the latest of every node,
+with each one's recent words/s, and a session's :class:`History` of words, rate and loss over time,
+at most a fixed number of points however long the run (the status page and TensorBoard draw from
+them). No network.
 """
 import collections
 import dataclasses
 import math
-import os
-import resource
-import sys
-import threading
 import time
-
-from gensim_distw2v import transport, wire
-
-__all__ = ["Meter", "NodeBook", "History", "rss_bytes", "peak_rss_bytes"]
 
 RATE_WINDOW = 10.0  # seconds of a node's reports its words/s is taken over
 HISTORY_POINTS = 600  # a session's history keeps at most this many points (thinned as it grows)
-
-
-def rss_bytes():
-    """This process's resident memory now (bytes; 0 where ``/proc`` is missing)."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def peak_rss_bytes():
-    """This process's peak resident memory since it started (bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # Linux counts KiB, macOS bytes
-
-
-class Meter:
-    """A process's own counters, since :meth:`mark` (a session began on it) or since it started.
-
-    Parameters
-    ----------
-    role : str
-        ``worker``, ``shard`` or ``dispatcher``.
-    threads : int, optional
-        Trainer threads (workers).
-    """
-
-    def __init__(self, role, threads=None):
-        if role not in wire.NODE_ROLES:
-            raise ValueError(f"role must be one of {wire.NODE_ROLES}, got {role!r}")
-        self.role, self.threads = role, threads
-        self.lock = threading.Lock()
-        self.session = None
-        self._base = (time.monotonic(), 0.0, 0, 0)  # wall, CPU, bytes sent, bytes received
-
-    def mark(self, session):
-        """Count from now on, for ``session`` (an id, or None: outside sessions)."""
-        sent, received = transport.traffic()
-        with self.lock:
-            self.session = session
-            self._base = (time.monotonic(), time.process_time(), sent, received)
-
-    def sample(self, words=0, kernel_cpu=0.0, merge_cpu=0.0):
-        """The node's :class:`gensim_distw2v.wire.NodeMetrics` now.
-
-        Parameters
-        ----------
-        words : int
-            Raw words trained since the mark (the role's own count).
-        kernel_cpu, merge_cpu : float
-            CPU seconds in the kernel and in merges since the mark (the role's own counts).
-        """
-        sent, received = transport.traffic()
-        with self.lock:
-            wall, cpu, sent0, received0 = self._base
-            session = self.session
-        total = max(0.0, time.process_time() - cpu)
-        rss = rss_bytes()
-        return wire.NodeMetrics(
-            role=self.role, session=session, seconds=max(0.0, time.monotonic() - wall), words=int(words),
-            cpu=total, kernel_cpu=min(float(kernel_cpu), total), merge_cpu=min(float(merge_cpu), total),
-            rss=rss, peak_rss=max(rss, peak_rss_bytes()), bytes_sent=max(0, sent - sent0),
-            bytes_received=max(0, received - received0), threads=self.threads)
 
 
 class NodeBook:
@@ -104,7 +28,7 @@ class NodeBook:
         self.points = {}  # name -> deque of (monotonic time, session, words)
 
     def update(self, name, metrics, now=None):
-        """Keep ``metrics`` (a :class:`gensim_distw2v.wire.NodeMetrics`) as ``name``'s latest."""
+        """Keep ``metrics`` (a :class:`gensim_distw2v.protocol.NodeMetrics`) as ``name``'s latest."""
         now = time.monotonic() if now is None else now
         points = self.points.setdefault(name, collections.deque())
         points.append((now, metrics.session, metrics.words))

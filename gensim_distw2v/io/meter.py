@@ -1,0 +1,88 @@
+"""What each process measures of itself: CPU (kernel, merge, other), memory, traffic, words.
+
+A :class:`Meter` makes a :class:`gensim_distw2v.protocol.NodeMetrics` in the node; every worker and
+shard sends one on each heartbeat (about once a second); the dispatcher measures itself the same way.
+"""
+import os
+import resource
+import sys
+import threading
+import time
+
+from gensim_distw2v import protocol
+from gensim_distw2v.io import transport
+
+
+def rss_bytes():
+    """This process's resident memory now (bytes; 0 where ``/proc`` is missing)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def peak_rss_bytes():
+    """This process's peak resident memory since it started (bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # Linux counts KiB, macOS bytes
+
+
+class Meter:
+    """A process's own counters, since :meth:`mark` (a session began on it) or since it started.
+
+    Parameters
+    ----------
+    role : str
+        ``worker``, ``shard`` or ``dispatcher``.
+    threads : int, optional
+        Trainer threads (workers).
+    """
+
+    def __init__(self, role, threads=None):
+        if role not in protocol.NODE_ROLES:
+            raise ValueError(f"role must be one of {protocol.NODE_ROLES}, got {role!r}")
+        self.role, self.threads = role, threads
+        self.lock = threading.Lock()
+        self.session = None
+        self._base = (time.monotonic(), 0.0, 0, 0)  # wall, CPU, bytes sent, bytes received
+
+    def mark(self, session):
+        """Count from now on, for ``session`` (an id, or None: outside sessions)."""
+        sent, received = transport.traffic()
+        with self.lock:
+            self.session = session
+            self._base = (time.monotonic(), time.process_time(), sent, received)
+
+    def sample(self, words=0, kernel_cpu=0.0, merge_cpu=0.0):
+        """The node's :class:`gensim_distw2v.protocol.NodeMetrics` now.
+
+        Parameters
+        ----------
+        words : int
+            Raw words trained since the mark (the role's own count).
+        kernel_cpu, merge_cpu : float
+            CPU seconds in the kernel and in merges since the mark (the role's own counts).
+        """
+        sent, received = transport.traffic()
+        with self.lock:
+            wall, cpu, sent0, received0 = self._base
+            session = self.session
+        total = max(0.0, time.process_time() - cpu)
+        rss = rss_bytes()
+        return protocol.NodeMetrics(
+            role=self.role, session=session, seconds=max(0.0, time.monotonic() - wall), words=int(words),
+            cpu=total, kernel_cpu=min(float(kernel_cpu), total), merge_cpu=min(float(merge_cpu), total),
+            rss=rss, peak_rss=max(rss, peak_rss_bytes()), bytes_sent=max(0, sent - sent0),
+            bytes_received=max(0, received - received0), threads=self.threads)
+
+
+def model_bytes_limit(given=None):
+    """``given``, else half this machine's memory (1 TiB if unknown): the most a session may take
+    on a dispatcher or a shard (their ``--max-model-bytes``)."""
+    if given:
+        return given
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 2 ** 40

@@ -1,0 +1,111 @@
+"""The protocol layer: every message's record, the arrays inside them, the constants and limits.
+
+No threads, no disk, no sockets. Every message from a peer goes through a record's ``from_wire``
+(or a check of :mod:`~gensim_distw2v.protocol.arrays`) before use; those raise :class:`ValueError`
+naming what is wrong, and never execute or import anything.
+
+Modules, in the order they depend on each other:
+
+* :mod:`~gensim_distw2v.protocol.constants`: dtypes, rules, modes, the trained and static arrays,
+  size limits;
+* :mod:`~gensim_distw2v.protocol.arrays`: arrays and merge deltas as plain data, their checks;
+* :mod:`~gensim_distw2v.protocol.records`: :class:`Record`, the typed-record machinery;
+* :mod:`~gensim_distw2v.protocol.nodes`, :mod:`~gensim_distw2v.protocol.checkpoints`,
+  :mod:`~gensim_distw2v.protocol.session`, :mod:`~gensim_distw2v.protocol.jobs`,
+  :mod:`~gensim_distw2v.protocol.rounds`, :mod:`~gensim_distw2v.protocol.membership`,
+  :mod:`~gensim_distw2v.protocol.status`: the messages, by topic.
+
+``from gensim_distw2v import protocol`` gives every name below as ``protocol.NAME``; each is loaded
+from its module on first use, so this package imports nothing at import time (and no module of
+the package depends on it in a cycle).
+"""
+import importlib
+
+_WHERE = {
+    # constants
+    "ARRAY_DTYPES": "constants",
+    "CHECKPOINT_STAGES": "constants",
+    "DELTA_DTYPES": "constants",
+    "MAX_ARRAY_BYTES": "constants",
+    "MAX_JOB_WORDS": "constants",
+    "MAX_PATH": "constants",
+    "MERGE_RULES": "constants",
+    "NODE_ROLES": "constants",
+    "STATIC": "constants",
+    "SYNC_MODES": "constants",
+    "WEIGHTS": "constants",
+    # arrays
+    "MAX_SCALE": "arrays",
+    "PoisonError": "arrays",
+    "all_finite": "arrays",
+    "check_damp_rows": "arrays",
+    "check_token": "arrays",
+    "check_turn": "arrays",
+    "max_delta_for": "arrays",
+    "need": "arrays",
+    "pack_array": "arrays",
+    "pack_deltas": "arrays",
+    "pack_wanted": "arrays",
+    "unpack_array": "arrays",
+    "unpack_deltas": "arrays",
+    "unpack_wanted": "arrays",
+    "within": "arrays",
+    # records
+    "Record": "records",
+    # nodes
+    "NodeMetrics": "nodes",
+    # checkpoints
+    "CheckpointOrder": "checkpoints",
+    "CheckpointSpec": "checkpoints",
+    "CheckpointState": "checkpoints",
+    "RestoreSpec": "checkpoints",
+    "Resumed": "checkpoints",
+    "ShardCheckpoint": "checkpoints",
+    # session
+    "CorpusFileSpec": "session",
+    "RngState": "session",
+    "SessionConfig": "session",
+    "TrainParams": "session",
+    # jobs
+    "Job": "jobs",
+    "JobBatch": "jobs",
+    "RangeJob": "jobs",
+    # rounds
+    "MergePart": "rounds",
+    "MergeReply": "rounds",
+    "RoundReport": "rounds",
+    "ShardSpec": "rounds",
+    # membership
+    "Beat": "membership",
+    "Hello": "membership",
+    "Joined": "membership",
+    "Opened": "membership",
+    "ShardBeat": "membership",
+    "ShardHello": "membership",
+    # status
+    "EpochCounts": "status",
+    "HeldStatus": "status",
+    "MemberStatus": "status",
+    "Progress": "status",
+    "SessionState": "status",
+    "ShardMemberStatus": "status",
+    "ShardStatus": "status",
+    "Status": "status",
+    "WorkerCounts": "status",
+    "WorkerStatus": "status",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

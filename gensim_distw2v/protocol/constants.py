@@ -1,0 +1,24 @@
+"""The protocol's constants, each defined once: what travels, in which types, within which limits.
+
+No imports of this package: every other module may import this one.
+"""
+
+# dtypes allowed on the wire (anything else is refused before numpy sees it)
+ARRAY_DTYPES = {"float32", "float16", "int8", "uint32", "uint8", "int64"}
+DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with a float32 scale per row)
+MERGE_RULES = ("sum", "damp", "mean")
+SYNC_MODES = ("ssp", "bsp", "asp", "local")  # how workers' merge rounds are ordered (settings.Settings.sync)
+WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices (held and merged by the shards)
+STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",
+          "codes": "uint8", "code_offsets": "int64", "vocab_bytes": "uint8", "vocab_offsets": "int64"}
+MAX_JOB_WORDS = 1_000_000  # a job is about batch_words (10,000) words; refuse absurd ones
+MAX_ARRAY_BYTES = 128 * 1024 * 1024  # one message's array (arrays move in chunks below this)
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+MAX_PATH = 4096
+CHECKPOINT_STAGES = ("taken", "written", "failed")
+
+
+# --------------------------------------------------------------------------------------------- metrics
+NODE_ROLES = ("worker", "shard", "dispatcher")

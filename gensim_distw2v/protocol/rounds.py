@@ -1,0 +1,155 @@
+"""Merge rounds: what a shard holds, a worker's parts and the shard's replies, the round's report."""
+import dataclasses
+import typing
+
+from gensim_distw2v.protocol.arrays import MAX_SCALE, check_damp_rows, check_turn, unpack_deltas, unpack_wanted
+from gensim_distw2v.protocol.checkpoints import RestoreSpec
+from gensim_distw2v.protocol.constants import DELTA_DTYPES, MERGE_RULES, WEIGHTS
+from gensim_distw2v.protocol.nodes import NodeMetrics
+from gensim_distw2v.protocol.records import Record, _non_negative
+
+
+@dataclasses.dataclass
+class ShardSpec(Record):
+    """What a shard holds of a session (client -> shard): rows ``index, index + count, ...`` of
+    each trained matrix (:class:`gensim_distw2v.core.layout.ShardLayout`), and how it merges them.
+    ``damp_rows`` and ``hot_rows`` are the session's (global rows); the shard keeps its own share
+    of them (replies carry the hot rows as deltas)."""
+
+    WHAT: typing.ClassVar[str] = "shard spec"
+    session: str
+    index: int
+    count: int
+    vocab_size: int
+    vector_size: int
+    weights: list
+    merge: str
+    merge_dtype: str
+    damp_rows: dict
+    hot_rows: int
+    versions: dict
+    token: str  # the session's secret (Opened.token): uploads, merges and close need it
+    tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
+    restore: typing.Optional["RestoreSpec"] = None  # a resumed session: the rows come from a checkpoint
+    max_delta: float = 64.0  # the largest change a merge may make to one weight (max_delta_for)
+
+    def check(self):
+        if not 0 < self.max_delta <= MAX_SCALE:
+            raise ValueError(f"shard spec: max_delta must be in (0, {MAX_SCALE:.3g}], got {self.max_delta}")
+        if not 0 <= self.index < self.count <= 4096:
+            raise ValueError(f"shard spec: index must be in [0, count) and count in [1, 4096], got index "
+                             f"{self.index} of {self.count}")
+        if not 1 <= self.vocab_size < 2 ** 32 or not 1 <= self.vector_size <= 100_000:
+            raise ValueError(f"shard spec: vocab_size must be in [1, 2**32) and vector_size in [1, 100000], got "
+                             f"{self.vocab_size} and {self.vector_size}")
+        if not self.weights or len(set(self.weights)) != len(self.weights) \
+                or not all(isinstance(n, str) and n in WEIGHTS for n in self.weights):
+            raise ValueError(f"shard spec: weights must be distinct names among {WEIGHTS}, got {self.weights!r}")
+        if self.merge not in MERGE_RULES:
+            raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {MERGE_RULES}")
+        if self.merge_dtype not in DELTA_DTYPES:
+            raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {self.merge_dtype!r}")
+        self.damp_rows = check_damp_rows(self.damp_rows, "shard spec")
+        if not 0 <= self.hot_rows <= self.vocab_size or not 0 <= self.tree_hot_rows <= self.vocab_size:
+            raise ValueError(f"shard spec: hot_rows and tree_hot_rows must be in [0, vocab_size={self.vocab_size}], "
+                             f"got {self.hot_rows} and {self.tree_hot_rows}")
+        self.weights = list(self.weights)
+
+
+@dataclasses.dataclass
+class MergePart(Record):
+    """One part of a worker's merge round with one shard (worker -> shard), in the shard's own rows.
+
+    ``matrices`` maps a matrix to its deltas (:func:`pack_deltas`) for rows in ``[lo, hi)``;
+    ``hold_back`` shapes the reply, ``exact`` asks for float32,
+    ``hot_rows`` (-1: every row) limits a routine round's ``syn0`` and ``syn1neg`` to the rows
+    below it. ``wanted`` (None: every row) names the rows of ``syn0`` and ``syn1neg`` beyond the
+    hot ones whose values the worker wants now (those of the jobs it holds: :func:`pack_wanted`);
+    the others it lacks wait on the shard (the hot rows come as deltas, always). The shard answers
+    with a :class:`MergeReply`.
+    """
+
+    WHAT: typing.ClassVar[str] = "merge part"
+    session: str
+    rank: int
+    lo: int
+    hi: int
+    matrices: dict
+    hold_back: float
+    hot_rows: int
+    exact: bool
+    token: str  # the session's secret (Joined.token)
+    wanted: typing.Optional[dict] = None
+    tree_hot_rows: int = -1  # with hs: syn1's rows in a routine round (-1: every row)
+
+    def check(self, n_rows=None, vector_size=None, weights=(), max_delta=None):
+        if not 0 <= self.lo <= self.hi <= (n_rows if n_rows is not None else self.hi):
+            raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is outside [0, {n_rows})")
+        _non_negative(self, "rank")
+        if self.wanted is not None:
+            self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
+        if not 0.0 <= self.hold_back < 1.0:
+            raise ValueError(f"merge part: hold_back must be in [0, 1), got {self.hold_back}")
+        if self.hot_rows < -1 or self.tree_hot_rows < -1:
+            raise ValueError(f"merge part: hot_rows and tree_hot_rows must be >= 0, or -1 (every row), got "
+                             f"{self.hot_rows} and {self.tree_hot_rows}")
+        unknown = set(self.matrices) - set(weights)
+        if unknown:
+            raise ValueError(f"merge part: unknown matrices {sorted(map(str, unknown))}; this session trains "
+                             f"{sorted(weights)}")
+        if vector_size is not None:  # unpacked in place: the shard folds arrays, not messages
+            self.matrices = {name: unpack_deltas(msg, name, vector_size, self.lo, self.hi, "merge part", max_delta)
+                             for name, msg in self.matrices.items()}
+
+
+@dataclasses.dataclass
+class MergeReply(Record):
+    """A shard's answer to a :class:`MergePart`: per matrix, the damped rows' missed change as
+    deltas (``matrices``) and the global values of the other rows the worker lacks (``values``),
+    both :func:`pack_deltas` messages in the shard's rows."""
+
+    WHAT: typing.ClassVar[str] = "merge reply"
+    matrices: dict
+    values: dict
+
+
+@dataclasses.dataclass
+class RoundReport(Record):
+    """A worker's merge round is folded into every shard (worker -> dispatcher): the jobs it
+    carried count as trained from now on.
+
+    ``jobs`` lists ``[id, effective_words]`` (a range job's ``[id, effective_words, raw_words,
+    examples]``: only its worker knows them); ``flush`` is the epoch the round flushed, or -1;
+    ``turn`` is the round's ``[epoch, round within the epoch]`` on this worker (``sync="bsp"``
+    orders rounds by it);
+    the seconds are the worker's totals so far (wall time in merge rounds, their CPU, its trainer
+    threads' CPU in jobs, and the time trainers waited for a round: the staleness bound); the
+    bytes are this round's, to and from the shards (``exact``: an epoch flush, in float32).
+    """
+
+    WHAT: typing.ClassVar[str] = "round report"
+    jobs: list
+    loss: float
+    flush: int
+    exact: bool
+    merge_seconds: float
+    merge_cpu: float
+    kernel_cpu: float
+    stall_seconds: float
+    bytes_up: int
+    bytes_down: int
+    turn: list
+    node: typing.Optional["NodeMetrics"] = None  # an epoch flush's: the worker's metrics as the epoch ends on it
+
+    def check(self):
+        if self.flush < -1:
+            raise ValueError(f"round report: flush must be an epoch or -1, got {self.flush}")
+        self.turn = check_turn(self.turn, "round report")
+        if self.node is not None and self.node.role != "worker":
+            raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
+        _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down")
+        for entry in self.jobs:
+            if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
+                    or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
+                raise ValueError(f"round report: jobs must be [id, effective_words] or [id, effective_words, "
+                                 f"raw_words, examples], got {entry!r}")

@@ -1,0 +1,167 @@
+"""A session's config as it travels (client -> dispatcher -> workers): parameters, random state,
+the corpus file, the settings."""
+import dataclasses
+import typing
+
+import numpy as np
+
+from gensim_distw2v.protocol.arrays import check_damp_rows, need
+from gensim_distw2v.protocol.checkpoints import CheckpointSpec
+from gensim_distw2v.protocol.constants import STATIC, WEIGHTS
+from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
+from gensim_distw2v.settings import Settings
+
+
+# ---------------------------------------------------------------------------------------------- session
+@dataclasses.dataclass
+class TrainParams(Record):
+    """The hyper-parameters of the session's kernel (gensim's names) and of its vocabulary."""
+
+    WHAT: typing.ClassVar[str] = "session params"
+    sg: int
+    hs: int
+    negative: int
+    window: int
+    cbow_mean: int
+    shrink_windows: bool
+    sample: bool
+    vector_size: int
+    vocab_size: int
+    seed: int
+
+    def check(self):
+        if not 1 <= self.vocab_size < 2 ** 32 or not 1 <= self.vector_size <= 100_000:
+            raise ValueError(f"session params: vocab_size must be in [1, 2**32) and vector_size in [1, 100000], "
+                             f"got {self.vocab_size} and {self.vector_size}")
+        if self.sg not in (0, 1) or self.hs not in (0, 1) or self.cbow_mean not in (0, 1):
+            raise ValueError(f"session params: sg, hs and cbow_mean must be 0 or 1, got {self.sg}, {self.hs}, "
+                             f"{self.cbow_mean}")
+        if not 0 <= self.negative <= 1000 or not 1 <= self.window <= 10_000 or self.seed < 0:
+            raise ValueError(f"session params: negative must be in [0, 1000], window in [1, 10000] and seed >= 0, "
+                             f"got {self.negative}, {self.window}, {self.seed}")
+        if not self.hs and not self.negative:
+            raise ValueError("session params: either hs=1 or negative > 0 is needed")
+
+    def kernel(self):
+        """The keyword arguments of :class:`gensim_distw2v._inner.JobTrainer` these give."""
+        return dict(sg=self.sg, hs=self.hs, negative=self.negative, window=self.window, cbow_mean=self.cbow_mean,
+                    shrink_windows=self.shrink_windows)
+
+
+@dataclasses.dataclass
+class RngState(Record):
+    """A ``numpy.random.RandomState`` (MT19937) state: the client's random stream, which rank 0's
+    first thread continues (so one worker with one thread reproduces gensim)."""
+
+    WHAT: typing.ClassVar[str] = "rng_state"
+    keys: dict
+    pos: int
+    has_gauss: int
+    cached_gaussian: float
+
+    def check(self):
+        _check_array(self, "keys", "uint32", shape=(624,))
+        if not 0 <= self.pos <= 624 or self.has_gauss not in (0, 1):
+            raise ValueError(f"rng_state: pos must be in [0, 624] and has_gauss 0 or 1, got {self.pos} and "
+                             f"{self.has_gauss}")
+
+    @classmethod
+    def of(cls, rng):
+        """The state of ``rng`` (a ``RandomState``) as a record."""
+        _name, keys, pos, has_gauss, cached = rng.get_state()
+        return cls(keys=keys.astype(np.uint32), pos=int(pos), has_gauss=int(has_gauss),
+                   cached_gaussian=float(cached))
+
+    def state(self):
+        """The tuple ``RandomState.set_state`` takes."""
+        return ("MT19937", np.array(self.keys), self.pos, self.has_gauss, self.cached_gaussian)
+
+
+@dataclasses.dataclass
+class CorpusFileSpec(Record):
+    """The corpus file of a ``corpus_file`` session: where it is, its fingerprint
+    (:func:`gensim_distw2v.io.corpusfile.fingerprint`: ``size``, ``digest``), its words, the
+    learning rate's schedule, and ``range_bytes``: the byte ranges the dispatcher cuts."""
+
+    WHAT: typing.ClassVar[str] = "corpus_file"
+    path: str
+    size: int
+    digest: str
+    range_bytes: int
+    total_words: int
+    start_alpha: float
+    end_alpha: float
+
+    def check(self):
+        if self.size < 0 or self.range_bytes < 1 or self.total_words < 1:
+            raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {self.size}, "
+                             f"{self.range_bytes}, {self.total_words}")
+        if not self.path or "\0" in self.path:
+            raise ValueError("corpus_file: path must be a non-empty str without NUL")
+
+    def fingerprint(self):
+        """What :func:`gensim_distw2v.io.corpusfile.fingerprint` gave the client."""
+        return {"size": self.size, "digest": self.digest}
+
+
+@dataclasses.dataclass
+class SessionConfig(Record):
+    """A training session, as the client opens it (client -> dispatcher -> workers).
+
+    ``arrays`` declares every array of the session, ``{name: {"dtype", "shape"}}``: the trained
+    matrices (:data:`WEIGHTS`, on the shards) and the static ones (:data:`STATIC`, on the
+    dispatcher); ``settings`` is the model's :class:`gensim_distw2v.settings.Settings` whole, with
+    ``sync_words`` resolved; ``damp_rows`` and ``hot_rows`` are the merge rule's row counts;
+    ``workers`` is how many workers the client saw (``sync="bsp"`` deals the jobs to that many ranks);
+    ``corpus_file`` is set for ``corpus_file`` training (the vocabulary then travels as the arrays
+    ``vocab_bytes`` and ``vocab_offsets``).
+    """
+
+    WHAT: typing.ClassVar[str] = "session config"
+    versions: dict
+    params: TrainParams
+    arrays: dict
+    settings: Settings  # a dict on the wire, checked by Settings.from_wire
+    damp_rows: dict
+    hot_rows: int
+    compute_loss: bool
+    epochs: int
+    rng_state: RngState
+    workers: int
+    corpus_file: typing.Optional[CorpusFileSpec] = None
+    tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
+    checkpoint: typing.Optional["CheckpointSpec"] = None  # with checkpoint_dir: where and how often
+    total_words: int = 0  # raw words per epoch, as the client expects them (0: unknown): progress and ETA
+
+    def check(self):
+        _non_negative(self, "total_words")
+        vocab, size = self.params.vocab_size, self.params.vector_size
+        params = self.params
+        wanted = {"syn0", "lockf"} | ({"syn1neg", "cum_table"} if params.negative else set()) \
+            | ({"sample_int"} if params.sample else set()) \
+            | ({"syn1", "points", "codes", "code_offsets"} if params.hs else set()) \
+            | ({"vocab_bytes", "vocab_offsets"} if self.corpus_file is not None else set())
+        if set(self.arrays) != wanted:
+            raise ValueError(f"session config: arrays must be exactly {sorted(wanted)}, got "
+                             f"{sorted(map(str, self.arrays))}")
+        for name, spec in self.arrays.items():
+            dtype = need(spec, "dtype", str, f"array {name}")
+            dims = need(spec, "shape", (list, tuple), f"array {name}")
+            if name in WEIGHTS:
+                if dtype != "float32" or list(dims) != [vocab, size]:
+                    raise ValueError(f"array {name} must be float32 of shape ({vocab}, {size}), got {dtype} {dims}")
+            elif dtype != STATIC[name] or len(dims) != 1 or not isinstance(dims[0], int) or dims[0] < 0:
+                raise ValueError(f"array {name} must be 1-dimensional {STATIC[name]}, got {dtype} {dims}")
+        if self.corpus_file is not None and list(self.arrays["vocab_offsets"]["shape"]) != [vocab + 1]:
+            raise ValueError(f"array vocab_offsets must have vocab_size + 1 = {vocab + 1} entries")
+        if self.settings.sync_words is None:
+            raise ValueError("session settings: sync_words must be set (the client derives it from the workers)")
+        self.damp_rows = check_damp_rows(self.damp_rows)
+        if not 0 <= self.hot_rows <= vocab:
+            raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {self.hot_rows}")
+        if not 0 <= self.tree_hot_rows <= vocab:
+            raise ValueError(f"tree_hot_rows must be in [0, vocab_size={vocab}], got {self.tree_hot_rows}")
+        if not 1 <= self.epochs <= 1_000_000:
+            raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
+        if not 1 <= self.workers <= 65_536:
+            raise ValueError(f"session config: workers must be in [1, 65536], got {self.workers}")

@@ -1,0 +1,177 @@
+"""Progress and status: what the dispatcher, a shard and a worker answer about themselves."""
+import dataclasses
+import typing
+
+from gensim_distw2v.protocol.checkpoints import CheckpointState
+from gensim_distw2v.protocol.jobs import EpochCounts
+from gensim_distw2v.protocol.nodes import NodeMetrics
+from gensim_distw2v.protocol.records import Record, _non_negative, _record_map
+
+
+# ---------------------------------------------------------------------------------------------- progress
+@dataclasses.dataclass
+class WorkerCounts(Record):
+    """One worker's totals in a session: raw words trained, merge rounds, bytes to and from the
+    shards (of them, ``exact_*`` in float32 epoch flushes), wall seconds in merge rounds and
+    their CPU, its trainer threads' CPU in jobs, and seconds its trainers waited for a round."""
+
+    WHAT: typing.ClassVar[str] = "worker counters"
+    words: int = 0
+    merges: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    exact_bytes_up: int = 0
+    exact_bytes_down: int = 0
+    merge_seconds: float = 0.0
+    merge_cpu: float = 0.0
+    kernel_cpu: float = 0.0
+    stall_seconds: float = 0.0
+
+    def check(self):
+        _non_negative(self, *self.names())
+
+    def add(self, report, words):
+        """Count a merge round (:class:`RoundReport`) whose jobs carried ``words`` raw words; its
+        seconds are the worker's totals so far (a report that arrives late does not lower them)."""
+        self.words += words
+        self.merges += 1
+        self.bytes_up += report.bytes_up
+        self.bytes_down += report.bytes_down
+        if report.exact:
+            self.exact_bytes_up += report.bytes_up
+            self.exact_bytes_down += report.bytes_down
+        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds"):
+            setattr(self, name, max(getattr(self, name), getattr(report, name)))
+
+
+@dataclasses.dataclass
+class Progress(Record):
+    """The dispatcher's answer to ``progress``: per epoch (str keys) its :class:`EpochCounts`;
+    jobs ``queued`` and ``in_flight``; the summed ``loss``; merge rounds reported; per worker its
+    :class:`WorkerCounts`; ``flushed``: the last epoch every worker flushed (or None);
+    ``lost_shards`` (shard -> why: the session cannot go on); ``no_workers_for`` (seconds without
+    any worker that is or may still join, or None); ``file_checks`` (worker -> None or what is
+    wrong with its view of the corpus file); ``quit`` (worker -> why the session failed on it);
+    ``poisoned`` (worker -> why a shard refused its merge as beyond the session's bound)."""
+
+    WHAT: typing.ClassVar[str] = "progress reply"
+    epochs: dict
+    queued: int
+    in_flight: int
+    loss: float
+    merges: int
+    workers: dict
+    flushed: typing.Optional[int]
+    lost_shards: dict
+    no_workers_for: typing.Optional[float]
+    file_checks: dict
+    quit: dict
+    checkpoints: typing.Optional["CheckpointState"] = None  # with checkpoint_dir
+    poisoned: typing.Optional[dict] = None  # worker -> why a shard refused its merge (the session cannot go on)
+    nodes: typing.Optional[dict] = None  # name -> NodeMetrics: the session's workers, shards and the dispatcher
+
+    def check(self):
+        self.epochs = _record_map(self.epochs, EpochCounts)
+        self.workers = _record_map(self.workers, WorkerCounts)
+        if self.nodes is not None:
+            self.nodes = _record_map(self.nodes, NodeMetrics)
+
+    def epoch(self, epoch):
+        """The :class:`EpochCounts` of ``epoch`` (zeros before it starts)."""
+        return self.epochs.get(str(epoch), EpochCounts())
+
+    def total(self, counter):
+        """A :class:`WorkerCounts` field summed over the workers."""
+        return sum(getattr(w, counter) for w in self.workers.values())
+
+
+# ---------------------------------------------------------------------------------------------- status
+@dataclasses.dataclass
+class MemberStatus(Record):
+    """A worker as the dispatcher sees it: threads, rank in the session (or None), seconds since
+    last heard, jobs in flight on it, raw words it merged in this session."""
+
+    WHAT: typing.ClassVar[str] = "worker status"
+    threads: int
+    rank: typing.Optional[int]
+    silent: float
+    in_flight: int
+    words: int
+
+
+@dataclasses.dataclass
+class ShardMemberStatus(Record):
+    """A shard as the dispatcher sees it: its URI and seconds since last heard."""
+
+    WHAT: typing.ClassVar[str] = "shard status"
+    uri: str
+    silent: float
+
+
+@dataclasses.dataclass
+class SessionState(Record):
+    """A session's id and state (``uploading``, ``running``, ``closed``, ``failed``)."""
+
+    WHAT: typing.ClassVar[str] = "session state"
+    id: str
+    state: str
+
+
+@dataclasses.dataclass
+class Status(Record):
+    """The dispatcher's answer to ``status``: its versions, the workers (name ->
+    :class:`MemberStatus`) and shards (name -> :class:`ShardMemberStatus`) registered, and the
+    session (or None)."""
+
+    WHAT: typing.ClassVar[str] = "status reply"
+    versions: dict
+    workers: dict
+    shards: dict
+    session: typing.Optional[SessionState]
+
+    def check(self):
+        self.workers = _record_map(self.workers, MemberStatus)
+        self.shards = _record_map(self.shards, ShardMemberStatus)
+
+
+@dataclasses.dataclass
+class HeldStatus(Record):
+    """What a shard holds of a session: its index of ``count`` shards and rows, whether started,
+    merge calls and their CPU seconds, bytes in and out, rows the ``damp`` rule took part of, and
+    the workers with a slot."""
+
+    WHAT: typing.ClassVar[str] = "held session status"
+    id: str
+    index: int
+    count: int
+    rows: int
+    started: bool
+    merges: int
+    merge_cpu: float
+    bytes_in: int
+    bytes_out: int
+    damped: int
+    workers: int
+
+
+@dataclasses.dataclass
+class ShardStatus(Record):
+    """A shard's answer to ``status``: its name, the session it holds (or None) and its
+    :class:`NodeMetrics` now."""
+
+    WHAT: typing.ClassVar[str] = "shard status reply"
+    name: str
+    session: typing.Optional[HeldStatus]
+    node: typing.Optional[NodeMetrics] = None
+
+
+@dataclasses.dataclass
+class WorkerStatus(Record):
+    """A worker's answer to ``status``: name, threads, the dispatcher it follows (URI or None)
+    and the session it trains (or None)."""
+
+    WHAT: typing.ClassVar[str] = "worker status reply"
+    name: str
+    threads: int
+    dispatcher: typing.Optional[str]
+    session: typing.Optional[str]
