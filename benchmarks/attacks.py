@@ -82,8 +82,9 @@ def one(repeat, wait):
     from gensim.test.utils import datapath
 
     from gensim_distw2v import LocalCluster, Word2Vec
-    from gensim_distw2v.io import transport
+    from gensim_distw2v.io import endpoints, transport
     from gensim_distw2v.client.training import find_dispatcher
+    from gensim_distw2v.protocol import tables
 
     corpus = list(LineSentence(datapath("lee_background.cor")))
     params = dict(vector_size=16, min_count=2, seed=repeat, workers=1, epochs=2, cluster_timeout=20.0)
@@ -93,9 +94,9 @@ def one(repeat, wait):
         clean = time.monotonic() - start
         rss = {role: psutil.Process(cluster.processes[role].pid).memory_info().rss for role in ("dispatcher", "nameserver")}
         dispatcher = find_dispatcher(cluster.ns_conf)
-        host, port = str(dispatcher._pyroUri).rsplit("@", 1)[1].rsplit(":", 1)
+        host, port = str(dispatcher.connection._pyroUri).rsplit("@", 1)[1].rsplit(":", 1)
         targets = {"dispatcher": (host, int(port)), "nameserver": ("127.0.0.1", cluster.ns_conf["port"])}
-        uri = str(dispatcher._pyroUri)
+        uri = str(dispatcher.connection._pyroUri)
         transport.release(dispatcher)
         socks, stop, threads = [], threading.Event(), []
         for addr in (targets["dispatcher"], targets["dispatcher"], targets["nameserver"], targets["nameserver"]):
@@ -108,10 +109,10 @@ def one(repeat, wait):
         socks += [socket.create_connection(targets["dispatcher"]) for _ in range(IDLE_DISPATCHER)]
         socks += [socket.create_connection(targets["nameserver"]) for _ in range(IDLE_NS)]
         time.sleep(1.0)
-        dispatcher = transport.connect(uri, cluster.ns_conf["hmac_key"], timeout=10.0)  # a new keyed client
+        dispatcher = endpoints.link(uri, tables.DISPATCHER, cluster.ns_conf["hmac_key"], timeout=10.0)  # keyed
         start = time.monotonic()
         try:
-            dispatcher.status()
+            dispatcher.call("status")
             status = time.monotonic() - start
         except transport.PyroError:
             status = None

@@ -64,10 +64,10 @@ def faults(cluster, total_words, kill_at, add_at, events, stop, fault="worker"):
     probe = find_dispatcher(cluster.ns_conf)
     killed = added = False
     while not stop.wait(0.05) and not added:
-        session = probe.status()["session"]
+        session = probe.send("status", {})["session"]
         if session is None or session["state"] != "running":
             continue
-        done = sum(e["raw_words"] for e in probe.progress(session["id"])["epochs"].values()) / total_words
+        done = sum(e["raw_words"] for e in probe.send("progress", {"session": session["id"]})["epochs"].values()) / total_words
         if fault == "dispatcher" and done >= kill_at:
             os.kill(cluster.processes["dispatcher"].pid, signal.SIGKILL)
             killed_at = time.perf_counter()

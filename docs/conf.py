@@ -20,6 +20,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "numpydoc",
     "measurements",
+    "declared",
 ]
 
 exclude_patterns = ["_build", "measurements/*.md"]

@@ -13,12 +13,11 @@ import os
 import sys
 import time
 
-from gensim_distw2v.protocol import DELTA_DTYPES as CODECS
-from gensim_distw2v.settings import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
+from gensim_distw2v import fields
 from gensim_distw2v.io.board import evaluate
-from gensim_distw2v.settings import CHECKPOINT_EVERY, TENSORBOARD_WORDS
-from gensim_distw2v.protocol import SYNC_MODES
-from gensim_distw2v.protocol import MERGE_RULES as RULES
+from gensim_distw2v.io.transport import HMAC_ENV
+from gensim_distw2v.options import ServerOptions
+from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger("gensim_distw2v")
 
@@ -52,34 +51,12 @@ def build_parser():
     cluster.add_argument("--local-shards", type=int, default=1,
                          help="parameter shard processes of the local cluster")
     cluster.add_argument("--ns-host", help="use the running cluster whose name server is on this host")
-    cluster.add_argument("--ns-port", type=int, help="... and this port (9090 when only --ns-host is given)")
-    cluster.add_argument("--hmac-key-file", help="the running cluster's HMAC key, in this file (or set "
-                                                 "GENSIM_DISTW2V_HMAC_KEY)")
-    cluster.add_argument("--sync-words", type=int,
-                         help="words per worker between merges (None: a 5,400th of the corpus per epoch, at least "
-                              "2,200; 1 M with one worker)")
-    cluster.add_argument("--merge", choices=RULES, default="damp", help="merge rule")
-    cluster.add_argument("--sync", choices=SYNC_MODES, default="ssp",
-                         help="order of merge rounds: ssp (bounded staleness), bsp (in turn: reproducible with "
-                              "--threads-per-worker 1), asp (no bound), local (merges at epoch ends only)")
-    cluster.add_argument("--hold-back", type=float, default=HOLD_BACK,
-                         help="share of its squared change a worker may keep back per routine merge")
-    cluster.add_argument("--cold-every", type=int, default=COLD_EVERY,
-                         help="merge the rows of rare words every n-th round (1: every round)")
-    cluster.add_argument("--merge-dtype", choices=CODECS, default=MERGE_DTYPE,
-                         help="values of routine merges on the wire")
+    cluster.add_argument("--ns-port", type=int,
+                         help=f"... and this port ({ServerOptions.ns_port} when only --ns-host is given)")
+    cluster.add_argument("--hmac-key-file", help=f"the running cluster's HMAC key, in this file (or set {HMAC_ENV})")
     cluster.add_argument("--corpus-file", action="store_true",
                          help="the workers read CORPUS themselves, in byte ranges (gensim's corpus_file mode): "
                               "faster; the file must be at the same path on every worker (a shared filesystem)")
-    cluster.add_argument("--checkpoint-dir",
-                         help="write checkpoints to this folder (at every epoch end and every --checkpoint-every "
-                              "seconds; the same path on every node that runs a dispatcher or shard): a run whose "
-                              "dispatcher or shard dies waits for it to be restarted and goes on from the last one")
-    cluster.add_argument("--checkpoint-every", type=float, default=CHECKPOINT_EVERY,
-                         help="seconds between timed checkpoints")
-    cluster.add_argument("--cluster-timeout", type=float, default=30.0,
-                         help="seconds to wait for a first worker and shard, for a worker when none is left, and for "
-                              "a lost dispatcher or shard to be restarted (with --checkpoint-dir)")
     cluster.add_argument("--resume", action="store_true",
                          help="go on with the run whose checkpoints are in --checkpoint-dir (its client died): same "
                               "corpus and options")
@@ -88,14 +65,11 @@ def build_parser():
     cluster.add_argument("--status-port", type=int,
                          help="the local cluster's dispatcher serves a live status page on this port of 127.0.0.1 "
                               "(0: any free port; its address is printed)")
-    train.add_argument("--tensorboard-dir",
-                       help="write TensorBoard event files here (cluster training): loss, speed, bytes, CPU and "
-                            "memory per node; with --evaluate also the scores at every epoch end; the projector's "
-                            "files at the end")
-    train.add_argument("--tensorboard-words", type=int, default=TENSORBOARD_WORDS,
-                       help="most frequent words whose vectors go to TensorBoard's embedding projector")
+    settings = train.add_argument_group("the distributed settings (Word2Vec's keywords; docs/settings.rst)")
+    fields.add_arguments(settings, Settings)
     train.add_argument("--evaluate", action="store_true",
-                       help="report analogy accuracy (questions-words.txt) and ws353 / simlex999 Spearman")
+                       help="report analogy accuracy (questions-words.txt) and ws353 / simlex999 Spearman (with "
+                            "--tensorboard-dir, also at every epoch end: --tensorboard-quality)")
     train.add_argument("--compare-gensim", action="store_true",
                        help="train plain gensim on the same corpus with the same options (workers: the cluster's "
                             "threads) and print both side by side: time, scores, nearest neighbours")
@@ -162,16 +136,15 @@ def train(args):
                  "serves its own (python -m gensim_distw2v.dispatcher --status-port N)")
     sentences = LineSentence(args.corpus)
     start = time.perf_counter()
+    settings = {name: getattr(args, name) for name in Settings.names()}
+    settings["tensorboard_quality"] = bool(args.tensorboard_quality or (args.evaluate and args.tensorboard_dir))
+    if args.resume:
+        settings["checkpoint_dir"] = None  # the run's checkpoints are read from there (resume_from)
     model = Word2Vec(
         vector_size=args.vector_size, window=args.window, min_count=args.min_count, sg=args.sg, hs=args.hs,
         negative=args.negative, cbow_mean=args.cbow_mean, sample=args.sample, alpha=args.alpha,
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
-        batch_words=args.batch_words, distributed=not args.no_cluster, sync_words=args.sync_words,
-        merge=args.merge, sync=args.sync, hold_back=args.hold_back, cold_every=args.cold_every,
-        merge_dtype=args.merge_dtype, checkpoint_dir=None if args.resume else args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every, cluster_timeout=args.cluster_timeout,
-        tensorboard_dir=args.tensorboard_dir, tensorboard_words=args.tensorboard_words,
-        tensorboard_quality=bool(args.evaluate and args.tensorboard_dir))
+        batch_words=args.batch_words, distributed=not args.no_cluster, **settings)
     resume = {"resume_from": args.checkpoint_dir} if args.resume else {}
     if args.corpus_file:
         model.build_vocab(corpus_file=args.corpus)
@@ -187,7 +160,8 @@ def train(args):
         elif args.ns_host or args.ns_port:
             from gensim_distw2v.io.transport import read_hmac_key
 
-            model.ns_conf = {"host": args.ns_host or "127.0.0.1", "port": args.ns_port or 9090,
+            model.ns_conf = {"host": args.ns_host or ServerOptions.ns_host,
+                             "port": args.ns_port or ServerOptions.ns_port,
                              "hmac_key": read_hmac_key(args.hmac_key_file)}
             where = f"the cluster at {model.ns_conf['host']}:{model.ns_conf['port']}"
         else:

@@ -5,14 +5,18 @@ accepted unchanged; ``distributed=False`` (the default) trains exactly as gensim
 ``distributed=True`` runs ``train()`` on a cluster through :mod:`gensim_distw2v.client.training`. Saved
 models are plain gensim models: :meth:`Word2Vec.save` writes a file that
 ``gensim.models.Word2Vec.load`` opens without this package, and :meth:`Word2Vec.load` opens
-files written by plain gensim.
+files written by plain gensim. The distributed settings' keywords, attributes and docstring
+entries are generated from the fields of :class:`gensim_distw2v.settings.Settings`.
 """
+import dataclasses
+import functools
+import inspect
 import logging
 
 import gensim.models
 
-from gensim_distw2v.settings import COLD_EVERY, HOLD_BACK, MERGE_DTYPE
-from gensim_distw2v.settings import CHECKPOINT_EVERY, Settings, TENSORBOARD_WORDS
+from gensim_distw2v import fields
+from gensim_distw2v.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -22,15 +26,17 @@ __all__ = ["Word2Vec"]
 _DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "settings", "cluster_stats")
 
 
-def _setting(name):
+def _setting(field):
     """A model attribute that reads one of :attr:`Word2Vec.settings` and replaces it, validated."""
+    name = field.name
 
     def get(self):
         return getattr(self.settings, name)
 
     def put(self, value):
         self.settings = self.settings.replace(**{name: value})
-    return property(get, put, doc=f"The ``{name}`` setting (:class:`gensim_distw2v.settings.Settings`).")
+    return property(get, put, doc=f"{fields.describe(field)} Assigning it replaces :attr:`settings` with a validated "
+                                  f"copy.")
 
 
 # settings that were removed, and why: a clear error rather than gensim's "unexpected keyword"
@@ -46,6 +52,23 @@ def _refuse_removed(kwargs):
             raise ValueError(f"{name}: {REMOVED[name]}")
 
 
+_GENSIM = inspect.signature(gensim.models.Word2Vec.__init__)
+
+
+@functools.lru_cache(maxsize=None)
+def _keywords():
+    """The constructor's keywords: gensim's, ``distributed``, ``ns_conf`` and the settings."""
+    return frozenset(inspect.signature(Word2Vec).parameters)
+
+
+def _split(kwargs):
+    """``kwargs`` of the constructor as (the settings', gensim's); a TypeError naming an unknown
+    keyword and the closest valid one."""
+    if not any(p.kind is p.VAR_KEYWORD for p in _GENSIM.parameters.values()):
+        fields.check_keywords(kwargs, _keywords(), "Word2Vec()")
+    return {name: kwargs.pop(name) for name in Settings.names() if name in kwargs}, kwargs
+
+
 class Word2Vec(gensim.models.Word2Vec):
     """gensim's ``Word2Vec`` that can train on a cluster of Pyro4 workers.
 
@@ -59,94 +82,19 @@ class Word2Vec(gensim.models.Word2Vec):
     ns_conf : dict, optional
         Where the Pyro4 name server is: ``host``, ``port``, ``broadcast``, ``hmac_key`` (as in
         gensim's ``LdaModel(distributed=True, ns_conf=...)``); default 127.0.0.1:9090.
-    sync_words : int, optional
-        Words each worker trains between merges (default, with two workers or more whatever their
-        number: a 5,400th of the corpus's words per epoch, at least 2,200 and at most 1 M; 1 M with
-        one worker: :func:`gensim_distw2v.core.merge.default_sync_words`).
-    merge : {'damp', 'sum', 'mean'}, optional
-        How the parameter shards merge the workers' updates (see :mod:`gensim_distw2v.core.merge`):
-        ``'sum'`` applies every delta, ``'damp'`` counts updates that workers made alike once
-        (input vectors, and the most frequent output vectors), ``'mean'`` is plain model
-        averaging, which trains like 1/K of the data.
-    sync : {'ssp', 'bsp', 'asp', 'local'}, optional
-        How the workers' merge rounds are ordered. ``'ssp'`` (the default): a worker trains on
-        while its round is in flight, at most one interval ahead. ``'bsp'``: jobs are dealt to
-        the workers in a fixed way and rounds are taken in turn (by epoch, round, worker rank),
-        each taken in before its worker trains on: a model trained twice with the same seed and
-        the same number of workers (of one thread each, as gensim needs ``workers=1``) is
-        bit-identical. ``'asp'``: no bound at all. ``'local'``: no merges within an epoch, the
-        replicas are merged at epoch ends. Measured in ``docs/schedule.rst``.
-    hold_back : float, optional
-        Share of its squared change (the rows that changed least) a worker may keep back in a
-        routine merge, to send later once grown (error feedback); 0 sends every changed row.
-        Default 0.3. Epoch ends always merge everything.
-    cold_every : int, optional
-        The rows of rare words (beyond the hot rows: those a worker sees less than a quarter of a
-        time per merge interval, :func:`gensim_distw2v.core.merge.hot_rows`) merge only every
-        ``cold_every``-th round, and at epoch ends; their change waits meanwhile, as held-back
-        rows do. Routine rounds then read and move only the frequent words' rows. 1: every row
-        in every round. Default: 6.
-    merge_dtype : {'float16', 'int8', 'float32'}, optional
-        How routine merges carry deltas, and the values of rows a worker lacks, on the wire, both
-        ways: ``'int8'`` (the default) as levels with a float32 scale per row, about half the bytes
-        of ``'float16'``; ``'float32'`` exactly. What rounding loses goes with a later round (error
-        feedback); epoch ends are exact.
-    cluster_timeout : float, optional
-        Seconds to wait for a first worker and parameter shard, and without any worker during
-        training, before ``train()`` raises; with ``checkpoint_dir``, also how long to wait for a
-        lost dispatcher or shard to be back before the run resumes.
-    checkpoint_dir : str, optional
-        A folder the cluster writes checkpoints to: the dispatcher its record of the run's progress,
-        each parameter shard its rows (the same path must reach the same folder on every node that
-        runs one: a shared filesystem, as for ``corpus_file``). A checkpoint is taken at every epoch
-        end and every ``checkpoint_every`` seconds; when the dispatcher or a shard dies, ``train()``
-        waits for it to be restarted (``cluster_timeout``) and goes on from the last checkpoint
-        (``docs/checkpoints.rst``). Default None: no checkpoints.
-    checkpoint_every : float, optional
-        Seconds between timed checkpoints (default 300; never sooner than 49 times as long as the
-        last one took, so they cost at most about 2 % of the run).
-    tensorboard_dir : str, optional
-        A folder ``train()`` writes TensorBoard event files to (distributed only; ``tensorboard
-        --logdir DIR`` shows them): loss, words/s overall and per node, learning rate, bytes per
-        word each way, the merges' share of wall time, CPU and memory per node, against words
-        trained and wall time; at the end, the embedding projector's files. Default None: none.
-    tensorboard_words : int, optional
-        The projector gets the vectors of this many most frequent words (default 10,000; 0: none).
-    tensorboard_quality : bool, optional
-        With ``tensorboard_dir``, also score the model at every epoch end (analogies, WordSim353,
-        SimLex-999 from gensim's test data); each pulls the weights from the shards once.
+    <settings>
 
     Attributes
     ----------
     settings : gensim_distw2v.settings.Settings
-        The settings above, validated, as one object; each is also an attribute of the model
-        (``model.sync_words = 5000`` replaces it, validated).
+        The settings above (from ``sync_words`` on), validated, as one object; each is also an
+        attribute of the model (``model.sync_words = 5000`` replaces it, validated).
     """
 
-    sync_words = _setting("sync_words")
-    merge = _setting("merge")
-    sync = _setting("sync")
-    hold_back = _setting("hold_back")
-    cold_every = _setting("cold_every")
-    merge_dtype = _setting("merge_dtype")
-    cluster_timeout = _setting("cluster_timeout")
-    part_bytes = _setting("part_bytes")  # bytes per message part for arrays and merges (tests shrink it)
-    checkpoint_dir = _setting("checkpoint_dir")
-    checkpoint_every = _setting("checkpoint_every")
-    tensorboard_dir = _setting("tensorboard_dir")
-    tensorboard_words = _setting("tensorboard_words")
-    tensorboard_quality = _setting("tensorboard_quality")
-
-    def __init__(self, *args, distributed=False, ns_conf=None, sync_words=None, merge="damp", sync="ssp",
-                 hold_back=HOLD_BACK, cold_every=COLD_EVERY, merge_dtype=MERGE_DTYPE, cluster_timeout=30.0,
-                 checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY, tensorboard_dir=None,
-                 tensorboard_words=TENSORBOARD_WORDS, tensorboard_quality=False, **kwargs):
+    def __init__(self, *args, distributed=False, ns_conf=None, **kwargs):
         _refuse_removed(kwargs)
-        self.settings = Settings(sync_words=sync_words, merge=merge, sync=sync, hold_back=hold_back,
-                                 cold_every=cold_every, merge_dtype=merge_dtype, cluster_timeout=cluster_timeout,
-                                 checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                                 tensorboard_dir=tensorboard_dir, tensorboard_words=tensorboard_words,
-                                 tensorboard_quality=tensorboard_quality)
+        settings, kwargs = _split(kwargs)
+        self.settings = Settings(**settings)
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
         self.cluster_stats = {}
@@ -255,3 +203,21 @@ class Word2Vec(gensim.models.Word2Vec):
         model.distributed, model.ns_conf = bool(distributed), dict(ns_conf or {})
         model.settings, model.cluster_stats = settings, {}
         return model
+
+
+def _signature(init):
+    """``Word2Vec``'s signature as documented: gensim's arguments (positional as gensim's), then
+    ``init``'s own keywords (``distributed``, ``ns_conf``) and every setting, keyword-only, with its
+    default."""
+    own = [p for p in inspect.signature(init).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    own += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+            for f in dataclasses.fields(Settings)]
+    gensims = [p for p in _GENSIM.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    return _GENSIM.replace(parameters=gensims + own)
+
+
+for _field in dataclasses.fields(Settings):  # an attribute per setting: model.sync_words = 5000
+    setattr(Word2Vec, _field.name, _setting(_field))
+Word2Vec.__init__.__signature__ = _signature(Word2Vec.__init__)
+if Word2Vec.__doc__:  # None under python -OO
+    Word2Vec.__doc__ = Word2Vec.__doc__.replace("    <settings>\n", fields.numpydoc(Settings))

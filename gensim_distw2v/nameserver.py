@@ -9,29 +9,27 @@ connection limits of :class:`gensim_distw2v.io.transport.Limits` and messages of
 anything but loopback needs the cluster's HMAC key, as for the dispatcher, shards and workers.
 ``python -m Pyro4.naming`` works too, without those limits.
 """
-import argparse
 import logging
 import sys
 
+from gensim_distw2v import options
 from gensim_distw2v.io import transport
 
 logger = logging.getLogger("gensim_distw2v.nameserver")
 
 
+def build_parser():
+    """The command line's parser: :class:`gensim_distw2v.options.NameServerOptions`' options."""
+    return options.parser(options.NameServerOptions, "python -m gensim_distw2v.nameserver", __doc__.split("\n")[0])
+
+
 def main(argv=None):
     """Parse the command line and serve until Ctrl-C or SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.nameserver", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("-n", "--host", default="127.0.0.1", help="address to bind (others than loopback need a key)")
-    parser.add_argument("-p", "--port", type=int, default=transport.DEFAULT_NS_PORT, help="port to bind")
-    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {transport.HMAC_ENV})")
-    parser.add_argument("--log-level", default="INFO", help="logging level")
-    transport.add_limit_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=args.log_level.upper())
+    opts = options.parse(build_parser(), options.NameServerOptions, argv)
+    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=opts.log_level)
     try:
-        key = transport.read_hmac_key(args.hmac_key_file)
-        transport.serve_name_server(args.host, args.port, key, transport.limits_from_args(args))
+        key = transport.read_hmac_key(opts.hmac_key_file)
+        transport.serve_name_server(opts.host, opts.port, key, opts.limits())
     except (transport.ClusterError, ValueError, OSError) as err:
         logger.error("%s", err)
         sys.exit(2)

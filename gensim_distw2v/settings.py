@@ -1,18 +1,19 @@
 """The distributed settings of a model: one validated object, built once and passed whole.
 
 :class:`Settings` holds what ``Word2Vec(distributed=True, ...)`` takes beyond gensim's arguments.
-It is validated where it is built (a bad value raises a ``ValueError`` naming the setting, what is
-wrong and what is allowed), and then passed whole: from the model to the client, whose session
-config carries it to the dispatcher, the shards and the workers. ``Word2Vec``'s keyword arguments
-and attributes stay as they were (each attribute reads and, validated, replaces its setting).
+Each setting is declared once, as a field of it: its default, a one-line help and its check
+(:mod:`gensim_distw2v.fields`). ``Word2Vec``'s keywords, attributes and docstring, the command
+line's options (``python -m gensim_distw2v train --sync-words ...``) and the docs' table are
+generated from the fields. It is validated where it is built (a bad value raises a ``ValueError``
+naming the setting, what it is, what is allowed and the value), and then passed whole: from the
+model to the client, whose session config carries it to the dispatcher, the shards and the workers.
 """
 import dataclasses
-import math
-import os
 import typing
 
 import numpy as np
 
+from gensim_distw2v import fields
 from gensim_distw2v.protocol.constants import DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
 
 __all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "TENSORBOARD_WORDS", "Settings",
@@ -37,140 +38,105 @@ HOLD_BACK = 0.3
 
 def check_codec(codec):
     """``codec`` (a name or numpy dtype of :data:`DELTA_DTYPES`) as its name; a clear error otherwise."""
-    try:
-        name = np.dtype(codec).name
-    except TypeError:
-        name = None
-    if name not in DELTA_DTYPES:
-        raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES} (routine merges' values on the wire), got {codec!r}")
-    return name
+    return Settings.check("merge_dtype", codec)
 
 
 def check_cold_every(cold_every, what=None):
     """``cold_every`` (merge the rows of rare words every n-th round) as an int in [1, 1000];
     ValueError naming the problem otherwise."""
-    if isinstance(cold_every, bool) or not isinstance(cold_every, (int, np.integer)) or not 1 <= cold_every <= 1000:
-        where = f"{what}: " if what else ""
-        raise ValueError(f"{where}cold_every must be an int in [1, 1000] (merge the rows of rare words every "
-                         f"n-th round; 1: in every round), got {cold_every!r}")
-    return int(cold_every)
+    try:
+        return Settings.check("cold_every", cold_every)
+    except ValueError as err:
+        raise ValueError(f"{what}: {err}" if what else str(err)) from None
 
 
-def _positive_int(value, name, what):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int ({what}), got {value!r}")
-    return int(value)
-
-
-def _folder(value, name):
-    """``value`` (None, or a folder's path) made absolute; ValueError naming ``name`` otherwise."""
-    if value is None:
-        return None
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-        raise ValueError(f"{name} must be a folder (a str or path), got {value!r}")
-    path = os.path.abspath(os.fspath(value))
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"{name} {path} exists and is not a folder")
-    return path
+def _dtype_name(codec):
+    return np.dtype(codec).name
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """How a model trains on a cluster (see :class:`gensim_distw2v.Word2Vec` for each setting).
+class Settings(fields.Declared):
+    """How a model trains on a cluster: what ``Word2Vec(distributed=True, ...)`` takes beyond gensim's
+    arguments (each is a keyword and an attribute of :class:`gensim_distw2v.Word2Vec` too).
 
     Parameters
     ----------
-    sync_words : int, optional
-        Words each worker trains between merges (None: derived from the corpus's length,
-        :func:`gensim_distw2v.core.merge.default_sync_words`).
-    merge : {'damp', 'sum', 'mean'}
-        The merge rule.
-    sync : {'ssp', 'bsp', 'asp', 'local'}
-        How merge rounds are ordered: bounded staleness (a worker trains on while its round is in
-        flight, at most one interval), a barrier per round (rounds in a fixed order; runs with the
-        same seed and workers of one thread are bit-identical), no bound, or no merges within an
-        epoch (replicas merged at epoch ends).
-    hold_back : float
-        Share of its squared change a worker may keep back in a routine merge, in [0, 1).
-    cold_every : int
-        The rows of rare words merge every ``cold_every``-th round, in [1, 1000].
-    merge_dtype : {'float16', 'int8', 'float32'}
-        Values of routine merges on the protocol.
-    cluster_timeout : float
-        Seconds to wait for a first worker and shard, and without any worker during training.
-    part_bytes : int
-        Arrays and merge rounds move in messages of at most this many bytes.
-    checkpoint_dir : str, optional
-        A folder the dispatcher and the shards write checkpoints to (the same path on every node
-        that runs one, as ``corpus_file``); None: no checkpoints. Made absolute.
-    checkpoint_every : float
-        Seconds between timed checkpoints (besides one at every epoch end).
-    tensorboard_dir : str, optional
-        A folder the client writes TensorBoard event files to (:mod:`gensim_distw2v.io.board`); None:
-        none. Made absolute.
-    tensorboard_words : int
-        The embedding projector gets the vectors of this many most frequent words at the end
-        (0: no projector files).
-    tensorboard_quality : bool
-        Also evaluate the model at every epoch end (analogies, WordSim353, SimLex-999 from gensim's
-        test data) and write the scores; each costs a download of the weights.
+    <fields>
     """
 
-    sync_words: typing.Optional[int] = None
-    merge: str = "damp"
-    sync: str = "ssp"
-    hold_back: float = HOLD_BACK
-    cold_every: int = COLD_EVERY
-    merge_dtype: str = MERGE_DTYPE
-    cluster_timeout: float = 30.0
-    part_bytes: int = PART_BYTES
-    checkpoint_dir: typing.Optional[str] = None
-    checkpoint_every: float = CHECKPOINT_EVERY
-    tensorboard_dir: typing.Optional[str] = None
-    tensorboard_words: int = TENSORBOARD_WORDS
-    tensorboard_quality: bool = False
-
-    def __post_init__(self):
-        fix = object.__setattr__  # frozen: the validated, normalised values replace the given ones
-        if self.sync_words is not None:
-            fix(self, "sync_words", _positive_int(self.sync_words, "sync_words", "words per worker between merges"))
-        if self.merge not in MERGE_RULES:
-            raise ValueError(f"unknown merge rule {self.merge!r}; choose one of {MERGE_RULES}")
-        if self.sync not in SYNC_MODES:
-            raise ValueError(f"unknown sync mode {self.sync!r}; choose one of {SYNC_MODES} (ssp: bounded staleness, "
-                             f"bsp: a barrier per round, reproducible; asp: no bound; local: merges at epoch ends)")
-        if isinstance(self.hold_back, bool) or not isinstance(self.hold_back, (int, float, np.floating)) \
-                or not 0.0 <= self.hold_back < 1.0:
-            raise ValueError(f"hold_back must be in [0, 1), got {self.hold_back!r}")
-        fix(self, "hold_back", float(self.hold_back))
-        fix(self, "cold_every", check_cold_every(self.cold_every))
-        fix(self, "merge_dtype", check_codec(self.merge_dtype))
-        if isinstance(self.cluster_timeout, bool) or not isinstance(self.cluster_timeout, (int, float, np.number)) \
-                or not 0 < self.cluster_timeout < math.inf:
-            raise ValueError(f"cluster_timeout must be a positive number of seconds, got {self.cluster_timeout!r}")
-        fix(self, "cluster_timeout", float(self.cluster_timeout))
-        part_bytes = _positive_int(self.part_bytes, "part_bytes", "bytes per message part")
-        if not 1024 <= part_bytes <= MAX_ARRAY_BYTES // 2:
-            raise ValueError(f"part_bytes must be in [1024, {MAX_ARRAY_BYTES // 2}], got {part_bytes}")
-        fix(self, "part_bytes", part_bytes)
-        fix(self, "checkpoint_dir", _folder(self.checkpoint_dir, "checkpoint_dir"))
-        if isinstance(self.checkpoint_every, bool) or not isinstance(self.checkpoint_every, (int, float, np.number)) \
-                or not 0 < self.checkpoint_every <= 1e7:
-            raise ValueError(f"checkpoint_every must be a number of seconds in (0, 1e7], got {self.checkpoint_every!r}")
-        fix(self, "checkpoint_every", float(self.checkpoint_every))
-        fix(self, "tensorboard_dir", _folder(self.tensorboard_dir, "tensorboard_dir"))
-        if isinstance(self.tensorboard_words, bool) or not isinstance(self.tensorboard_words, (int, np.integer)) \
-                or not 0 <= self.tensorboard_words <= 1_000_000:
-            raise ValueError(f"tensorboard_words must be an int in [0, 1000000] (words in the embedding projector), "
-                             f"got {self.tensorboard_words!r}")
-        fix(self, "tensorboard_words", int(self.tensorboard_words))
-        if not isinstance(self.tensorboard_quality, (bool, np.bool_)):
-            raise ValueError(f"tensorboard_quality must be True or False, got {self.tensorboard_quality!r}")
-        fix(self, "tensorboard_quality", bool(self.tensorboard_quality))
-
-    def replace(self, **changes):
-        """A copy with ``changes``, validated."""
-        return dataclasses.replace(self, **changes)
+    sync_words: typing.Optional[int] = fields.option(
+        None, "words each worker trains between merges (None: derived from the corpus)", fields.Count(1, optional=True),
+        doc="None, the default: a 5,400th of the corpus's words per epoch, at least 2,200 and at most 1 M, with two "
+            "workers or more whatever their number; 1 M with one worker "
+            "(:func:`gensim_distw2v.core.schedule.default_sync_words`, ``docs/schedule.rst``). Shorter costs more "
+            "rounds and bytes per word; longer costs quality.", group="merging")
+    merge: str = fields.option(
+        "damp", "the merge rule: how the parameter shards merge the workers' updates",
+        fields.Choice(MERGE_RULES, noun="merge rule"),
+        doc="``'sum'`` applies every delta (a parameter server); ``'damp'`` counts updates that workers made alike "
+            "once (input vectors, and the most frequent output vectors); ``'mean'`` is plain model averaging, "
+            "which trains like 1/K of the data (:mod:`gensim_distw2v.core.merge`, ``docs/merge_rule.rst``).",
+        group="merging")
+    sync: str = fields.option(
+        "ssp", "how merge rounds are ordered: ssp bounded staleness, bsp a barrier per round (reproducible), asp no "
+               "bound, local merges at epoch ends only", fields.Choice(SYNC_MODES, noun="sync mode"),
+        doc="``'ssp'``: a worker trains on while its round is in flight, at most one interval ahead. ``'bsp'``: "
+            "jobs are dealt to the workers in a fixed way and rounds are taken in turn (by epoch, round, worker "
+            "rank), each taken in before its worker trains on: a model trained twice with the same seed and the "
+            "same number of workers (of one thread each, as gensim needs ``workers=1``) is bit-identical. "
+            "``'asp'``: no bound at all. ``'local'``: no merges within an epoch, the replicas are merged at epoch "
+            "ends. Measured in ``docs/schedule.rst``.", group="merging")
+    hold_back: float = fields.option(
+        HOLD_BACK, "share of its squared change (the rows that changed least) a worker may keep back in a routine "
+                   "merge, to send once grown (0: every changed row goes)",
+        fields.Real(0.0, 1.0, high_open=True), doc="Epoch ends always merge everything.", group="merging")
+    cold_every: int = fields.option(
+        COLD_EVERY, "the rows of rare words merge every n-th round, and at epoch ends (1: every row in every round)",
+        fields.Count(1, 1000),
+        doc="Rare words: beyond the hot rows, those a worker sees less than a quarter of a time per merge interval "
+            "(:func:`gensim_distw2v.core.schedule.hot_rows`). Their change waits meanwhile, as held-back rows do; "
+            "routine rounds read and move only the frequent words' rows.", group="merging")
+    merge_dtype: str = fields.option(
+        MERGE_DTYPE, "values of routine merges on the wire, both ways (deltas, and rows a worker lacks)",
+        fields.Choice(DELTA_DTYPES, normalise=_dtype_name),
+        doc="``'int8'``: levels with a float32 scale per row, about half the bytes of ``'float16'``; ``'float32'`` "
+            "exactly. What rounding loses goes with a later round (error feedback); epoch ends are exact.",
+        group="merging")
+    cluster_timeout: float = fields.option(
+        30.0, "seconds to wait for a first worker and shard, for a worker when none is left, and (with "
+              "checkpoint_dir) for a lost dispatcher or shard to be restarted",
+        fields.Real(0.0, low_open=True, unit="seconds"), doc="Then ``train()`` raises.", group="cluster")
+    part_bytes: int = fields.option(
+        PART_BYTES, "arrays and merge rounds move in messages of at most this many bytes",
+        fields.Count(1024, MAX_ARRAY_BYTES // 2), doc="Tests shrink it; there is no other reason to change it.",
+        group="merging")
+    checkpoint_dir: typing.Optional[str] = fields.option(
+        None, "a folder the dispatcher and the shards write checkpoints to, the same path on every node that runs "
+              "one (None: no checkpoints)", fields.Folder(),
+        doc="The dispatcher writes its record of the run's progress there, each parameter shard its rows (the "
+            "same path must reach the same folder on every such node: a shared filesystem, as for "
+            "``corpus_file``). A checkpoint is taken at every epoch end and every ``checkpoint_every`` seconds; "
+            "when the dispatcher or a shard dies, ``train()`` waits for it to be restarted (``cluster_timeout``) "
+            "and goes on from the last checkpoint; ``train(..., resume_from=DIR)`` goes on with a run whose "
+            "client died (``docs/checkpoints.rst``). Made absolute.", group="checkpoints")
+    checkpoint_every: float = fields.option(
+        CHECKPOINT_EVERY, "seconds between timed checkpoints, besides one at every epoch end",
+        fields.Real(0.0, 1e7, low_open=True, unit="seconds"),
+        doc="Never sooner than 49 times as long as the last one took, so they cost at most about 2 % of the run.",
+        group="checkpoints")
+    tensorboard_dir: typing.Optional[str] = fields.option(
+        None, "a folder train() writes TensorBoard event files to, distributed only (None: none)", fields.Folder(),
+        doc="``tensorboard --logdir DIR`` shows them: loss, words/s overall and per node, learning rate, bytes "
+            "per word each way, the merges' share of wall time, CPU and memory per node, against words trained "
+            "and wall time; at the end, the embedding projector's files (``pip install "
+            "'gensim_distw2v[tensorboard]'``, ``docs/observability.rst``). Made absolute.", group="watching")
+    tensorboard_words: int = fields.option(
+        TENSORBOARD_WORDS, "the embedding projector gets the vectors of this many most frequent words (0: none)",
+        fields.Count(0, 1_000_000), group="watching")
+    tensorboard_quality: bool = fields.option(
+        False, "with tensorboard_dir, also score the model at every epoch end (analogies, WordSim353, SimLex-999 "
+               "from gensim's test data)", fields.Flag(),
+        doc="Each pulls the weights from the shards once.", group="watching")
 
     def to_wire(self):
         """The settings as plain data (they travel whole in the session config)."""
@@ -193,7 +159,5 @@ class Settings:
                              f"{sorted(map(str, unknown))}")
         return cls(**msg)
 
-    @classmethod
-    def names(cls):
-        """The settings' names."""
-        return tuple(field.name for field in dataclasses.fields(cls))
+
+Settings.__doc__ = Settings.__doc__.replace("    <fields>\n", fields.numpydoc(Settings))

@@ -1,17 +1,68 @@
-"""Shared fixtures: gensim's own test corpus, small and real; freezing a busy worker."""
+"""Shared fixtures (gensim's own test corpus, small and real; freezing a busy worker) and the lanes.
+
+Every test runs in exactly one lane, a marker registered in pyproject.toml:
+
+``unit``
+    in-process: no subprocess, no socket opened (checked while it runs);
+``cluster``
+    servers on loopback: name servers, dispatchers, shards and workers as processes, other
+    subprocesses, or an in-process socket server;
+``system``
+    something outside Python: the docs built by Sphinx, the notebook in a kernel, a browser,
+    the benchmarks, network or mount namespaces, openssl, git.
+
+A file of one lane says so once (``pytestmark = pytest.mark.unit``); a file of several marks each
+test. Collection fails on a test with no lane or two. ``pytest -m unit`` is the quick lane.
+"""
 import os
 import signal
+import socket
+import subprocess
 import time
 
 import pytest
 from gensim.models.word2vec import LineSentence
 from gensim.test.utils import datapath
 
+LANES = ("unit", "cluster", "system")
+
 # A shell starts background commands with SIGINT ignored, and an ignored signal is inherited: Python
 # would then never raise KeyboardInterrupt, here or in the processes the tests start. The Ctrl-C tests
 # need Python's own handler, whatever launched the test run.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Refuse the run if a test has no lane or more than one (before ``-m`` picks a lane)."""
+    wrong = []
+    for item in items:
+        lanes = sorted({mark.name for mark in item.iter_markers() if mark.name in LANES})
+        if len(lanes) != 1:
+            wrong.append(f"  {item.nodeid}: " + ("no lane" if not lanes else "lanes " + " and ".join(lanes)))
+    if wrong:
+        raise pytest.UsageError(
+            f"{len(wrong)} tests are not in exactly one lane ({', '.join(LANES)}):\n" + "\n".join(wrong) +
+            "\nmark each once: pytestmark = pytest.mark.LANE at the top of a file of one lane, else "
+            "@pytest.mark.LANE on each test (tests/conftest.py says what goes in which lane)")
+
+
+def _refuse(what):
+    def refused(*args, **kwargs):
+        raise AssertionError(f"a unit test {what}: unit tests run in-process; mark this test "
+                             f"@pytest.mark.cluster (or system)")
+    return refused
+
+
+@pytest.fixture(autouse=True)
+def _unit_stays_in_process(request, monkeypatch):
+    """In the unit lane, starting a process or opening a connection or a server fails the test."""
+    if request.node.get_closest_marker("unit") is not None:
+        monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("started a subprocess"))
+        for method in ("connect", "connect_ex", "listen"):
+            monkeypatch.setattr(socket.socket, method, _refuse(f"called socket.{method}"))
+    yield
 
 
 @pytest.fixture(scope="session")
@@ -30,13 +81,12 @@ def freeze_busy_worker():
     holds is what losing it re-queues.
     """
     def freeze(cluster, dispatcher, rank):
-        for name, info in dispatcher.status()["workers"].items():
-            if info["rank"] == rank and info["words"] > 0 and info["in_flight"] > 0:
-                proc = next(p for n, p in cluster.processes.items()
-                            if n.startswith("worker-") and any(name in line and "ready at" in line for line in p.lines))
+        for name, info in dispatcher.call("status").workers.items():
+            if info.rank == rank and info.words > 0 and info.in_flight > 0:
+                proc = cluster.process_of(name)
                 os.kill(proc.pid, signal.SIGSTOP)
                 time.sleep(0.3)
-                if dispatcher.status()["workers"].get(name, {}).get("in_flight", 0) > 0:
+                if getattr(dispatcher.call("status").workers.get(name), "in_flight", 0) > 0:
                     return name, proc
                 os.kill(proc.pid, signal.SIGCONT)
         return None

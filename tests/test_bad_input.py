@@ -7,8 +7,10 @@ import pytest
 
 import gensim_distw2v
 from gensim_distw2v import LocalCluster, Word2Vec
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.client.cluster import ManagedProcess
+
+pytestmark = pytest.mark.cluster
 
 PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
 
@@ -47,7 +49,8 @@ def test_user_mistakes_get_gensims_errors_or_a_warning(cluster, lee_corpus, capl
 
 def test_different_versions_are_refused_naming_both(cluster, lee_corpus, monkeypatch):
     # a worker of another release: the dispatcher refuses it and keeps serving the others
-    script = ("import gensim_distw2v, sys; gensim_distw2v.__version__ = '0.0.1+other'; "
+    script = ("import gensim_distw2v, gensim_distw2v.versions, sys; "
+              "gensim_distw2v.__version__ = gensim_distw2v.versions.__version__ = '0.0.1+other'; "
               "from gensim_distw2v.worker import main; sys.exit(main(sys.argv[1:]))")
     stranger = ManagedProcess("stranger", [sys.executable, "-P", "-c", script, "--ns-port",
                                            str(cluster.ns_conf["port"]), "--threads", "1"], env=cluster._env())
@@ -81,25 +84,32 @@ def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
     from gensim_distw2v.client.training import find_dispatcher
     from gensim_distw2v.core.jobs import Job
     from gensim_distw2v import protocol
+    from gensim_distw2v.protocol import errors, tables
 
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     proxy = find_dispatcher(cluster.ns_conf)
     old = "0" * 32  # no such session (any finished one looks the same to the dispatcher)
     job = protocol.Job.of(0, 0, Job(indices=np.array([1, 2], dtype=np.uint32), offsets=np.array([0, 2], dtype=np.int64),
                                 alpha=0.025, raw_words=2, examples=1)).to_wire()
-    for call, args in ((proxy.put_jobs, (old, [job])), (proxy.progress, (old,)), (proxy.end_epoch, (old, 0)),
-                       (proxy.download, (old, "syn0", 0, 1))):
+    for op, fields in (("put_jobs", dict(session=old, jobs=[job])), ("progress", dict(session=old)),
+                       ("end_epoch", dict(session=old, epoch=0)), ("download", dict(session=old, name="syn0", lo=0, hi=1))):
         with pytest.raises(ValueError, match="session"):
-            call(*args)
+            proxy.call(op, **fields)
     (uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
-    shard = transport.connect(uri, cluster.ns_conf["hmac_key"], timeout=10)
-    for call, args in ((shard.download, (old, "syn0", 0, 1)), (shard.upload, (old, "syn0", 0, {}, "token")),
-                       (shard.start, (old,)), (shard.merge, ({"session": old},))):
-        with pytest.raises(ValueError, match=f"holds no session '{old}'"):
-            call(*args)
-    with pytest.raises(ValueError, match="rank must be the downloading worker's rank"):
-        shard.download(old, "syn0", 0, 1, ["not", "a", "rank"])
-    transport.release(shard)
+    shard = endpoints.link(uri, tables.SHARD, cluster.ns_conf["hmac_key"], timeout=10)
+    part = protocol.MergePart(session=old, rank=0, lo=0, hi=1, matrices={}, hold_back=0.0, hot_rows=-1, exact=False,
+                              token="token")
+    for op, request in (("download", protocol.ShardDownload(session=old, name="syn0", lo=0, hi=1)),
+                        ("upload", protocol.Upload(session=old, name="syn0", lo=0, token="token",
+                                                   array=protocol.pack_array(np.zeros((1, 4), np.float32)))),
+                        ("start", protocol.SessionRef(session=old)), ("merge", part)):
+        with pytest.raises(errors.SessionClosed, match=f"holds no session '{old}'"):
+            shard.call(op, request)
+    for rank, problem in ((["not", "a", "rank"], "field 'rank' must be int"),
+                          (-1, "rank must be the downloading worker's rank")):
+        with pytest.raises(errors.BadRequest, match=problem):
+            shard.send("download", {"session": old, "name": "syn0", "lo": 0, "hi": 1, "rank": rank})
+    shard.release()
     transport.release(proxy)
     still_serves(cluster, lee_corpus)
     assert model.cluster_stats["raw_words"] > 0

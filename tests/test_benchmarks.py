@@ -22,6 +22,7 @@ def run(script, *args, timeout=600):
     return out.stdout
 
 
+@pytest.mark.system
 def test_compare_gensim_runs_every_mode():
     out = run("compare_gensim.py", "--corpus", datapath("lee_background.cor"), "--workers", "1,2", "--epochs", "1",
               "--seeds", "1", "--vector-size", "20", "--json")
@@ -33,6 +34,7 @@ def test_compare_gensim_runs_every_mode():
         assert table[(mode, 2)]["bytes_up_per_word"] > 0 and table[(mode, 2)]["bytes_down_per_word"] > 0
 
 
+@pytest.mark.system
 def test_multihost_builds_its_network_and_removes_it():
     out = run("multihost.py", "--corpus", datapath("lee_background.cor"), "--max-words", "200000", "--workers", "2",
               "--merge", "damp,mean", "--json")
@@ -49,6 +51,7 @@ def test_multihost_builds_its_network_and_removes_it():
     assert "gmh" not in left, left
 
 
+@pytest.mark.system
 def test_scaling_reports_per_word_costs_and_a_projection():
     out = run("scaling.py", "--corpus", datapath("lee_background.cor"), "--workers", "2,3", "--epochs", "1",
               "--shards", "2", "--project-k", "2,8", "--links", "1,10", "--json")
@@ -71,6 +74,7 @@ def test_scaling_reports_per_word_costs_and_a_projection():
     assert by[(2, 10)] >= by[(2, 1)] and by[(8, 10)] >= by[(8, 1)]
 
 
+@pytest.mark.unit
 def test_projection_takes_the_least_limit_of_every_role():
     """The projection's arithmetic, in-process: each role's limit from its per-word cost, the least wins."""
     sys.path.insert(0, BENCHMARKS)
@@ -94,6 +98,7 @@ def test_projection_takes_the_least_limit_of_every_role():
     assert p["merges_per_worker_per_s"] == pytest.approx(1e-5 * p["cluster_wps"] / 8)
 
 
+@pytest.mark.system
 def test_clustersim_runs_the_clusters_arithmetic():
     """One simulated worker (at its default interval) trains exactly as gensim does: the cluster's
     kernel and merges, in one process; two merge at the interval given, move bytes both ways, and
@@ -124,6 +129,7 @@ def test_clustersim_runs_the_clusters_arithmetic():
     assert damped["hot_rows"] == 30 and damped["bytes_up_per_word"] < two["bytes_up_per_word"]  # fewer rows a round
 
 
+@pytest.mark.system
 def test_round_cost_reports_each_roles_cpu_per_round():
     out = run("round_cost.py", "--shards", "1,2", "--rounds", "4", "--repeats", "1", "--json")
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
@@ -134,6 +140,7 @@ def test_round_cost_reports_each_roles_cpu_per_round():
     assert "each shard more adds" in out
 
 
+@pytest.mark.system
 def test_compare_anchors_runs_the_cluster_and_gensim_and_skips_what_is_missing(tmp_path):
     """Spark and fastText made unavailable (no Java and no fastText binary where they are looked
     for; CI installs neither): each is skipped with its reason, the cluster and gensim run."""

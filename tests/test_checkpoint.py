@@ -8,6 +8,8 @@ import pytest
 
 from gensim_distw2v.io.store import CheckpointError, CheckpointStore
 
+pytestmark = pytest.mark.unit
+
 
 def arrays(seed):
     rng = np.random.default_rng(seed)
@@ -103,6 +105,10 @@ def test_arrays_that_would_need_pickle_or_unsafe_names_are_refused(tmp_path):
     assert store.sequences() == []  # nothing written by the refused calls
 
 
+def _store(tmp_path):
+    return CheckpointStore(str(tmp_path), "dispatcher", keep=2)
+
+
 def spec(tmp_path, every=10.0, **kwargs):
     from gensim_distw2v import protocol
 
@@ -120,7 +126,7 @@ def test_a_cluster_checkpoint_commits_once_every_shard_wrote_it(tmp_path):
     from gensim_distw2v import protocol
     from gensim_distw2v.core.checkpoints import SessionCheckpoints
 
-    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=2, now=0.0, mark=(-1, 0))
+    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=2, now=0.0, store=_store(tmp_path), mark=(-1, 0))
     assert not plan.due(5.0, (-1, 3)) and plan.due(10.0, (-1, 3)) and plan.order(0) is None
     assert not plan.due(10.0, (-1, 0))  # nothing trained since the start: a timed one would repeat it
     assert plan.ask() == 1 and plan.due(5.0, (-1, 0))  # asked for (an epoch end): due at once
@@ -202,11 +208,11 @@ def test_checkpoint_messages_are_checked_on_arrival():
 
 
 def test_an_epoch_end_reuses_a_checkpoint_ordered_at_it_and_a_resumed_run_keeps_its_rows(tmp_path):
-    from gensim_distw2v.io.store import CHECKPOINT_DEADLINE
+    from gensim_distw2v.core.checkpoints import CHECKPOINT_DEADLINE
     from gensim_distw2v.core.checkpoints import SessionCheckpoints
 
     CheckpointStore(tmp_path, "dispatcher").write({"finished": False}, {}, sequence=2)  # damaged, say
-    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=1, now=0.0, committed=1)  # resumed from 1
+    plan = SessionCheckpoints(spec(tmp_path), "run1", shards=1, now=0.0, store=_store(tmp_path), committed=1)  # resumed from 1
     assert plan.begin(point(epoch=1), False, 10.0) == 3
     assert plan.order(0).keep_from == 1  # the rows of checkpoint 1 stay until 3 is committed
     assert plan.ask(completed=0) == 3  # ordered after epoch 0, before any job of epoch 1: that epoch end's

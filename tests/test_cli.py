@@ -4,7 +4,10 @@ import subprocess
 import sys
 
 import gensim.models
+import pytest
 from gensim.test.utils import datapath
+
+pytestmark = pytest.mark.cluster
 
 
 def run_cli(args, cwd):
@@ -101,3 +104,13 @@ def test_daemons_refuse_a_heartbeat_the_dispatcher_would_not_wait_for(tmp_path):
         out = subprocess.run([sys.executable, "-m", f"gensim_distw2v.{daemon}", "--heartbeat", "10"],
                              capture_output=True, text=True, cwd=tmp_path, timeout=60)
         assert out.returncode == 2 and "--heartbeat must be in (0, 5] seconds" in out.stderr, out.stderr
+
+
+def test_daemons_refuse_a_bad_option_naming_it_and_what_it_allows(tmp_path):
+    for daemon, argv, message in (
+            ("dispatcher", ["--status-port", "70000"], "--status-port must be an int in [0, 65535]"),
+            ("worker", ["--threads", "0"], "--threads must be a positive int, got 0"),
+            ("nameserver", ["-p", "-1"], "--port must be an int in [0, 65535], got -1")):
+        out = subprocess.run([sys.executable, "-m", f"gensim_distw2v.{daemon}", *argv],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr

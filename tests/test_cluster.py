@@ -21,7 +21,7 @@ from gensim.test.utils import datapath
 
 from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.core import schedule
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import serving, transport
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.core.kernel import train_like_gensim
 
@@ -49,6 +49,7 @@ def three_workers():
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.cluster
 def test_one_worker_reproduces_gensim(one_worker, lee_corpus, variant):
     params = {**SMALL, **VARIANTS[variant]}
     reference = gensim.models.Word2Vec(lee_corpus, **params)
@@ -61,6 +62,7 @@ def test_one_worker_reproduces_gensim(one_worker, lee_corpus, variant):
     assert ours.cluster_stats["merges"] >= 1 and ours.cluster_stats["bytes_up"] > 0
 
 
+@pytest.mark.cluster
 def test_one_worker_reproduces_gensim_across_merges_within_an_epoch(one_worker, lee_corpus):
     """A merge round inside each epoch (100,000 words of 180,000; jobs of up to 10,000 words straddle
     it): one worker still trains every job in one call, so the numbers stay gensim's (cutting a job
@@ -74,6 +76,7 @@ def test_one_worker_reproduces_gensim_across_merges_within_an_epoch(one_worker, 
     assert np.abs(reference.syn1neg - ours.syn1neg).max() <= 1e-6
 
 
+@pytest.mark.cluster
 def test_train_returns_gensim_counts_loss_and_runs_callbacks(one_worker, lee_corpus):
     from gensim.models.callbacks import CallbackAny2Vec
 
@@ -114,6 +117,7 @@ def test_train_returns_gensim_counts_loss_and_runs_callbacks(one_worker, lee_cor
     assert len(set(sums)) == 3, "each epoch's callback must see that epoch's merged weights"
 
 
+@pytest.mark.cluster
 def test_second_train_call_continues(one_worker, lee_corpus):
     ours = Word2Vec(lee_corpus, distributed=True, ns_conf=one_worker.ns_conf, **SMALL, sg=1)
     first = ours.wv.vectors.copy()
@@ -135,12 +139,13 @@ def _quality(model, corpus):
     return float(np.mean([model.wv.similarity(a, b) for a, b in pairs]))
 
 
+@pytest.mark.cluster
 def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpus, tmp_path, caplog):
     params = {**SMALL, "sg": 1, "negative": 5, "epochs": 5}
     untrained = gensim.models.Word2Vec(**params)
     untrained.build_vocab(lee_corpus)
     reference = gensim.models.Word2Vec(lee_corpus, **params)
-    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client.training"):
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
         ours = Word2Vec(lee_corpus, distributed=True, ns_conf=three_workers.ns_conf, **params)
     stats = ours.cluster_stats
     summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cluster training:")]
@@ -163,6 +168,7 @@ def test_three_workers_train_a_model_plain_gensim_loads(three_workers, lee_corpu
     assert np.array_equal(loaded.wv.vectors, ours.wv.vectors)
 
 
+@pytest.mark.cluster
 def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     """Force parts of 4 KiB: uploads, joins, merge rounds and the final pull all go in many parts."""
     params = {**SMALL, "sg": 1, "hs": 1, "negative": 5}
@@ -190,6 +196,7 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
 
 
 @pytest.mark.parametrize("mode", ["iterable", "corpus_file"])
+@pytest.mark.cluster
 def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode):
     """sync_words below batch_words (jobs of 10,000 words): the worker trains a job in pieces and merges
     between them, every ~sync_words words rather than once a job, and still trains every word once."""
@@ -213,6 +220,7 @@ def test_merge_interval_shorter_than_a_job_is_kept(one_worker, lee_corpus, mode)
     assert stats["kernel_cpu"] < stats["seconds"] + 1 and stats["merge_cpu"]["workers"] < stats["seconds"] + 1, stats
 
 
+@pytest.mark.cluster
 def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
     """Routine rounds skip the rows of rare words (merged every cold_every-th round and at epoch ends):
     fewer bytes move, and the model is the same as with every row merged in every round (one worker:
@@ -236,6 +244,7 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
     assert np.abs(runs[1].syn1neg - runs[3].syn1neg).max() <= 1e-6
 
 
+@pytest.mark.cluster
 def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
     """merge_dtype reaches the wire: int8 routine rounds (d + 8 bytes a row with its index) move fewer bytes
     up than float16 (2 d + 4), and every word is trained. Down, the hot rows' missed change goes as int8
@@ -274,6 +283,7 @@ def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
         Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, merge_dtype="int4")
 
 
+@pytest.mark.cluster
 def test_merge_rules_through_three_workers(three_workers, lee_corpus):
     """Each rule reaches the dispatcher: mean scales every update by 1/K, so the frequent words' input
     vectors move clearly less than under sum; damp takes back part of the agreeing updates of frequent
@@ -303,6 +313,7 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
     assert damped["damp"] > 0 and damped["sum"] == damped["mean"] == 0, damped
 
 
+@pytest.mark.cluster
 def test_workers_started_after_the_dispatcher_join(lee_corpus):
     with LocalCluster(n_workers=0) as cluster:
         cluster.add_worker()
@@ -310,8 +321,9 @@ def test_workers_started_after_the_dispatcher_join(lee_corpus):
         assert len(ours.cluster_stats["workers"]) == 1
 
 
+@pytest.mark.cluster
 def test_worker_started_before_the_dispatcher_is_found(lee_corpus, tmp_path):
-    port = transport.free_port()
+    port = serving.free_port()
     env = dict(os.environ, PYRO_SERIALIZERS_ACCEPTED="serpent")
     procs = []
     try:
@@ -350,8 +362,9 @@ def test_worker_started_before_the_dispatcher_is_found(lee_corpus, tmp_path):
             proc.stop()
 
 
+@pytest.mark.cluster
 def test_missing_cluster_parts_give_clear_errors(lee_corpus):
-    port = transport.free_port()
+    port = serving.free_port()
     start = time.monotonic()
     with pytest.raises(transport.ClusterError, match=f"no Pyro4 name server answers at 127.0.0.1:{port}.*"
                                                      f"python -m Pyro4.naming -n 127.0.0.1 -p {port}"):
@@ -371,6 +384,7 @@ def test_missing_cluster_parts_give_clear_errors(lee_corpus):
     assert time.monotonic() - start < 75
 
 
+@pytest.mark.unit
 def test_daemons_accept_msgpack_only():
     assert transport.accepted_serializers() == {"msgpack"}
 
@@ -379,6 +393,7 @@ def _descendants_alive(pids):
     return [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.cluster
 def test_local_cluster_leaves_no_process_behind():
     with LocalCluster(n_workers=2) as cluster:
         pids = cluster.pids()
@@ -391,6 +406,29 @@ def test_local_cluster_leaves_no_process_behind():
     assert _descendants_alive(pids) == []
 
 
+@pytest.mark.cluster
+def test_local_cluster_asks_its_processes_whether_they_are_up(lee_corpus):
+    """Start-up does not read the logs: processes that log nothing below WARNING come up, and one
+    that cannot start is named with its last output lines."""
+    import json
+    import urllib.request
+
+    with LocalCluster(n_workers=1, log_level="WARNING", status_port=0) as cluster:
+        assert not [line for p in cluster.processes.values() for line in p.lines if " INFO " in line]
+        assert sorted(cluster.names) == ["shard-0", "worker-0"]
+        late = cluster.add_worker()
+        assert late == "worker-1" and sorted(cluster.names) == ["shard-0", "worker-0", "worker-1"]
+        ours = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
+        assert sorted(ours.cluster_stats["workers"]) == sorted(cluster.names[w] for w in ("worker-0", late))
+        with urllib.request.urlopen(cluster.status_url + "status.json", timeout=10) as page:
+            assert set(cluster.names.values()) <= {node["name"] for node in json.load(page)["nodes"]}
+    with pytest.raises(RuntimeError, match=r"(?s)nameserver exited with code \d+ before it was up .*its last "
+                                           r"output:\n.*NOPE"):
+        with LocalCluster(n_workers=1, log_level="NOPE"):
+            pass
+
+
+@pytest.mark.cluster
 def test_ctrl_c_in_the_client_stops_everything(tmp_path):
     script = tmp_path / "client.py"
     script.write_text(textwrap.dedent("""
@@ -415,6 +453,7 @@ def test_ctrl_c_in_the_client_stops_everything(tmp_path):
         client.kill()
 
 
+@pytest.mark.cluster
 def test_killed_client_leaves_no_orphans(tmp_path):
     script = tmp_path / "client.py"
     script.write_text(textwrap.dedent("""
@@ -436,6 +475,7 @@ def test_killed_client_leaves_no_orphans(tmp_path):
     assert _descendants_alive(pids) == []
 
 
+@pytest.mark.cluster
 def test_worker_joins_a_running_session(lee_corpus):
     corpus = lee_corpus * 15
     with LocalCluster(n_workers=1) as cluster:

@@ -23,6 +23,7 @@ from gensim.test.utils import datapath
 
 from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.io import transport
+from gensim_distw2v.protocol import errors
 from gensim_distw2v._lines import encode_lines
 from gensim_distw2v.client.training import find_dispatcher
 from gensim_distw2v.client.cluster import ManagedProcess
@@ -67,6 +68,7 @@ def read_all(path, vocab, cuts):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.unit
 def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed):
     rng = random.Random(seed)
     path = str(tmp_path / "awkward.txt")
@@ -86,6 +88,7 @@ def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed):
         assert examples == len(expected_tokens)
 
 
+@pytest.mark.unit
 def test_reader_edge_files(tmp_path):
     vocab = vocab_lookup(*vocab_arrays(["a", "b"]))
     cases = {"empty": b"", "newlines": b"\n\n\n", "one": b"a", "crlf": b"a b\r\nb\r\n", "long line": b"a " * 600_000}
@@ -104,6 +107,7 @@ def test_reader_edge_files(tmp_path):
         vocab_lookup(np.frombuffer(b"ab", np.uint8), np.array([0, 3], np.int64))
 
 
+@pytest.mark.unit
 def test_vocab_table_finds_every_word_and_nothing_else():
     rng = random.Random(7)
     alphabet = "abcdefghijéß中Ж"
@@ -121,6 +125,7 @@ def test_vocab_table_finds_every_word_and_nothing_else():
         twice.__init__(*vocab_arrays(["c"]))
 
 
+@pytest.mark.unit
 def test_file_fingerprint_tells_files_apart(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_bytes(b"x" * 300_000)
@@ -159,10 +164,11 @@ def two_workers():
         yield cluster
 
 
+@pytest.mark.cluster
 def test_ranges_cut_mid_line_train_every_line_once(two_workers, counted_file, caplog):
     total = (3 ** 10 - 1) // 2
     # batch_words=29: ranges of about 29 words (~180 bytes) cut every line of more than one range
-    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client.training"):
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
         model = Word2Vec(corpus_file=counted_file, distributed=True, ns_conf=two_workers.ns_conf, batch_words=29,
                          **PARAMS)
     assert model.corpus_total_words == total and model.corpus_count == 11  # 10 lines, one cut in two
@@ -181,6 +187,7 @@ def test_ranges_cut_mid_line_train_every_line_once(two_workers, counted_file, ca
         model.train(corpus_file=counted_file, total_examples=model.corpus_count, epochs=1)
 
 
+@pytest.mark.cluster
 def test_corpus_file_model_learns_and_loads_in_gensim(two_workers, lee_corpus, tmp_path):
     params = dict(vector_size=32, min_count=2, seed=3, workers=1, sg=1, negative=5, epochs=5)
     path = datapath("lee_background.cor")
@@ -202,6 +209,7 @@ def test_corpus_file_model_learns_and_loads_in_gensim(two_workers, lee_corpus, t
     assert type(loaded) is gensim.models.Word2Vec and np.array_equal(loaded.wv.vectors, ours.wv.vectors)
 
 
+@pytest.mark.cluster
 def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file, freeze_busy_worker):
     total = (3 ** 10 - 1) // 2
     with LocalCluster(n_workers=3, worker_timeout=3.0) as cluster:
@@ -246,6 +254,7 @@ def start_namespaced_worker(cluster, name, setup):
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="a worker with another view of the filesystem needs Linux, root and unshare")
 @pytest.mark.parametrize("view", ["missing", "other"])
+@pytest.mark.system
 def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus):
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -276,6 +285,7 @@ def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus
         assert raw == sum(len(s) for s in lee_corpus)
 
 
+@pytest.mark.cluster
 def test_session_that_fails_on_every_worker_ends_with_their_reasons(two_workers, counted_file):
     """A worker on which a session fails tells the dispatcher: its jobs go back to the queue, and when no
     worker is left the client raises with every worker's reason instead of waiting; the workers serve on."""
@@ -294,6 +304,7 @@ def test_session_that_fails_on_every_worker_ends_with_their_reasons(two_workers,
         model.corpus_total_words
 
 
+@pytest.mark.cluster
 def test_file_session_refuses_misuse(two_workers, counted_file):
     dispatcher = find_dispatcher(two_workers.ns_conf)
     model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, **PARAMS)
@@ -306,29 +317,29 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     config = record.to_wire()
     try:
         with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):
-            dispatcher.put_jobs(sid, [])
-        assert dispatcher.open_file_epoch(sid, 0) == -(-config["corpus_file"]["size"]
-                                                       // config["corpus_file"]["range_bytes"])
+            dispatcher.call("put_jobs", session=sid, jobs=[])
+        assert dispatcher.call("open_file_epoch", session=sid, epoch=0) == -(-config["corpus_file"]["size"]
+                                                                            // config["corpus_file"]["range_bytes"])
         with pytest.raises(ValueError, match="epoch 0 was opened before"):
-            dispatcher.open_file_epoch(sid, 0)
+            dispatcher.call("open_file_epoch", session=sid, epoch=0)
         with pytest.raises(ValueError, match="is not one of the session's 1"):
-            dispatcher.open_file_epoch(sid, 1)
-        with pytest.raises(ValueError, match="problem must be a str or None"):
-            dispatcher.file_check("gensim_distw2v.worker.x", sid, 5)
+            dispatcher.call("open_file_epoch", session=sid, epoch=1)
+        with pytest.raises(errors.BadRequest, match="malformed file_check: field 'problem' must be str, got int"):
+            dispatcher.send("file_check", {"name": "gensim_distw2v.worker.x", "session": sid, "problem": 5})
     finally:
         links.close(sid)
-        dispatcher.close(sid, links.token)
+        dispatcher.call("close", session=sid, token=links.token)
         transport.release(dispatcher)
     bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))
     with pytest.raises(ValueError, match="range_bytes and total_words >= 1"):
-        find_dispatcher(two_workers.ns_conf).open_session(bad)
+        find_dispatcher(two_workers.ns_conf).send("open_session", bad)
     for damp_rows in ({"syn0": 5}, {"syn0": 5, "syn1neg": -1}, {"syn0": 5, "syn1neg": "5"}, [5, 5]):
         with pytest.raises(ValueError, match="damp_rows'? must be"):
-            find_dispatcher(two_workers.ns_conf).open_session(dict(config, damp_rows=damp_rows))
+            find_dispatcher(two_workers.ns_conf).send("open_session", dict(config, damp_rows=damp_rows))
     for key, value, message in (("hot_rows", -1, "hot_rows must be in"), ("hot_rows", 10 ** 9, "hot_rows must be in"),
                                 ("hot_rows", "5", "hot_rows")):
         with pytest.raises(ValueError, match=message):
-            find_dispatcher(two_workers.ns_conf).open_session(dict(config, **{key: value}))
+            find_dispatcher(two_workers.ns_conf).send("open_session", dict(config, **{key: value}))
     # the settings travel whole and are validated as where they were built
     for key, value, message in (("bytes_per_word", 100.0, "malformed session settings"),
                                 ("cold_every", 0, "cold_every must be an int in"),
@@ -336,10 +347,10 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
                                 ("merge_dtype", None, "merge_dtype"), ("sync_words", None, "sync_words must be set"),
                                 ("hold_back", "0.1", "hold_back must be in")):
         with pytest.raises(ValueError, match=message):
-            find_dispatcher(two_workers.ns_conf).open_session(dict(config, settings={**config["settings"], key: value}))
+            find_dispatcher(two_workers.ns_conf).send("open_session", dict(config, settings={**config["settings"], key: value}))
     for settings in ({k: v for k, v in config["settings"].items() if k != "merge"}, {**config["settings"], "x": 1}, []):
         with pytest.raises(ValueError, match="malformed session (settings|config: field 'settings' must be dict)"):
-            find_dispatcher(two_workers.ns_conf).open_session(dict(config, settings=settings))
+            find_dispatcher(two_workers.ns_conf).send("open_session", dict(config, settings=settings))
     # and it still trains
     assert model.train(corpus_file=counted_file, total_words=model.corpus_total_words, epochs=1)[1] == \
         model.corpus_total_words

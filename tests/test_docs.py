@@ -22,6 +22,7 @@ def sphinx_build(source, out, builder="html"):
                            out], capture_output=True, text=True, timeout=600, cwd=os.path.dirname(out))
 
 
+@pytest.mark.system
 def test_the_docs_build_without_warnings_and_every_table_names_its_command_and_date(tmp_path):
     done = sphinx_build(DOCS, str(tmp_path / "html"))
     assert done.returncode == 0, done.stderr[-4000:]
@@ -41,7 +42,7 @@ def test_the_docs_build_without_warnings_and_every_table_names_its_command_and_d
             len(m.group(1).split()) - 1 for m in re.finditer(r"\.\. measurements:: (.+)", text)), name
         assert len(re.findall(r"Measured \d{4}-\d\d-\d\d \(", html)) >= tables, name
     # the API reference is generated from the installed package's docstrings
-    assert "gensim_distw2v.dispatcher.Dispatcher" in pages["api.html"]
+    assert "gensim_distw2v.dispatcher.service.Dispatcher" in pages["api.html"]
 
 
 def load_extension():
@@ -51,6 +52,7 @@ def load_extension():
     return module
 
 
+@pytest.mark.unit
 def test_table_cells_reach_into_records_compute_and_leave_missing_fields_empty():
     ext = load_extension()
     formatter = ext.Formatter()
@@ -68,6 +70,7 @@ def test_table_cells_reach_into_records_compute_and_leave_missing_fields_empty()
         [([{"x": 1}], ["a"]), ([{"x": 2}], ["b"])]
 
 
+@pytest.mark.system
 def test_a_table_whose_file_names_no_command_or_date_fails_the_build(tmp_path):
     source = tmp_path / "src"
     (source / "m").mkdir(parents=True)
@@ -101,6 +104,7 @@ def tracked_files():
             or n.startswith(".ci/")]
 
 
+@pytest.mark.system
 def test_nothing_in_the_repository_points_outside_it():
     outside = re.compile(r"\.\./shared|shared/tools|shared/corpora|DESIGN\.md|MERGESIM_DIR")
     found = []
@@ -114,6 +118,7 @@ def test_nothing_in_the_repository_points_outside_it():
     assert not found, "\n".join(found)
 
 
+@pytest.mark.unit
 def test_the_readme_is_short_and_its_test_command_is_the_one_ci_runs():
     with open(os.path.join(ROOT, "README.rst"), encoding="utf-8") as fin:
         lines = fin.read().splitlines()

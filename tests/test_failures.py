@@ -19,6 +19,8 @@ from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.io import transport
 from gensim_distw2v.client.training import find_dispatcher
 
+pytestmark = pytest.mark.cluster
+
 PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1, sg=1, negative=3)
 TIMEOUT = 3.0  # the dispatcher drops a worker silent for this long
 
@@ -41,8 +43,8 @@ def wait_until(what, predicate, timeout=60.0):
 
 def busy_worker(dispatcher, rank):
     """The name of the session's worker of ``rank`` once it has merged words and holds jobs, else None."""
-    for name, info in dispatcher.status()["workers"].items():
-        if info["rank"] == rank and info["words"] > 0 and info["in_flight"] > 0:
+    for name, info in dispatcher.call("status").workers.items():
+        if info.rank == rank and info.words > 0 and info.in_flight > 0:
             return name
     return None
 
@@ -194,7 +196,7 @@ def test_ctrl_c_in_the_client_ends_the_session_and_the_next_train_works(corpus):
         with pytest.raises(KeyboardInterrupt):
             model.train(corpus, total_examples=model.corpus_count, epochs=3)
         cluster.processes["dispatcher"].wait_for(r"session \S+ closed \(running\)", timeout=10)
-        assert probe.status()["session"] is None
+        assert probe.call("status").session is None
         counts = model.train(corpus[:300], total_examples=300, epochs=1)
         assert counts[1] == expected_words(corpus[:300], 1)
         transport.release(probe)

@@ -17,10 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol import tables
 from gensim_distw2v.client.training import DistributedTraining, find_dispatcher
 from gensim_distw2v.versions import versions
 from gensim_distw2v.core.jobs import Job
+
+pytestmark = pytest.mark.cluster
 
 FAKE = transport.WORKER_PREFIX + "fuzz"
 PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
@@ -44,15 +47,16 @@ def cluster(lee_corpus):
         proxy = find_dispatcher(cluster.ns_conf)
         config, arrays = training._config(1, False, 1)
         sid, links, _resumed = training._open(proxy, config, arrays)
-        proxy.hello(FAKE, "PYRO:fuzz@127.0.0.1:1", {"versions": versions(), "threads": 1})
-        rank = proxy.join(FAKE, sid)["rank"]
-        shard = links.proxies[0]
-        shard.download(sid, "syn1neg", 0, 1, rank, links.token)  # the shard gives the fake worker a slot
+        proxy.call("hello", name=FAKE, uri="PYRO:fuzz@127.0.0.1:1", versions=versions(), threads=1)
+        rank = proxy.call("join", name=FAKE, session=sid).rank
+        shard = links.links[0]
+        # the shard gives the fake worker a slot
+        shard.call("download", session=sid, name="syn1neg", lo=0, hi=1, rank=rank, token=links.token)
         cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size, "rank": rank,
                            "proxy": proxy, "shard": shard, "model": model, "token": links.token}
         for _ in range(50):  # warm up (imports, caches) before the memory baseline
-            refused(shard.merge, {**valid_part(cluster.session), "lo": -1})
-            refused(proxy.round_done, FAKE, sid, {**valid_report(), "flush": -2})
+            refused(shard.send, "merge", {**valid_part(cluster.session), "lo": -1})
+            refused(proxy.send, "round_done", {"name": FAKE, "session": sid, "report": {**valid_report(), "flush": -2}})
         cluster.session["rss"] = {role: psutil.Process(cluster.processes[role].pid).memory_info().rss
                                   for role in ("dispatcher", "shard-0")}
         yield cluster
@@ -246,7 +250,7 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
 def test_malformed_merge_parts_are_refused(cluster, data):
     s = cluster.session
     part = data.draw(bad_merge_part(s))
-    error = refused(s["shard"].merge, part)
+    error = refused(s["shard"].send, "merge", part)
     assert ("merge part" in str(error) or "syn" in str(error) or "malformed" in str(error)
             or "holds no session" in str(error) or "session's token" in str(error)), error
 
@@ -255,22 +259,22 @@ def test_malformed_merge_parts_are_refused(cluster, data):
 @given(data=st.data())
 def test_malformed_round_reports_are_refused(cluster, data):
     s = cluster.session
-    error = refused(s["proxy"].round_done, FAKE, s["sid"], data.draw(bad_report()))
-    assert "round report" in str(error), error
+    error = refused(s["proxy"].send, "round_done", {"name": FAKE, "session": s["sid"], "report": data.draw(bad_report())})
+    assert "round report" in str(error) or "malformed round_done: field 'report'" in str(error), error
 
 
 def test_valid_parts_are_taken(cluster):
     """The valid parts and report the strategies spoil are themselves accepted: float16 and int8 values."""
     s = cluster.session
     # a non-finite part (the fuzzing sends some) barred this rank from the session: join again
-    s["rank"] = s["proxy"].join(FAKE, s["sid"])["rank"]
-    s["shard"].download(s["sid"], "syn1neg", 0, 1, s["rank"], s["token"])
+    s["rank"] = s["proxy"].call("join", name=FAKE, session=s["sid"]).rank
+    s["shard"].call("download", session=s["sid"], name="syn1neg", lo=0, hi=1, rank=s["rank"], token=s["token"])
     for part in (valid_part(s), valid_int8_part(s)):
-        reply = s["shard"].merge(part)
-        assert isinstance(reply["matrices"], dict) and isinstance(reply["values"], dict)
-    merges = s["proxy"].progress(s["sid"])["merges"]
-    s["proxy"].round_done(FAKE, s["sid"], valid_report())
-    assert s["proxy"].progress(s["sid"])["merges"] == merges + 1
+        reply = s["shard"].call("merge", protocol.MergePart.from_wire(part))
+        assert isinstance(reply.matrices, dict) and isinstance(reply.values, dict)
+    merges = s["proxy"].call("progress", session=s["sid"]).merges
+    s["proxy"].call("round_done", name=FAKE, session=s["sid"], report=protocol.RoundReport.from_wire(valid_report()))
+    assert s["proxy"].call("progress", session=s["sid"]).merges == merges + 1
 
 
 @SETTINGS
@@ -278,46 +282,64 @@ def test_valid_parts_are_taken(cluster):
 def test_malformed_jobs_are_refused(cluster, data):
     s = cluster.session
     job = data.draw(bad_job(s))
-    refused(s["proxy"].put_jobs, s["sid"], [valid_job(s), job])  # one bad job refuses the whole call
+    refused(s["proxy"].send, "put_jobs", {"session": s["sid"], "jobs": [valid_job(s), job]})  # one bad job: all refused
 
 
 def test_too_many_jobs_in_one_call_are_refused_and_none_queued(cluster):
     s = cluster.session
-    put = s["proxy"].progress(s["sid"])["epochs"].get("0", {"put": 0})["put"]
-    error = refused(s["proxy"].put_jobs, s["sid"], [valid_job(s)] * 65)
+    put = s["proxy"].call("progress", session=s["sid"]).epoch(0).put
+    error = refused(s["proxy"].send, "put_jobs", {"session": s["sid"], "jobs": [valid_job(s)] * 65})
     assert "65 jobs in one call, at most 64" in str(error), error
-    assert s["proxy"].progress(s["sid"])["epochs"].get("0", {"put": 0})["put"] == put
+    assert s["proxy"].call("progress", session=s["sid"]).epoch(0).put == put
 
 
-METHODS = ["hello", "heartbeat", "open_session", "upload", "start", "put_jobs", "progress", "end_epoch", "download",
-           "join", "get_jobs", "round_done", "shard_hello", "shard_beat", "status", "no_such_method", "_session",
-           "__init__", "shutdown", "checkpoint", "shard_checkpoint", "_checkpoint_start", "_begin_checkpoint"]
-SHARD_METHODS = ["open_session", "upload", "start", "download", "merge", "close", "_held", "heartbeat_loop",
-                 "no_such_method", "_restore", "_checkpoint", "_write_checkpoint"]
+# every call of the tables, names that are not calls (private methods, old remote methods), and Pyro4's own
+METHODS = tables.DISPATCHER.ops() + ["no_such_method", "_session", "__init__", "shutdown", "_checkpoint_start",
+                                     "_begin_checkpoint", "call", "local"]
+SHARD_METHODS = tables.SHARD.ops() + ["_held", "heartbeat_loop", "no_such_method", "_restore", "_checkpoint",
+                                      "_write_checkpoint", "call", "beat_request"]
+
+
+def garbage_call(link, method, args, raw):
+    """``method`` with ``args`` (garbage): as a call of the link's table (``raw``: as a remote method of its own,
+    which the daemon does not have but ``call``); _pyroInvoke sends it as it is."""
+    if raw:
+        return link.connection._pyroInvoke(method, args, {})
+    return link.connection._pyroInvoke("call", [method] + args, {})
+
+
+def takes_empty(table, method, args):
+    """Whether ``args`` is a valid call after all: one empty message to a call whose request has no fields."""
+    return method in table and args == [{}] and not table[method].request.names()
 
 
 @SETTINGS
-@given(method=st.sampled_from(METHODS), args=st.lists(garbage, min_size=1, max_size=4))
-def test_garbage_calls_are_refused(cluster, method, args):
+@given(method=st.sampled_from(METHODS), args=st.lists(garbage, min_size=1, max_size=4), raw=st.booleans())
+def test_garbage_calls_are_refused(cluster, method, args, raw):
     s = cluster.session
-    # _pyroInvoke sends the call as it is (the proxy would refuse an unknown method itself)
-    refused(s["proxy"]._pyroInvoke, method, args, {})
-
-
-@SETTINGS
-@given(method=st.sampled_from(SHARD_METHODS), args=st.lists(garbage, min_size=1, max_size=4))
-def test_garbage_calls_to_the_shard_are_refused(cluster, method, args):
-    s = cluster.session
-    if method == "close" and len(args) == 1 and isinstance(args[0], str):  # closing a session not held: no error
-        s["shard"]._pyroInvoke(method, [args[0] + "-not-held", "any token"], {})
-        assert s["shard"].status()["session"]["id"] == s["sid"]
+    if not raw and takes_empty(tables.DISPATCHER, method, args):
+        garbage_call(s["proxy"], method, args, raw)
         return
-    refused(s["shard"]._pyroInvoke, method, args, {})
+    refused(garbage_call, s["proxy"], method, args, raw)
+
+
+@SETTINGS
+@given(method=st.sampled_from(SHARD_METHODS), args=st.lists(garbage, min_size=1, max_size=4), raw=st.booleans())
+def test_garbage_calls_to_the_shard_are_refused(cluster, method, args, raw):
+    s = cluster.session
+    if method == "close" and not raw and len(args) == 1 and isinstance(args[0], str):  # a session not held: no error
+        s["shard"].call("close", session=args[0] + "-not-held", token="any token")
+        assert s["shard"].call("status").session.id == s["sid"]
+        return
+    if not raw and takes_empty(tables.SHARD, method, args):
+        garbage_call(s["shard"], method, args, raw)
+        return
+    refused(garbage_call, s["shard"], method, args, raw)
 
 
 def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     s = cluster.session
-    uris = [str(s["proxy"]._pyroUri), str(s["shard"]._pyroUri)] + [
+    uris = [str(s["proxy"].connection._pyroUri), str(s["shard"].connection._pyroUri)] + [
         str(transport.lookup(cluster.ns_conf, name)) for name in
         transport.list_names(cluster.ns_conf, transport.WORKER_PREFIX)]
     rng = np.random.default_rng(0)
@@ -335,20 +357,20 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
             except OSError:
                 pass  # the daemon hung up on the junk (maybe before we finished): fine, if it goes on serving
     # every daemon alive and serving, a wrong HMAC key is refused, memory did not run away
-    assert s["proxy"].status()["session"]["id"] == s["sid"]
-    assert s["shard"].status()["session"]["id"] == s["sid"]
+    assert s["proxy"].call("status").session.id == s["sid"]
+    assert s["shard"].call("status").session.id == s["sid"]
     for uri in uris[2:]:
-        worker = transport.connect(uri, cluster.ns_conf["hmac_key"], timeout=10)
-        assert worker.status()["name"].startswith(transport.WORKER_PREFIX)
-        transport.release(worker)
-    stranger = transport.connect(str(s["proxy"]._pyroUri), hmac_key=b"not the key", timeout=10)
+        worker = endpoints.link(uri, tables.WORKER, cluster.ns_conf["hmac_key"], timeout=10)
+        assert worker.call("status").name.startswith(transport.WORKER_PREFIX)
+        worker.release()
+    stranger = endpoints.link(uris[0], tables.DISPATCHER, hmac_key=b"not the key", timeout=10)
     with pytest.raises(transport.CommunicationError):
-        stranger.status()
-    transport.release(stranger)
+        stranger.call("status")
+    stranger.release()
     for role, rss in s["rss"].items():
         grown = (psutil.Process(cluster.processes[role].pid).memory_info().rss - rss) / 2 ** 20
         assert grown < 30, f"the {role}'s memory grew by {grown:.0f} MB over the fuzzing"
-    s["proxy"].close(s["sid"], s["token"])
+    s["proxy"].call("close", session=s["sid"], token=s["token"])
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     assert model.cluster_stats["raw_words"] == sum(len(x) for x in lee_corpus)
 
@@ -361,6 +383,6 @@ def test_hellos_with_bad_names_or_uris_are_refused(cluster, name, uri):
     if len(name) <= 64 and all(c.isascii() and (c.isalnum() or c in "._-") for c in name) and name \
             and isinstance(uri, str) and uri.startswith("PYRO:") and len(uri) <= 512:
         return  # a valid hello (hypothesis finds few); the others:
-    error = refused(s["proxy"].hello, full, uri, {"versions": versions(), "threads": 1})
+    error = refused(s["proxy"].send, "hello", {"name": full, "uri": uri, "versions": versions(), "threads": 1})
     assert "malformed hello" in str(error), error
-    assert full not in s["proxy"].status()["workers"]
+    assert full not in s["proxy"].call("status").workers

@@ -15,7 +15,8 @@ import Pyro4.message  # the attacker's tool: a well-formed Pyro4 header that cla
 import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol import calls, errors, tables
 from gensim_distw2v.client.training import find_dispatcher
 from gensim_distw2v.versions import versions
 
@@ -77,11 +78,12 @@ def train_in_background(cluster, corpus, **params):
     return client, outcome
 
 
+@pytest.mark.cluster
 def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(lee_corpus):
     with LocalCluster(n_workers=1) as cluster:
         assert cluster.ns_conf["hmac_key"], "LocalCluster is keyed by default"
         dispatcher = find_dispatcher(cluster.ns_conf)
-        target, ns = address(dispatcher._pyroUri), ("127.0.0.1", cluster.ns_conf["port"])
+        target, ns = address(dispatcher.connection._pyroUri), ("127.0.0.1", cluster.ns_conf["port"])
         train_ok(cluster, lee_corpus[:50])  # warm up before the memory baseline
         before = {role: rss(cluster, role) for role in ("dispatcher", "nameserver")}
         idle = [socket.create_connection(target) for _ in range(70)] + [socket.create_connection(ns)
@@ -102,7 +104,7 @@ def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(lee_corpus):
         threading.Thread(target=drip, daemon=True).start()
         try:
             started = time.monotonic()
-            assert "workers" in dispatcher.status() and time.monotonic() - started < 2.0
+            assert dispatcher.call("status").workers is not None and time.monotonic() - started < 2.0
             train_ok(cluster, lee_corpus)  # the name server and the dispatcher serve the keyed client
             # every stranger is dropped by the deadline; no one's payload was read into memory
             assert all(closed_by_server(sock, 15.0) for sock in idle + huge + [slow])
@@ -117,13 +119,14 @@ def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(lee_corpus):
             transport.release(dispatcher)
 
 
+@pytest.mark.cluster
 def test_stranger_without_the_key_is_refused_by_the_default_cluster(lee_corpus):
     with LocalCluster(n_workers=1) as cluster:
         with pytest.raises(transport.ClusterError, match="refuses this client: it gave no HMAC key"):
             transport.locate_ns({"port": cluster.ns_conf["port"]})
-        dispatcher = transport.connect(transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME))
+        dispatcher = endpoints.link(transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME), tables.DISPATCHER)
         with pytest.raises(transport.CommunicationError):
-            dispatcher.status()  # a keyless proxy gets no answer at all
+            dispatcher.call("status")  # a keyless link gets no answer at all
         train_ok(cluster, lee_corpus[:100])
 
 
@@ -138,14 +141,15 @@ class FakeWorker:
 
     def join_running_session(self, timeout=60.0):
         deadline = time.monotonic() + timeout
-        while not (session := self.dispatcher.status()["session"]) or session["state"] != "running":
+        while not (session := self.dispatcher.call("status").session) or session.state != "running":
             assert time.monotonic() < deadline, "no session started"
             time.sleep(0.05)
-        self.dispatcher.hello(self.NAME, "PYRO:mallory@127.0.0.1:1", {"versions": versions(), "threads": 1})
-        joined = protocol.Joined.from_wire(self.dispatcher.join(self.NAME, session["id"]))
-        self.sid, self.rank, self.config, self.token = session["id"], joined.rank, joined.config, joined.token
-        self.shard = transport.connect(joined.shards[0][1], self.key, timeout=30)
-        self.shard.download(self.sid, "syn1neg", 0, 1, self.rank, self.token)  # takes its slot on the shard
+        self.dispatcher.call("hello", name=self.NAME, uri="PYRO:mallory@127.0.0.1:1", versions=versions(), threads=1)
+        joined = self.dispatcher.call("join", name=self.NAME, session=session.id)
+        self.sid, self.rank, self.config, self.token = session.id, joined.rank, joined.config, joined.token
+        self.shard = endpoints.link(joined.shards[0][1], tables.SHARD, self.key, timeout=30)
+        self.shard.call("download", session=self.sid, name="syn1neg", lo=0, hi=1, rank=self.rank,
+                        token=self.token)  # takes its slot on the shard
         return self
 
     def merge(self, value, dtype=np.float32):
@@ -154,14 +158,15 @@ class FakeWorker:
         part = {"session": self.sid, "rank": self.rank, "lo": 0, "hi": self.config.params.vocab_size,
                 "hold_back": 0.0, "hot_rows": -1, "tree_hot_rows": -1, "exact": True, "wanted": None, "token": self.token,
                 "matrices": {"syn0": protocol.pack_deltas(rows, values)}}
-        return self.shard.merge(part)
+        return self.shard.send("merge", part)
 
     def close(self):
-        transport.release(self.shard)
-        transport.release(self.dispatcher)
+        self.shard.release()
+        self.dispatcher.release()
 
 
 @pytest.mark.parametrize("value", [1e30, 3e38, np.inf])
+@pytest.mark.cluster
 def test_a_poisoned_merge_fails_the_training_naming_the_worker(lee_corpus, value):
     with LocalCluster(n_workers=1) as cluster:
         client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=40)
@@ -181,21 +186,22 @@ def test_a_poisoned_merge_fails_the_training_naming_the_worker(lee_corpus, value
         train_ok(cluster, lee_corpus)
 
 
+@pytest.mark.cluster
 def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(lee_corpus):
     with LocalCluster(n_workers=1) as cluster:
         client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10)
         stranger = find_dispatcher(cluster.ns_conf)  # has the key, not the session's token
         try:
             deadline = time.monotonic() + 60
-            while not (session := stranger.status()["session"]) or session["state"] != "running":
+            while not (session := stranger.call("status").session) or session.state != "running":
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-            assert "token" not in repr(stranger.status())
-            with pytest.raises(ValueError, match="not this session's token"):
-                stranger.close(session["id"], "a guess")
-            victim = next(iter(stranger.status()["workers"]))
-            with pytest.raises(ValueError, match="registered and alive on another connection"):
-                stranger.hello(victim, "PYRO:x@127.0.0.1:1", {"versions": versions(), "threads": 1})
+            assert "token" not in repr(stranger.send("status", {}))
+            with pytest.raises(errors.Forbidden, match="not this session's token"):
+                stranger.call("close", session=session.id, token="a guess")
+            victim = next(iter(stranger.call("status").workers))
+            with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):
+                stranger.call("hello", name=victim, uri="PYRO:x@127.0.0.1:1", versions=versions(), threads=1)
         finally:
             transport.release(stranger)
         client.join(timeout=300)
@@ -203,6 +209,7 @@ def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(lee_cor
         assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))
 
 
+@pytest.mark.unit
 def test_merge_bounds_in_process():
     bound = protocol.max_delta_for(0.025, 100)
     assert bound == 64.0 and protocol.max_delta_for(0.025, 25) == 128.0 and protocol.max_delta_for(0.1, 100) == 200.0
@@ -226,18 +233,19 @@ def test_merge_bounds_in_process():
             protocol.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
 
 
+@pytest.mark.cluster
 def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
     with LocalCluster(n_workers=1, job_deadline=2.0) as cluster:
         mark = len(cluster.processes["dispatcher"].lines)
         client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10, sync_words=20000)
         fake = FakeWorker(cluster).join_running_session()
         stop = threading.Event()
-        beating = threading.Thread(target=lambda: [fake.dispatcher.heartbeat(fake.NAME) for _ in iter(
+        beating = threading.Thread(target=lambda: [fake.dispatcher.call("heartbeat", name=fake.NAME) for _ in iter(
             lambda: stop.wait(0.3), True)], daemon=True)
         try:
             taken = []
             while not taken:  # it takes jobs, keeps beating, never merges
-                taken = fake.dispatcher.get_jobs(fake.NAME, fake.sid, 4, 1.0)["jobs"]
+                taken = fake.dispatcher.call("get_jobs", name=fake.NAME, session=fake.sid, max_jobs=4, wait=1.0).jobs
             beating.start()
             cluster.processes["dispatcher"].wait_for(
                 rf"worker {fake.NAME} lost \(it held {len(taken)} jobs for \d+ s without merging them", timeout=60,
@@ -250,6 +258,7 @@ def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
         assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))  # its jobs retrained
 
 
+@pytest.mark.cluster
 def test_a_strangers_polling_keeps_no_dead_session_alive(lee_corpus):
     from gensim_distw2v.client.training import DistributedTraining
 
@@ -261,11 +270,11 @@ def test_a_strangers_polling_keeps_no_dead_session_alive(lee_corpus):
             config, arrays = training._config(1, False, 1)
             sid, links, _resumed = training._open(dispatcher, config, arrays)
             links.close(sid)
-            with pytest.raises(ValueError, match="not this session's token"):
-                dispatcher.progress(sid, "a guess")
+            with pytest.raises(errors.Forbidden, match="not this session's token"):
+                dispatcher.call("progress", session=sid, token="a guess")
             deadline = time.monotonic() + 30
-            while (dispatcher.status()["session"] or {}).get("id") == sid:  # the client went silent; a stranger polls
-                dispatcher.progress(sid)
+            while getattr(dispatcher.call("status").session, "id", None) == sid:  # the client went silent; a stranger polls
+                dispatcher.call("progress", session=sid)
                 assert time.monotonic() < deadline, "a stranger's polling kept the session alive"
                 time.sleep(0.3)
             assert re.search(f"session {sid} aborted: no word from its client", cluster.processes["dispatcher"].output())
@@ -274,40 +283,43 @@ def test_a_strangers_polling_keeps_no_dead_session_alive(lee_corpus):
         train_ok(cluster, lee_corpus[:100])
 
 
+@pytest.mark.cluster
 def test_what_a_message_can_make_a_server_allocate_is_capped(lee_corpus):
     with LocalCluster(n_workers=1) as cluster:
         dispatcher = find_dispatcher(cluster.ns_conf)
         (shard_uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
-        shard = transport.connect(shard_uri, cluster.ns_conf["hmac_key"], timeout=30)
+        shard = endpoints.link(shard_uri, tables.SHARD, cluster.ns_conf["hmac_key"], timeout=30)
         train_ok(cluster, lee_corpus[:50])
         before = {role: rss(cluster, role) for role in ("dispatcher", "shard-0")}
         try:
             hello = {"versions": versions(), "threads": 1}
             for name in (transport.WORKER_PREFIX + "x" * 65, transport.WORKER_PREFIX + "a/b", "gensim_distw2v.shard.x"):
                 with pytest.raises(ValueError, match="malformed hello: name must be gensim_distw2v.worker. and 1 to 64"):
-                    dispatcher.hello(name, "PYRO:x@127.0.0.1:1", hello)
+                    dispatcher.call("hello", name=name, uri="PYRO:x@127.0.0.1:1", **hello)
             with pytest.raises(ValueError, match="uri must be a Pyro URI"):
-                dispatcher.hello(transport.WORKER_PREFIX + "x", "PYRO:" + "x" * 600, hello)
+                dispatcher.call("hello", name=transport.WORKER_PREFIX + "x", uri="PYRO:" + "x" * 600, **hello)
             with pytest.raises(Exception, match="max_str_len|exceeds"):  # a 16 MB name is not even read
-                dispatcher.hello(transport.WORKER_PREFIX + "x" * 16_000_000, "PYRO:x@127.0.0.1:1", hello)
+                dispatcher.call("hello", name=transport.WORKER_PREFIX + "x" * 16_000_000, uri="PYRO:x@127.0.0.1:1",
+                                **hello)
             with pytest.raises(Exception, match="max_array_len|exceeds"):  # 4 M empty maps in 4 MB
-                dispatcher._pyroInvoke("status", [[{}] * 4_000_000], {})
+                dispatcher.connection._pyroInvoke("call", ["status", [{}] * 4_000_000], {})
             spec = dict(session="s" * 32, index=0, count=1, vocab_size=4_000_000, vector_size=1000,
                         weights=["syn0", "syn1neg"], merge="damp", merge_dtype="float16", hot_rows=0,
                         damp_rows={"syn0": 0, "syn1neg": 0},
                         versions=versions(), token="t")
-            with pytest.raises(ValueError, match=r"this shard's rows need 30518 MiB, more than its limit of \d+ MiB; "
-                                                 r"start more shards, or start this one with --max-model-bytes N"):
-                shard.open_session(spec)
-            assert "workers" in dispatcher.status() and shard.status() is not None
+            with pytest.raises(errors.Full, match=r"this shard's rows need 30518 MiB, more than its limit of \d+ MiB; "
+                                                  r"start more shards, or start this one with --max-model-bytes N"):
+                shard.send("open_session", spec)
+            assert dispatcher.call("status").workers and shard.call("status").name.startswith(transport.SHARD_PREFIX)
             for role, was in before.items():
                 assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
         finally:
-            transport.release(shard)
+            shard.release()
             transport.release(dispatcher)
         train_ok(cluster, lee_corpus[:100])
 
 
+@pytest.mark.unit
 def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
     from gensim_distw2v.client.training import DistributedTraining
     from gensim_distw2v.dispatcher import Dispatcher
@@ -316,28 +328,32 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
     config = DistributedTraining(model, {}, model.settings)._config(1, False, 1)[0].to_wire()
     small, dispatcher = Dispatcher(max_model_bytes=1000), Dispatcher()
     try:
-        for d in (small, dispatcher):
-            d.shard_hello(transport.SHARD_PREFIX + "x", "PYRO:x@127.0.0.1:1", {"versions": versions()})
-        with pytest.raises(ValueError, match=r"the session's arrays need \d+ MiB on the dispatcher, more than its limit "
-                                             r"of 0 MiB; start the dispatcher with --max-model-bytes N"):
-            small.open_session(config)
-        opened = protocol.Opened.from_wire(dispatcher.open_session(config))
-        sid, token = opened.session, opened.token
-        assert len(token) >= 32 and token not in repr(dispatcher.status())
-        with pytest.raises(ValueError, match="an empty chunk"):
-            dispatcher.upload(sid, "lockf", 0, protocol.pack_array(np.zeros(0, np.float32)), token)
-        with pytest.raises(ValueError, match="not this session's token"):
-            dispatcher.upload(sid, "lockf", 0, protocol.pack_array(np.ones(3, np.float32)), "a guess")
-        with pytest.raises(ValueError, match="not this session's token"):
-            dispatcher.close(sid, "")
-        assert dispatcher.status()["session"]["id"] == sid
-        dispatcher.close(sid, token)
-        assert dispatcher.status()["session"] is None
+        small_link, link = small.local(), dispatcher.local()
+        for d in (small_link, link):
+            d.call("shard_hello", name=transport.SHARD_PREFIX + "x", uri="PYRO:x@127.0.0.1:1", versions=versions())
+        with pytest.raises(errors.Full, match=r"the session's arrays need \d+ MiB on the dispatcher, more than its "
+                                              r"limit of 0 MiB; start the dispatcher with --max-model-bytes N"):
+            small_link.send("open_session", config)
+        opened = link.send("open_session", config)
+        sid, token = opened["session"], opened["token"]
+        assert len(token) >= 32 and token not in repr(link.send("status", {}))
+        with pytest.raises(errors.BadRequest, match="an empty chunk"):
+            link.send("upload", {"session": sid, "name": "lockf", "lo": 0, "token": token,
+                                 "array": protocol.pack_array(np.zeros(0, np.float32))})
+        with pytest.raises(errors.Forbidden, match="not this session's token"):
+            link.call("upload", session=sid, name="lockf", lo=0, array=protocol.pack_array(np.ones(3, np.float32)),
+                      token="a guess")
+        with pytest.raises(errors.Forbidden, match="not this session's token"):
+            link.call("close", session=sid, token="")
+        assert link.call("status").session.id == sid
+        link.call("close", session=sid, token=token)
+        assert link.call("status").session is None
     finally:
         small.shutdown()
         dispatcher.shutdown()
 
 
+@pytest.mark.unit
 def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process():
     from gensim_distw2v.shard import Shard
 
@@ -345,19 +361,22 @@ def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process():
     row_bytes = vocab * size * 4 * 2  # syn0 and syn1neg, one shard
     snapshot = vocab * size * 4 + 1000 * size * 4  # damp: every syn0 row, 1,000 syn1neg rows (hot rows 0)
     shard = Shard({"port": 1}, max_model_bytes=row_bytes + 3 * snapshot)
+    local = calls.Caller(tables.SHARD, calls.Handlers(tables.SHARD, shard).handle)  # as over the wire, in-process
     spec = dict(session="s" * 32, index=0, count=1, vocab_size=vocab, vector_size=size, weights=["syn0", "syn1neg"],
                 merge="damp", merge_dtype="float16", damp_rows={"syn0": vocab, "syn1neg": 1000}, hot_rows=0,
                 versions=versions(), token="the token")
-    shard.open_session(spec)
+    sid = spec["session"]
+    local.send("open_session", spec)
     for name in ("syn0", "syn1neg"):
-        shard.upload(spec["session"], name, 0, protocol.pack_array(np.zeros((vocab, size), np.float32)), "the token")
-    shard.start(spec["session"])
-    with pytest.raises(ValueError, match="not this session's token"):
-        shard.download(spec["session"], "syn0", 0, 1, 0, "a guess")
+        local.call("upload", session=sid, name=name, lo=0, array=protocol.pack_array(np.zeros((vocab, size), np.float32)),
+                   token="the token")
+    local.call("start", session=sid)
+    with pytest.raises(errors.Forbidden, match="not this session's token"):
+        local.call("download", session=sid, name="syn0", lo=0, hi=1, rank=0, token="a guess")
     for rank in range(3):
-        shard.download(spec["session"], "syn0", 0, 1, rank, "the token")
-    with pytest.raises(ValueError, match=r"one more worker \(4 in all, a 0 MiB snapshot each\) would take shard \S+ to "
+        local.call("download", session=sid, name="syn0", lo=0, hi=1, rank=rank, token="the token")
+    with pytest.raises(errors.Full, match=r"one more worker \(4 in all, a 0 MiB snapshot each\) would take shard \S+ to "
                                          r"\d+ MiB, past its limit of \d+ MiB: start more shards, or start it with "
                                          r"--max-model-bytes N"):
-        shard.download(spec["session"], "syn0", 0, 1, 3, "the token")
+        local.call("download", session=sid, name="syn0", lo=0, hi=1, rank=3, token="the token")
     assert len(shard.held.weights.slots) == 3

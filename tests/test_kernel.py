@@ -10,6 +10,8 @@ from gensim_distw2v.core.jobs import iter_epoch_jobs
 from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree, reverse_tree_order, train_jobs, train_like_gensim, trainer_for_model
 from gensim_distw2v.core.schedule import damped_rows
 
+pytestmark = pytest.mark.unit
+
 VARIANTS = {
     "sg+neg": dict(sg=1, hs=0, negative=5),
     "sg+hs": dict(sg=1, hs=1, negative=0),

@@ -7,6 +7,8 @@ from gensim_distw2v.core import merge, schedule
 from gensim_distw2v.core.merge import GlobalWeights, Replica
 from gensim_distw2v.core.schedule import default_sync_words, row_ranges
 
+pytestmark = pytest.mark.unit
+
 V, D = 50, 4
 
 

@@ -4,14 +4,15 @@ import pytest
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.book import History, NodeBook
-from gensim_distw2v.io import transport
-from gensim_distw2v.io.meter import Meter
+from gensim_distw2v.io.meter import Meter, traffic
+
+pytestmark = pytest.mark.unit
 
 
 def test_meter_counts_cpu_memory_and_traffic_since_its_mark():
     meter = Meter("worker", threads=3)
     meter.mark("s1")
-    sent, received = transport.traffic()
+    sent, received = traffic()
     np.linalg.svd(np.random.RandomState(0).rand(300, 300))  # some CPU
     big = np.ones(64 * 2 ** 20 // 8)  # 64 MiB resident
     sample = meter.sample(words=1234, kernel_cpu=0.01, merge_cpu=0.02)
@@ -19,7 +20,7 @@ def test_meter_counts_cpu_memory_and_traffic_since_its_mark():
     assert sample.cpu > 0.03 and sample.kernel_cpu == 0.01 and sample.merge_cpu == 0.02
     assert sample.other_cpu == pytest.approx(sample.cpu - 0.03)
     assert sample.rss >= big.nbytes and sample.peak_rss >= sample.rss
-    assert (sample.bytes_sent, sample.bytes_received) == (transport.traffic()[0] - sent, transport.traffic()[1] - received)
+    assert (sample.bytes_sent, sample.bytes_received) == (traffic()[0] - sent, traffic()[1] - received)
     assert protocol.NodeMetrics.from_wire(sample.to_wire()) == sample
     meter.mark(None)
     assert meter.sample().session is None and meter.sample().cpu < sample.cpu
@@ -100,22 +101,23 @@ def test_the_dispatcher_keeps_its_members_metrics_and_refuses_bad_ones():
     from gensim_distw2v.versions import versions
 
     dispatcher = Dispatcher()
-    worker, shard = transport.WORKER_PREFIX + "w1", transport.SHARD_PREFIX + "s1"
+    worker, shard = protocol.WORKER_PREFIX + "w1", protocol.SHARD_PREFIX + "s1"
     try:
-        dispatcher.hello(worker, "PYRO:x@127.0.0.1:1", protocol.Hello(versions=versions(), threads=2).to_wire())
-        dispatcher.shard_hello(shard, "PYRO:y@127.0.0.1:2", {"versions": versions()})
+        link = dispatcher.local()
+        link.call("hello", name=worker, uri="PYRO:x@127.0.0.1:1", versions=versions(), threads=2)
+        link.call("shard_hello", name=shard, uri="PYRO:y@127.0.0.1:2", versions=versions())
         with pytest.raises(ValueError, match="heartbeat: metrics must be a worker's, got role 'shard'"):
-            dispatcher.heartbeat(worker, None, 0.0, _node(role="shard").to_wire())
+            link.call("heartbeat", name=worker, metrics=_node(role="shard"))
         with pytest.raises(ValueError, match="malformed node metrics: rss must be >= 0"):
-            dispatcher.shard_beat(shard, None, 0.0, None, dict(_node(role="shard").to_wire(), rss=-1))
-        dispatcher.heartbeat(worker, None, 0.0, _node(session=None, words=7).to_wire())
-        dispatcher.shard_beat(shard, None, 0.0, None, _node(session=None, role="shard").to_wire())
+            link.send("shard_beat", {"name": shard, "metrics": dict(_node(role="shard").to_wire(), rss=-1)})
+        link.call("heartbeat", name=worker, metrics=_node(session=None, words=7))
+        link.call("shard_beat", name=shard, metrics=_node(session=None, role="shard"))
         nodes = {node["name"]: node for node in dispatcher.overview()["nodes"]}
         assert set(nodes) == {worker, shard}  # no session: those heard, as last heard
         assert nodes[worker]["words"] == 7 and nodes[worker]["threads"] == 1 and nodes[worker]["last_heard"] < 5
         assert nodes[shard]["cpu"] == {"kernel": 0.5, "merge": 0.25, "other": 0.25}
         assert dispatcher.overview()["session"] is None
-        dispatcher.leave(worker)
+        link.call("leave", name=worker)
         assert {node["name"] for node in dispatcher.overview()["nodes"]} == {shard}
     finally:
         dispatcher.shutdown()

@@ -15,11 +15,13 @@ from gensim_distw2v.core import schedule
 PARAMS = dict(vector_size=16, min_count=2, seed=5, epochs=2, workers=1, sg=1, negative=5)
 
 
+@pytest.mark.unit
 def test_is_a_gensim_word2vec():
     assert issubclass(Word2Vec, gensim.models.Word2Vec)
     assert gensim_distw2v.__version__
 
 
+@pytest.mark.unit
 def test_accepts_every_gensim_argument(lee_corpus):
     gensim_params = inspect.signature(gensim.models.Word2Vec.__init__).parameters
     defaults = {name: p.default for name, p in gensim_params.items() if name != "self"}
@@ -30,6 +32,7 @@ def test_accepts_every_gensim_argument(lee_corpus):
     assert model.vector_size == 16 and model.wv.vectors.shape[1] == 16
 
 
+@pytest.mark.unit
 def test_trains_exactly_like_gensim(lee_corpus):
     reference = gensim.models.Word2Vec(lee_corpus, **PARAMS)
     ours = Word2Vec(lee_corpus, distributed=False, **PARAMS)
@@ -43,6 +46,7 @@ def test_trains_exactly_like_gensim(lee_corpus):
     assert counts[0] == counts[1] and counts[0][1] == 2 * sum(len(s) for s in lee_corpus)
 
 
+@pytest.mark.cluster
 def test_saved_model_is_plain_gensim(lee_corpus, tmp_path):
     ours = Word2Vec(lee_corpus, ns_conf={"host": "127.0.0.1", "hmac_key": "Zq9-k3y-never-on-disk"}, **PARAMS)
     path = str(tmp_path / "ours.model")
@@ -64,6 +68,7 @@ def test_saved_model_is_plain_gensim(lee_corpus, tmp_path):
     assert out.stdout.strip() == f"{ours.wv.vectors.shape} {float(np.abs(ours.wv.vectors).sum())}"
 
 
+@pytest.mark.unit
 def test_loads_gensim_models_and_keeps_training(lee_corpus, tmp_path):
     reference = gensim.models.Word2Vec(lee_corpus, **PARAMS)
     path = str(tmp_path / "gensim.model")
@@ -88,9 +93,12 @@ BAD_SETTINGS = [
     (dict(tensorboard_dir=__file__), "tensorboard_dir .* exists and is not a folder"),
     (dict(tensorboard_words=-1), "tensorboard_words must be an int in \\[0, 1000000\\]"),
     (dict(tensorboard_quality="yes"), "tensorboard_quality must be True or False"),
+    (dict(part_bytes=512), "part_bytes must be an int in \\[1024, 67108864\\], got 512"),
+    (dict(checkpoint_every=0), "checkpoint_every must be in \\(0, 10000000\\] seconds, got 0"),
 ]
 
 
+@pytest.mark.unit
 def test_tensorboard_needs_a_distributed_model(lee_corpus, tmp_path):
     model = Word2Vec(min_count=1, vector_size=4, epochs=1, workers=1, tensorboard_dir=str(tmp_path))
     model.build_vocab(lee_corpus[:20])
@@ -99,6 +107,7 @@ def test_tensorboard_needs_a_distributed_model(lee_corpus, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", BAD_SETTINGS)
+@pytest.mark.unit
 def test_bad_distributed_settings_are_refused(kwargs, message, tmp_path):
     """Refused alike by the constructor, by load() and by the model's attributes: one Settings object
     validates them all."""
@@ -115,6 +124,7 @@ def test_bad_distributed_settings_are_refused(kwargs, message, tmp_path):
     assert model.settings is before
 
 
+@pytest.mark.unit
 def test_removed_setting_is_named_with_what_to_do(tmp_path):
     """The traffic budget is gone (the schedule bounds the bytes): passing it says so, not gensim's
     "unexpected keyword argument"."""
@@ -125,6 +135,7 @@ def test_removed_setting_is_named_with_what_to_do(tmp_path):
         Word2Vec.load(str(tmp_path / "m"), bytes_per_word=100)
 
 
+@pytest.mark.unit
 def test_settings_are_one_object_passed_whole():
     from gensim_distw2v.client.training import DistributedTraining
     from gensim_distw2v.settings import Settings
@@ -138,6 +149,7 @@ def test_settings_are_one_object_passed_whole():
         DistributedTraining(model, {}, {"merge": "sum"})
 
 
+@pytest.mark.unit
 def test_session_interval_grows_with_the_corpus(lee_corpus):
     """The client sizes the merge interval from the corpus's words per epoch (given to train(), or
     counted by build_vocab), the floor below 11.9 M words; a given sync_words wins."""
@@ -157,6 +169,7 @@ def test_session_interval_grows_with_the_corpus(lee_corpus):
     assert DistributedTraining(model, {})._config(8, False, 1)[0].settings.sync_words == 3_000
 
 
+@pytest.mark.unit
 def test_corpus_file_ranges_follow_a_long_interval(lee_corpus, tmp_path):
     """corpus_file ranges are about batch_words words; with an interval longer than a job (a large
     corpus), about the interval, but at least four per worker and epoch."""
@@ -183,6 +196,7 @@ def _run_python(code, cwd):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
+@pytest.mark.cluster
 def test_refuses_a_different_gensim(tmp_path):
     out = _run_python("import gensim; gensim.__version__ = '9.9.9'\nimport gensim_distw2v", tmp_path)
     assert out.returncode != 0
@@ -191,6 +205,7 @@ def test_refuses_a_different_gensim(tmp_path):
     assert "but gensim 9.9.9 is installed" in last and "pip install --force-reinstall" in last
 
 
+@pytest.mark.cluster
 def test_unbuilt_source_tree_says_how_to_build(tmp_path):
     source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gensim_distw2v")
     fake = tmp_path / "gensim_distw2v"

@@ -17,6 +17,8 @@ import pytest
 
 from gensim_distw2v.client.cluster import ManagedProcess
 
+pytestmark = pytest.mark.system
+
 NEEDS = ("Linux", "root", "the ip command")
 if not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("ip") is None:
     pytest.skip(f"network namespaces need {', '.join(NEEDS)}", allow_module_level=True)
@@ -37,7 +39,7 @@ DRIVER = textwrap.dedent("""
     def watch():  # report each worker once it has merged words and holds jobs: the moment to cut its link
         probe, seen = find_dispatcher(conf), set()
         while len(seen) < 2:
-            for name, info in probe.status()["workers"].items():
+            for name, info in probe.send("status", {})["workers"].items():
                 if name not in seen and info["words"] > 0 and info["in_flight"] > 0:
                     seen.add(name)
                     print("busy", name, flush=True)
@@ -49,7 +51,7 @@ DRIVER = textwrap.dedent("""
           len(model.cluster_stats["workers"]), flush=True)
     dispatcher = find_dispatcher(conf)
     deadline = time.monotonic() + 180
-    while len(dispatcher.status()["workers"]) < 2 and time.monotonic() < deadline:
+    while len(dispatcher.call("status").workers) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     counts = model.train(corpus, total_examples=len(corpus), epochs=1)
     print("second run: raw words", counts[1], "expected", sum(map(len, corpus)), "workers training",

@@ -75,6 +75,7 @@ class _Capture(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+@pytest.mark.cluster
 def test_every_node_reports_its_cpu_memory_traffic_and_words(run):
     stats = run["model"].cluster_stats
     nodes = stats["nodes"]
@@ -99,6 +100,7 @@ def test_every_node_reports_its_cpu_memory_traffic_and_words(run):
     assert sum(n["bytes_received"] for n in shards) >= 0.9 * sum(stats["workers"][w]["bytes_up"] for w in workers)
 
 
+@pytest.mark.cluster
 def test_the_closing_summary_has_one_line_per_node(run):
     lines = [line for line in run["log"] if line.startswith("node ")]
     assert sorted(line.split(":")[0][5:] for line in lines) == sorted(run["model"].cluster_stats["nodes"])
@@ -106,6 +108,7 @@ def test_the_closing_summary_has_one_line_per_node(run):
                          r"sent [\d.]+ MB, received [\d.]+ MB", line) for line in lines)
 
 
+@pytest.mark.cluster
 def test_progress_lines_carry_every_node(run):
     progress = [line for line in run["log"] if "- PROGRESS:" in line]
     assert progress, "report_delay=0.05 gives progress lines"
@@ -113,6 +116,7 @@ def test_progress_lines_carry_every_node(run):
                for line in progress)
 
 
+@pytest.mark.cluster
 def test_tensorboard_events_read_back(run):
     model, board = run["model"], run["board"]
     events = event_accumulator.EventAccumulator(str(board), size_guidance={"scalars": 0})
@@ -140,6 +144,7 @@ def test_tensorboard_events_read_back(run):
     assert all(30 < e.value < 4096 for e in rss)
 
 
+@pytest.mark.cluster
 def test_tensorboard_projector_has_the_most_frequent_words(run):
     model, board = run["model"], run["board"]
     config = (board / "projector_config.pbtxt").read_text()
@@ -150,6 +155,7 @@ def test_tensorboard_projector_has_the_most_frequent_words(run):
     np.testing.assert_allclose(vectors, model.wv.vectors[:300], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.cluster
 def test_status_json_during_the_run(run):
     live = [snap for snap in run["seen"] if snap["session"] and snap["session"]["state"] == "running"
             and snap["session"]["words"] > 0]
@@ -167,6 +173,7 @@ def test_status_json_during_the_run(run):
     assert run["after"]["session"] is None or run["after"]["session"]["state"] != "running"
 
 
+@pytest.mark.system
 def test_status_page_in_a_real_browser(lee_corpus, tmp_path):
     browser.require()
     outcome = []
@@ -203,6 +210,7 @@ def test_status_page_in_a_real_browser(lee_corpus, tmp_path):
     assert all(name in dom for name in names) and "running" in dom
 
 
+@pytest.mark.cluster
 def test_cli_status_page_and_tensorboard(tmp_path):
     from gensim.test.utils import datapath
 

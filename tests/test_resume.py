@@ -20,6 +20,8 @@ from gensim_distw2v.io import transport
 from gensim_distw2v.io.store import CheckpointStore
 from gensim_distw2v.client.training import find_dispatcher
 
+pytestmark = pytest.mark.cluster
+
 PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1, sg=1, negative=3)
 EPOCHS = 3
 
@@ -36,8 +38,8 @@ def words(corpus, epochs=EPOCHS):
 def session_progress(probe):
     """The running session's progress, as plain data (None between sessions)."""
     try:
-        session = probe.status()["session"]
-        return None if session is None else probe.progress(session["id"])
+        session = probe.call("status").session
+        return None if session is None else probe.send("progress", {"session": session.id})
     except (ValueError, transport.PyroError):
         return None
 
@@ -267,7 +269,7 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(le
     with LocalCluster(n_workers=1) as cluster:
         model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=str(folder), **PARAMS)
         model.build_vocab(lee_corpus)
-        with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client.training"):
+        with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client"):
             counts = model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
         assert counts[1] == words(lee_corpus, 2)
         errors = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]

@@ -6,11 +6,12 @@ import textwrap
 
 import pytest
 
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import serving, transport
 from gensim_distw2v.client.cluster import ManagedProcess
 
 
 @pytest.mark.parametrize("module", ["gensim_distw2v.dispatcher", "gensim_distw2v.worker", "gensim_distw2v.shard"])
+@pytest.mark.cluster
 def test_binding_beyond_loopback_needs_an_hmac_key(module, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in (transport.HMAC_ENV, "PYRO_HMAC_KEY")}
     done = subprocess.run([sys.executable, "-P", "-m", module, "--host", "0.0.0.0", "--ns-port", "1"],
@@ -21,7 +22,7 @@ def test_binding_beyond_loopback_needs_an_hmac_key(module, tmp_path):
     key = tmp_path / "key"
     key.write_text("a long random secret\n")
     proc = ManagedProcess("keyed", [sys.executable, "-P", "-m", module, "--host", "0.0.0.0", "--ns-port",
-                                    str(transport.free_port()), "--hmac-key-file", str(key)], env=env)
+                                    str(serving.free_port()), "--hmac-key-file", str(key)], env=env)
     try:
         proc.wait_for(r"name server|waiting", timeout=60)
         assert proc.alive()
@@ -29,6 +30,7 @@ def test_binding_beyond_loopback_needs_an_hmac_key(module, tmp_path):
         proc.stop()
 
 
+@pytest.mark.system
 def test_tls_through_pyro4s_environment(tmp_path):
     """The README's TLS recipe: certificates in PYRO_SSL_* variables on every process, nothing else."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

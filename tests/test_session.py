@@ -4,7 +4,10 @@ import pytest
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.session import Session
+from gensim_distw2v.protocol import errors
 from gensim_distw2v.settings import Settings
+
+pytestmark = pytest.mark.unit
 
 
 def config(epochs=2, corpus_file=None, sync="ssp", workers=2, checkpoint=False):
@@ -119,6 +122,11 @@ def test_a_worker_that_quits_is_named_and_its_jobs_requeued():
     assert session.quit_worker("w1", "out of memory") == 1
     assert session.quit == {"w1": "out of memory"} and list(session.queue)[0].id == 0
     assert session.all_flushed() is None  # nobody left in the session
+    assert not session.workers_seen(["w1", "w2"], now=0.0) and session.state == "running"  # w2 may train it
+    assert session.workers_seen(["w1"], now=1.0)  # every registered worker quit: it fails, naming why
+    assert session.state == "failed" and session.failure.code == "no_workers"
+    assert session.failure.message.startswith("training failed on every worker of the session, so nothing trains "
+                                              "it: worker w1: out of memory")
 
 
 def test_file_epochs_cut_ranges_lazily_and_count_the_workers_words():
@@ -149,10 +157,105 @@ def test_file_epochs_cut_ranges_lazily_and_count_the_workers_words():
 
 def test_only_the_sessions_own_shards_fail_it():
     session = running()
-    assert not session.lose_shard("shard-b", "gone")
-    assert session.lose_shard("shard-a", "no heartbeat") and session.lost_shards == {"shard-a": "no heartbeat"}
+    assert not session.lose_shard("shard-b", "gone") and session.state == "running"
+    assert session.lose_shard("shard-a", "no heartbeat") and session.state == "failed"
+    assert session.failure == protocol.Failure(code="shard_lost", message="lost parameter shard shard-a (no heartbeat)")
     session.close()
-    assert not session.lose_shard("shard-a", "gone again")
+    assert not session.lose_shard("shard-a", "gone again") and session.state == "closed"
+
+
+def _two_shards():
+    session = Session("s1", config(), [["shard-a", "PYRO:a@h:1"], ["shard-b", "PYRO:b@h:1"]])
+    for name, array in session.arrays.items():
+        session.receive(name, 0, np.ones_like(array))
+    session.start()
+    return session
+
+
+def test_a_failed_session_keeps_its_first_cause_and_answers_every_call_with_it():
+    session = _two_shards()
+    session.put_jobs([job(0)])
+    session.join("w1")
+    assert session.lose_shard("shard-a", "no heartbeat") and session.lose_shard("shard-b", "it shut down")
+    assert session.failure.message == "lost parameter shard shard-a (no heartbeat); shard-b (it shut down)"
+    session.poison("w1", "shard-b refused its merge: inf")  # another cause: the first stays
+    assert session.failure.code == "shard_lost" and "w1" not in session.ranks
+    for event in (lambda: session.put_jobs([]), lambda: session.hand_out("w1", 1), lambda: session.join("w2"),
+                  lambda: session.round_done("w1", report([]))):
+        with pytest.raises(errors.ShardLost, match="lost parameter shard shard-a") as err:
+            event()
+        assert err.value.code is errors.Code.SHARD_LOST
+    session.expect("failed")  # what progress asks for: no error
+    assert not session.workers_seen([], now=1e9)  # no second failure
+    with pytest.raises(ValueError, match="cannot go from failed to running"):
+        session._move("running")
+    session.close()
+    assert session.state == "closed" and session.failure.code == "shard_lost"
+
+
+def test_a_poisoned_merge_fails_the_session_naming_each_worker_once():
+    session = running()
+    session.put_jobs([job(0)])
+    session.join("w1")
+    session.hand_out("w1", 1)
+    assert session.poison("w1", "shard-a refused its merge: a value beyond the bound")
+    assert not session.poison("w1", "again")  # named once
+    assert "w1" not in session.ranks and list(session.queue)[0].id == 0  # it left; its job is back
+    assert session.state == "failed" and session.failure.code == "poisoned"
+    assert session.failure.message == ("a worker sent a merge that would poison the model, so this train() call "
+                                       "stops: worker w1: shard-a refused its merge: a value beyond the bound")
+
+
+def test_workers_that_quit_for_a_lost_shard_leave_the_cause_to_the_shards_loss():
+    session = running()
+    session.join("w1")
+    session.quit_worker("w1", "lost shard shard-a at PYRO:a@h:1", code="shard_lost")
+    assert not session.workers_seen(["w1"], now=10.0) and session.state == "running"  # the shard's loss will say
+    assert session.lose_shard("shard-a", "its heartbeat connection closed") and session.failure.code == "shard_lost"
+    other = running()
+    other.join("w1")
+    other.quit_worker("w1", "lost shard shard-a", code="shard_lost")
+    other.workers_seen(["w1"], now=10.0)
+    assert other.workers_seen(["w1"], now=10.5 + other.config.settings.cluster_timeout)  # no shard loss came
+    assert other.failure.code == "no_workers" and "worker w1: lost shard shard-a" in other.failure.message
+
+
+def test_a_session_without_workers_fails_after_the_cluster_timeout():
+    session = running()  # cluster_timeout: the settings' default
+    timeout = session.config.settings.cluster_timeout
+    assert not session.workers_seen([], now=100.0) and session.no_workers_since == 100.0
+    assert not session.workers_seen(["w1"], now=101.0) and session.no_workers_since is None  # one came back
+    assert not session.workers_seen([], now=102.0)
+    assert not session.workers_seen([], now=102.0 + timeout) and session.state == "running"
+    assert session.workers_seen([], now=102.5 + timeout) and session.failure.code == "no_workers"
+    assert session.failure.message.startswith(f"all workers lost: none has been registered with the dispatcher for "
+                                              f"{timeout + 0.5:.0f} s")
+
+
+def test_a_session_fails_once_no_worker_sees_its_corpus_file():
+    session = running(corpus_file={"path": "/data/c.txt", "size": 100, "digest": "d", "range_bytes": 10,
+                                   "total_words": 20, "start_alpha": 0.025, "end_alpha": 0.0001})
+    session.join("w1")
+    session.join("w2")
+    assert session.file_waiting(["w1", "w2", "w3"]) == 3
+    session.check_file("w1", "no such file")
+    session.quit_worker("w3", "it crashed")
+    assert session.file_waiting(["w1", "w2", "w3"]) == 1
+    assert not session.workers_seen(["w1", "w2", "w3"], now=0.0)  # w2 has not said
+    session.check_file("w2", "another size")
+    assert session.file_waiting(["w1", "w2", "w3"]) == 0
+    assert session.workers_seen(["w1", "w2", "w3"], now=0.0) and session.failure.code == "corpus_file"
+    assert session.failure.message == ("corpus_file /data/c.txt: 2 of 2 workers do not see the file this client sees "
+                                       "(100 bytes) at that path: worker w1: no such file; worker w2: another size")
+
+
+def test_a_session_fails_before_it_starts_and_the_uploads_learn_why():
+    session = Session("s1", config(), [["shard-a", "PYRO:a@h:1"]])
+    assert session.lose_shard("shard-a", "it shut down") and session.state == "failed"
+    with pytest.raises(errors.ShardLost, match="lost parameter shard shard-a"):
+        session.receive("lockf", 0, np.ones(10, np.float32))
+    with pytest.raises(errors.ShardLost):
+        session.start()
 
 
 # ------------------------------------------------------------------ the session's messages, in-process
@@ -208,8 +311,7 @@ def test_progress_round_trips_with_named_counters():
                                merge_seconds=0.1, merge_cpu=0.05, kernel_cpu=1.0, stall_seconds=0.0)
     progress = protocol.Progress(epochs=session.epochs(), queued=session.queued(), in_flight=session.in_flight_count(),
                              loss=session.loss, merges=session.merges, workers={"w1": worker, "w2": worker},
-                             flushed=session.all_flushed(), lost_shards={}, no_workers_for=None, file_checks={},
-                             quit={})
+                             flushed=session.all_flushed(), file_checks={}, state="running", failure=None)
     back = protocol.Progress.from_wire(progress.to_wire())
     assert back.epoch(0) == protocol.EpochCounts(put=2, done=1, raw_words=100, effective_words=60, examples=5)
     assert back.epoch(1) == protocol.EpochCounts() and back.in_flight == 1 and back.flushed == -1

@@ -17,6 +17,7 @@ PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1)
 
 # ------------------------------------------------------------------ the layout, in-process
 @pytest.mark.parametrize("n_shards", [1, 2, 3, 7])
+@pytest.mark.unit
 def test_layout_splits_rows_and_puts_them_back(n_shards):
     layout = ShardLayout(n_shards)
     n_rows = 50
@@ -37,6 +38,7 @@ def test_layout_splits_rows_and_puts_them_back(n_shards):
     assert np.array_equal(back[rows], values) and not back[np.setdiff1d(np.arange(n_rows), rows)].any()
 
 
+@pytest.mark.unit
 def test_layout_refuses_a_bad_shard_count():
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="n_shards must be an int >= 1"):
@@ -44,6 +46,7 @@ def test_layout_refuses_a_bad_shard_count():
 
 
 # ------------------------------------------------------------------ typed messages, in-process
+@pytest.mark.unit
 def test_records_check_their_fields():
     report = protocol.RoundReport(jobs=[[1, 5]], loss=0.5, flush=-1, exact=False, merge_seconds=1.0, merge_cpu=0.5,
                               kernel_cpu=2.0, stall_seconds=0.0, bytes_up=10, bytes_down=20, turn=[1, 3])
@@ -74,9 +77,11 @@ def test_records_check_their_fields():
             protocol.ShardSpec.from_wire({**spec, field: bad})
 
 
+@pytest.mark.unit
 def test_reply_records_refuse_what_a_peer_could_get_wrong():
     for record, msg, problem in (
-            (protocol.Hello, {"versions": {}, "threads": 0}, "threads must be in \\[1, 4096\\]"),
+            (protocol.Hello, {"name": "gensim_distw2v.worker.x", "uri": "PYRO:x@127.0.0.1:1", "versions": {}, "threads": 0},
+             "threads must be in \\[1, 4096\\]"),
             (protocol.Beat, {"session": None}, "missing field 'hello'"),
             (protocol.Opened, {"session": "s", "shards": [], "token": "t"}, "shards must be a non-empty list of \\[name, uri\\]"),
             (protocol.Opened, {"session": "s", "shards": [["a"]], "token": "t"}, "shards must be a non-empty list"),
@@ -90,7 +95,10 @@ def test_reply_records_refuse_what_a_peer_could_get_wrong():
              "malformed worker status: missing field 'rank'"),
             (protocol.ShardStatus, {"name": "s", "session": {"id": "x"}},
              "malformed held session status: missing field 'index'"),
-            (protocol.ShardHello, {"versions": {}, "threads": 1}, "shard hello: unknown fields \\['threads'\\]")):
+            (protocol.ShardDownload, {"session": "s", "name": "syn0", "lo": 0, "hi": 1, "rank": -1},
+             "rank must be the downloading worker's rank"),
+            (protocol.ShardDownload, {"session": "s", "name": "syn0", "lo": 0, "hi": 1, "rank": True},
+             "field 'rank' must be int")):
         with pytest.raises(ValueError, match=problem):
             record.from_wire(msg)
     assert protocol.JobBatch.from_wire({"jobs": [], "drained": None}).drained is None
@@ -98,6 +106,7 @@ def test_reply_records_refuse_what_a_peer_could_get_wrong():
 
 # ------------------------------------------------------------------ merge arithmetic through shards, in-process
 @pytest.mark.parametrize("rule", ["damp", "sum", "mean"])
+@pytest.mark.unit
 def test_shards_compute_what_one_server_computes(rule):
     """The rules are per row: three workers' rounds through 3 shards give the global weights and the
     replies one server gives, row for row (exact rounds, nothing held back)."""
@@ -138,6 +147,7 @@ def test_shards_compute_what_one_server_computes(rule):
 
 
 # ------------------------------------------------------------------ real shard processes
+@pytest.mark.cluster
 def test_the_dispatcher_holds_no_weights(lee_corpus):
     """Weights go to and come from the shards only: the dispatcher refuses them, naming where they are."""
     from gensim_distw2v.client.training import DistributedTraining, ShardLinks, find_dispatcher
@@ -149,19 +159,21 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
         training = DistributedTraining(model, cluster.ns_conf)
         proxy = find_dispatcher(cluster.ns_conf)
         config, arrays = training._config(1, False, 1)
-        opened = proxy.open_session(config.to_wire())
-        assert len(opened["shards"]) == 2
+        opened = proxy.call("open_session", config)
+        assert len(opened.shards) == 2
         with pytest.raises(ValueError, match="the weights go to the session's shards"):
-            proxy.upload(opened["session"], "syn0", 0, protocol.pack_array(arrays["syn0"][:2]), opened["token"])
+            proxy.call("upload", session=opened.session, name="syn0", lo=0, array=protocol.pack_array(arrays["syn0"][:2]),
+                       token=opened.token)
         with pytest.raises(ValueError, match="the weights are on the session's shards"):
-            proxy.download(opened["session"], "syn1neg", 0, 1)
-        links = ShardLinks(opened["shards"], cluster.ns_conf["hmac_key"], cluster.ns_conf, opened["token"])
-        links.close(opened["session"])
-        proxy.close(opened["session"], opened["token"])
+            proxy.call("download", session=opened.session, name="syn1neg", lo=0, hi=1)
+        links = ShardLinks(opened.shards, cluster.ns_conf["hmac_key"], cluster.ns_conf, opened.token)
+        links.close(opened.session)
+        proxy.call("close", session=opened.session, token=opened.token)
         transport.release(proxy)
 
 
 @pytest.mark.parametrize("how", ["killed", "stopped"])
+@pytest.mark.cluster
 def test_lost_shard_stops_training_with_a_clear_error(lee_corpus, how):
     """A shard dies (SIGKILL) or is frozen (SIGSTOP: silent past the timeout) mid-training: train()
     raises naming it and the command that restarts it; the cluster then serves the next session on

@@ -92,6 +92,7 @@ def raw(page, data, read_timeout=5.0):
 
 # ---------------------------------------------------------------- in process
 
+@pytest.mark.cluster
 def test_status_json_is_the_snapshot_fresh_per_request(serve):
     calls = []
 
@@ -110,6 +111,7 @@ def test_status_json_is_the_snapshot_fresh_per_request(serve):
     assert len(calls) == 2
 
 
+@pytest.mark.cluster
 def test_page_is_one_self_contained_html_document(serve):
     page = serve(fake_snapshot)
     status, headers, body = fetch(page.url)
@@ -136,6 +138,7 @@ def test_page_is_one_self_contained_html_document(serve):
 
 
 @pytest.mark.parametrize("path", ["nope", "status.json/x", "status", "..%2fsetup.py", "favicon.ico"])
+@pytest.mark.cluster
 def test_other_paths_are_404(serve, path):
     status, headers, body = fetch(serve(fake_snapshot).url + path)
     assert status == 404
@@ -143,6 +146,7 @@ def test_other_paths_are_404(serve, path):
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "FOO"])
+@pytest.mark.cluster
 def test_methods_other_than_get_and_head_are_405(serve, method):
     page = serve(fake_snapshot)
     status, headers, body = fetch(page.url + "status.json", method=method, data=b"x" if method == "POST" else None)
@@ -152,6 +156,7 @@ def test_methods_other_than_get_and_head_are_405(serve, method):
     assert json.loads(body) == {"error": "method not allowed"}
 
 
+@pytest.mark.cluster
 def test_request_bodies_are_refused(serve):
     page = serve(fake_snapshot)
     status, _, body = fetch(page.url + "status.json", data=b"{}", method="GET")
@@ -160,6 +165,7 @@ def test_request_bodies_are_refused(serve):
     assert answer.startswith(b"HTTP/1.0 413 ")
 
 
+@pytest.mark.cluster
 def test_request_line_and_headers_are_capped(serve):
     page = serve(fake_snapshot)
     # exactly one byte past each limit, so that the server reads all that was sent (a socket closed
@@ -170,6 +176,7 @@ def test_request_line_and_headers_are_capped(serve):
     assert fetch(page.url + "status.json")[0] == 200
 
 
+@pytest.mark.cluster
 def test_a_silent_client_is_dropped_and_holds_no_one_up(serve, monkeypatch):
     monkeypatch.setattr(statuspage._Handler, "timeout", 0.5)
     page = serve(fake_snapshot)
@@ -189,6 +196,7 @@ def _closed(conn):
         return True
 
 
+@pytest.mark.cluster
 def test_a_flood_of_idle_connections_is_capped_and_the_page_serves_after_it(serve, monkeypatch):
     monkeypatch.setattr(statuspage._Handler, "timeout", 1.0)
     page = serve(fake_snapshot)
@@ -213,6 +221,7 @@ def test_a_flood_of_idle_connections_is_capped_and_the_page_serves_after_it(serv
     assert fetch(page.url + "status.json")[0] == 200
 
 
+@pytest.mark.cluster
 def test_a_snapshot_that_raises_is_a_500_and_the_page_serves_on(serve, caplog):
     calls = []
 
@@ -239,6 +248,7 @@ def test_a_snapshot_that_raises_is_a_500_and_the_page_serves_on(serve, caplog):
     assert fetch(page2.url)[0] == 200
 
 
+@pytest.mark.cluster
 def test_non_finite_numbers_are_null(serve):
     snap = fake_snapshot()
     snap["session"]["loss"] = float("nan")
@@ -247,6 +257,7 @@ def test_non_finite_numbers_are_null(serve):
     assert body["session"]["loss"] is None and body["session"]["eta_seconds"] is None
 
 
+@pytest.mark.cluster
 def test_node_names_are_data_and_the_page_holds_none(serve):
     hostile = "gensim_distw2v.worker.<script>alert(1)</script>"
     snap = fake_snapshot()
@@ -260,6 +271,7 @@ def test_node_names_are_data_and_the_page_holds_none(serve):
         assert data not in html                     # the template is fixed: data comes by JSON only
 
 
+@pytest.mark.cluster
 def test_requests_are_logged_at_debug_only(serve, caplog):
     page = serve(fake_snapshot)
     with caplog.at_level(logging.DEBUG, logger="gensim_distw2v.io.statuspage"):
@@ -270,6 +282,7 @@ def test_requests_are_logged_at_debug_only(serve, caplog):
     assert all(r.args for r in records)             # lazy %-args, formatted only if emitted
 
 
+@pytest.mark.cluster
 def test_warns_only_off_loopback(caplog):
     assert statuspage._is_loopback("127.0.0.1") and statuspage._is_loopback("::1")
     assert statuspage._is_loopback("localhost") and statuspage._is_loopback("127.0.0.2")
@@ -285,6 +298,7 @@ def test_warns_only_off_loopback(caplog):
     assert len(warnings) == 1 and "no authentication" in warnings[0]
 
 
+@pytest.mark.cluster
 def test_start_stop_lifecycle(serve):
     page = StatusPage(fake_snapshot)
     assert page.url is None
@@ -300,6 +314,7 @@ def test_start_stop_lifecycle(serve):
         StatusPage({"not": "callable"})
 
 
+@pytest.mark.unit
 def test_the_module_does_not_import_pyro():
     tree = ast.parse(open(statuspage.__file__, encoding="utf-8").read())
     imported = {alias.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for alias in n.names}
@@ -324,6 +339,7 @@ def short_names_in_table(dom):
     return re.findall(r'<div class="short" title="[^"]*">([^<]*)</div>', dom)
 
 
+@pytest.mark.system
 def test_browser_renders_every_node_and_ocr_reads_the_names(serve, tmp_path):
     browser.require()
     snap = fake_snapshot()
@@ -342,6 +358,7 @@ def test_browser_renders_every_node_and_ocr_reads_the_names(serve, tmp_path):
     assert not browser.ocr_finds(text, ABSENT), f"OCR finds {ABSENT}, which is on no page, in:\n{text}"
 
 
+@pytest.mark.system
 def test_browser_without_a_session_shows_the_nodes_and_data_as_text(serve):
     browser.require()
     snap = fake_snapshot(session=False)

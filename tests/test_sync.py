@@ -38,6 +38,7 @@ def assert_identical(one, two):
 
 @pytest.mark.parametrize("variant", [dict(sg=1, hs=0, negative=5), dict(sg=0, hs=1, negative=0, sample=1e-3)],
                          ids=["sg+neg", "cbow+hs+sample"])
+@pytest.mark.cluster
 def test_bsp_trains_the_same_model_twice_from_the_same_seed(two_workers, lee_corpus, variant):
     first, second = (train(two_workers, lee_corpus, sync="bsp", **variant) for _ in range(2))
     assert_identical(first, second)
@@ -62,6 +63,7 @@ class SlowCorpus:
             yield sentence
 
 
+@pytest.mark.cluster
 def test_bsp_is_reproducible_when_the_client_is_slow(two_workers, lee_corpus):
     """Jobs of 1,000 words put 8 at a time, with pauses: workers wait for jobs within epochs (what a
     round carries, and when an epoch's flush comes, must not depend on it)."""
@@ -71,6 +73,7 @@ def test_bsp_is_reproducible_when_the_client_is_slow(two_workers, lee_corpus):
     assert first.cluster_stats["raw_words"] == 2 * sum(map(len, lee_corpus))
 
 
+@pytest.mark.cluster
 def test_gensims_same_seed_same_model_test_holds_on_the_cluster_with_bsp(two_workers):
     """gensim's ``test_word2vec.TestWord2VecModel.test_r_n_g`` (5 epochs of CBOW on its small corpus,
     ``seed=42, workers=1``), on two workers."""
@@ -84,6 +87,7 @@ def test_gensims_same_seed_same_model_test_holds_on_the_cluster_with_bsp(two_wor
     assert not np.array_equal(plain.wv.vectors, models[0].wv.vectors)  # two workers are not one
 
 
+@pytest.mark.cluster
 def test_asp_never_waits_and_local_merges_only_at_epoch_ends(two_workers, lee_corpus):
     asp = train(two_workers, lee_corpus, sync="asp")
     assert asp.cluster_stats["stall_seconds"] == 0.0  # trainers never waited for a round
@@ -99,6 +103,7 @@ def test_asp_never_waits_and_local_merges_only_at_epoch_ends(two_workers, lee_co
     two_workers.processes["worker-0"].wait_for(r"merging every \d+ words \(sync=local\)", timeout=5)
 
 
+@pytest.mark.unit
 def test_a_bad_sync_mode_is_refused_before_anything_moves():
     with pytest.raises(ValueError, match=r"unknown sync mode 'barrier'; choose one of \('ssp', 'bsp', 'asp', "
                                          r"'local'\)"):

@@ -3,6 +3,8 @@ import os
 
 import pytest
 
+pytestmark = pytest.mark.system
+
 nbformat = pytest.importorskip("nbformat", reason="the test extra installs nbformat")
 nbclient = pytest.importorskip("nbclient", reason="the test extra installs nbclient")
 

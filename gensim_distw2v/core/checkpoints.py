@@ -1,6 +1,7 @@
 """A session's checkpoints as the dispatcher runs them: state only, no sockets, no locks."""
 from gensim_distw2v import protocol
-from gensim_distw2v.io.store import CHECKPOINT_DEADLINE, CheckpointStore
+
+CHECKPOINT_DEADLINE = 120.0  # seconds from order to commit before a cluster checkpoint is given up
 
 
 class SessionCheckpoints:
@@ -27,13 +28,16 @@ class SessionCheckpoints:
         The session's shards.
     now : float
         The clock (monotonic seconds).
+    store : gensim_distw2v.io.store.CheckpointStore
+        Where the dispatcher's records go (``spec.dir``'s ``dispatcher`` store): the caller opens
+        it, so that this class does no I/O of its own beyond asking the store.
     committed : int, optional
         The checkpoint the session resumed from.
     """
 
-    def __init__(self, spec, run, shards, now, committed=0, mark=None):
+    def __init__(self, spec, run, shards, now, store, committed=0, mark=None):
         self.spec, self.run, self.shards = spec, run, shards
-        self.store = CheckpointStore(spec.dir, "dispatcher", keep=2)
+        self.store = store
         self.sequence = max([committed] + self.store.sequences())  # the last number given out
         self.current = None  # the checkpoint in progress: see begin()
         self.wanted = None  # a checkpoint asked for while another was in progress: its number

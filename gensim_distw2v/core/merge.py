@@ -173,7 +173,7 @@ class GlobalWeights:
         self.snap_rows = {name: max(self.damp_below[name], min(n_rows, int(per_matrix.get(name, 0))))
                           for name in weights}
         self.stale = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}
-        self.rounded = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}  # sent as float16
+        self.rounded = {name: np.zeros((n_rows, 1), dtype=np.uint64) for name in weights}  # sent rounded (float16 or int8)
         self.slots = {}  # worker rank -> its bit (slot) in the stale words
         self.members = np.zeros(1, dtype=np.uint64)  # every member's bit: what a write marks stale
         self.snapshots = {}  # worker rank -> {matrix name: float32 (snap_rows, dim)}

@@ -8,11 +8,12 @@ the first rows (:func:`damped_rows`). Measured in benchmarks/clustersim.py and t
 """
 import numpy as np
 
+from gensim_distw2v.protocol.transfers import row_ranges  # noqa: F401 - a round's parts are a transfer's parts
 
 # The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
-# ``syn1neg`` (not ``syn1``, hs's tree nodes): those whose word a worker sees at least DAMP_OCCURRENCES
-# times per merge interval on average, and at most OUTPUT_DAMP_MOST output rows; chosen by
-# measurement (docs/merge_rule.rst)
+# ``syn1neg``, and with hs the busiest tree nodes of ``syn1`` (``damped_rows(tree_counts=...)``): those a
+# worker sees at least DAMP_OCCURRENCES times per merge interval on average, and at most OUTPUT_DAMP_MOST
+# output rows; chosen by measurement (docs/merge_rule.rst)
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
 # The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,
@@ -158,12 +159,6 @@ def default_sync_words(n_workers, corpus_words=0):
     if n_workers <= 1:
         return ONE_WORKER_SYNC_WORDS
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(SYNC_SHARE * max(0, int(corpus_words or 0))))))
-
-
-def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
-    """Split ``[0, n_rows)`` into ranges of at most ``max_bytes`` worth of full rows."""
-    step = max(1, max_bytes // max(1, row_bytes))
-    return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
 
 
 def row_limits(hot_rows, tree_hot_rows=-1):

@@ -4,8 +4,20 @@ The dispatcher (:mod:`gensim_distw2v.dispatcher`) holds one :class:`Session` per
 calls its methods under its lock as messages arrive, and answers with what they return; tests
 drive the same methods in-process. States::
 
-    uploading --start()--> running --close()--> closed
-        \\_______________close()________________/
+    uploading --start()--> running ----close()----> closed
+        |                     |                        ^
+        +------events---------+--> failed --close()----+
+        \\____________________close()___________________/
+
+A session changes state only through its events. ``failed`` carries its cause
+(:attr:`Session.failure`, a :class:`gensim_distw2v.protocol.Failure`: a code of
+:class:`gensim_distw2v.protocol.errors.Code` and a message), reached by: a shard holding rows of it
+lost (:meth:`Session.lose_shard`, ``shard_lost``), a merge beyond the session's bound
+(:meth:`Session.poison`, ``poisoned``), no worker left to train it: every one quit, none
+registered for ``cluster_timeout`` (``no_workers``), or none sees the corpus file
+(``corpus_file``; :meth:`Session.workers_seen`). A failed session answers every call but
+``progress`` and ``close`` with its failure's fault; the client learns the cause from
+``progress`` and raises it.
 
 Events while running: the client puts jobs (:meth:`Session.put_jobs`) and closes epochs
 (:meth:`Session.end_epoch`), or, training from a corpus file, opens epochs whose byte ranges are
@@ -33,17 +45,23 @@ import zlib
 import numpy as np
 
 from gensim_distw2v import protocol
+from gensim_distw2v.core.failures import SessionFailures
 from gensim_distw2v.core.jobs import next_alpha
+from gensim_distw2v.core.resume import Resumable
+from gensim_distw2v.protocol.errors import Code
 
 __all__ = ["Session"]
 
 HEAD_JOBS = 8  # checkpoints keep the CRC-32 of this many of an epoch's first jobs (a resume checks its corpus)
 
-TRANSITIONS = {"uploading": ("running", "closed"), "running": ("closed",), "closed": ()}
+TRANSITIONS = {"uploading": ("running", "failed", "closed"), "running": ("failed", "closed"), "failed": ("closed",),
+               "closed": ()}
 
 
-class Session:
-    """One training session (one ``train()`` call of a client).
+class Session(SessionFailures, Resumable):
+    """One training session (one ``train()`` call of a client). Its failure events are those of
+    :class:`~gensim_distw2v.core.failures.SessionFailures`, its resume points those of
+    :class:`~gensim_distw2v.core.resume.Resumable`.
 
     Parameters
     ----------
@@ -58,8 +76,9 @@ class Session:
     def __init__(self, session_id, config, shards):
         self.id, self.config, self.shards = session_id, config, shards
         self.state = "uploading"
+        self.failure = None  # a failed session's protocol.Failure: its cause
+        self._causes = []  # the failure's causes, as the message names them (one per shard lost, say)
         self.token = ""  # the session's secret (the dispatcher sets it): close, uploads, the client's progress
-        self.lost_shards = {}  # shard name -> why it was lost (the session cannot go on)
         self.vocab_size, self.vector_size = config.params.vocab_size, config.params.vector_size
         # the static arrays (the weights are on the shards)
         self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config.arrays.items()
@@ -77,7 +96,8 @@ class Session:
         self.in_flight = {}  # worker -> {job id: queued job}, handed out, not yet merged
         self.flushed = {}  # worker -> last epoch it flushed (sent all it had)
         self.quit = {}  # worker -> why the session failed on it (it does not come back)
-        self.poisoned = {}  # worker -> why a shard refused its merge as poison (the session cannot go on)
+        self.quit_for_shard = set()  # those of them that quit because they lost a shard (the shard's loss fails it)
+        self.poisoned = set()  # workers a shard refused a merge of as poison
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.file = config.corpus_file  # corpus_file training: ranges cut here, lazily
         self.file_checks = {}  # worker -> None (sees the client's file) or what is wrong
@@ -108,8 +128,11 @@ class Session:
 
     # ------------------------------------------------------------------ states
     def expect(self, *states):
-        """Raise ValueError unless the session is in one of ``states``."""
+        """Raise unless the session is in one of ``states``: a failed session's fault (its cause), or a
+        :class:`ValueError`."""
         if self.state not in states:
+            if self.failure is not None:
+                raise self.failure.fault()
             raise ValueError(f"session {self.id} is {self.state}, expected {' or '.join(states)}")
 
     def _move(self, state):
@@ -137,21 +160,12 @@ class Session:
         missing = [n for n, a in self.arrays.items() if self.received[n] != len(a)]
         if missing:
             raise ValueError(f"start: arrays not fully uploaded: {missing}")
-        if self.lost_shards:
-            raise ValueError(f"start: shards lost: {self.lost_shards}")
         self._move("running")
 
     def close(self):
         """The session ends (closed by its client, aborted, or replaced)."""
         if self.state != "closed":
             self._move("closed")
-
-    def lose_shard(self, name, reason):
-        """A shard holding rows of this session is gone: the session cannot go on. True if it was one."""
-        if self.state == "closed" or all(name != held for held, _uri in self.shards):
-            return False
-        self.lost_shards[name] = reason
-        return True
 
     # ------------------------------------------------------------------ workers
     def join(self, worker):
@@ -220,9 +234,12 @@ class Session:
                              f"round is {list(self.turns[rank])}")
         return all((theirs, other) > (turn, rank) for other, theirs in self.turns.items() if other != rank)
 
-    def quit_worker(self, worker, reason):
-        """The session failed on a worker: it leaves for good, the client learns why; jobs requeued."""
+    def quit_worker(self, worker, reason, code=None):
+        """The session failed on a worker: it leaves for good (:meth:`workers_seen` fails the session
+        once none is left, naming why each quit); its jobs are requeued, how many returned."""
         self.quit[worker] = reason
+        if code == Code.SHARD_LOST.value:
+            self.quit_for_shard.add(worker)
         return self.release(worker)
 
     def check_file(self, worker, problem):
@@ -271,8 +288,6 @@ class Session:
     def open_file_epoch(self, epoch):
         """Train ``epoch`` over the corpus file: its byte ranges are cut as workers ask. Returns
         the number of ranges."""
-        from gensim_distw2v.io.corpusfile import ranges
-
         self.expect("running")
         if self.file is None:
             raise ValueError("open_file_epoch: this session trains on jobs the client puts, not a corpus file")
@@ -280,7 +295,7 @@ class Session:
             raise ValueError(f"open_file_epoch: epoch {epoch} was opened before, or is not one of the "
                              f"session's {self.config.epochs}")
         self.cursor[epoch] = 0
-        self.counts[epoch].put = ranges(self.file.size, self.file.range_bytes)
+        self.counts[epoch].put = -(-self.file.size // self.file.range_bytes)  # (io.corpusfile.ranges)
         self.closed_epoch = epoch  # every range of it is there to be cut
         self._skip_trained(epoch)
         if self.ordered:  # cut and dealt now, each with the learning rate of its place in the file
@@ -420,62 +435,3 @@ class Session:
     def epochs(self):
         """``{epoch: EpochCounts}`` (str keys, as on the wire)."""
         return {str(e): counts for e, counts in self.counts.items()}
-
-    # ------------------------------------------------------------------ checkpoints
-    def trained_mark(self):
-        """What :meth:`resume_point` follows, cheaply: ``(last epoch trained and flushed, jobs
-        merged in all)``. While it is unchanged, a checkpoint would repeat the last one."""
-        return self.advance(), sum(counts.done for counts in self.counts.values())
-
-    def advance(self):
-        """Note the epochs now trained and flushed (in order); returns the last one (-1: none)."""
-        while self.completed + 1 < self.config.epochs and self.completed + 1 <= self.closed_epoch \
-                and self.epoch_done(self.completed + 1):
-            self.completed += 1
-            self.done_ids.pop(self.completed, None)
-        return self.completed
-
-    def resume_point(self, checkpoint):
-        """Where a session resumed from checkpoint number ``checkpoint`` taken now would go on: a
-        :class:`gensim_distw2v.protocol.Resumed` (the next epoch to train and, in it, the jobs or
-        ranges trained; their counts, the loss). Jobs handed out and not yet merged are not in it:
-        they are trained again after a resume."""
-        epoch = self.advance() + 1
-        done = sorted(self.done_ids.get(epoch, ()))
-        first = 0 if self.file is not None else self.first_job.get(epoch, self.next_id)
-        below = first
-        for index, job_id in enumerate(done):
-            if job_id != below:
-                done = done[index:]
-                break
-            below += 1
-        else:
-            done = []
-        epochs = {str(e): protocol.EpochCounts(put=c.done, done=c.done, raw_words=c.raw_words,
-                                           effective_words=c.effective_words, examples=c.examples)
-                  for e, c in self.counts.items() if e <= epoch}
-        return protocol.Resumed(checkpoint=checkpoint, epoch=epoch, first_job=first, done_below=below, done_jobs=done,
-                            crc=int(self.crc.get(epoch, 0)), epochs=epochs, loss=float(self.loss),
-                            head=list(self.head), range_bytes=0 if self.file is None else self.file.range_bytes)
-
-    def restore(self, point):
-        """Start from a checkpoint's :class:`gensim_distw2v.protocol.Resumed` (before :meth:`start`):
-        its counts and loss; the ranges it trained are not handed out again (the client skips the
-        jobs it trained)."""
-        self.expect("uploading")
-        for key, counts in point.epochs.items():
-            self.counts[int(key)] = protocol.EpochCounts(**counts.to_wire())
-        self.loss = point.loss
-        self.completed = self.closed_epoch = point.epoch - 1
-        self.crc[point.epoch] = point.crc
-        trained = list(range(point.first_job, point.done_below)) + list(point.done_jobs)
-        self.done_ids[point.epoch] = trained
-        if self.file is not None:
-            if point.range_bytes != self.file.range_bytes:
-                raise ValueError(f"restore: the checkpoint's ranges are of {point.range_bytes} bytes, this session's "
-                                 f"of {self.file.range_bytes}")
-            self.skip[point.epoch] = set(trained)
-        else:
-            self.next_id = self.next_job = point.first_job
-            self.first_job[point.epoch] = point.first_job
-            self.head, self.head_epoch = list(point.head), point.epoch

@@ -10,7 +10,6 @@ import threading
 import time
 
 from gensim_distw2v import protocol
-from gensim_distw2v.io import transport
 
 
 def rss_bytes():
@@ -49,7 +48,7 @@ class Meter:
 
     def mark(self, session):
         """Count from now on, for ``session`` (an id, or None: outside sessions)."""
-        sent, received = transport.traffic()
+        sent, received = traffic()
         with self.lock:
             self.session = session
             self._base = (time.monotonic(), time.process_time(), sent, received)
@@ -64,7 +63,7 @@ class Meter:
         kernel_cpu, merge_cpu : float
             CPU seconds in the kernel and in merges since the mark (the role's own counts).
         """
-        sent, received = transport.traffic()
+        sent, received = traffic()
         with self.lock:
             wall, cpu, sent0, received0 = self._base
             session = self.session
@@ -86,3 +85,45 @@ def model_bytes_limit(given=None):
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError, AttributeError):
         return 2 ** 40
+
+
+class _Traffic:
+    """Bytes this process sent and received on all its Pyro4 connections, headers included: every
+    daemon's and every proxy's socket goes through Pyro4's ``SocketConnection`` (:mod:`gensim_distw2v.io.transport` installs it),
+    whose ``send`` and ``recv`` are counted here (installed once, when this process makes its first
+    daemon or proxy: importing the package leaves Pyro4 as it was)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sent = self.received = 0
+        self.installed = False
+
+    def install(self, connection_class):
+        with self.lock:
+            if self.installed:
+                return
+            self.installed = True
+        send, recv = connection_class.send, connection_class.recv
+        traffic = self
+
+        def counted_send(conn, data):
+            send(conn, data)
+            with traffic.lock:
+                traffic.sent += len(data)
+
+        def counted_recv(conn, size):
+            data = recv(conn, size)
+            with traffic.lock:
+                traffic.received += len(data)
+            return data
+
+        connection_class.send, connection_class.recv = counted_send, counted_recv
+
+
+TRAFFIC = _Traffic()
+
+
+def traffic():
+    """``(sent, received)``: bytes this process moved on all its connections since it started."""
+    with TRAFFIC.lock:
+        return TRAFFIC.sent, TRAFFIC.received

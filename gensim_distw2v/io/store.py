@@ -30,10 +30,11 @@ import uuid
 
 import numpy as np
 
+from gensim_distw2v.protocol import errors
+
 logger = logging.getLogger(__name__)
 
 FORMAT = 1  # the layout above; a store refuses checkpoints of another format
-CHECKPOINT_DEADLINE = 120.0  # seconds from order to commit before a cluster checkpoint is given up
 MANIFEST = "MANIFEST.json"
 META = "meta.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # role and array names: safe file names
@@ -41,8 +42,15 @@ _FOLDER = re.compile(r"^ckpt-(\d{8})$")
 _ALLOWED_KINDS = "biuf"  # bool, ints, floats: no objects, strings or structured arrays
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: the message says which file or field and why."""
+class CheckpointError(errors.CheckpointUnreadable):
+    """A checkpoint that cannot be used: the message says which file or field and why (its ``code``:
+    ``checkpoint_unreadable``, or ``other_run`` for :class:`OtherRunError`)."""
+
+
+class OtherRunError(CheckpointError):
+    """A checkpoint of another run (another corpus, vocabulary or settings)."""
+
+    CODE = errors.Code.OTHER_RUN
 
 
 def _digest(path):
@@ -239,7 +247,7 @@ class CheckpointStore:
         for key, value in (expect or {}).items():
             if not isinstance(meta, dict) or meta.get(key) != value:
                 got = meta.get(key) if isinstance(meta, dict) else None
-                raise CheckpointError(f"{where} is of another run: its {key} is {got!r}, this run's is {value!r} "
+                raise OtherRunError(f"{where} is of another run: its {key} is {got!r}, this run's is {value!r} "
                                       f"(give an empty checkpoint folder, or the same corpus and settings)")
         return meta, arrays
 
@@ -255,7 +263,7 @@ class CheckpointStore:
             try:
                 meta, arrays = self.read(sequence, expect)
             except CheckpointError as err:
-                if "is of another run" in str(err):
+                if err.code is errors.Code.OTHER_RUN:
                     raise
                 logger.warning("skipping checkpoint %i of %s: %s", sequence, self.name, err)
                 continue

@@ -5,8 +5,23 @@ are plain data, arrays travel as raw bytes (see :mod:`gensim_distw2v.protocol`).
 server use serpent (a safe, literal-only format that a stock ``python -m Pyro4.naming`` accepts).
 Everything binds to 127.0.0.1 unless told otherwise, and binding another address requires an
 HMAC key, which then signs every message of every daemon, proxy and name-server call.
+
+Pyro4's process-wide configuration (``Pyro4.config``, the ``PYRO_*`` environment variables) and its
+serializer registry are left as the process has them, so that other Pyro4 users of the same process
+(gensim's distributed LDA/LSI want pickle) keep working; each daemon and proxy of this package carries
+its own settings instead. A daemon (:class:`_Gated`) accepts only its serializer (Pyro4 reads
+``SERIALIZERS_ACCEPTED`` and ``SERVERTYPE`` once, while the daemon is built: set for that moment,
+under a lock), decodes calls itself within :data:`MSGPACK_LIMITS`, refuses data over its message size
+before reading it, serves up to :data:`THREADPOOL_SIZE` connections and sends plain tracebacks. A proxy
+(:class:`_Proxy`) speaks msgpack (serpent to the name server), decodes replies itself within the same
+limits and never retries a call. Left to the process: ``COMPRESSION`` (our proxies compress requests if
+it is on; our daemons inflate them to their message size at most and never compress replies), the
+handshake's reply to a proxy (read by Pyro4, vouched for by the HMAC key), and what Pyro4 reads per
+message that cannot be set per connection, checked instead by :func:`_check_config`. The traffic
+counter (:func:`traffic`) wraps Pyro4's connections from the first daemon or proxy on, not at import.
 """
 import collections
+import contextlib
 import dataclasses
 import logging
 import os
@@ -15,6 +30,8 @@ import socket
 import ssl
 import threading
 import time
+import uuid
+import zlib
 
 import msgpack
 import Pyro4
@@ -22,50 +39,54 @@ import Pyro4.errors
 import Pyro4.constants
 import Pyro4.message
 import Pyro4.naming
+import Pyro4.socketserver.threadpool
 import Pyro4.socketutil
 import Pyro4.util
 
+from gensim_distw2v.io import meter
+from gensim_distw2v.io.gate import THREADPOOL_SIZE, Gate, Limits
+from gensim_distw2v.io.keys import HMAC_ENV, LOOPBACK, as_key, check_bind, read_hmac_key  # noqa: F401 - (re-exported)
+from gensim_distw2v.io.serving import _interrupt
+from gensim_distw2v.protocol import calls, errors
+from gensim_distw2v.protocol.errors import ClusterError  # noqa: F401 - (re-exported: the client's error)
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME, SHARD_PREFIX, WORKER_PREFIX  # noqa: F401 - (re-exported)
+
 logger = logging.getLogger(__name__)
 
-Pyro4.config.SERIALIZER = "msgpack"
-Pyro4.config.SERIALIZERS_ACCEPTED = {"msgpack"}
 # after the handshake: a merge part carries up to two matrices' parts of at most 64 MB each
-Pyro4.config.MAX_MESSAGE_SIZE = 130 * 1024 * 1024
-Pyro4.config.THREADPOOL_SIZE = 256  # one thread per open connection; see Limits for who may hold one
-Pyro4.config.DETAILED_TRACEBACK = False
-
+MAX_MESSAGE_SIZE = 130 * 1024 * 1024
+NS_MAX_MESSAGE_SIZE = 1024 * 1024  # the name server's messages are names and URIs
+# the msgpack decoder's limits: a message cannot make its reader build millions of objects from a few
+# bytes (msgpack checks each container's length before it allocates it)
+MSGPACK_LIMITS = dict(max_str_len=1024 * 1024, max_bin_len=MAX_MESSAGE_SIZE, max_array_len=2 ** 20,
+                      max_map_len=65536, max_ext_len=1024)
 
 
 class _BoundedMsgpack(Pyro4.util.MsgpackSerializer):
-    """Pyro4's msgpack serializer with the decoder's size limits: a message cannot make its reader
-    build millions of objects from a few bytes (msgpack checks each container's length before it
-    allocates it)."""
-
-    LIMITS = dict(max_str_len=1024 * 1024, max_bin_len=Pyro4.config.MAX_MESSAGE_SIZE, max_array_len=2 ** 20,
-                  max_map_len=65536, max_ext_len=1024)
+    """Pyro4's msgpack serializer decoding within :data:`MSGPACK_LIMITS`. Our daemons and proxies use
+    their own instance (:data:`_MSGPACK`); Pyro4's registry keeps its own for everyone else."""
 
     def loadsCall(self, data):  # noqa: N802 - Pyro4's name
         obj, method, vargs, kwargs = msgpack.unpackb(self._convertToBytes(data), raw=False,
-                                                     object_hook=self.object_hook, **self.LIMITS)
+                                                     object_hook=self.object_hook, **MSGPACK_LIMITS)
         return obj, method, vargs, kwargs
 
     def loads(self, data):
         return msgpack.unpackb(self._convertToBytes(data), raw=False, object_hook=self.object_hook,
-                               ext_hook=self.ext_hook, **self.LIMITS)
+                               ext_hook=self.ext_hook, **MSGPACK_LIMITS)
 
 
-_msgpack = _BoundedMsgpack()
-Pyro4.util._serializers["msgpack"] = _msgpack
-Pyro4.util._serializers_by_id[_msgpack.serializer_id] = _msgpack
+_MSGPACK = _BoundedMsgpack()
 
-DISPATCHER_NAME = "gensim_distw2v.dispatcher"
-WORKER_PREFIX = "gensim_distw2v.worker."
-SHARD_PREFIX = "gensim_distw2v.shard."
+
+def _codec(name):
+    """The serializer our daemons and proxies use for ``name`` (msgpack: the bounded one)."""
+    return _MSGPACK if name == "msgpack" else Pyro4.util.get_serializer(name)
+
+
 NS_SERIALIZER = "serpent"
-HMAC_ENV = "GENSIM_DISTW2V_HMAC_KEY"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_NS_PORT = 9090
-_broadcast_lock = threading.Lock()
+_construct_lock = threading.Lock()  # see _config_while_constructing
 
 PyroError = Pyro4.errors.PyroError
 CommunicationError = Pyro4.errors.CommunicationError  # includes timeouts and closed connections
@@ -73,110 +94,100 @@ NamingError = Pyro4.errors.NamingError
 ProtocolError = Pyro4.errors.ProtocolError
 
 
-class ClusterError(RuntimeError):
-    """The cluster is not there, not reachable, or refused us: the message says which and what to do."""
+_ENVELOPE = Pyro4.message.Message.header_size + 65535  # a message's header and annotations, at most
+# message flags for what this package never sends: batches, serialized blobs, oneway calls
+_REFUSED_FLAGS = Pyro4.message.FLAGS_BATCH | Pyro4.message.FLAGS_KEEPSERIALIZED | Pyro4.message.FLAGS_ONEWAY
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What a connection may do before it has shown the cluster's HMAC key (every daemon and the
-    name server of this package apply them; on an unkeyed cluster the handshake proves nothing).
+class _Wire(Pyro4.socketutil.SocketConnection):
+    """A connection of our daemons and proxies: data over ``limit`` bytes is refused before it is read,
+    and not sent (Pyro4's own check reads the process's ``MAX_MESSAGE_SIZE``, 0 -- no limit -- by default)."""
 
-    Parameters
-    ----------
-    handshake_timeout : float
-        Seconds a new connection has, in all, to complete Pyro4's handshake; then it is dropped.
-    max_handshake_bytes : int
-        Largest handshake message (its header is read first: a larger one is dropped unread).
-    max_pending : int
-        Connections in their handshake at once; beyond it the oldest is dropped (a real client's
-        handshake takes milliseconds, so the oldest pending connection is the one idling).
-    max_per_peer : int
-        Open connections from one address (handshaking or not); more are closed at once.
-    """
+    limit = MAX_MESSAGE_SIZE
 
-    handshake_timeout: float = 5.0
-    max_handshake_bytes: int = 64 * 1024
-    max_pending: int = 16
-    max_per_peer: int = 128
+    @classmethod
+    def adopt(cls, conn, limit):
+        """Make Pyro4's ``conn`` one of ours, refusing data over ``limit`` bytes."""
+        conn.__class__ = cls
+        conn.limit = limit
+        return conn
 
-    def __post_init__(self):
-        if not 0 < self.handshake_timeout <= 600:
-            raise ValueError(f"handshake_timeout must be in (0, 600] seconds, got {self.handshake_timeout}")
-        for name in ("max_handshake_bytes", "max_pending", "max_per_peer"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_pending >= Pyro4.config.THREADPOOL_SIZE // 2:
-            raise ValueError(f"max_pending must be below {Pyro4.config.THREADPOOL_SIZE // 2} (half the daemon's "
-                             f"threads), got {self.max_pending}")
+    def recv(self, size):
+        if size > self.limit:  # Pyro4 reads a message as its header, annotations (< 64 KiB), data
+            self.close()
+            raise Pyro4.errors.MessageTooLargeError(f"max message size exceeded ({size} where max={self.limit})")
+        return super().recv(size)
+
+    def send(self, data):
+        if len(data) > self.limit + _ENVELOPE:
+            raise Pyro4.errors.MessageTooLargeError(f"max message size exceeded ({len(data)} bytes where "
+                                                    f"max={self.limit})")
+        super().send(data)
 
 
-class _Gate:
-    """Keeps :class:`Limits` for one daemon: the connections in their handshake (oldest first, each
-    with a deadline), the open connections per peer address, and what was refused."""
+class _Pool(Pyro4.socketserver.threadpool.Pool):
+    """Pyro4's thread pool holding up to :data:`THREADPOOL_SIZE` threads (Pyro4's reads the process's
+    ``THREADPOOL_SIZE`` at every new connection)."""
 
-    def __init__(self, limits):
-        self.limits = limits
-        self.lock = threading.Lock()
-        self.pending = collections.OrderedDict()  # connection -> deadline timer
-        self.peers = collections.Counter()
-        self.refused = collections.Counter()  # reason -> connections dropped (read by tests and logs)
-        self._logged = {}  # reason -> when it was last logged
+    def process(self, job):
+        if self.closed:
+            raise Pyro4.socketserver.threadpool.PoolError("job queue is closed")
+        if self.idle:
+            worker = self.idle.pop()
+        elif self.num_workers() < THREADPOOL_SIZE:
+            worker = Pyro4.socketserver.threadpool.Worker(self)
+            worker.start()
+        else:
+            raise Pyro4.socketserver.threadpool.NoFreeWorkersError("no free workers, increase thread pool size")
+        self.busy.add(worker)
+        worker.process(job)
 
-    def _refuse(self, reason, peer):
-        self.refused[reason] += 1
-        now = time.monotonic()
-        if now - self._logged.get(reason, -60.0) >= 60.0:  # a flood logs once a minute
-            self._logged[reason] = now
-            logger.warning("dropped a connection from %s: %s (%i so far; logged once a minute)", peer, reason,
-                           self.refused[reason])
 
-    @staticmethod
-    def _cut(conn):
+@contextlib.contextmanager
+def _config_while_constructing(**values):
+    """Pyro4's config set to ``values`` while a daemon is built: ``Daemon.__init__`` reads ``SERVERTYPE``
+    and ``SERIALIZERS_ACCEPTED`` there and nowhere else (but Flame), so the daemon keeps them. Under a
+    lock (concurrent constructions would restore each other's values), restored at once: only a daemon
+    of another Pyro4 user built in another thread at that very moment could see them."""
+    with _construct_lock:
+        saved = {name: getattr(Pyro4.config, name) for name in values}
         try:
-            conn.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked reading it
-        except OSError:
-            pass
+            for name, value in values.items():
+                setattr(Pyro4.config, name, value)
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(Pyro4.config, name, value)
 
-    def admit(self, conn, peer):
-        """Count ``conn`` in; False (and counted as refused) if its peer has too many connections."""
-        with self.lock:
-            if self.peers[peer] >= self.limits.max_per_peer:
-                self._refuse(f"more than {self.limits.max_per_peer} connections from one address", peer)
-                return False
-            self.peers[peer] += 1
-            while len(self.pending) >= self.limits.max_pending:
-                oldest, timer = self.pending.popitem(last=False)
-                timer.cancel()
-                self._refuse(f"more than {self.limits.max_pending} connections in their handshake "
-                             f"(the oldest goes)", peer)
-                self._cut(oldest)
-            timer = threading.Timer(self.limits.handshake_timeout, self._expire, (conn, peer))
-            timer.daemon = True
-            self.pending[conn] = timer
-            timer.start()
-        return True
 
-    def _expire(self, conn, peer):
-        with self.lock:
-            if self.pending.pop(conn, None) is None:
-                return
-            self._refuse(f"no handshake within {self.limits.handshake_timeout:g} s", peer)
-            self._cut(conn)
+def _check_config(limit, serving=False):
+    """Refuse what Pyro4 reads from the process's config at every message, cannot be set per daemon
+    or proxy, and would break or open up ours: a ``MAX_MESSAGE_SIZE`` below ``limit``, and (for
+    daemons, ``serving``) ``REQUIRE_EXPOSE`` off."""
+    size = Pyro4.config.MAX_MESSAGE_SIZE
+    if 0 < size < limit:
+        raise ClusterError(f"Pyro4's MAX_MESSAGE_SIZE (PYRO_MAX_MESSAGE_SIZE) is {size} bytes in this process, "
+                           f"below the {limit} that gensim_distw2v's messages may take; set it to 0 (no limit: "
+                           f"gensim_distw2v limits its own connections) or to at least {limit}")
+    if serving and not Pyro4.config.REQUIRE_EXPOSE:
+        raise ClusterError("Pyro4's REQUIRE_EXPOSE (PYRO_REQUIRE_EXPOSE) is off in this process: every public "
+                           "method of a gensim_distw2v server would be callable from the network; leave it on")
 
-    def handshaken(self, conn):
-        """``conn``'s handshake is over (either way): no deadline any more."""
-        with self.lock:
-            timer = self.pending.pop(conn, None)
-        if timer is not None:
-            timer.cancel()
 
-    def gone(self, peer):
-        """A connection from ``peer`` closed."""
-        with self.lock:
-            self.peers[peer] -= 1
-            if self.peers[peer] <= 0:
-                del self.peers[peer]
+def _inflated(msg, limit):
+    """A message's data, decompressed if its sender compressed it (Pyro4 does where the sender's
+    ``COMPRESSION`` is on), to at most ``limit`` bytes."""
+    if not msg.flags & Pyro4.message.FLAGS_COMPRESSED:
+        return msg.data
+    inflate = zlib.decompressobj()
+    data = inflate.decompress(msg.data, limit + 1)
+    if len(data) > limit or inflate.unconsumed_tail:
+        raise Pyro4.errors.MessageTooLargeError(f"max message size exceeded (decompressed, max={limit})")
+    return data
+
+
+class _PyroGate(Gate):
+    """A :class:`~gensim_distw2v.io.gate.Gate` that reads Pyro4's handshake header."""
 
     def header_fits(self, conn, peer):
         """Read (without consuming) the handshake's header; False if the message is too large or not Pyro's."""
@@ -188,19 +199,32 @@ class _Gate:
                 return False
             msg = Pyro4.message.Message.from_header(head)
         except (OSError, ProtocolError) as err:
-            self._refuse(f"no Pyro4 handshake ({err})", peer)
+            self.refuse(f"no Pyro4 handshake ({err})", peer)
             return False
         if msg.data_size + msg.annotations_size > self.limits.max_handshake_bytes:
-            self._refuse(f"a handshake larger than {self.limits.max_handshake_bytes} bytes", peer)
+            self.refuse(f"a handshake larger than {self.limits.max_handshake_bytes} bytes", peer)
             return False
         return True
 
 
-class _Gated:
-    """Mixed into a Pyro4 daemon: the handshake under :class:`Limits` (see :class:`_Gate`)."""
 
+class _Gated:
+    """Mixed into a Pyro4 daemon: its own serializer (``SERIALIZER``, the only one it accepts), message
+    size (``LIMIT``) and thread pool whatever the process's Pyro4 config says, and the handshake under
+    :class:`Limits` (see :class:`_Gate`)."""
+
+    SERIALIZER = "msgpack"
+    LIMIT = MAX_MESSAGE_SIZE
     gate = None
     on_disconnect = None
+
+    def __init__(self, limits, **kwargs):
+        _check_config(self.LIMIT, serving=True)
+        first_use()
+        self.gate = _PyroGate(limits)
+        with _config_while_constructing(SERVERTYPE="thread", SERIALIZERS_ACCEPTED={self.SERIALIZER}):
+            super().__init__(**kwargs)
+        self.transportServer.pool.__class__ = _Pool
 
     @staticmethod
     def _peer(conn):
@@ -211,7 +235,7 @@ class _Gated:
 
     def _handshake(self, conn, denied_reason=None):
         if denied_reason:  # every thread is busy: close without reading (reading could block the acceptor)
-            self.gate._refuse(denied_reason, self._peer(conn))
+            self.gate.refuse(denied_reason, self._peer(conn))
             conn.close()
             return False
         peer = self._peer(conn)
@@ -219,6 +243,7 @@ class _Gated:
             conn.close()
             return False
         conn.peer = peer
+        _Wire.adopt(conn, self.gate.limits.max_handshake_bytes)  # also where TLS allows no peeking
         try:
             conn.timeout = self.gate.limits.handshake_timeout
             done = self.gate.header_fits(conn, peer) and super()._handshake(conn)
@@ -231,7 +256,58 @@ class _Gated:
             conn.close()
             return False
         conn.timeout = Pyro4.config.COMMTIMEOUT or None
+        conn.limit = self.LIMIT
         return True
+
+    def handleRequest(self, conn):  # noqa: N802 - Pyro4's name
+        """Pyro4's request handling for what this package sends: one call per message (no batches, blobs
+        or oneway calls), decoded by this daemon's serializer within its limits, answered uncompressed
+        and with a plain traceback whatever the process's Pyro4 config says."""
+        msg = Pyro4.message.Message.recv(conn, [Pyro4.message.MSG_INVOKE, Pyro4.message.MSG_PING],
+                                         hmac_key=self._pyroHmacKey)
+        context = Pyro4.current_context
+        context.correlation_id = uuid.UUID(bytes=msg.annotations["CORR"]) if "CORR" in msg.annotations \
+            else uuid.uuid4()
+        if msg.type == Pyro4.message.MSG_PING:
+            self._reply(conn, Pyro4.message.MSG_PING, b"pong", msg.serializer_id, msg.seq)
+            return
+        codec = _codec(self.SERIALIZER)
+        try:
+            if msg.serializer_id != codec.serializer_id:
+                raise Pyro4.errors.SerializeError(f"message used serializer that is not accepted: {msg.serializer_id}")
+            if msg.flags & _REFUSED_FLAGS:
+                raise ProtocolError(f"message flags {msg.flags:#x}: batches, blobs and oneway calls are not served")
+            obj_id, method, vargs, kwargs = codec.loadsCall(_inflated(msg, self.LIMIT))
+            context.client, context.seq, context.annotations = conn, msg.seq, msg.annotations
+            context.msg_flags, context.serializer_id = msg.flags, msg.serializer_id
+            try:
+                context.client_sock_addr = conn.sock.getpeername()
+            except OSError:
+                context.client_sock_addr = None
+            obj = self.objectsById.get(obj_id)
+            if obj is None:
+                raise Pyro4.errors.DaemonError("unknown object")
+            data = codec.dumps(Pyro4.util.getAttribute(obj, method)(*vargs, **kwargs))
+        except Exception as err:  # noqa: BLE001 - as Pyro4's: the caller gets the error, the daemon serves on
+            if isinstance(err, Pyro4.errors.SerializeError) or not isinstance(err, CommunicationError):
+                self._sendExceptionResponse(conn, msg.seq, msg.serializer_id, err, None)
+            if isinstance(err, (CommunicationError, Pyro4.errors.SecurityError)):
+                raise
+            return
+        self._reply(conn, Pyro4.message.MSG_RESULT, data, codec.serializer_id, msg.seq)
+
+    def _reply(self, conn, msg_type, data, serializer_id, seq):
+        context = Pyro4.current_context
+        annotations = {**context.response_annotations, "CORR": context.correlation_id.bytes, **self.annotations()}
+        context.response_annotations = {}
+        conn.send(Pyro4.message.Message(msg_type, data, serializer_id, 0, seq, annotations=annotations,
+                                        hmac_key=self._pyroHmacKey).to_bytes())
+
+    def _sendExceptionResponse(self, connection, seq, serializer_id, exc_value, tbinfo, flags=0,  # noqa: N802
+                               annotations=None):
+        """Pyro4's, with a plain traceback (no local variables) whatever ``DETAILED_TRACEBACK`` says."""
+        tbinfo = Pyro4.util.formatTraceback(type(exc_value), exc_value, exc_value.__traceback__, detailed=False)
+        super()._sendExceptionResponse(connection, seq, serializer_id, exc_value, tbinfo, flags, annotations)
 
     def clientDisconnect(self, conn):  # noqa: N802 - Pyro4's hook
         self.gate.gone(getattr(conn, "peer", "?"))
@@ -242,39 +318,6 @@ class _Gated:
 def expose(method):
     """Mark a method as callable remotely (Pyro4 serves nothing that is not exposed)."""
     return Pyro4.expose(method)
-
-
-def read_hmac_key(path=None):
-    """The HMAC key from ``path`` (a file) or the environment variable ``GENSIM_DISTW2V_HMAC_KEY``.
-
-    Returns
-    -------
-    bytes or None
-    """
-    if path:
-        with open(path, "rb") as fin:
-            key = fin.read().strip()
-        if not key:
-            raise ValueError(f"the HMAC key file {path!r} is empty")
-        return key
-    key = os.environ.get(HMAC_ENV)
-    return key.encode("utf8") if key else None
-
-
-def as_key(key):
-    """Normalise an HMAC key given as str or bytes (or None)."""
-    if key is None or isinstance(key, bytes):
-        return key or None
-    return str(key).encode("utf8") or None
-
-
-def check_bind(host, hmac_key):
-    """Refuse to bind a non-loopback address without an HMAC key."""
-    if host not in LOOPBACK and not hmac_key:
-        raise ClusterError(
-            f"refusing to listen on {host} without an HMAC key: anyone who can reach the port could drive "
-            f"the cluster. Pass --hmac-key-file FILE (the same key on every node and for the name server: "
-            f"PYRO_HMAC_KEY) or set {HMAC_ENV}.")
 
 
 def ns_settings(ns_conf):
@@ -296,22 +339,15 @@ def locate_ns(ns_conf, timeout=10.0):
         No name server answers there; the message says how to start one.
     """
     host, port, broadcast, key = ns_settings(ns_conf)
+    uri = f"PYRO:{Pyro4.constants.NAMESERVER_NAME}@{host}:{port}"
     try:
-        if broadcast and not ns_conf.get("host"):
-            with _broadcast_lock:  # Pyro4's broadcast look-up pings with the global serializer
-                Pyro4.config.SERIALIZER = NS_SERIALIZER
-                try:
-                    uri = Pyro4.locateNS(broadcast=True, hmac_key=key)._pyroUri
-                finally:
-                    Pyro4.config.SERIALIZER = "msgpack"
-        else:
-            uri = f"PYRO:{Pyro4.constants.NAMESERVER_NAME}@{host}:{port}"
-        ns = Pyro4.Proxy(uri)
-        ns._pyroSerializer = NS_SERIALIZER
-        ns._pyroHmacKey = key
-        ns._pyroTimeout = timeout
-        ns.ping()
-        return ns
+        try:
+            return _ping_ns(uri, key, timeout)
+        except CommunicationError:
+            found = _broadcast_ns() if broadcast and not (ns_conf or {}).get("host") else None
+            if found is None:
+                raise
+            return _ping_ns(found, key, timeout)
     except (CommunicationError, NamingError, ProtocolError) as err:
         if "hmac" in str(err).lower():
             why = "it gave no HMAC key" if not key else "its HMAC key is not the cluster's"
@@ -322,6 +358,30 @@ def locate_ns(ns_conf, timeout=10.0):
             f"no Pyro4 name server answers at {host}:{port} ({err}). Start one with: "
             f"python -m Pyro4.naming -n {host} -p {port}"
             + (" (with PYRO_HMAC_KEY set to the cluster's key)" if key else "")) from None
+
+
+def _ping_ns(uri, key, timeout):
+    ns = _NameServerProxy(uri)
+    ns._pyroHmacKey = key
+    ns._pyroTimeout = timeout
+    ns.ping()
+    return ns
+
+
+def _broadcast_ns():
+    """The URI a name server answers a broadcast look-up with (as ``Pyro4.locateNS`` asks: to the
+    process's ``BROADCAST_ADDRS`` and ``NS_BCPORT``), or None."""
+    sock = Pyro4.socketutil.createBroadcastSocket(reuseaddr=Pyro4.config.SOCK_REUSE, timeout=0.7)
+    try:
+        for _ in range(3):
+            for address in Pyro4.config.parseAddressesString(Pyro4.config.BROADCAST_ADDRS):
+                with contextlib.suppress(OSError):
+                    sock.sendto(b"GET_NSURI", 0, (address, Pyro4.config.NS_BCPORT))
+            with contextlib.suppress(socket.timeout):
+                return sock.recvfrom(100)[0].decode("iso-8859-1")
+        return None
+    finally:
+        sock.close()
 
 
 def list_names(ns_conf, prefix):
@@ -344,80 +404,116 @@ def lookup(ns_conf, name):
         ns._pyroRelease()
 
 
+class _Proxy(Pyro4.Proxy):
+    """A Pyro4 proxy with its own serializer (``SERIALIZER``) and message size (``LIMIT``) whatever the
+    process's Pyro4 config says, that never retries a call (``MAX_RETRIES``): the replies it reads are
+    decoded here, msgpack within :data:`MSGPACK_LIMITS` (Pyro4's ``_pyroRawWireResponse`` hands them over
+    undecoded). The handshake's reply is Pyro4's to read: the HMAC key (when there is one) vouches for it."""
+
+    SERIALIZER = "msgpack"
+    LIMIT = MAX_MESSAGE_SIZE
+
+    def __init__(self, uri):
+        _check_config(self.LIMIT)
+        first_use()
+        super().__init__(uri)
+        self._pyroSerializer = self.SERIALIZER
+        self._pyroRawWireResponse = True
+        self._pyroMaxRetries = 0
+
+    def __setstate__(self, state):  # (Pyro4's resets both from the process's config)
+        super().__setstate__(state)
+        self._pyroRawWireResponse, self._pyroMaxRetries = True, 0
+
+    def _pyroValidateHandshake(self, response):  # noqa: N802 - Pyro4's hook, once connected
+        _Wire.adopt(self._pyroConnection, self.LIMIT)
+
+    def _pyroInvoke(self, methodname, vargs, kwargs, flags=0, objectId=None):  # noqa: N802, N803 - Pyro4's
+        msg = super()._pyroInvoke(methodname, vargs, kwargs, flags, objectId)
+        if msg is None:  # a oneway call
+            return None
+        if len(msg.data) > self.LIMIT or msg.flags & Pyro4.message.FLAGS_ITEMSTREAMRESULT:
+            self._pyroRelease()
+            raise ProtocolError(f"a reply of {len(msg.data)} bytes or a stream (flags {msg.flags:#x}) from "
+                                f"{self._pyroUri}: this package's servers send neither")
+        data = _codec(self.SERIALIZER).loads(msg.data)  # (Pyro4 checked it is our serializer's)
+        if msg.flags & Pyro4.message.FLAGS_EXCEPTION:
+            raise data
+        return data
+
+
+class _NameServerProxy(_Proxy):
+    """A proxy to the name server: serpent, messages of at most 1 MB."""
+
+    SERIALIZER = NS_SERIALIZER
+    LIMIT = NS_MAX_MESSAGE_SIZE
+
+
 def connect(uri, hmac_key=None, timeout=None):
     """A msgpack proxy to ``uri`` (a proxy is for one thread at a time)."""
-    proxy = Pyro4.Proxy(uri)
-    proxy._pyroSerializer = "msgpack"
+    proxy = _Proxy(uri)
     proxy._pyroHmacKey = as_key(hmac_key)
     if timeout:
         proxy._pyroTimeout = timeout
     return proxy
 
 
+def set_timeout(proxy, seconds):
+    """Seconds a call on ``proxy`` may take (None: no limit)."""
+    proxy._pyroTimeout = seconds
+
+
+def timeout_of(proxy):
+    """``proxy``'s call timeout (None: no limit)."""
+    return proxy._pyroTimeout
+
+
+def bind(proxy):
+    """Connect ``proxy`` now (rather than at its first call); raises :data:`CommunicationError` if it cannot."""
+    proxy._pyroBind()
+
+
 def release(proxy):
-    """Close a proxy's connection (harmless if it is already closed)."""
+    """Close a proxy's (or a :class:`Link`'s) connection (harmless if it is already closed)."""
     try:
-        proxy._pyroRelease()
+        getattr(proxy, "proxy", proxy)._pyroRelease()
     except Exception:  # noqa: BLE001 - releasing a broken connection must never raise
         pass
 
 
 class _Daemon(_Gated, Pyro4.Daemon):
-    """A daemon under :class:`Limits` that tells its owner when a client connection closes."""
-
-    def __init__(self, limits, **kwargs):
-        self.gate = _Gate(limits)
-        super().__init__(**kwargs)
+    """A msgpack daemon under :class:`Limits` that tells its owner when a client connection closes."""
 
 
 class _NameServerDaemon(_Gated, Pyro4.naming.NameServerDaemon):
-    """Pyro4's name server daemon under :class:`Limits`."""
+    """Pyro4's name server daemon under :class:`Limits`: serpent only, messages of at most 1 MB."""
 
-    def __init__(self, limits, **kwargs):
-        self.gate = _Gate(limits)
-        super().__init__(**kwargs)
-
-
-class _Traffic:
-    """Bytes this process sent and received on all its Pyro4 connections, headers included: every
-    daemon's and every proxy's socket goes through :class:`Pyro4.socketutil.SocketConnection`,
-    whose ``send`` and ``recv`` are counted here (installed once, at import)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.sent = self.received = 0
-
-    def install(self, connection_class):
-        send, recv = connection_class.send, connection_class.recv
-        traffic = self
-
-        def counted_send(conn, data):
-            send(conn, data)
-            with traffic.lock:
-                traffic.sent += len(data)
-
-        def counted_recv(conn, size):
-            data = recv(conn, size)
-            with traffic.lock:
-                traffic.received += len(data)
-            return data
-
-        connection_class.send, connection_class.recv = counted_send, counted_recv
-
-
-_TRAFFIC = _Traffic()
-_TRAFFIC.install(Pyro4.socketutil.SocketConnection)
-
-
-def traffic():
-    """``(sent, received)``: bytes this process moved on all its connections since it started."""
-    with _TRAFFIC.lock:
-        return _TRAFFIC.sent, _TRAFFIC.received
+    SERIALIZER = NS_SERIALIZER
+    LIMIT = NS_MAX_MESSAGE_SIZE
 
 
 def caller():
     """The connection the current remote call came in on (pass it back to compare in ``on_disconnect``)."""
     return Pyro4.current_context.client
+
+
+# A ClusterFault raised by a handler travels as plain data (errors.FAULT_CLASS) and is raised again,
+# as the same class, by the caller.
+_first_use_lock = threading.Lock()
+_first_use_done = []
+
+
+def first_use():
+    """What this package adds to Pyro4, done when the process makes its first daemon or proxy (never
+    at import): the traffic counter on Pyro4's connections, and the converters that carry our
+    faults as plain data (for our fault classes only: other classes convert as they did)."""
+    with _first_use_lock:
+        if _first_use_done:
+            return
+        meter.TRAFFIC.install(Pyro4.socketutil.SocketConnection)
+        Pyro4.util.SerializerBase.register_class_to_dict(errors.ClusterFault, errors.fault_to_dict, serpent_too=False)
+        Pyro4.util.SerializerBase.register_dict_to_class(errors.FAULT_CLASS, errors.dict_to_fault)
+        _first_use_done.append(True)
 
 
 class Server:
@@ -478,44 +574,9 @@ class Server:
         self.daemon.shutdown()
 
 
-def free_port(host="127.0.0.1"):
-    """A TCP port that is free right now on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def accepted_serializers():
-    """The serializers this process's daemons accept (a test asserts pickle and marshal are not among them)."""
-    return set(Pyro4.config.SERIALIZERS_ACCEPTED)
-
-
-def add_server_arguments(parser):
-    """The options every server process takes: where the name server is, what to bind, the key."""
-    parser.add_argument("--ns-host", default="127.0.0.1", help="name server host (default 127.0.0.1)")
-    parser.add_argument("--ns-port", type=int, default=DEFAULT_NS_PORT, help=f"name server port (default {DEFAULT_NS_PORT})")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a key)")
-    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
-    parser.add_argument("--hmac-key-file", help=f"file holding the cluster's HMAC key (or set {HMAC_ENV})")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    add_limit_arguments(parser)
-
-
-def add_limit_arguments(parser):
-    """The :class:`Limits` options (every daemon and the name server take them)."""
-    defaults = Limits()
-    parser.add_argument("--handshake-timeout", type=float, default=defaults.handshake_timeout,
-                        help="seconds a new connection has to complete its handshake")
-    parser.add_argument("--max-connections-per-peer", type=int, default=defaults.max_per_peer,
-                        help="open connections allowed from one address")
-
-
-def limits_from_args(args):
-    """The :class:`Limits` that :func:`add_limit_arguments`'s options give."""
-    return Limits(handshake_timeout=args.handshake_timeout, max_per_peer=args.max_connections_per_peer)
-
-
-NS_MAX_MESSAGE_SIZE = 1024 * 1024  # the name server's messages are names and URIs
+    """The serializers this package's daemons accept (a test asserts pickle and marshal are not among them)."""
+    return {_Daemon.SERIALIZER}
 
 
 def serve_name_server(host="127.0.0.1", port=DEFAULT_NS_PORT, hmac_key=None, limits=None):
@@ -524,8 +585,6 @@ def serve_name_server(host="127.0.0.1", port=DEFAULT_NS_PORT, hmac_key=None, lim
     ``gensim_distw2v.nameserver ready at HOST:PORT`` once it serves."""
     hmac_key = as_key(hmac_key)
     check_bind(host, hmac_key)
-    Pyro4.config.SERIALIZERS_ACCEPTED = {NS_SERIALIZER}
-    Pyro4.config.MAX_MESSAGE_SIZE = NS_MAX_MESSAGE_SIZE
     daemon = _NameServerDaemon(limits or Limits(), host=host, port=port)
     daemon._pyroHmacKey = hmac_key
     signal.signal(signal.SIGTERM, _interrupt)
@@ -537,44 +596,3 @@ def serve_name_server(host="127.0.0.1", port=DEFAULT_NS_PORT, hmac_key=None, lim
         pass
     finally:
         daemon.close()
-
-
-def serve_member(server, member, ready_message, *args):
-    """Serve a worker or a shard until stopped: its ``heartbeat_loop`` starts once ``ready_message``
-    (the line supervisors wait on, ``%`` arguments ``*args``) is logged; on stop ``member.stopped``
-    is set and the heartbeat thread gets 5 s to say goodbye."""
-    beat = threading.Thread(target=member.heartbeat_loop, name="heartbeat", daemon=True)
-
-    def ready():
-        logger.info(ready_message, *args)
-        beat.start()
-
-    def stop():
-        member.stopped.set()
-        if beat.is_alive():
-            beat.join(timeout=5)
-
-    serve_until_stopped(server, stop, on_ready=ready)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def serve_until_stopped(server, on_stop=None, on_ready=None):
-    """Serve until Ctrl-C or SIGTERM, then run ``on_stop`` and unregister (a clean stop either way).
-
-    ``on_ready`` runs first (it logs the "ready" line that supervisors wait on): the SIGTERM handler is
-    installed before it, so a SIGTERM sent as soon as that line appears still unregisters the server.
-    """
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        if on_ready is not None:
-            on_ready()
-        server.serve()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if on_stop is not None:
-            on_stop()
-        server.shutdown()

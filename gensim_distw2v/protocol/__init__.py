@@ -9,11 +9,14 @@ Modules, in the order they depend on each other:
 * :mod:`~gensim_distw2v.protocol.constants`: dtypes, rules, modes, the trained and static arrays,
   size limits;
 * :mod:`~gensim_distw2v.protocol.arrays`: arrays and merge deltas as plain data, their checks;
+* :mod:`~gensim_distw2v.protocol.errors`: the error codes and their faults;
 * :mod:`~gensim_distw2v.protocol.records`: :class:`Record`, the typed-record machinery;
+* :mod:`~gensim_distw2v.protocol.calls`: call tables (:class:`~gensim_distw2v.protocol.calls.Table`);
 * :mod:`~gensim_distw2v.protocol.nodes`, :mod:`~gensim_distw2v.protocol.checkpoints`,
   :mod:`~gensim_distw2v.protocol.session`, :mod:`~gensim_distw2v.protocol.jobs`,
   :mod:`~gensim_distw2v.protocol.rounds`, :mod:`~gensim_distw2v.protocol.membership`,
-  :mod:`~gensim_distw2v.protocol.status`: the messages, by topic.
+  :mod:`~gensim_distw2v.protocol.status`: the messages, by topic;
+* :mod:`~gensim_distw2v.protocol.tables`: every server's call table.
 
 ``from gensim_distw2v import protocol`` gives every name below as ``protocol.NAME``; each is loaded
 from its module on first use, so this package imports nothing at import time (and no module of
@@ -34,6 +37,12 @@ _WHERE = {
     "STATIC": "constants",
     "SYNC_MODES": "constants",
     "WEIGHTS": "constants",
+    "DISPATCHER_NAME": "constants",
+    "LONG_POLL": "constants",
+    "MAX_URI": "constants",
+    "MEMBER_ID": "constants",
+    "SHARD_PREFIX": "constants",
+    "WORKER_PREFIX": "constants",
     # arrays
     "MAX_SCALE": "arrays",
     "PoisonError": "arrays",
@@ -58,6 +67,7 @@ _WHERE = {
     "CheckpointOrder": "checkpoints",
     "CheckpointSpec": "checkpoints",
     "CheckpointState": "checkpoints",
+    "ShardCheckpointed": "checkpoints",
     "RestoreSpec": "checkpoints",
     "Resumed": "checkpoints",
     "ShardCheckpoint": "checkpoints",
@@ -66,6 +76,12 @@ _WHERE = {
     "RngState": "session",
     "SessionConfig": "session",
     "TrainParams": "session",
+    "Close": "session",
+    "Download": "session",
+    "EpochCall": "session",
+    "PutJobs": "session",
+    "SessionRef": "session",
+    "Upload": "session",
     # jobs
     "Job": "jobs",
     "JobBatch": "jobs",
@@ -74,6 +90,7 @@ _WHERE = {
     "MergePart": "rounds",
     "MergeReply": "rounds",
     "RoundReport": "rounds",
+    "ShardDownload": "rounds",
     "ShardSpec": "rounds",
     # membership
     "Beat": "membership",
@@ -81,9 +98,18 @@ _WHERE = {
     "Joined": "membership",
     "Opened": "membership",
     "ShardBeat": "membership",
-    "ShardHello": "membership",
+    "BeginRound": "membership",
+    "FileCheck": "membership",
+    "GetJobs": "membership",
+    "Heartbeat": "membership",
+    "Join": "membership",
+    "Leave": "membership",
+    "QuitSession": "membership",
+    "RoundDone": "membership",
+    "check_member": "membership",
     # status
     "EpochCounts": "status",
+    "Failure": "status",
     "HeldStatus": "status",
     "MemberStatus": "status",
     "Progress": "status",
@@ -93,6 +119,8 @@ _WHERE = {
     "Status": "status",
     "WorkerCounts": "status",
     "WorkerStatus": "status",
+    "ProgressRequest": "status",
+    "StatusRequest": "status",
 }
 
 __all__ = sorted(_WHERE)

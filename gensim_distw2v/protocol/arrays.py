@@ -10,6 +10,7 @@ import secrets
 import numpy as np
 
 from gensim_distw2v.protocol.constants import ARRAY_DTYPES, DELTA_DTYPES, MAX_ARRAY_BYTES
+from gensim_distw2v.protocol.errors import Forbidden, Poisoned
 # looked up per array on every merge (numpy's dtype.name and np.dtype(name) cost microseconds each)
 _NAME_OF = {np.dtype(name): name for name in ARRAY_DTYPES}
 _DTYPE = {name: np.dtype(name) for name in ARRAY_DTYPES}
@@ -136,16 +137,17 @@ def check_turn(turn, what):
     return list(turn)
 
 
-class PoisonError(ValueError):
-    """A merge's values are beyond the session's bound (or not finite): refused, and the session fails
-    naming the worker that sent them."""
+# a merge's values beyond the session's bound (or not finite): refused, and the session fails naming
+# the worker that sent them (the Poisoned fault: a ValueError, code "poisoned")
+PoisonError = Poisoned
 
 
 def check_token(given, token, what):
-    """Refuse a call on a session that does not carry the session's secret token."""
+    """Refuse a call on a session that does not carry the session's secret token
+    (:class:`~gensim_distw2v.protocol.errors.Forbidden`)."""
     if not (isinstance(given, str) and isinstance(token, str) and token
             and secrets.compare_digest(given.encode("utf8"), token.encode("utf8"))):
-        raise ValueError(f"{what}: not this session's token: only the session's client and its workers may do that")
+        raise Forbidden(f"{what}: not this session's token: only the session's client and its workers may do that")
 
 
 def max_delta_for(alpha, vector_size):

@@ -171,3 +171,13 @@ class CheckpointState(Record):
     def check(self):
         _non_negative(self, "taken", "committed", "count", "seconds", "bytes", "failed", "copy_seconds", "progress",
                       "unsaved")
+
+
+@dataclasses.dataclass
+class ShardCheckpointed(Record):
+    """A shard's report (its :class:`ShardCheckpoint`) on a checkpoint order of session ``session``."""
+
+    WHAT: typing.ClassVar[str] = "shard_checkpoint"
+    name: str
+    session: str
+    report: ShardCheckpoint

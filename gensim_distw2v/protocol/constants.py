@@ -22,3 +22,12 @@ CHECKPOINT_STAGES = ("taken", "written", "failed")
 
 # --------------------------------------------------------------------------------------------- metrics
 NODE_ROLES = ("worker", "shard", "dispatcher")
+
+
+# --------------------------------------------------------------------------------------------- membership
+DISPATCHER_NAME = "gensim_distw2v.dispatcher"  # names in the name server
+WORKER_PREFIX = "gensim_distw2v.worker."
+SHARD_PREFIX = "gensim_distw2v.shard."
+MEMBER_ID = r"[A-Za-z0-9_.-]{1,64}"  # what follows a worker's or shard's prefix
+MAX_URI = 512
+LONG_POLL = 5.0  # seconds a heartbeat may wait at the dispatcher for a change (its long poll), at most

@@ -1,4 +1,4 @@
-"""Merge rounds: what a shard holds, a worker's parts and the shard's replies, the round's report."""
+"""Merge rounds: what a shard holds and hands out, a worker's parts and the shard's replies, the round's report."""
 import dataclasses
 import typing
 
@@ -7,6 +7,8 @@ from gensim_distw2v.protocol.checkpoints import RestoreSpec
 from gensim_distw2v.protocol.constants import DELTA_DTYPES, MERGE_RULES, WEIGHTS
 from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative
+
+MAX_RANK = 2 ** 31  # a worker's rank in a session is below it
 
 
 @dataclasses.dataclass
@@ -57,6 +59,27 @@ class ShardSpec(Record):
 
 
 @dataclasses.dataclass
+class ShardDownload(Record):
+    """Rows ``[lo, hi)`` of a shard's part of matrix ``name`` of session ``session``. A worker of
+    the session names itself by its ``rank`` and shows the session's ``token``: the rows become its
+    view of them for the merges, and its first download takes it a slot on the shard; the client
+    (the trained weights) gives neither."""
+
+    WHAT: typing.ClassVar[str] = "shard download"
+    session: str
+    name: str
+    lo: int
+    hi: int
+    rank: typing.Optional[int] = None
+    token: typing.Optional[str] = None
+
+    def check(self):
+        if self.rank is not None and not 0 <= self.rank < MAX_RANK:
+            raise ValueError(f"shard download: rank must be the downloading worker's rank (an int in [0, {MAX_RANK})) "
+                             f"or None, got {self.rank}")
+
+
+@dataclasses.dataclass
 class MergePart(Record):
     """One part of a worker's merge round with one shard (worker -> shard), in the shard's own rows.
 
@@ -83,21 +106,39 @@ class MergePart(Record):
     tree_hot_rows: int = -1  # with hs: syn1's rows in a routine round (-1: every row)
 
     def check(self, n_rows=None, vector_size=None, weights=(), max_delta=None):
-        if not 0 <= self.lo <= self.hi <= (n_rows if n_rows is not None else self.hi):
-            raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is outside [0, {n_rows})")
+        """What a part is on its own (it arrives so, as the shard's ``merge`` call: its arrays stay
+        messages); with the session's ``n_rows``, also :meth:`fit`."""
+        if not 0 <= self.lo <= self.hi:
+            raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is not a range of rows")
         _non_negative(self, "rank")
-        if self.wanted is not None:
-            self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
         if not 0.0 <= self.hold_back < 1.0:
             raise ValueError(f"merge part: hold_back must be in [0, 1), got {self.hold_back}")
         if self.hot_rows < -1 or self.tree_hot_rows < -1:
             raise ValueError(f"merge part: hot_rows and tree_hot_rows must be >= 0, or -1 (every row), got "
                              f"{self.hot_rows} and {self.tree_hot_rows}")
+        if n_rows is not None:
+            self.fit(n_rows, vector_size, weights, max_delta)
+
+    def fit(self, n_rows, vector_size=None, weights=(), max_delta=None):
+        """Check the part against the session the shard holds (``n_rows`` of it, the matrices
+        ``weights``) and unpack its deltas in place (the shard folds arrays, not messages).
+
+        Raises
+        ------
+        ValueError
+            Rows beyond the shard's, an unknown matrix, malformed deltas.
+        gensim_distw2v.protocol.errors.Poisoned
+            A delta beyond ``max_delta`` (or not finite).
+        """
+        if self.hi > n_rows:
+            raise ValueError(f"merge part: row range [{self.lo}, {self.hi}) is outside [0, {n_rows})")
+        if self.wanted is not None:  # (a mask over [lo, hi): only once the range is known to be the shard's)
+            self.wanted = unpack_wanted(self.wanted, self.lo, self.hi)
         unknown = set(self.matrices) - set(weights)
         if unknown:
             raise ValueError(f"merge part: unknown matrices {sorted(map(str, unknown))}; this session trains "
                              f"{sorted(weights)}")
-        if vector_size is not None:  # unpacked in place: the shard folds arrays, not messages
+        if vector_size is not None:
             self.matrices = {name: unpack_deltas(msg, name, vector_size, self.lo, self.hi, "merge part", max_delta)
                              for name, msg in self.matrices.items()}
 

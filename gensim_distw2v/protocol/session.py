@@ -8,6 +8,7 @@ import numpy as np
 from gensim_distw2v.protocol.arrays import check_damp_rows, need
 from gensim_distw2v.protocol.checkpoints import CheckpointSpec
 from gensim_distw2v.protocol.constants import STATIC, WEIGHTS
+from gensim_distw2v.protocol.errors import BadRequest
 from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
 from gensim_distw2v.settings import Settings
 
@@ -165,3 +166,72 @@ class SessionConfig(Record):
             raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
         if not 1 <= self.workers <= 65_536:
             raise ValueError(f"session config: workers must be in [1, 65536], got {self.workers}")
+
+
+# ---------------------------------------------------------------------------------------------- a client's calls
+@dataclasses.dataclass
+class SessionRef(Record):
+    """A call about session ``session`` and nothing else (``start``, ``checkpoint``)."""
+
+    WHAT: typing.ClassVar[str] = "session call"
+    session: str
+
+
+@dataclasses.dataclass
+class Close(Record):
+    """The client ends session ``session`` (with its ``token``)."""
+
+    WHAT: typing.ClassVar[str] = "close"
+    session: str
+    token: str
+
+
+@dataclasses.dataclass
+class EpochCall(Record):
+    """A call about ``epoch`` of session ``session`` (``end_epoch``, ``open_file_epoch``)."""
+
+    WHAT: typing.ClassVar[str] = "epoch call"
+    session: str
+    epoch: int
+
+    def check(self):
+        if self.epoch < 0:
+            raise BadRequest("epoch must be an int >= 0")
+
+
+@dataclasses.dataclass
+class Upload(Record):
+    """Rows ``[lo, lo + len)`` of array ``name`` (an array message), in order, in chunks, with the
+    session's ``token``."""
+
+    WHAT: typing.ClassVar[str] = "upload"
+    session: str
+    name: str
+    lo: int
+    array: dict
+    token: str
+
+    def check(self):
+        _non_negative(self, "lo")
+        if not self.array.get("data"):
+            raise BadRequest("upload: an empty chunk (it would only keep the session alive)")
+
+
+@dataclasses.dataclass
+class Download(Record):
+    """Rows ``[lo, hi)`` of array ``name`` of session ``session``."""
+
+    WHAT: typing.ClassVar[str] = "download"
+    session: str
+    name: str
+    lo: int
+    hi: int
+
+
+@dataclasses.dataclass
+class PutJobs(Record):
+    """Jobs (job messages, checked on arrival against the session) for session ``session``'s queue."""
+
+    WHAT: typing.ClassVar[str] = "put_jobs"
+    session: str
+    jobs: list

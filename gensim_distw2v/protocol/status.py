@@ -3,9 +3,13 @@ import dataclasses
 import typing
 
 from gensim_distw2v.protocol.checkpoints import CheckpointState
+from gensim_distw2v.protocol.errors import Code, fault
 from gensim_distw2v.protocol.jobs import EpochCounts
 from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative, _record_map
+
+
+_CODES = frozenset(code.value for code in Code)
 
 
 # ---------------------------------------------------------------------------------------------- progress
@@ -45,16 +49,36 @@ class WorkerCounts(Record):
 
 
 @dataclasses.dataclass
+class Failure(Record):
+    """Why a session failed: a :class:`~gensim_distw2v.protocol.errors.Code` (its value) and a message
+    saying what happened (:meth:`fault` gives the matching fault)."""
+
+    WHAT: typing.ClassVar[str] = "session failure"
+    code: str
+    message: str
+
+    def check(self):
+        if self.code not in _CODES:
+            raise ValueError(f"session failure: unknown code {self.code[:40]!r}")
+
+    def fault(self):
+        """The :class:`~gensim_distw2v.protocol.errors.ClusterFault` of this code, with this message."""
+        return fault(self.code, self.message)
+
+
+@dataclasses.dataclass
 class Progress(Record):
-    """The dispatcher's answer to ``progress``: per epoch (str keys) its :class:`EpochCounts`;
-    jobs ``queued`` and ``in_flight``; the summed ``loss``; merge rounds reported; per worker its
-    :class:`WorkerCounts`; ``flushed``: the last epoch every worker flushed (or None);
-    ``lost_shards`` (shard -> why: the session cannot go on); ``no_workers_for`` (seconds without
-    any worker that is or may still join, or None); ``file_checks`` (worker -> None or what is
-    wrong with its view of the corpus file); ``quit`` (worker -> why the session failed on it);
-    ``poisoned`` (worker -> why a shard refused its merge as beyond the session's bound)."""
+    """The dispatcher's answer to ``progress``: the session's ``state`` (``running``, or ``failed``
+    with its :class:`Failure` in ``failure``: the session cannot go on); per epoch (str keys) its
+    :class:`EpochCounts`; jobs ``queued`` and ``in_flight``; the summed ``loss``; merge rounds
+    reported; per worker its :class:`WorkerCounts`; ``flushed``: the last epoch every worker
+    flushed (or None); ``file_checks`` (worker -> None or what is wrong with its view of the corpus
+    file) and ``file_waiting`` (registered workers that have neither checked the corpus file nor
+    quit; None without a corpus file)."""
 
     WHAT: typing.ClassVar[str] = "progress reply"
+    state: str
+    failure: typing.Optional[Failure]
     epochs: dict
     queued: int
     in_flight: int
@@ -62,15 +86,14 @@ class Progress(Record):
     merges: int
     workers: dict
     flushed: typing.Optional[int]
-    lost_shards: dict
-    no_workers_for: typing.Optional[float]
     file_checks: dict
-    quit: dict
+    file_waiting: typing.Optional[int] = None
     checkpoints: typing.Optional["CheckpointState"] = None  # with checkpoint_dir
-    poisoned: typing.Optional[dict] = None  # worker -> why a shard refused its merge (the session cannot go on)
     nodes: typing.Optional[dict] = None  # name -> NodeMetrics: the session's workers, shards and the dispatcher
 
     def check(self):
+        if (self.state == "failed") != (self.failure is not None):
+            raise ValueError("progress reply: a failed session has its failure, and only a failed one")
         self.epochs = _record_map(self.epochs, EpochCounts)
         self.workers = _record_map(self.workers, WorkerCounts)
         if self.nodes is not None:
@@ -110,7 +133,8 @@ class ShardMemberStatus(Record):
 
 @dataclasses.dataclass
 class SessionState(Record):
-    """A session's id and state (``uploading``, ``running``, ``closed``, ``failed``)."""
+    """A session's id and state (``uploading``, ``running`` or ``failed``: see
+    :mod:`gensim_distw2v.core.session`; a closed session is no longer shown)."""
 
     WHAT: typing.ClassVar[str] = "session state"
     id: str
@@ -175,3 +199,22 @@ class WorkerStatus(Record):
     threads: int
     dispatcher: typing.Optional[str]
     session: typing.Optional[str]
+
+
+# ---------------------------------------------------------------------------------------------- requests
+@dataclasses.dataclass
+class StatusRequest(Record):
+    """``status``: what the server is and holds (no fields)."""
+
+    WHAT: typing.ClassVar[str] = "status request"
+
+
+@dataclasses.dataclass
+class ProgressRequest(Record):
+    """``progress`` of session ``session``; with its ``token`` (its client's call) it counts as word
+    from the client; with ``nodes``, every node's metrics too."""
+
+    WHAT: typing.ClassVar[str] = "progress request"
+    session: str
+    token: typing.Optional[str] = None
+    nodes: bool = False

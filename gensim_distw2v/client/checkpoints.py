@@ -1,0 +1,192 @@
+"""Resuming a run on the client: the run's identity, the checkpoints it waits for, its sessions after a loss.
+
+With ``checkpoint_dir``, the client asks for a checkpoint at every epoch end, and when the
+dispatcher or a shard is lost it waits up to ``cluster_timeout`` for the cluster to be back and
+resumes the run from the last checkpoint (a new session that starts where the checkpoint left
+off: the jobs it trained are skipped, checked by :class:`SkippedJobs`); ``resume_from`` does the
+same for a run whose client died. :class:`Resumes` is mixed into
+:class:`gensim_distw2v.client.training.DistributedTraining`.
+"""
+import hashlib
+import logging
+import time
+import zlib
+
+import gensim
+import numpy as np
+
+import gensim_distw2v
+from gensim_distw2v.protocol import errors
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SkippedJobs", "Resumes"]
+
+MAX_RESUMES = 20  # a run resumes from its checkpoints after at most this many losses of a server
+
+
+class _Retry(Exception):
+    """A session of the run ended in a way the run may recover from (with checkpoints)."""
+
+
+class _Lost(_Retry):
+    """The dispatcher or a shard was lost: ``what`` happened, ``error`` is raised if the run cannot resume."""
+
+    def __init__(self, what, error):
+        super().__init__(what)
+        self.what, self.error = what, error
+
+
+class _RestoreFailed(_Retry):
+    """A shard could not read its rows of checkpoint ``sequence`` (damaged on disk): resume from an older one."""
+
+    def __init__(self, sequence, message):
+        super().__init__(message)
+        self.sequence = sequence
+
+
+class SkippedJobs:
+    """The jobs of a resumed epoch that its checkpoint trained: skipped, and checked to be the
+    jobs it trained (their number and the sum of their words' CRC-32), and the epoch's first jobs
+    checked to be those of the run's epochs (their CRC-32): another corpus is refused.
+
+    Parameters
+    ----------
+    point : gensim_distw2v.protocol.Resumed or None
+        Where the run resumes (None: nothing to skip).
+    """
+
+    def __init__(self, point):
+        self.point, self.seen, self.crc, self.checked = point, 0, 0, point is None
+        if point is not None:
+            self.ids = set(point.done_jobs)
+            self.count = point.done_below - point.first_job + len(point.done_jobs)
+            self.last = max([point.done_below - 1] + list(point.done_jobs))
+
+    def skips(self, job_id, job):
+        """Whether job ``job_id`` (a :class:`gensim_distw2v.core.jobs.Job`) was trained before the resume.
+
+        Raises
+        ------
+        ValueError
+            Once the last trained job has passed, if the jobs differ from those the checkpoint trained.
+        """
+        point = self.point
+        if point is None:
+            return False
+        position = job_id - point.first_job
+        if position < len(point.head) and zlib.crc32(np.ascontiguousarray(job.indices, dtype=np.uint32)) \
+                != point.head[position]:
+            raise ValueError(
+                f"resume: this corpus is not the one checkpoint {point.checkpoint} was trained on: job {position} of "
+                f"an epoch holds other words here. Resume with the same corpus, in the same order (and the same "
+                f"batch_words)")
+        if self.checked:
+            return False
+        trained = job_id < point.done_below or job_id in self.ids
+        if trained:
+            self.seen += 1
+            self.crc = (self.crc + zlib.crc32(np.ascontiguousarray(job.indices, dtype=np.uint32))) % 2 ** 64
+        if job_id >= self.last:
+            self.finish()
+        return trained
+
+    def finish(self):
+        """Check the skipped jobs (at the last of them, or at the end of the corpus)."""
+        if self.checked:
+            return
+        self.checked = True
+        point = self.point
+        if self.seen != self.count or self.crc != point.crc:
+            raise ValueError(
+                f"resume: this corpus is not the one checkpoint {point.checkpoint} was trained on: the "
+                f"{self.count} jobs it trained of epoch {point.epoch} " + (
+                    f"are {self.seen} here" if self.seen != self.count else "hold other words here")
+                + ". Resume with the same corpus, in the same order (and the same batch_words)")
+
+
+
+class Resumes:
+    """A run's sessions: resumed after a loss of the dispatcher or of a shard, from its checkpoints."""
+
+    def _train(self, args, resume_from):
+        """:meth:`train`, its sessions (a run resumed after a loss has several)."""
+        self._call_start = self._session_start = time.monotonic()
+        self._begun = set()  # epochs whose callbacks' on_epoch_begin ran
+        resume, below, lost = resume_from is not None, None, 0
+        self._resumes = 0
+        self._checkpoint_wait = 0.0  # seconds the client waited at epoch ends for checkpoints
+        lost_error = None  # resuming after a loss: the error to raise if there is nothing to resume from
+        while True:
+            try:
+                return self._run(*args, resume=resume, below=below)
+            except _RestoreFailed as err:
+                logger.warning("checkpoint %i could not be restored (%s): resuming from the one before",
+                               err.sequence, err)
+                below = err.sequence
+            except errors.NoCheckpoint:
+                if lost_error is None:
+                    raise
+                raise lost_error from None  # lost before the run's first checkpoint was written
+            except _Lost as err:
+                if self.settings.checkpoint_dir is None or lost >= MAX_RESUMES:
+                    raise err.error from None
+                lost_error = err.error
+                lost += 1
+                logger.warning("%s; resuming from the last checkpoint in %s once the cluster is back (waiting up to "
+                               "%.0f s, attempt %i of %i)", err.what, self.settings.checkpoint_dir,
+                               self.settings.cluster_timeout, lost, MAX_RESUMES)
+                resume, below = True, None
+                self._resumes += 1
+
+    def _wait_for_shards(self, dispatcher, count):
+        """Resuming: wait up to ``cluster_timeout`` for as many shards as the lost session had
+        (the run goes on with those there are after that)."""
+        deadline = time.monotonic() + self.settings.cluster_timeout
+        while len(dispatcher.call("status").shards) < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def _identity(self, params, epochs, spec, total_examples, total_words):
+        """What must be equal for a run to resume from a checkpoint: the versions, the vocabulary (its
+        words and counts, digested), the hyper-parameters, the epochs, the corpus (a file's
+        fingerprint; an iterable's counts; its jobs are checked as they are skipped:
+        :class:`gensim_distw2v.protocol.Resumed`)."""
+        model = self.model
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update("\n".join(model.wv.index_to_key).encode("utf8"))
+        counts = model.wv.expandos.get("count")
+        if counts is not None:
+            digest.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
+        kernel = params.to_wire()
+        return {"versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+                "vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
+                "params": {key: kernel[key] for key in sorted(kernel)}, "alpha": float(model.alpha),
+                "min_alpha": float(model.min_alpha), "batch_words": int(model.batch_words),
+                "corpus_file": None if spec is None else f"{spec.path} ({spec.size} bytes, {spec.digest})",
+                "total_words": int(total_words or 0), "total_examples": int(total_examples or 0)}
+
+    def _checkpoint(self, dispatcher, sid, last):
+        """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
+        (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
+        started = time.monotonic()
+        sequence = self._awaiting = dispatcher.call("checkpoint", session=sid)
+        while True:
+            progress = dispatcher.call("progress", session=sid, token=self._token)
+            self._check_workers(progress)
+            state = progress.checkpoints
+            if state.failed >= sequence:
+                logger.error("the checkpoint at the end of epoch %i failed (%s); training goes on, the last complete "
+                             "one is %i", progress.flushed, state.error, state.committed)
+                self._failed_reported = max(self._failed_reported, state.failed)
+                break
+            if (state.committed if last else state.taken) >= sequence:
+                break
+            if time.monotonic() - started > self.settings.cluster_timeout:
+                logger.error("checkpoint %i at the end of epoch %i: not %s within %.0f s; training goes on (the last "
+                             "complete checkpoint is %i)", sequence, progress.flushed,
+                             "on disk" if last else "copied by every shard", self.settings.cluster_timeout,
+                             state.committed)
+                break
+            time.sleep(0.01)
+        self._awaiting = None  # from now on a failure of it (once copied) is reported as any other
+        self._checkpoint_wait += time.monotonic() - started

@@ -1,0 +1,161 @@
+"""A session's set-up and its weights on the client: its config, opening it, the arrays up, the weights down."""
+import logging
+import os
+
+import gensim
+import numpy as np
+
+import gensim_distw2v
+from gensim_distw2v import protocol
+from gensim_distw2v.io import transport
+from gensim_distw2v.protocol import errors
+from gensim_distw2v.io.corpusfile import fingerprint, vocab_arrays
+from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
+from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, tree_hot_rows
+from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
+from gensim_distw2v.client.checkpoints import _RestoreFailed
+from gensim_distw2v.client.links import ShardLinks
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SessionSetup"]
+
+
+class SessionSetup:
+    """Opening a session (config, arrays up, shards started) and the trained weights back (mixed
+    into :class:`gensim_distw2v.client.training.DistributedTraining`)."""
+
+    def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None, total_examples=None,
+                resume=False, below=None):
+        """The session's :class:`gensim_distw2v.protocol.SessionConfig` (checked) and its arrays."""
+        model = self.model
+        kernel, arrays = model_arrays(model)
+        arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the merge rules' tiers expect
+        if corpus_file is not None:
+            arrays["vocab_bytes"], arrays["vocab_offsets"] = vocab_arrays(model.wv.index_to_key)
+        params = protocol.TrainParams(**kernel, sample=bool(model.sample), vector_size=int(model.wv.vector_size),
+                                  vocab_size=len(model.wv), seed=int(model.seed) & 0xFFFFFFFF)
+        if not params.sample:
+            arrays.pop("sample_int", None)
+        rng = model.random if isinstance(model.random, np.random.RandomState) else np.random.RandomState(model.seed)
+        settings = self.settings
+        # the interval grows with the corpus (words per epoch: given, or counted by build_vocab)
+        corpus_words = int(total_words or getattr(model, "corpus_total_words", 0) or 0)
+        sync_words = int(settings.sync_words or default_sync_words(n_workers, corpus_words))
+        counts = model.wv.expandos.get("count")
+        if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
+            counts = np.zeros(len(model.wv))
+        # hs: how often each tree node is on a trained word's path (the tiers of syn1's rows)
+        tree = node_counts(arrays["points"], arrays["code_offsets"], counts, len(arrays["syn1"])) \
+            if "syn1" in arrays else None
+        spec = None
+        if corpus_file is not None:
+            path = os.path.abspath(corpus_file)
+            found = fingerprint(path)
+            # ranges of about batch_words words: the unit of work and of load balancing; with a merge
+            # interval longer than a job (a large corpus merges every 1/5,400 of it), of the interval,
+            # but at least four per worker and epoch (a range costs the dispatcher the same whatever
+            # its length)
+            range_words = model.batch_words
+            if sync_words > MAX_WORDS_IN_JOB:
+                range_words = max(range_words, min(sync_words, int(total_words) // (4 * max(1, n_workers))))
+            spec = protocol.CorpusFileSpec(
+                path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
+                range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
+                start_alpha=float(model.alpha), end_alpha=float(model.min_alpha))
+        config = protocol.SessionConfig(
+            versions={"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+            params=params,
+            arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
+            settings=settings.replace(sync_words=sync_words),
+            damp_rows=damped_rows(counts, sync_words, tree_counts=tree), hot_rows=hot_rows(counts, sync_words),
+            tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
+            compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=protocol.RngState.of(rng), workers=int(n_workers),
+            total_words=int(total_words or model.corpus_total_words or 0), corpus_file=spec)
+        if settings.checkpoint_dir is not None:
+            config.checkpoint = protocol.CheckpointSpec(
+                dir=settings.checkpoint_dir, every=settings.checkpoint_every, resume=bool(resume), below=below,
+                identity=self._identity(params, epochs, spec, total_examples, total_words))
+        config.check()
+        return config, arrays
+
+    def _open(self, dispatcher, config, arrays):
+        """Open a session: the dispatcher names its shards, the arrays go up (a resumed session's
+        weights come from the checkpoint), shards and dispatcher start. Returns ``(session id,
+        ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
+        opened = dispatcher.call("open_session", config)
+        sid, links, self._token = opened.session, None, opened.token
+        try:
+            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, opened.token)
+            self._upload(dispatcher, sid, arrays, config, links, opened.resumed)
+            dispatcher.call("start", session=sid)
+            return sid, links, opened.resumed
+        except BaseException:
+            if links is not None:
+                links.close(sid)
+            try:
+                dispatcher.call("close", session=sid, token=opened.token)
+            except transport.PyroError:
+                pass
+            raise
+
+    def _upload(self, dispatcher, sid, arrays, config, links, resumed=None):
+        """The static arrays to the dispatcher, each shard's rows of the weights to that shard (or,
+        resuming, where the shards read them); start the shards."""
+        weights = {name: a for name, a in arrays.items() if name in protocol.WEIGHTS}
+        part_bytes = self.settings.part_bytes
+        for name, array in arrays.items():
+            if name not in weights:
+                send_rows(array, part_bytes, lambda lo, part, name=name: dispatcher.call(
+                    "upload", session=sid, name=name, lo=lo, array=part, token=links.token))
+        restore = None if resumed is None else protocol.RestoreSpec(
+            dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
+
+        def give(shard):
+            spec = protocol.ShardSpec(
+                session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
+                vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
+                merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
+                tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=links.token,
+                max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
+            try:
+                links.call(shard, "open_session", spec)
+            except errors.RestoreFailed as err:
+                if restore is not None:
+                    raise _RestoreFailed(resumed.checkpoint, str(err)) from None
+                raise
+            if restore is None:
+                for name, array in weights.items():
+                    send_rows(links.layout.rows_of(array, shard), part_bytes, lambda lo, part, name=name: links.call(
+                        shard, "upload", session=sid, name=name, lo=lo, array=part, token=links.token))
+            links.call(shard, "start", session=sid)
+        links.each(give)
+
+    def _download_weights(self, links, sid):
+        """The trained weights from the shards, into the model once all are in and checked finite and
+        bounded (:func:`gensim_distw2v.protocol.within`): a failed check leaves the model as it was."""
+        model = self.model
+        targets = {"syn0": model.wv.vectors}
+        if model.negative:
+            targets["syn1neg"] = model.syn1neg
+        if model.hs:
+            targets["syn1"] = model.syn1
+        got = {name: np.empty_like(target) for name, target in targets.items()}
+        bound = 100 * protocol.max_delta_for(max(model.alpha, model.min_alpha), model.wv.vector_size)
+
+        def fetch(shard):
+            for name, target in got.items():
+                def check(part, name=name):
+                    if not protocol.within(part, bound):
+                        raise transport.ClusterError(
+                            f"shard {links.shards[shard][0]} sent {name} weights that are not finite or larger than "
+                            f"{bound:.3g}: the model keeps the weights it had before this train() call")
+                fetch_rows(links.layout.rows_of(target, shard), self.settings.part_bytes,
+                           lambda lo, hi, name=name: links.call(shard, "download", session=sid, name=name, lo=lo, hi=hi),
+                           f"final {name}", check)
+        links.each(fetch)
+        if model.hs:  # trained busiest node first (kernel.reverse_tree)
+            got["syn1"] = got["syn1"][reverse_tree_order(len(model.syn1))]
+        for name, target in targets.items():
+            target[...] = got[name]
+        model.wv.norms = None  # the vectors changed: most_similar() must not use the old norms

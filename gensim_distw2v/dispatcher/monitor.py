@@ -1,0 +1,79 @@
+"""The dispatcher's monitor: a thread that, twice a second, drops silent workers and shards,
+aborts the session of a silent client, and watches the running session (its history, workers
+left, the order of rounds, jobs' deadlines, checkpoints)."""
+import logging
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Monitor"]
+
+TICK = 0.5  # seconds between looks
+
+
+class Monitor:
+    """The monitor thread (started at once; :meth:`stop` ends it).
+
+    Parameters
+    ----------
+    cluster : gensim_distw2v.dispatcher.state.Cluster
+    workers : gensim_distw2v.dispatcher.workers.WorkerCalls
+    shards : gensim_distw2v.dispatcher.shards.ShardCalls
+    checkpointing : gensim_distw2v.dispatcher.checkpointing.Checkpointing
+    """
+
+    def __init__(self, cluster, workers, shards, checkpointing):
+        self.cluster, self.workers, self.shards, self.checkpointing = cluster, workers, shards, checkpointing
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="dispatcher-monitor", daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        """End the thread (within a tick)."""
+        self.stopped.set()
+
+    def _watch(self):
+        while not self.stopped.wait(TICK):
+            self.look(time.monotonic())
+
+    def look(self, now):
+        """One look at the cluster (see the module's docstring)."""
+        cluster = self.cluster
+        with cluster.cond:
+            self.workers.expire(now)
+            self.shards.expire(now)
+            session = cluster.session
+            if session is None or session.state not in ("uploading", "running", "failed"):
+                return
+            if now - session.client_seen > cluster.limits.client_timeout:
+                logger.warning("session %s aborted: no word from its client for %.0f s", session.id,
+                               now - session.client_seen)
+                cluster.end_session()
+            elif session.state == "running":
+                self._sample_history(session, now)
+                cluster.workers_changed(now)  # may fail it: no worker left
+                if session.state != "running":
+                    return
+                self._check_order(session, now)
+                self.workers.check_deadlines(session, now)
+                self.checkpointing.watch(session, now)
+
+    def _sample_history(self, session, now):
+        """A point of the session's history (the lock held)."""
+        if self.cluster.history is not None and session.started_at is not None:
+            words = sum(counts.effective_words for counts in session.counts.values())
+            self.cluster.history.add(now - session.started_at, words,
+                                     session.loss if session.config.compute_loss else None)
+
+    def _check_order(self, session, now):
+        """``bsp``: a rank no worker claimed within ``cluster_timeout`` of the start ends the order
+        of rounds (its jobs would wait for ever; the lock held)."""
+        unclaimed = session.unclaimed()
+        if unclaimed and now - session.started_at > session.config.settings.cluster_timeout:
+            session.end_order()
+            logger.warning("session %s: sync='bsp' for %i workers, but no worker joined as rank %s within %.0f s: "
+                           "rounds are no longer taken in turn, the run goes on as with sync='ssp' (it will not be "
+                           "reproducible)", session.id, session.config.workers, unclaimed,
+                           session.config.settings.cluster_timeout)
+            self.cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake

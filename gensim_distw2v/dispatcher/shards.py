@@ -1,0 +1,72 @@
+"""The dispatcher's shard-facing part: membership (shard_hello, shard_beat, shard_leave) and a
+shard's checkpoint reports (shard_checkpoint)."""
+import logging
+import time
+
+from gensim_distw2v import protocol
+from gensim_distw2v.dispatcher.membership import SHARD_ROLE, Membership
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ShardCalls"]
+
+
+class ShardCalls(Membership):
+    """The calls of :data:`gensim_distw2v.protocol.tables.DISPATCHER` that shards make.
+
+    Parameters
+    ----------
+    cluster : gensim_distw2v.dispatcher.state.Cluster
+    checkpointing : gensim_distw2v.dispatcher.checkpointing.Checkpointing
+    """
+
+    def __init__(self, cluster, checkpointing):
+        super().__init__(cluster, SHARD_ROLE)
+        self.checkpointing = checkpointing
+
+    # ------------------------------------------------------------------ membership
+    def answer(self, name, request, final):
+        """The session the shard should hold, its workers' ranks, and a checkpoint order for it."""
+        session = self.cluster.session
+        order = None
+        index = -1 if session is None else self.cluster.shard_index(session, name)
+        if index >= 0 and session.checkpoints is not None and session.state == "running":
+            order = session.checkpoints.order(index)
+        if (session.id if session else None) == request.known and not final and order is None:
+            return None
+        if session is None:
+            return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=False)
+        return protocol.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
+                                  ranks=sorted(session.ranks.values()), checkpoint=order)
+
+    def unknown(self):
+        return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=True)
+
+    def before_wait(self, name, request):
+        """Workers whose merges the shard refused as poison: the session fails, naming them; they
+        leave it, their jobs go back to the queue."""
+        session = self.cluster.session
+        if not request.poisoned or session is None or session.id != request.known:
+            return
+        for rank, why in request.poisoned.items():
+            worker = session.rank_names.get(int(rank), f"rank {rank}")
+            if session.poison(worker, f"shard {name} refused its merge: {why}"):
+                logger.error("session %s: worker %s sent a merge beyond the session's bound (%s); the session fails",
+                             session.id, worker, why)
+        self.cluster.wake()
+
+    def dropped(self, member, reason):
+        """A session it holds rows of cannot go on: it fails."""
+        session, name = self.cluster.session, member.name
+        if session is not None and session.lose_shard(name, reason):
+            logger.error("shard %s of session %s lost (%s): the session cannot go on; restart the shard with: "
+                         "python -m gensim_distw2v.shard", name, session.id, reason)
+            if session.checkpoints is not None and session.checkpoints.current is not None:
+                session.checkpoints.fail(f"shard {name} was lost", time.monotonic())
+        else:
+            logger.warning("shard %s lost (%s); %i shards left", name, reason, len(self.members))
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpointed(self, request):
+        """A shard's report (:class:`~gensim_distw2v.protocol.ShardCheckpoint`) on a checkpoint order."""
+        self.checkpointing.report(request.name, request.session, request.report)

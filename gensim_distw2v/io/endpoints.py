@@ -1,0 +1,74 @@
+"""A server's call table on the wire: the object a daemon serves for it (:class:`Endpoint`, one remote
+method ``call(op, msg)``) and a caller's typed link to it (:class:`Link`), both over
+:mod:`gensim_distw2v.io.transport` (which alone touches Pyro4).
+"""
+from gensim_distw2v.io import transport
+from gensim_distw2v.protocol import calls
+
+__all__ = ["Endpoint", "Link", "endpoint", "link"]
+
+
+@transport.expose
+class Endpoint:
+    """What a daemon serves for a call table: one remote method, ``call(op, msg)``."""
+
+    def __init__(self, handlers):
+        self._handle = handlers.handle
+
+    def call(self, op, msg):
+        """Run call ``op`` of the table with its request message ``msg``."""
+        return self._handle(op, msg)
+
+
+def endpoint(table, obj):
+    """The object to serve (:class:`gensim_distw2v.io.transport.Server`) for ``obj``'s calls in ``table`` (a
+    :class:`gensim_distw2v.protocol.calls.Table`)."""
+    return Endpoint(calls.Handlers(table, obj))
+
+
+class Link(calls.Caller):
+    """A caller's link to one server's call table over one msgpack proxy (one thread at a time):
+    ``link.call(op, request)``; see :class:`gensim_distw2v.protocol.calls.Caller`.
+
+    Parameters
+    ----------
+    uri : str
+    table : gensim_distw2v.protocol.calls.Table
+    hmac_key : bytes or str, optional
+    timeout : float, optional
+        Seconds a call may take (None: no limit).
+    """
+
+    def __init__(self, uri, table, hmac_key=None, timeout=None):
+        self.proxy = transport.connect(uri, hmac_key, timeout)
+        super().__init__(table, self._call)
+
+    def _call(self, op, msg):
+        return self.proxy.call(op, msg)  # (looked up per call: the proxy connects on first use)
+
+    @property
+    def timeout(self):
+        """Seconds a call may take (None: no limit); settable."""
+        return transport.timeout_of(self.proxy)
+
+    @timeout.setter
+    def timeout(self, seconds):
+        transport.set_timeout(self.proxy, seconds)
+
+    @property
+    def connection(self):
+        """The underlying proxy (for :func:`gensim_distw2v.io.transport.release` and tests of the raw transport)."""
+        return self.proxy
+
+    def bind(self):
+        """Connect now (rather than at the first call); raises :data:`gensim_distw2v.io.transport.CommunicationError` if it cannot."""
+        transport.bind(self.proxy)
+
+    def release(self):
+        """Close the connection (harmless if it is already closed)."""
+        transport.release(self.proxy)
+
+
+def link(uri, table, hmac_key=None, timeout=None):
+    """A :class:`Link` to the server at ``uri`` that serves ``table``."""
+    return Link(uri, table, hmac_key, timeout)

@@ -1,0 +1,96 @@
+"""Links to a session's parameter shards: one connection each, calls to all of them at once.
+
+The client (opening a session, downloading the weights) and every worker (its weights at a join,
+its merge rounds) talk to all of a session's shards in parallel; a shard that does not answer
+raises :class:`gensim_distw2v.protocol.errors.ShardLost`, naming it and the command that restarts
+it.
+"""
+import concurrent.futures
+import logging
+
+from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol import tables
+from gensim_distw2v.protocol.errors import ShardLost
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ShardLinks", "RESTART"]
+
+# what a lost shard's message says to do, after naming it ({host}, {port}: the name server's)
+RESTART = "restart it with: python -m gensim_distw2v.shard --ns-host {host} --ns-port {port}"
+CLOSE_TIMEOUT = 5.0  # seconds a session's close may take on a shard (best effort)
+
+
+class ShardLinks:
+    """Connections to a session's shards, and calls to one or to all of them.
+
+    Parameters
+    ----------
+    shards : list of (str, str)
+        ``[name, uri]`` of each shard, in the session's order.
+    hmac_key : bytes, optional
+        The cluster's key.
+    ns_conf : dict
+        Where the name server is (for the restart command in errors).
+    token : str
+        The session's secret (:class:`gensim_distw2v.protocol.Opened`), for the calls that need it.
+    timeout : float
+        Seconds a call may take.
+
+    Attributes
+    ----------
+    ADVICE : str
+        What a lost shard's message says to do (``{host}`` and ``{port}`` are filled in).
+    LOST : type
+        What a lost shard raises (an exception taking the message).
+    """
+
+    ADVICE = RESTART
+    LOST = ShardLost
+
+    def __init__(self, shards, hmac_key, ns_conf, token, timeout=60.0):
+        self.shards, self.ns_conf, self.token = [tuple(s) for s in shards], ns_conf, token
+        self.links = [endpoints.link(uri, tables.SHARD, hmac_key, timeout=timeout) for _name, uri in self.shards]
+        # one shard: its calls run in the caller's thread (no hand-over per merge round)
+        self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link") \
+            if len(self.shards) > 1 else None
+
+    def __len__(self):
+        return len(self.shards)
+
+    def call(self, shard, op, request=None, /, **fields):
+        """Call ``op`` (:data:`gensim_distw2v.protocol.tables.SHARD`) on shard ``shard`` with its
+        request record (or the record's fields as keywords); returns the reply, checked.
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.ShardLost
+            The shard does not answer (its name, address, what happened and how to restart it;
+            :attr:`LOST`).
+        """
+        try:
+            return self.links[shard].call(op, request, **fields)
+        except transport.PyroError as err:
+            name, uri = self.shards[shard]
+            host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+            raise self.LOST(f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); "
+                            + self.ADVICE.format(host=host, port=port)) from None
+
+    def each(self, fn):
+        """``[fn(0), fn(1), ...]``, one per shard, in parallel when there are several."""
+        if self.pool is None:
+            return [fn(0)]
+        return list(self.pool.map(fn, range(len(self.shards))))
+
+    def close(self, sid=None):
+        """Release the connections; with ``sid``, close that session on every shard first (best effort)."""
+        for shard, link in enumerate(self.links):
+            if sid is not None:
+                try:
+                    link.timeout = CLOSE_TIMEOUT
+                    link.call("close", session=sid, token=self.token)
+                except (transport.PyroError, ValueError) as err:
+                    logger.warning("could not close session %s on shard %s: %s", sid, self.shards[shard][0], err)
+            link.release()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,121 @@
+"""A worker's merge rounds: its changes to the shards, the other workers' changes back.
+
+Every ``sync_words`` words (and whenever it runs out of jobs) a worker merges: it sends the rows it
+changed, each straight to the shard that owns it, to every shard at once, and takes in the rows
+other workers changed (:mod:`gensim_distw2v.core.merge`), while its trainer threads go on; then
+it tells the dispatcher which jobs the round carried. The cost of a round is per part of rows and
+per shard, never per row in Python.
+"""
+import time
+
+import numpy as np
+
+from gensim_distw2v import protocol
+from gensim_distw2v.core.schedule import row_limits
+
+__all__ = ["MergeRounds"]
+
+
+class MergeRounds:
+    """The merge rounds of a session's work on a worker (mixed into
+    :class:`gensim_distw2v.worker.training._Training`, whose state they read and reset)."""
+
+    def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
+        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.protocol.DELTA_DTYPES`) to
+        the shards and take in the other workers', range by range, every shard at once; then tell
+        the dispatcher the round's jobs are merged.
+
+        With ``flush_epoch`` the round sends everything (no hold-back, float32) and tells the
+        dispatcher this worker has nothing left of that epoch. A round made because the worker ran
+        out of jobs (``restart_clock=False``) leaves the interval's word count as it is: where the
+        intervals end depends only on the words trained, not on when jobs arrived (so one worker
+        cuts no job, and reproduces gensim, however its jobs are delayed).
+        """
+        turn = list(self.turn)
+        if self.sync == "bsp":
+            while not proxy.call("begin_round", name=self.worker.name, session=self.sid, turn=turn, wait=0.5):
+                self.worker.check_alive(self)
+        began, cpu = time.perf_counter(), time.thread_time()
+        with self.lock:
+            jobs, self.done, self.done_epoch = self.done, [], -1
+            loss, self.loss = self.loss, 0.0
+            if self.sync == "bsp":  # trainers go on once the round is taken in (below)
+                self.words_merged = self.words_since_merge
+            elif restart_clock or flush_epoch is not None:
+                self.words_since_merge = self.words_merged = 0
+            else:
+                self.words_merged = self.words_since_merge
+            self.lock.notify_all()  # trainers waiting for this round may go on
+        # every cold_every-th round and every flush merges every row; the others only the hot rows
+        # of syn0 and syn1neg (merge.hot_rows) and of hs's syn1 (merge.tree_hot_rows; every syn1 row
+        # if those are not known): parts beyond them are skipped
+        self.rounds += 1
+        every_row = flush_epoch is not None or self.rounds % self.cold_every == 0
+        hot = -1 if every_row else self.hot_rows
+        tree = -1 if every_row else self.tree_hot_rows
+        top = self.params.vocab_size if "syn1" in self.replica.replica and tree < 0 else max(hot, tree)
+        parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
+            else [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
+        limits = row_limits(hot, tree)
+        size = self.params.vector_size
+        traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
+        wanted = None
+        if flush_epoch is None and self.want is not None:
+            with self.lock:
+                wanted = np.flatnonzero(self.want).astype(np.uint32)
+        for lo, hi in parts:
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits)
+            traffic[0] += sum(_nbytes(d) for d in deltas.values())
+            split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
+            wanted_split = None if wanted is None else self.layout.split(
+                wanted[np.searchsorted(wanted, max(lo, self.hot_rows)):np.searchsorted(wanted, hi)])
+            self.worker.check_alive(self)
+
+            def merge_with(shard, lo=lo, hi=hi, split=split, wanted_split=wanted_split):
+                thread_cpu = time.thread_time()
+                local_lo, local_hi = self.layout.local_range(lo, hi, shard)
+                part = protocol.MergePart(
+                    session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
+                    token=self.token,
+                    matrices={name: protocol.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
+                    hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
+                    tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
+                    wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
+                                                                              local_hi))
+                asked = 0 if part.wanted is None else len(part.wanted["data"])
+                reply = self.links.call(shard, "merge", part)
+                got = []
+                for key in ("matrices", "values"):
+                    got.append({})
+                    for name, msg in getattr(reply, key).items():
+                        if name not in self.replica.replica:
+                            raise ValueError(f"merge reply: unknown matrix {name!r}")
+                        rows, values, scales = protocol.unpack_deltas(msg, name, size, local_lo, local_hi,
+                                                                  f"merge reply's {key}")
+                        got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
+                return got + [asked, time.thread_time() - thread_cpu]
+            for missed, values, asked, link_cpu in self.links.each(merge_with):
+                pool_cpu += link_cpu if self.links.pool is not None else 0.0  # the shard links' threads' CPU
+                traffic[0] += asked
+                traffic[1] += sum(_nbytes(d) for way in (missed, values) for d in way.values())
+                self.replica.take_in(missed, values)
+        with self.lock:
+            stalled = self.stalled
+            if self.sync == "bsp":
+                self.words_since_merge = self.words_merged = 0
+                self.lock.notify_all()
+        self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
+        self.merge_seconds += time.perf_counter() - began
+        self.merge_cpu += time.thread_time() - cpu + pool_cpu
+        report = protocol.RoundReport(
+            jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
+            exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
+            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
+            turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
+        proxy.call("round_done", name=self.worker.name, session=self.sid, report=report)
+
+
+def _nbytes(deltas):
+    """Bytes of one matrix's ``(rows, values, scales or None)`` on the wire (their arrays)."""
+    rows, values, scales = deltas
+    return rows.nbytes + values.nbytes + (0 if scales is None else scales.nbytes)

@@ -1,0 +1,371 @@
+"""A session's work on a worker: the replica, the trainer threads, the job fetching, the merge thread.
+
+:class:`_Training` joins a session (config and static arrays from the dispatcher, the weights from
+the session's shards), runs T trainer threads on jobs pulled from the dispatcher with a small
+prefetch (or on byte ranges of a shared corpus file, read and encoded here:
+:mod:`gensim_distw2v.io.corpusfile`), and a merger thread that decides when a merge round is due
+(the rounds themselves: :mod:`gensim_distw2v.worker.merger`).
+"""
+import logging
+import queue
+import threading
+import time
+
+import numpy as np
+
+from gensim_distw2v import protocol
+from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol import tables
+from gensim_distw2v._inner import JobTrainer
+from gensim_distw2v.io.corpusfile import RangeReader, check_file, vocab_lookup
+from gensim_distw2v.core.layout import ShardLayout
+from gensim_distw2v.core.merge import Replica
+from gensim_distw2v.io.links import ShardLinks
+from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
+from gensim_distw2v.worker.merger import MergeRounds
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SessionLost"]
+
+# bulk transfers (the weights downloaded at a join, epoch flushes) move in parts of part_bytes / 8
+# (2 MB by default): every worker makes them at about the same moment, so a shard holds K parts (and
+# their serialised copies) at once; they are rare, so the extra calls cost nothing per word
+BULK_PART_DIVISOR = 8
+# sync="local": the interval of a worker that merges only at epoch ends (no job is ever cut)
+LOCAL_INTERVAL = 2 ** 62
+
+
+class SessionLost(Exception):
+    """The session ended, was replaced, or the dispatcher went away."""
+
+
+class _Training(MergeRounds):
+    """One session's work on this worker: the replica, the trainer threads, the merges."""
+
+    def __init__(self, worker, sid, proxy):
+        self.worker, self.sid, self.proxy = worker, sid, proxy
+        self.stop = threading.Event()
+        self.jobs = queue.Queue()
+        self.lock = threading.Condition()
+        self.done = []  # [job id, effective words(, raw words, examples)] trained since the last merge round
+        self.done_epoch = -1  # the latest epoch of those jobs
+        self.words_since_merge = 0
+        self.words_merged = 0  # of those, the words carried by rounds made for want of jobs
+        self.loss = 0.0
+        self.merge_seconds = 0.0
+        self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
+        self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
+        self.trained_words = 0
+        self.error = None
+        self.drained = None  # the epoch the dispatcher says is fully handed out, once our queue is empty
+        self.flushed = -1  # the last epoch this worker flushed (sent everything, exactly)
+
+    def run(self):
+        self.worker.meter.mark(self.sid)
+        joined = self.proxy.call("join", name=self.worker.name, session=self.sid)
+        config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
+        self.layout = ShardLayout(len(self.shards))
+        # a shard that does not answer raises ShardLost, naming it
+        self.links = ShardLinks(self.shards, self.worker.hmac_key, self.worker.ns_conf, self.token)
+        try:
+            self._run(config)
+        finally:
+            self.links.close()
+
+    def _run(self, config):
+        self.file = config.corpus_file
+        if self.file is not None:
+            problem = check_file(self.file.path, self.file.fingerprint())
+            self.proxy.call("file_check", name=self.worker.name, session=self.sid, problem=problem)
+            if problem:
+                raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
+        self.params, settings = config.params, config.settings
+        self.sync_words, self.compute_loss = settings.sync_words, config.compute_loss
+        # sync="local": no rounds within an epoch (jobs are not cut either); "bsp": rounds in turn
+        self.sync, self.turn = settings.sync, [0, 0]
+        if self.sync == "local":
+            self.sync_words = LOCAL_INTERVAL
+        self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
+        self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
+        self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
+        # hs: syn1's hot rows (tree nodes, busiest first); 0: not known, syn1 moves every row every round
+        self.tree_hot_rows = config.tree_hot_rows if "syn1" in config.arrays and config.tree_hot_rows else -1
+        self.merge_dtype = settings.merge_dtype
+        vocab, size = self.params.vocab_size, self.params.vector_size
+        start = time.monotonic()
+        arrays = {name: (self._download_weights if name in protocol.WEIGHTS else self._download)(name, spec)
+                  for name, spec in config.arrays.items()}
+        self.replica = Replica({n: arrays.pop(n) for n in protocol.WEIGHTS if n in arrays})
+        if not self.params.sample:
+            arrays.pop("sample_int", None)
+        if self.file is not None:
+            self.vocab = vocab_lookup(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
+            if len(self.vocab) != vocab:
+                raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
+        # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
+        # round asks the shards for the values of these rows only (corpus-file ranges: every row; bsp:
+        # every row, as how many jobs a worker holds is a matter of timing)
+        self.want = np.zeros(vocab, dtype=np.int32) if self.file is None and self.sync != "bsp" else None
+        self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
+        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.part_bytes)
+        self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
+        logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
+                    "%i threads, merging every %i words (sync=%s)", self.sid, self.rank, vocab, size, len(self.shards),
+                    time.monotonic() - start, self.worker.threads, settings.sync_words, self.sync)
+        if self.sync == "bsp" and self.worker.threads > 1:
+            logger.warning("sync='bsp' with %i trainer threads: rounds are taken in turn, but threads share the "
+                           "replica as they run, so two runs differ; start workers with --threads 1 for "
+                           "bit-identical runs", self.worker.threads)
+        threads = [threading.Thread(target=self._train, args=(t, self._rng(config, t)), daemon=True,
+                                    name=f"trainer-{t}") for t in range(self.worker.threads)]
+        threads.append(threading.Thread(target=self._merge_loop, daemon=True, name="merger"))
+        for thread in threads:
+            thread.start()
+        try:
+            self._fetch_loop()
+        finally:
+            self.stop.set()
+            with self.lock:
+                self.lock.notify_all()
+            for thread in threads:
+                thread.join()
+            logger.info("left session %s: trained %i words in %.1f s of kernel CPU (%.0f words/s per thread); "
+                        "merge rounds took %.1f s of CPU; trainers waited %.1f s for merge rounds", self.sid,
+                        self.trained_words, self.train_cpu, self.trained_words / max(self.train_cpu, 1e-9),
+                        self.merge_cpu, self.stalled)
+
+    def _rng(self, config, thread):
+        """Rank 0's first thread continues the client's random stream (so 1 worker x 1 thread
+        reproduces gensim exactly); every other thread gets a stream of its own."""
+        rng = np.random.RandomState(config.params.seed)
+        if self.rank == 0 and thread == 0:
+            rng.set_state(config.rng_state.state())
+        else:
+            rng.seed([config.params.seed & 0xFFFFFFFF, self.rank, thread, 0x5EED])
+        return rng
+
+    def _download(self, name, spec):
+        """A static array from the dispatcher, in parts."""
+        def fetch(lo, hi):
+            self.worker.check_alive(self)
+            return self.proxy.call("download", session=self.sid, name=name, lo=lo, hi=hi)
+        return fetch_rows(np.zeros(spec["shape"], dtype=spec["dtype"]), self.part_bytes, fetch, f"download of {name}")
+
+    def _download_weights(self, name, spec):
+        """A trained matrix, each shard's rows from that shard (all at once); they become this
+        worker's view of them for the merges."""
+        target = np.zeros(spec["shape"], dtype=np.float32)
+
+        def fetch(shard):
+            def part(lo, hi):
+                self.worker.check_alive(self)
+                return self.links.call(shard, "download", protocol.ShardDownload(
+                    session=self.sid, name=name, lo=lo, hi=hi, rank=self.rank, token=self.token))
+            fetch_rows(self.layout.rows_of(target, shard), self.bulk_bytes, part, f"download of {name}")
+        self.links.each(fetch)
+        return target
+
+    def _train(self, thread, rng):
+        try:
+            reader = RangeReader(self.file.path, self.vocab) if self.file is not None else None
+        except OSError as err:  # checked at join, gone since
+            self.error = RuntimeError(f"cannot open the corpus file {self.file.path}: {err}")
+            self.stop.set()
+            return
+        try:
+            while not self.stop.is_set():
+                if not self._wait_for_round():
+                    continue
+                try:
+                    msg = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
+                except queue.Empty:
+                    continue
+                cpu = time.thread_time()
+                try:
+                    if reader is not None:
+                        job_id, effective, loss, raw, examples, epoch = self._train_range(msg, reader, rng)
+                        entry = [job_id, effective, raw, examples]
+                    else:
+                        job, _rows = msg
+                        effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
+                        raw, entry, epoch = job.raw_words, [job.id, effective], job.epoch
+                except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
+                    logger.exception("trainer thread %i failed on a job", thread)
+                    self.error = err
+                    self.stop.set()
+                    return
+                finally:
+                    cpu = time.thread_time() - cpu
+                    with self.lock:
+                        self.train_cpu += cpu
+                        if reader is None and msg[1] is not None:
+                            self.want[msg[1]] -= 1
+                with self.lock:
+                    self.done.append(entry)  # its words counted towards the merge interval as trained
+                    self.done_epoch = max(self.done_epoch, epoch)
+                    self.trained_words += raw
+                    self.loss += loss
+                    self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
+                    self.lock.notify_all()
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _train_range(self, msg, reader, rng):
+        """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples,
+        epoch)``."""
+        job = protocol.RangeJob.from_wire(msg, size=self.file.size)
+        job_id, alpha, lo, hi = job.id, job.alpha, job.lo, job.hi
+        indices, offsets, starts, raw, examples = reader.read(lo, hi)
+        effective, loss, counted, total = 0, 0.0, 0, len(indices)
+        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
+            share = (raw * int(offsets[b]) // total if total else raw) - counted
+            counted += share
+            words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
+                                                 share, alpha, rng)
+            effective += words
+            loss += job_loss
+        if counted < raw:  # no chunk (a range of empty or unknown-word lines)
+            with self.lock:
+                self.words_since_merge += raw - counted
+                self.lock.notify_all()
+        return job_id, effective, loss, raw, examples, job.epoch
+
+    def _wait_for_round(self):
+        """Bounded staleness: once ``sync_words`` words are trained since the last merge round
+        began (``bsp``: ended), wait for the next round to begin (to end); otherwise slow merges
+        would stretch the real merge interval, and summed deltas blow up beyond it (``asp`` and
+        ``local`` never wait). True when training may go on; False after waiting a while (the
+        caller checks ``stop`` and calls again)."""
+        with self.lock:
+            if self.words_since_merge < self.sync_words or self.sync in ("asp", "local"):
+                return True
+            waited = time.perf_counter()
+            self.lock.wait(0.05)
+            self.stalled += time.perf_counter() - waited
+            return self.words_since_merge < self.sync_words
+
+    def _train_pieces(self, indices, offsets, raw, alpha, rng):
+        """Train a job, in pieces of whole sentences cut where the merge interval runs out.
+
+        A job (about ``batch_words`` words) may be longer than ``sync_words`` (2.2 k words at K=8):
+        trained in one go, it would stretch the interval to the job's length. Each piece waits for a
+        merge round while the interval is used up, then counts its share of the job's ``raw`` words
+        towards the interval as soon as it is trained. A job that fits the interval left, or
+        overruns it by at most a tenth of the interval, is trained in one call, as gensim would:
+        cutting a job changes the order of its random draws (gensim draws the job's down-sampling
+        before its windows), so one worker at its default interval (1 M words) reproduces gensim's
+        exact numbers on a corpus of any length. Returns ``(effective words, loss)``; a piece's
+        words are partly in the next round.
+        """
+        total, n_sent = len(indices), len(offsets) - 1
+        effective, loss, counted, a = 0, 0.0, 0, 0
+        while True:
+            while not self._wait_for_round():
+                if self.stop.is_set():  # the session ends: the rest of the job is not trained here
+                    return effective, loss
+            with self.lock:
+                room = max(1, self.sync_words - self.words_since_merge)  # raw words left in this interval
+            if a == 0 and (raw <= room + self.sync_words // 10 or total == 0):
+                b = n_sent
+            else:  # the first sentence boundary past `room` raw words (in-vocabulary words scaled to raw)
+                reach = int(offsets[a]) + -(-room * total // raw)
+                b = min(n_sent, max(a + 1, int(np.searchsorted(offsets, reach, side="left"))))
+            if b > a:
+                lo, hi = int(offsets[a]), int(offsets[b])
+                words, piece_loss = self.trainer.train_job(indices[lo:hi], offsets[a:b + 1] - lo, alpha, rng,
+                                                           self.compute_loss)
+                effective += words
+                loss += piece_loss
+            share = (raw * int(offsets[b]) // total if b < n_sent else raw) - counted
+            counted += share
+            with self.lock:
+                self.words_since_merge += share
+                self.lock.notify_all()
+            a = b
+            if a >= n_sent:
+                return effective, loss
+
+    def _fetch_loop(self):
+        """Keep the local queue topped up (the merger thread merges meanwhile), until the session
+        ends: once it is down to half of ``prefetch`` jobs, fetch up to ``prefetch`` (fewer calls
+        than one per job)."""
+        prefetch = 4 * self.worker.threads
+        while not self.stop.is_set():
+            self.worker.check_alive(self)
+            if self.error is not None:
+                raise self.error
+            if self.jobs.qsize() > prefetch // 2:
+                with self.lock:
+                    self.lock.wait(0.05)
+                continue
+            with self.lock:
+                working = self._holds_jobs()
+            reply = self.proxy.call("get_jobs", name=self.worker.name, session=self.sid,
+                                    max_jobs=prefetch - self.jobs.qsize(), wait=0.02 if working else 0.2)
+            for msg in reply.jobs:
+                if self.file is None:  # a job's words are rows this worker wants current values of
+                    job, rows = protocol.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
+                    if self.want is not None:
+                        rows = np.unique(job.indices)
+                        with self.lock:
+                            self.want[rows] += 1
+                    msg = (job, rows)
+                self.jobs.put(msg)
+            with self.lock:
+                self.drained = reply.drained if not reply.jobs else None
+                self.lock.notify_all()
+        if self.error is not None:
+            raise self.error
+
+    def _merge_loop(self):
+        """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush
+        everything exactly once an epoch is drained. ``bsp``: no round for want of jobs (its timing
+        would decide what a round carries), and an interval's round before a flush; ``local``:
+        flushes only."""
+        proxy = endpoints.link(self.worker.dispatcher_uri, tables.DISPATCHER, self.worker.hmac_key, timeout=60.0)
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    idle = not self._holds_jobs()
+                    # a flush once the epoch is drained, and again for jobs of it trained after that (given
+                    # back by a lost worker): an epoch's jobs are always reported by an exact round (jobs of
+                    # the next epoch, while the client has not put all of them, are not: drained is stale)
+                    flush = idle and self.drained is not None and (
+                        self.drained > self.flushed or (bool(self.done) and self.done_epoch <= self.drained))
+                    interval = self.words_since_merge >= self.sync_words
+                    if self.sync == "bsp" and interval:
+                        flush = False
+                    spare = idle and self.done and self.sync in ("ssp", "asp")
+                    if not (flush or interval or spare):
+                        self.lock.wait(0.05)
+                        continue
+                    epoch = self.drained
+                if flush:
+                    self._merge_round(proxy, "float32", 0.0, flush_epoch=epoch)
+                    self.flushed = epoch
+                else:
+                    self._merge_round(proxy, self.merge_dtype, self.hold_back, restart_clock=interval)
+        except SessionLost:
+            pass
+        except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
+            self.error = err
+            self.stop.set()
+        finally:
+            transport.release(proxy)
+
+    def _holds_jobs(self):
+        """Whether a job is queued here or being trained (taken from the queue, not yet done)."""
+        with self.jobs.mutex:
+            return self.jobs.unfinished_tasks > 0
+
+    def _kernel_cpu(self):
+        """CPU seconds the trainer threads spent in jobs so far."""
+        with self.lock:
+            return float(self.train_cpu)
+
+    def metrics(self):
+        """This worker's :class:`gensim_distw2v.protocol.NodeMetrics` in the session so far."""
+        return self.worker.meter.sample(self.trained_words, self._kernel_cpu(), self.merge_cpu)

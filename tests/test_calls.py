@@ -1,0 +1,276 @@
+"""Call tables: requests checked on arrival, replies checked on return, faults carried as plain data
+(code, class and message), the dispatcher driven in-process through its table, and the design
+document's call tables as the tables are."""
+import dataclasses
+import os
+import threading
+import typing
+
+import msgpack
+import numpy as np
+import pytest
+import Pyro4.util
+
+from gensim_distw2v import protocol
+from gensim_distw2v.dispatcher import Dispatcher
+from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol import calls, errors, tables
+from gensim_distw2v.protocol.records import Record
+from gensim_distw2v.settings import Settings
+from gensim_distw2v.versions import versions
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER, SHARD = protocol.WORKER_PREFIX + "w1", protocol.SHARD_PREFIX + "s1"
+
+
+@dataclasses.dataclass
+class Ping(Record):
+    WHAT: typing.ClassVar[str] = "ping"
+    n: int
+    fault: typing.Optional[str] = None
+
+
+@dataclasses.dataclass
+class Pong(Record):
+    WHAT: typing.ClassVar[str] = "pong"
+    n: int
+
+
+TOY = calls.Table("toy", [calls.Call("ping", Ping, "on_ping", Pong, "n + 1"),
+                          calls.Call("count", Ping, "on_count", int, "n"),
+                          calls.Call("fail", Ping, "on_fail", None, "raise what it is told")])
+
+
+class Toy:
+    def on_ping(self, request):
+        return Pong(n=request.n + 1)
+
+    def on_count(self, request):
+        return request.n if request.n >= 0 else "not an int"
+
+    def on_fail(self, request):
+        if request.fault is None:
+            raise ValueError("a plain refusal")
+        raise errors.fault(request.fault, f"refused as {request.fault}")
+
+
+def _toy_caller():
+    return calls.Caller(TOY, calls.Handlers(TOY, Toy()).handle)
+
+
+@pytest.mark.unit
+def test_a_table_checks_requests_on_arrival_and_replies_on_return():
+    toy = _toy_caller()
+    assert toy.call("ping", Ping(n=1)) == Pong(n=2) and toy.call("ping", n=5) == Pong(n=6)
+    assert toy.call("count", n=3) == 3
+    with pytest.raises(ValueError, match="malformed count reply: expected int, got str"):
+        toy.call("count", n=-1)
+    with pytest.raises(errors.BadRequest, match="malformed ping: field 'n' must be int, got str") as err:
+        toy.send("ping", {"n": "one"})
+    assert err.value.code is errors.Code.BAD_REQUEST
+    with pytest.raises(errors.BadRequest, match="malformed ping: unknown fields \\['extra'\\]"):
+        toy.send("ping", {"n": 1, "extra": 2})
+    with pytest.raises(errors.BadRequest, match="the toy has no call 'pong'; its calls: ping, count, fail"):
+        toy.send("pong", {})
+    with pytest.raises(TypeError, match="ping takes one Ping"):
+        toy.call("ping", Pong(n=1))
+    with pytest.raises(TypeError, match="has no handler 'on_ping'"):
+        calls.Handlers(TOY, object())
+    with pytest.raises(ValueError, match="operation 'ping' defined twice"):
+        calls.Table("twice", [TOY["ping"], TOY["ping"]])
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("code", list(errors.Code))
+def test_every_fault_travels_as_plain_msgpack_data_and_comes_back_as_itself(code):
+    transport.first_use()  # what a process's first daemon or proxy does
+    serializer = Pyro4.util.MsgpackSerializer()
+    sent = errors.fault(code, f"what went wrong ({code.value}), and how to fix it")
+    data, _compressed = serializer.serializeData(sent)
+    plain = msgpack.unpackb(data, raw=False)  # plain data: a dict of str (no pickle, no class by name)
+    assert plain == {"__class__": errors.FAULT_CLASS, "code": code.value, "message": str(sent)}
+    back = serializer.deserializeData(data)
+    assert type(back) is type(sent) and back.code is code and str(back) == str(sent)
+    assert isinstance(back, ValueError)  # what a remote refusal has always been here
+
+
+@pytest.mark.unit
+def test_a_forged_fault_is_an_internal_error_not_a_class_by_name():
+    transport.first_use()
+    serializer = Pyro4.util.MsgpackSerializer()
+    forged = msgpack.packb({"__class__": errors.FAULT_CLASS, "code": "os.system", "message": "rm -rf"})
+    back = serializer.deserializeData(forged)
+    assert type(back) is errors.Internal and "unknown error code 'os.system'" in str(back)
+
+
+@pytest.mark.cluster
+def test_calls_and_faults_through_a_real_daemon():
+    daemon = transport._Daemon(transport.Limits(), host="127.0.0.1", port=0)
+    uri = daemon.register(endpoints.endpoint(TOY, Toy()))
+    thread = threading.Thread(target=daemon.requestLoop, daemon=True)
+    thread.start()
+    link = endpoints.link(uri, TOY, timeout=10)
+    try:
+        assert link.call("ping", n=41) == Pong(n=42) and link.call("count", n=7) == 7
+        for code in errors.Code:
+            with pytest.raises(errors.ClusterFault) as err:
+                link.call("fail", n=0, fault=code.value)
+            assert type(err.value) is type(errors.fault(code, "")) and err.value.code is code
+            assert str(err.value) == f"refused as {code.value}"
+        with pytest.raises(ValueError, match="a plain refusal") as err:
+            link.call("fail", n=0)
+        assert type(err.value) is ValueError  # any other refusal: as before
+        with pytest.raises(errors.BadRequest, match="malformed ping: missing field 'n'"):
+            link.send("ping", {})
+    finally:
+        link.release()
+        daemon.shutdown()
+
+
+# ---------------------------------------------------------------------------------------------- the dispatcher
+def _config(epochs=1):
+    return protocol.SessionConfig(
+        versions=versions(), params=protocol.TrainParams(sg=1, hs=0, negative=5, window=5, cbow_mean=1,
+                                                         shrink_windows=True, sample=False, vector_size=4,
+                                                         vocab_size=10, seed=1),
+        arrays={"syn0": {"dtype": "float32", "shape": [10, 4]}, "syn1neg": {"dtype": "float32", "shape": [10, 4]},
+                "lockf": {"dtype": "float32", "shape": [10]}, "cum_table": {"dtype": "uint32", "shape": [10]}},
+        settings=Settings(sync_words=1000), damp_rows={"syn0": 2, "syn1neg": 2}, hot_rows=10, compute_loss=False,
+        epochs=epochs, rng_state=protocol.RngState.of(np.random.RandomState(1)), workers=1)
+
+
+def _report(jobs, flush=-1):
+    return protocol.RoundReport(jobs=jobs, loss=0.0, flush=flush, exact=flush >= 0, merge_seconds=0.0, merge_cpu=0.0,
+                                kernel_cpu=0.0, stall_seconds=0.0, bytes_up=0, bytes_down=0, turn=[0, 0])
+
+
+@pytest.fixture
+def dispatcher():
+    out = Dispatcher()
+    yield out
+    out.shutdown()
+
+
+def _opened(link):
+    """A worker and a shard registered, a session opened, uploaded and started: its Opened."""
+    link.call("hello", name=WORKER, uri="PYRO:w@127.0.0.1:1", versions=versions(), threads=2)
+    link.call("shard_hello", name=SHARD, uri="PYRO:s@127.0.0.1:2", versions=versions())
+    opened = link.call("open_session", _config())
+    for name, dtype in (("lockf", np.float32), ("cum_table", np.uint32)):
+        link.call("upload", session=opened.session, name=name, lo=0, token=opened.token,
+                  array=protocol.pack_array(np.arange(1, 11).astype(dtype)))
+    assert link.call("start", session=opened.session) == 1
+    return opened
+
+
+@pytest.mark.unit
+def test_the_dispatcher_serves_a_session_in_process_through_its_table(dispatcher):
+    link = dispatcher.local()
+    opened = _opened(link)
+    sid = opened.session
+    assert link.call("heartbeat", name=WORKER, known=None, wait=0.0) == protocol.Beat(session=sid, hello=False)
+    joined = link.call("join", name=WORKER, session=sid)
+    assert joined.rank == 0 and joined.shards == [[SHARD, "PYRO:s@127.0.0.1:2"]] and joined.token == opened.token
+    job = protocol.Job(id=0, epoch=0, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
+                       offsets=np.array([0, 3], np.int64), raw_words=3, examples=1)
+    assert link.call("put_jobs", session=sid, jobs=[job.to_wire()]) == 1
+    link.call("end_epoch", session=sid, epoch=0)
+    batch = link.call("get_jobs", name=WORKER, session=sid, max_jobs=4, wait=0.0)
+    assert [msg["id"] for msg in batch.jobs] == [0] and batch.drained == 0
+    assert link.call("begin_round", name=WORKER, session=sid, turn=[0, 0], wait=0.0) is True
+    link.call("round_done", name=WORKER, session=sid, report=_report([[0, 3]], flush=0))
+    progress = link.call("progress", session=sid, token=opened.token)
+    assert progress.state == "running" and progress.failure is None
+    assert progress.epoch(0).done == 1 and progress.flushed == 0 and progress.workers[WORKER].merges == 1
+    assert link.call("status").session == protocol.SessionState(id=sid, state="running")
+    with pytest.raises(errors.Forbidden, match="close: not this session's token"):
+        link.call("close", session=sid, token="a guess")
+    link.call("close", session=sid, token=opened.token)
+    assert link.call("status").session is None
+    with pytest.raises(errors.SessionClosed, match=f"unknown or closed session '{sid}'"):
+        link.call("progress", session=sid)
+
+
+@pytest.mark.unit
+def test_the_dispatcher_refuses_with_the_code_of_each_refusal(dispatcher):
+    link = dispatcher.local()
+    with pytest.raises(errors.NoShard, match="no parameter shard is registered"):
+        link.call("open_session", _config())
+    with pytest.raises(errors.VersionMismatch):
+        link.call("hello", name=WORKER, uri="PYRO:w@127.0.0.1:1", versions={"gensim": "0.0"}, threads=1)
+    with pytest.raises(errors.BadRequest, match="malformed hello: name must be gensim_distw2v.worker. and 1 to 64"):
+        link.call("hello", name="mallory", uri="PYRO:w@127.0.0.1:1", versions=versions(), threads=1)
+    with pytest.raises(errors.BadRequest, match="shard hello: threads must be left out"):
+        link.call("shard_hello", name=SHARD, uri="PYRO:s@127.0.0.1:2", versions=versions(), threads=1)
+    with pytest.raises(errors.BadRequest, match="heartbeat: wait must be a number of seconds in \\[0, 5\\]"):
+        link.call("heartbeat", name=WORKER, wait=6.0)
+    opened = _opened(link)
+    other = protocol.WORKER_PREFIX + "w2"
+    with pytest.raises(errors.UnknownMember, match=f"unknown worker '{other}': say hello first"):
+        link.call("join", name=other, session=opened.session)
+    link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
+    with pytest.raises(errors.NotInSession, match=f"worker {other} is not a member of session"):
+        link.call("get_jobs", name=other, session=opened.session, max_jobs=1, wait=0.0)
+    with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):
+        dispatcher.cluster.workers[other].connection = "another connection"
+        link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
+    with pytest.raises(errors.BadRequest, match="put_jobs: 65 jobs in one call, at most 64"):
+        link.call("put_jobs", session=opened.session, jobs=[{}] * 65)
+
+
+@pytest.mark.unit
+def test_a_lost_shard_fails_the_session_and_progress_says_why(dispatcher):
+    link = dispatcher.local()
+    opened = _opened(link)
+    sid = opened.session
+    link.call("join", name=WORKER, session=sid)
+    link.call("shard_leave", name=SHARD)
+    progress = link.call("progress", session=sid, token=opened.token)
+    assert progress.state == "failed" and progress.failure.code == "shard_lost"
+    assert progress.failure.message == f"lost parameter shard {SHARD} (it shut down)"
+    assert type(progress.failure.fault()) is errors.ShardLost
+    with pytest.raises(errors.ShardLost, match=f"lost parameter shard {SHARD}"):
+        link.call("get_jobs", name=WORKER, session=sid, max_jobs=1, wait=0.0)
+    assert link.call("heartbeat", name=WORKER, known=sid, wait=0.0).session is None  # workers drop it
+    assert link.call("status").session.state == "failed"
+    link.call("close", session=sid, token=opened.token)
+    assert link.call("status").session is None
+
+
+@pytest.mark.unit
+def test_a_poisoned_merge_and_every_worker_quitting_fail_the_session(dispatcher):
+    link = dispatcher.local()
+    opened = _opened(link)
+    sid = opened.session
+    link.call("join", name=WORKER, session=sid)
+    beat = link.call("shard_beat", name=SHARD, known=sid, wait=0.0, poisoned={"0": "a value beyond the bound"})
+    assert beat.session == sid
+    failure = link.call("progress", session=sid).failure
+    assert failure.code == "poisoned" and failure.message.endswith(
+        f"worker {WORKER}: shard {SHARD} refused its merge: a value beyond the bound")
+    link.call("close", session=sid, token=opened.token)
+    opened = link.call("open_session", _config())
+    for name, dtype in (("lockf", np.float32), ("cum_table", np.uint32)):
+        link.call("upload", session=opened.session, name=name, lo=0, token=opened.token,
+                  array=protocol.pack_array(np.arange(1, 11).astype(dtype)))
+    link.call("start", session=opened.session)
+    link.call("join", name=WORKER, session=opened.session)
+    link.call("quit_session", name=WORKER, session=opened.session, reason="out of memory")
+    failure = link.call("progress", session=opened.session).failure
+    assert failure.code == "no_workers" and f"worker {WORKER}: out of memory" in failure.message
+
+
+# ---------------------------------------------------------------------------------------------- the docs
+@pytest.mark.unit
+def test_the_design_document_shows_every_call_table_as_it_is():
+    with open(os.path.join(ROOT, "docs", "design.rst"), encoding="utf-8") as fin:
+        text = fin.read()
+    for table in tables.TABLES:
+        begin = tables.BEGIN.format(server=table.server)
+        assert begin in text, f"docs/design.rst has no table of the {table.server}'s calls"
+        shown = text[text.index(begin):text.index(tables.END, text.index(begin)) + len(tables.END)]
+        assert shown == tables.rst(table), (
+            f"docs/design.rst's table of the {table.server}'s calls is not the table's: regenerate it with "
+            f"python -m gensim_distw2v.protocol.tables docs/design.rst")
+        listed = [line.split("``")[1] for line in shown.splitlines() if line.startswith("``")]
+        assert listed == table.ops()

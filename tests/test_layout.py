@@ -1,0 +1,158 @@
+"""The package's layout, read from its source: sizes, import cycles, constants defined once, leaves.
+
+These read the checkout's files (not the installed package): they are about how the code is laid
+out, and fail naming the module, class or import that breaks the rule.
+"""
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gensim_distw2v")
+MAX_MODULE_LINES = 600
+MAX_CLASS_LINES = 400
+# the layers, lowest first: a module may import from its own layer or a lower one (the roles and the
+# client side sit above the rest; see docs/design.rst)
+LAYERS = {"versions": 0, "_build_info": 0, "fields": 0, "protocol": 1, "settings": 1, "core": 2, "io": 3, "member": 4, "dispatcher": 4,
+          "shard": 4, "worker": 4, "nameserver": 4, "options": 4, "client": 5, "model": 6, "__init__": 7, "__main__": 7}
+
+
+def _modules():
+    """``{dotted name: path}`` of every Python module of the package."""
+    out = {}
+    for root, _dirs, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, ".")
+                out[rel[:-len(".__init__")] if rel.endswith(".__init__") else rel] = path
+    return out
+
+
+def _imports(path, modules):
+    """The package's modules that ``path`` imports, at any depth of its code (lazy imports count)."""
+    tree = ast.parse(open(path).read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from pkg import mod`` imports pkg.mod (pkg's __init__ is already under way or done);
+            # ``from mod import name`` imports mod
+            subs = [f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in modules]
+            names = subs if len(subs) == len(node.names) else [node.module] + subs
+        else:
+            continue
+        for name in names:
+            if name in modules:
+                found.add(name)
+    return found
+
+
+@pytest.mark.unit
+def test_no_module_and_no_class_is_too_long():
+    too_long = []
+    for name, path in _modules().items():
+        source = open(path).read()
+        lines = source.count("\n")
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"module {name}: {lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                too_long.append(f"class {name}.{node.name}: {node.end_lineno - node.lineno + 1} lines "
+                                f"(at most {MAX_CLASS_LINES})")
+    assert not too_long, "split these:\n" + "\n".join(too_long)
+
+
+def _cycle(graph):
+    """One import cycle of ``graph`` as a list of modules, or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+@pytest.mark.unit
+def test_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.unit
+def test_no_import_cycle_among_the_packages_modules():
+    modules = _modules()
+    graph = {name: {m for m in _imports(path, modules) if m != name} for name, path in modules.items()}
+    graph.pop("gensim_distw2v", None)  # the top package's __init__ imports the API it exports, and nothing imports it
+    for deps in graph.values():
+        deps.discard("gensim_distw2v")
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+
+
+def _layer(module):
+    part = module.split(".")[1] if "." in module else "__init__"
+    return LAYERS.get(part)
+
+
+@pytest.mark.unit
+def test_no_module_imports_from_a_layer_above_its_own():
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        if name == "gensim_distw2v" or _layer(name) is None:
+            continue
+        for dep in _imports(path, modules):
+            if dep != "gensim_distw2v" and _layer(dep) is not None and _layer(dep) > _layer(name):
+                wrong.append(f"{name} (layer {_layer(name)}) imports {dep} (layer {_layer(dep)})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.unit
+def test_every_module_is_in_a_layer():
+    missing = sorted(name for name in _modules() if name != "gensim_distw2v" and _layer(name) is None)
+    assert not missing, f"give these a layer in LAYERS (and docs/design.rst): {missing}"
+
+
+@pytest.mark.unit
+def test_each_public_constant_is_defined_once():
+    where = {}
+    for name, path in _modules().items():
+        for node in ast.parse(open(path).read()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_"):
+                    where.setdefault(target.id, []).append(name)
+    twice = {const: mods for const, mods in where.items() if len(mods) > 1}
+    assert not twice, f"constants defined in more than one module: {twice}"
+
+
+@pytest.mark.cluster
+def test_versions_is_a_leaf_and_the_members_do_not_load_the_dispatcher():
+    modules = _modules()
+    assert _imports(modules["gensim_distw2v.versions"], modules) == set()
+    code = ("import sys, gensim_distw2v.worker, gensim_distw2v.shard; "
+            "print(sorted(m for m in sys.modules if m.startswith(('gensim_distw2v.dispatcher', "
+            "'gensim_distw2v.io.statuspage'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"a worker or shard process loads {out.stdout.strip()}"
