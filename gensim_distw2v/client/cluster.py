@@ -8,8 +8,9 @@ Every process logs (at INFO by default) into a pipe that is read line by line (s
 ``cluster.processes[name].output()``). Start-up is judged by asking, never by sleeping nor by
 what the logs say: the name server answers; the dispatcher is registered in it and answers a
 status call; each shard and worker is registered in it under a name of its own, answers, and the
-dispatcher lists it (a process's new output line only makes LocalCluster ask again sooner). On exit (also on an error or Ctrl-C) every process is stopped; the children
-also die with their parent (Linux).
+dispatcher lists it (a new output line only makes LocalCluster ask again sooner). The shards and
+workers start at once (Linux; elsewhere one at a time). On exit (also on an error or Ctrl-C)
+every process is stopped; the children also die with their parent (Linux).
 """
 import contextlib
 import ctypes
@@ -66,9 +67,9 @@ def _listening_ports(pid):
             with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/net/{table}") as rows:
                 next(rows)
                 for row in rows:
-                    local, state, inode = row.split()[1], row.split()[3], row.split()[9]
-                    if state == "0A" and inode in sockets:  # 0A: LISTEN
-                        ports.add(int(local.rsplit(":", 1)[1], 16))
+                    fields = row.split()  # sl, local address, remote address, state, ..., inode
+                    if fields[3] == "0A" and fields[9] in sockets:  # 0A: LISTEN
+                        ports.add(int(fields[1].rsplit(":", 1)[1], 16))
         return ports
     except OSError:
         return None
@@ -157,10 +158,9 @@ class ManagedProcess:
             return "\n".join(self.lines)
 
     def wait_output(self, seen, timeout):
-        """Wait until it has printed more than ``seen`` lines, its output has ended, or ``timeout``
-        seconds have passed."""
+        """Wait until it has printed more than ``seen`` lines or ``timeout`` seconds have passed."""
         with self.cond:
-            self.cond.wait_for(lambda: len(self.lines) > seen or not self._reader.is_alive(), timeout)
+            self.cond.wait_for(lambda: len(self.lines) > seen, timeout)
 
     def tail(self, n=20):
         """Its last ``n`` output lines (all of them, once it has exited), as one string."""
@@ -413,7 +413,9 @@ class LocalCluster:
         taken = set(self.names.values())
         new = {member: str(uri) for member, uri in ns.list(prefix=_PREFIX[role]).items()
                if member not in before and member not in taken}
-        ports = _listening_ports(proc.pid)
+        if new and not proc.alive():
+            raise _NotYet("it exited")
+        ports = _listening_ports(proc.pid) if new else None
         if ports is not None:
             new = {member: uri for member, uri in new.items() if int(uri.rsplit(":", 1)[1]) in ports}
         if not new:
@@ -454,12 +456,12 @@ class LocalCluster:
         return [name for name, p in self.processes.items() if name.startswith("worker-") and p.alive()]
 
     def close(self):
-        """Stop every process: the workers (and any other) at once, then the shards, the dispatcher,
-        the name server last."""
+        """Stop every process: the workers and shards (and any other) at once, then the dispatcher,
+        the name server last (the others unregister from it as they stop)."""
         def stage(name):
-            return 3 if name == "nameserver" else 2 if name == "dispatcher" else 1 if name.startswith("shard-") else 0
+            return {"dispatcher": 1, "nameserver": 2}.get(name, 0)
 
-        for group in range(4):
+        for group in range(3):
             procs = [p for name, p in self.processes.items() if stage(name) == group]
             for proc in procs:
                 proc.terminate()
