@@ -168,7 +168,8 @@ class Simulation:
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
         from gensim_distw2v.core.merge import GlobalWeights, Replica
-        from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, row_ranges, tree_hot_rows
+        from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, tree_hot_rows
+        from gensim_distw2v.protocol.transfers import row_ranges
 
         kernel, arrays = model_arrays(model)
         arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the cluster trains them

@@ -2,14 +2,14 @@
 
 The dispatcher refuses a worker or shard whose versions differ from its own, naming both sides.
 """
-import gensim
+import importlib.metadata
 
 __version__ = "0.1.0"
 
 
 def versions():
     """The versions that must agree across a cluster."""
-    return {"gensim": gensim.__version__, "gensim_distw2v": __version__}
+    return {"gensim": importlib.metadata.version("gensim"), "gensim_distw2v": __version__}
 
 
 def check_versions(theirs, who):

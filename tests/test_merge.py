@@ -5,7 +5,8 @@ import pytest
 from gensim_distw2v import settings
 from gensim_distw2v.core import merge, schedule
 from gensim_distw2v.core.merge import GlobalWeights, Replica
-from gensim_distw2v.core.schedule import default_sync_words, row_ranges
+from gensim_distw2v.core.schedule import default_sync_words
+from gensim_distw2v.protocol.transfers import row_ranges
 
 pytestmark = pytest.mark.unit
 

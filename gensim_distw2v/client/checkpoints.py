@@ -12,11 +12,10 @@ import logging
 import time
 import zlib
 
-import gensim
 import numpy as np
 
-import gensim_distw2v
 from gensim_distw2v.protocol import errors
+from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +157,7 @@ class Resumes:
         if counts is not None:
             digest.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
         kernel = params.to_wire()
-        return {"versions": {"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+        return {"versions": versions(),
                 "vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
                 "params": {key: kernel[key] for key in sorted(kernel)}, "alpha": float(model.alpha),
                 "min_alpha": float(model.min_alpha), "batch_words": int(model.batch_words),

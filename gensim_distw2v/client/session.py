@@ -2,10 +2,8 @@
 import logging
 import os
 
-import gensim
 import numpy as np
 
-import gensim_distw2v
 from gensim_distw2v import protocol
 from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
@@ -15,6 +13,7 @@ from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_ro
 from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
 from gensim_distw2v.client.checkpoints import _RestoreFailed
 from gensim_distw2v.client.links import ShardLinks
+from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ class SessionSetup:
                 range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
                 start_alpha=float(model.alpha), end_alpha=float(model.min_alpha))
         config = protocol.SessionConfig(
-            versions={"gensim": gensim.__version__, "gensim_distw2v": gensim_distw2v.__version__},
+            versions=versions(),
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words),

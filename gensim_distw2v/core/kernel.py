@@ -8,7 +8,11 @@ import threading
 
 import numpy as np
 
-from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer
+from gensim_distw2v import build
+
+build.check()  # before the kernel's import: a clear error if it does not fit the installed gensim
+
+from gensim_distw2v._inner import MAX_WORDS_IN_JOB, JobTrainer  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ the first rows (:func:`damped_rows`). Measured in benchmarks/clustersim.py and t
 """
 import numpy as np
 
-from gensim_distw2v.protocol.transfers import row_ranges  # noqa: F401 - a round's parts are a transfer's parts
 
 # The ``damp`` rule damps the first rows (vocabulary order: most frequent first) of ``syn0`` and
 # ``syn1neg``, and with hs the busiest tree nodes of ``syn1`` (``damped_rows(tree_counts=...)``): those a

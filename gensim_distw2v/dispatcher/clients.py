@@ -155,6 +155,9 @@ class ClientCalls:
     def start(self, request):
         """All arrays are uploaded: check them and start handing out jobs. Returns the workers
         registered now (they join within a heartbeat)."""
+        from gensim_distw2v import build
+
+        build.check()
         from gensim_distw2v._inner import JobTrainer  # the kernel validates the arrays once, here too
 
         cluster = self.cluster

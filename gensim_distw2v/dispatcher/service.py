@@ -39,7 +39,6 @@ client-facing (:mod:`~gensim_distw2v.dispatcher.clients`), worker-facing
 (:mod:`~gensim_distw2v.dispatcher.shards`) parts over one cluster state
 (:mod:`~gensim_distw2v.dispatcher.state`).
 """
-from gensim_distw2v.io import endpoints
 from gensim_distw2v.dispatcher import overview
 from gensim_distw2v.dispatcher.checkpointing import Checkpointing
 from gensim_distw2v.dispatcher.clients import MAX_JOBS_PER_CALL, ClientCalls

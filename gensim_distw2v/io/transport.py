@@ -20,16 +20,12 @@ handshake's reply to a proxy (read by Pyro4, vouched for by the HMAC key), and w
 message that cannot be set per connection, checked instead by :func:`_check_config`. The traffic
 counter (:func:`traffic`) wraps Pyro4's connections from the first daemon or proxy on, not at import.
 """
-import collections
 import contextlib
-import dataclasses
 import logging
-import os
 import signal
 import socket
 import ssl
 import threading
-import time
 import uuid
 import zlib
 
@@ -45,9 +41,9 @@ import Pyro4.util
 
 from gensim_distw2v.io import meter
 from gensim_distw2v.io.gate import THREADPOOL_SIZE, Gate, Limits
-from gensim_distw2v.io.keys import HMAC_ENV, LOOPBACK, as_key, check_bind, read_hmac_key  # noqa: F401 - (re-exported)
+from gensim_distw2v.io.keys import HMAC_ENV, LOOPBACK, as_key, check_bind, read_hmac_key  # noqa: F401 (re-exported)
 from gensim_distw2v.io.serving import _interrupt
-from gensim_distw2v.protocol import calls, errors
+from gensim_distw2v.protocol import errors
 from gensim_distw2v.protocol.errors import ClusterError  # noqa: F401 - (re-exported: the client's error)
 from gensim_distw2v.protocol.constants import DISPATCHER_NAME, SHARD_PREFIX, WORKER_PREFIX  # noqa: F401 - (re-exported)
 

@@ -39,12 +39,10 @@ class MergeRounds:
         with self.lock:
             jobs, self.done, self.done_epoch = self.done, [], -1
             loss, self.loss = self.loss, 0.0
-            if self.sync == "bsp":  # trainers go on once the round is taken in (below)
-                self.words_merged = self.words_since_merge
-            elif restart_clock or flush_epoch is not None:
-                self.words_since_merge = self.words_merged = 0
-            else:
-                self.words_merged = self.words_since_merge
+            # bsp: trainers go on once the round is taken in (below); a round made for want of jobs
+            # leaves the interval's count as it is
+            if self.sync != "bsp" and (restart_clock or flush_epoch is not None):
+                self.words_since_merge = 0
             self.lock.notify_all()  # trainers waiting for this round may go on
         # every cold_every-th round and every flush merges every row; the others only the hot rows
         # of syn0 and syn1neg (merge.hot_rows) and of hs's syn1 (merge.tree_hot_rows; every syn1 row
@@ -102,7 +100,7 @@ class MergeRounds:
         with self.lock:
             stalled = self.stalled
             if self.sync == "bsp":
-                self.words_since_merge = self.words_merged = 0
+                self.words_since_merge = 0
                 self.lock.notify_all()
         self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
         self.merge_seconds += time.perf_counter() - began

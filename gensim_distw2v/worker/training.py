@@ -16,7 +16,7 @@ import numpy as np
 from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import tables
-from gensim_distw2v._inner import JobTrainer
+from gensim_distw2v.core.kernel import JobTrainer
 from gensim_distw2v.io.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import Replica
@@ -51,7 +51,6 @@ class _Training(MergeRounds):
         self.done = []  # [job id, effective words(, raw words, examples)] trained since the last merge round
         self.done_epoch = -1  # the latest epoch of those jobs
         self.words_since_merge = 0
-        self.words_merged = 0  # of those, the words carried by rounds made for want of jobs
         self.loss = 0.0
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
