@@ -6,7 +6,6 @@ runs where the kernel is first needed (the model, a worker's trainer, the dispat
 session's arrays), so that processes that never train (the name server, shards) do not import
 gensim at all.
 """
-import importlib.metadata
 import os
 
 __all__ = ["check"]
@@ -27,7 +26,9 @@ def check():
     )
     if _checked:
         return
-    gensim_version = importlib.metadata.version("gensim")
+    import gensim  # (the kernel needs it anyway)
+
+    gensim_version = gensim.__version__
     try:
         from gensim_distw2v import _build_info
     except ImportError:

@@ -62,7 +62,7 @@ def test_different_versions_are_refused_naming_both(cluster, lee_corpus, monkeyp
     finally:
         stranger.stop()
     # a client of another release: refused at session start, naming both
-    monkeypatch.setattr(gensim_distw2v, "__version__", "0.0.2+other")
+    monkeypatch.setattr(gensim_distw2v.versions, "__version__", "0.0.2+other")  # the one definition
     with pytest.raises(ValueError, match=r"version mismatch: the client runs gensim \S+ / gensim_distw2v "
                                          r"0\.0\.2\+other, the dispatcher runs .*install the same versions"):
         Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)

@@ -198,7 +198,7 @@ def _run_python(code, cwd):
 
 @pytest.mark.cluster
 def test_refuses_a_different_gensim(tmp_path):
-    out = _run_python("import gensim; gensim.__version__ = '9.9.9'\nimport gensim_distw2v", tmp_path)
+    out = _run_python("import gensim; gensim.__version__ = '9.9.9'\nfrom gensim_distw2v import Word2Vec", tmp_path)
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: gensim_distw2v was built against gensim 4.4.0"), last
