@@ -1,7 +1,7 @@
 """``python -m gensim_distw2v.dispatcher``: the dispatcher's command line (options, start, serve until stopped)."""
 import logging
 
-from gensim_distw2v import options
+from gensim_distw2v import build, options
 from gensim_distw2v.dispatcher import service
 from gensim_distw2v.dispatcher.service import Dispatcher
 from gensim_distw2v.io import endpoints, serving, transport
@@ -22,6 +22,8 @@ def main(argv=None):
     opts = options.parse(parser, options.DispatcherOptions, argv)
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=opts.log_level)
     try:
+        # the kernel checks every session's arrays here: load it (and gensim) now, not in the first session
+        build.check()
         key = transport.read_hmac_key(opts.hmac_key_file)
         dispatcher = Dispatcher(**opts.role_kwargs())
         server = transport.Server(endpoints.endpoint(Dispatcher.TABLE, dispatcher), transport.DISPATCHER_NAME,
