@@ -84,7 +84,8 @@ class Reports:
         return words
 
     def _shard_stats(self, links, sid, nodes):
-        """Per shard, of this session: ``{"merges", "merge_cpu", "bytes_in", "bytes_out", "damped"}``
+        """Per shard, of this session: ``{"merges", "merge_cpu", "exact_cpu", "bytes_in", "bytes_out",
+        "damped"}``
         (merge calls, their CPU seconds, bytes in and out, rows damped); each shard's metrics now
         replace its last heartbeat's in ``nodes``."""
         out = {}
@@ -94,8 +95,8 @@ class Reports:
             if status.node is not None and status.node.session == sid:
                 nodes[name] = status.node
             if held is not None and held.id == sid:
-                out[name] = {key: getattr(held, key) for key in ("merges", "merge_cpu", "bytes_in", "bytes_out",
-                                                                 "damped")}
+                out[name] = {key: getattr(held, key) for key in ("merges", "merge_cpu", "exact_cpu", "bytes_in",
+                                                                 "bytes_out", "damped")}
         return out
 
     def _summarise(self, final, links, sid, config, start, trained, raw):
@@ -113,6 +114,9 @@ class Reports:
                       "merge_seconds": final.total("merge_seconds"),
                       "merge_cpu": {"workers": final.total("merge_cpu"),
                                     "shards": sum(s["merge_cpu"] for s in shards.values())},
+                      # of those, the epoch flushes' (a cost per epoch, not per interval)
+                      "flush_cpu": {"workers": final.total("flush_cpu"),
+                                    "shards": sum(s["exact_cpu"] for s in shards.values())},
                       "stall_seconds": final.total("stall_seconds"),
                       "shards": shards,
                       "kernel_cpu": final.total("kernel_cpu"),

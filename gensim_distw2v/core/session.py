@@ -387,7 +387,7 @@ class Session(SessionFailures, Resumable):
         its jobs count as trained. Returns the raw words they carried."""
         self.expect("running")
         flight = self._flight(worker)
-        self.merges += 1
+        self.merges += report.rounds
         if report.flush >= 0:
             self.flushed[worker] = max(self.flushed[worker], report.flush)
         rank = self.ranks[worker]

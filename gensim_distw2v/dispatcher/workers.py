@@ -78,14 +78,15 @@ class WorkerCalls(Membership):
             return protocol.Joined(config=session.config, rank=rank, shards=session.shards, token=session.token)
 
     def get_jobs(self, request):
-        """Up to ``max_jobs`` jobs for a worker, waiting up to ``wait`` seconds while there are none:
-        a :class:`~gensim_distw2v.protocol.JobBatch` (``drained``: the last epoch the client closed
-        when nothing is left: time to flush)."""
+        """Up to ``max_jobs`` jobs for a worker, waiting up to ``wait`` seconds while there are none
+        (and the worker knows every drained epoch): a :class:`~gensim_distw2v.protocol.JobBatch`
+        (``drained``: the last epoch the client closed when nothing is left: time to flush)."""
         name, sid, cluster = request.name, request.session, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
             cluster.worker(name, sid)
-            if not session.has_work(name) and request.wait:
+            news = session.closed_epoch > request.drained  # a drained epoch it has not been told of
+            if not session.has_work(name) and request.wait and not news:
                 cluster.cond.wait(request.wait)
                 session = cluster.session_of(sid)
                 cluster.worker(name, sid)

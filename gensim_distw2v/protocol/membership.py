@@ -92,13 +92,16 @@ class Join(Record):
 
 @dataclasses.dataclass
 class GetJobs(Record):
-    """A worker asks for up to ``max_jobs`` jobs, waiting up to ``wait`` seconds while there are none."""
+    """A worker asks for up to ``max_jobs`` jobs, waiting up to ``wait`` seconds while there are none
+    (a long poll: jobs put wake it), unless there is news it has not had: an epoch drained later
+    than ``drained``, the last it was told of (-1: none)."""
 
     WHAT: typing.ClassVar[str] = "get_jobs"
     name: str
     session: str
     max_jobs: int
     wait: float = 0.2
+    drained: int = -1
 
     def check(self):
         if not 1 <= self.max_jobs <= 1024:

@@ -165,7 +165,10 @@ class RoundReport(Record):
     orders rounds by it);
     the seconds are the worker's totals so far (wall time in merge rounds, their CPU, its trainer
     threads' CPU in jobs, and the time trainers waited for a round: the staleness bound); the
-    bytes are this round's, to and from the shards (``exact``: an epoch flush, in float32).
+    bytes are this round's, to and from the shards (``exact``: an epoch flush, in float32). A
+    report may cover several routine rounds (``rounds``): a worker reports a few times a second,
+    not every round (:data:`gensim_distw2v.worker.merger.REPORT_EVERY`), so that the dispatcher is
+    off the per-round path; its jobs, loss and bytes are then those rounds' together.
     """
 
     WHAT: typing.ClassVar[str] = "round report"
@@ -181,14 +184,19 @@ class RoundReport(Record):
     bytes_down: int
     turn: list
     node: typing.Optional["NodeMetrics"] = None  # an epoch flush's: the worker's metrics as the epoch ends on it
+    rounds: int = 1  # the merge rounds this report covers (routine rounds are reported in batches)
+    flush_cpu: float = 0.0  # of merge_cpu, the epoch flushes' (a total so far): per epoch, not per interval
 
     def check(self):
         if self.flush < -1:
             raise ValueError(f"round report: flush must be an epoch or -1, got {self.flush}")
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+            raise ValueError(f"round report: rounds must be an int >= 1, got {self.rounds!r}")
         self.turn = check_turn(self.turn, "round report")
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
-        _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down")
+        _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down",
+                       "flush_cpu")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
                     or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):

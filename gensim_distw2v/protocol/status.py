@@ -28,6 +28,7 @@ class WorkerCounts(Record):
     exact_bytes_down: int = 0
     merge_seconds: float = 0.0
     merge_cpu: float = 0.0
+    flush_cpu: float = 0.0
     kernel_cpu: float = 0.0
     stall_seconds: float = 0.0
 
@@ -38,13 +39,13 @@ class WorkerCounts(Record):
         """Count a merge round (:class:`RoundReport`) whose jobs carried ``words`` raw words; its
         seconds are the worker's totals so far (a report that arrives late does not lower them)."""
         self.words += words
-        self.merges += 1
+        self.merges += report.rounds
         self.bytes_up += report.bytes_up
         self.bytes_down += report.bytes_down
         if report.exact:
             self.exact_bytes_up += report.bytes_up
             self.exact_bytes_down += report.bytes_down
-        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds"):
+        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu"):
             setattr(self, name, max(getattr(self, name), getattr(report, name)))
 
 
@@ -176,6 +177,7 @@ class HeldStatus(Record):
     bytes_out: int
     damped: int
     workers: int
+    exact_cpu: float = 0.0  # of merge_cpu, the exact (epoch-end) parts'
 
 
 @dataclasses.dataclass

@@ -34,6 +34,7 @@ class _Held:
         self.told = set()  # ranks of ``poisoned`` the dispatcher has heard of
         self.merges = 0
         self.merge_cpu = 0.0  # CPU seconds in merge calls: checking, folding, the reply
+        self.exact_cpu = 0.0  # of merge_cpu, the exact parts' (epoch flushes)
         self.bytes_in = self.bytes_out = 0
 
     @property

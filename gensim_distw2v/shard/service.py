@@ -124,7 +124,7 @@ class Shard(Member):
         held = self.held
         return protocol.ShardStatus(name=self.name, session=None if held is None else protocol.HeldStatus(
             id=held.id, index=held.spec.index, count=held.spec.count, rows=held.n_rows,
-            started=held.weights is not None, merges=held.merges, merge_cpu=held.merge_cpu,
+            started=held.weights is not None, merges=held.merges, merge_cpu=held.merge_cpu, exact_cpu=held.exact_cpu,
             bytes_in=held.bytes_in, bytes_out=held.bytes_out,
             damped=0 if held.weights is None else held.weights.damped,
             workers=0 if held.weights is None else len(held.weights.slots)), node=self.metrics())
@@ -263,6 +263,8 @@ class Shard(Member):
             held.bytes_out += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
                                   for way in (missed, values) for r, v, c in way.values())
             held.merge_cpu += time.thread_time() - cpu
+            if part.exact:
+                held.exact_cpu += time.thread_time() - cpu
         return reply
 
     # ------------------------------------------------------------------ the dispatcher

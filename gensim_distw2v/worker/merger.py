@@ -3,7 +3,8 @@
 Every ``sync_words`` words (and whenever it runs out of jobs) a worker merges: it sends the rows it
 changed, each straight to the shard that owns it, to every shard at once, and takes in the rows
 other workers changed (:mod:`gensim_distw2v.core.merge`), while its trainer threads go on; then
-it tells the dispatcher which jobs the round carried. The cost of a round is per part of rows and
+it tells the dispatcher which jobs the rounds carried (a few times a second, several rounds at
+once: :data:`REPORT_EVERY`). The cost of a round is per part of rows and
 per shard, never per row in Python.
 """
 import time
@@ -13,7 +14,12 @@ import numpy as np
 from gensim_distw2v import protocol
 from gensim_distw2v.core.schedule import row_limits
 
-__all__ = ["MergeRounds"]
+__all__ = ["MergeRounds", "REPORT_EVERY"]
+
+# seconds between a worker's reports of routine merge rounds to the dispatcher (their jobs count as
+# trained from then on): a few calls a second per worker whatever the interval, so that the dispatcher is
+# off the per-round path; an epoch's flush (and every sync="bsp" round) is reported at once
+REPORT_EVERY = 0.25
 
 
 class MergeRounds:
@@ -105,12 +111,41 @@ class MergeRounds:
         self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
         self.merge_seconds += time.perf_counter() - began
         self.merge_cpu += time.thread_time() - cpu + pool_cpu
+        if flush_epoch is not None:
+            self.flush_cpu += time.thread_time() - cpu + pool_cpu
         report = protocol.RoundReport(
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
+            flush_cpu=self.flush_cpu,
             kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
-        proxy.call("round_done", name=self.worker.name, session=self.sid, report=report)
+        # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
+        # in batches
+        self._report(proxy, report, now=flush_epoch is not None or self.sync == "bsp")
+
+    def _report(self, proxy, report=None, now=False):
+        """Tell the dispatcher which jobs are merged: ``report`` joins the routine rounds not reported
+        yet, and they go together once :data:`REPORT_EVERY` seconds have passed since the last
+        report; with ``now`` (an epoch's flush, a bsp round) those go first, then ``report`` on its
+        own. A worker lost meanwhile has its unreported jobs trained again by others (merged twice:
+        a few tenths of a second of its work, against a call per round)."""
+        if report is not None and not now and self.pending is not None:
+            pending = self.pending  # the rounds' jobs, loss and bytes together; the totals and the turn the latest
+            pending.jobs += report.jobs
+            pending.loss += report.loss
+            pending.bytes_up += report.bytes_up
+            pending.bytes_down += report.bytes_down
+            pending.rounds += report.rounds
+            for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "turn"):
+                setattr(pending, name, getattr(report, name))
+        elif report is not None and not now:
+            self.pending = report
+        if self.pending is not None and (now or time.monotonic() - self.reported >= REPORT_EVERY):
+            proxy.call("round_done", name=self.worker.name, session=self.sid, report=self.pending)
+            self.pending, self.reported = None, time.monotonic()
+        if now and report is not None:
+            proxy.call("round_done", name=self.worker.name, session=self.sid, report=report)
+            self.reported = time.monotonic()
 
 
 def _nbytes(deltas):

@@ -32,6 +32,8 @@ __all__ = ["SessionLost"]
 # (2 MB by default): every worker makes them at about the same moment, so a shard holds K parts (and
 # their serialised copies) at once; they are rare, so the extra calls cost nothing per word
 BULK_PART_DIVISOR = 8
+# seconds a call for jobs waits at the dispatcher while there are none (jobs put wake it)
+FETCH_WAIT = 0.5
 # sync="local": the interval of a worker that merges only at epoch ends (no job is ever cut)
 LOCAL_INTERVAL = 2 ** 62
 
@@ -50,15 +52,18 @@ class _Training(MergeRounds):
         self.lock = threading.Condition()
         self.done = []  # [job id, effective words(, raw words, examples)] trained since the last merge round
         self.done_epoch = -1  # the latest epoch of those jobs
-        self.words_since_merge = 0
+        self.words_since_merge = 0  # raw words trained since the merge round began
+        self.claimed = 0  # sync="bsp": raw words claimed by pieces in training (counted once trained)
         self.loss = 0.0
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
+        self.flush_cpu = 0.0  # of merge_cpu, the epoch flushes'
         self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
         self.error = None
         self.drained = None  # the epoch the dispatcher says is fully handed out, once our queue is empty
         self.flushed = -1  # the last epoch this worker flushed (sent everything, exactly)
+        self.pending, self.reported = None, time.monotonic()  # merge rounds not reported yet; the last report
 
     def run(self):
         self.worker.meter.mark(self.sid)
@@ -239,50 +244,69 @@ class _Training(MergeRounds):
         ``local`` never wait). True when training may go on; False after waiting a while (the
         caller checks ``stop`` and calls again)."""
         with self.lock:
-            if self.words_since_merge < self.sync_words or self.sync in ("asp", "local"):
+            if self._room() > 0 or self.sync in ("asp", "local"):
                 return True
             waited = time.perf_counter()
             self.lock.wait(0.05)
             self.stalled += time.perf_counter() - waited
-            return self.words_since_merge < self.sync_words
+            return self._room() > 0
+
+    def _room(self):
+        """Raw words left in this interval for a new piece: ``sync_words`` less the words trained since
+        the round began and those claimed by pieces in training (the lock held)."""
+        return self.sync_words - self.words_since_merge - self.claimed
 
     def _train_pieces(self, indices, offsets, raw, alpha, rng):
         """Train a job, in pieces of whole sentences cut where the merge interval runs out.
 
         A job (about ``batch_words`` words) may be longer than ``sync_words`` (2.2 k words at K=8):
         trained in one go, it would stretch the interval to the job's length. Each piece waits for a
-        merge round while the interval is used up, then counts its share of the job's ``raw`` words
-        towards the interval as soon as it is trained. A job that fits the interval left, or
-        overruns it by at most a tenth of the interval, is trained in one call, as gensim would:
-        cutting a job changes the order of its random draws (gensim draws the job's down-sampling
-        before its windows), so one worker at its default interval (1 M words) reproduces gensim's
-        exact numbers on a corpus of any length. Returns ``(effective words, loss)``; a piece's
-        words are partly in the next round.
+        merge round while the interval is used up, then *claims* its share of the job's ``raw``
+        words of the interval before it is trained, so that T trainer threads share one interval: a
+        round carries ``sync_words`` words (within a tenth, and a sentence per thread) whatever T.
+        The claim counts towards the interval at once (``sync="bsp"``: once trained, as a round
+        there must carry what was trained). A job that fits the room left, or overruns it by at most
+        a tenth of the interval, is trained in one call, as gensim would: cutting a job changes the
+        order of its random draws (gensim draws the job's down-sampling before its windows), so one
+        worker at its default interval (1 M words) reproduces gensim's exact numbers on a corpus of
+        any length. Returns ``(effective words, loss)``; a piece's updates are partly in the next
+        round.
         """
         total, n_sent = len(indices), len(offsets) - 1
         effective, loss, counted, a = 0, 0.0, 0, 0
+        slack, on_claim = self.sync_words // 10, self.sync != "bsp"
         while True:
             while not self._wait_for_round():
                 if self.stop.is_set():  # the session ends: the rest of the job is not trained here
                     return effective, loss
             with self.lock:
-                room = max(1, self.sync_words - self.words_since_merge)  # raw words left in this interval
-            if a == 0 and (raw <= room + self.sync_words // 10 or total == 0):
-                b = n_sent
-            else:  # the first sentence boundary past `room` raw words (in-vocabulary words scaled to raw)
-                reach = int(offsets[a]) + -(-room * total // raw)
-                b = min(n_sent, max(a + 1, int(np.searchsorted(offsets, reach, side="left"))))
-            if b > a:
-                lo, hi = int(offsets[a]), int(offsets[b])
-                words, piece_loss = self.trainer.train_job(indices[lo:hi], offsets[a:b + 1] - lo, alpha, rng,
-                                                           self.compute_loss)
-                effective += words
-                loss += piece_loss
-            share = (raw * int(offsets[b]) // total if b < n_sent else raw) - counted
-            counted += share
-            with self.lock:
-                self.words_since_merge += share
-                self.lock.notify_all()
+                room = self._room()
+                if a == 0 and (raw <= room + slack or total == 0):
+                    b = n_sent
+                else:  # the first sentence boundary past `room` raw words (in-vocabulary words scaled to raw)
+                    room = max(1, room)  # asp and local never wait: pieces of at least a sentence
+                    reach = int(offsets[a]) + -(-room * total // raw)
+                    b = min(n_sent, max(a + 1, int(np.searchsorted(offsets, reach, side="left"))))
+                share = (raw * int(offsets[b]) // total if b < n_sent else raw) - counted
+                counted += share
+                if on_claim:
+                    self.words_since_merge += share
+                    self.lock.notify_all()
+                else:
+                    self.claimed += share
+            try:
+                if b > a:
+                    lo, hi = int(offsets[a]), int(offsets[b])
+                    words, piece_loss = self.trainer.train_job(indices[lo:hi], offsets[a:b + 1] - lo, alpha, rng,
+                                                               self.compute_loss)
+                    effective += words
+                    loss += piece_loss
+            finally:
+                if not on_claim:
+                    with self.lock:
+                        self.claimed -= share
+                        self.words_since_merge += share
+                        self.lock.notify_all()
             a = b
             if a >= n_sent:
                 return effective, loss
@@ -290,8 +314,10 @@ class _Training(MergeRounds):
     def _fetch_loop(self):
         """Keep the local queue topped up (the merger thread merges meanwhile), until the session
         ends: once it is down to half of ``prefetch`` jobs, fetch up to ``prefetch`` (fewer calls
-        than one per job)."""
-        prefetch = 4 * self.worker.threads
+        than one per job). With none to be had, the call is a long poll (:data:`FETCH_WAIT`): the
+        dispatcher answers once jobs come, or at once with an epoch drained that this worker has not
+        been told of (so it flushes without delay), never a call per few milliseconds."""
+        prefetch, told = 4 * self.worker.threads, -1  # told: the last drained epoch the dispatcher told of
         while not self.stop.is_set():
             self.worker.check_alive(self)
             if self.error is not None:
@@ -300,10 +326,8 @@ class _Training(MergeRounds):
                 with self.lock:
                     self.lock.wait(0.05)
                 continue
-            with self.lock:
-                working = self._holds_jobs()
             reply = self.proxy.call("get_jobs", name=self.worker.name, session=self.sid,
-                                    max_jobs=prefetch - self.jobs.qsize(), wait=0.02 if working else 0.2)
+                                    max_jobs=prefetch - self.jobs.qsize(), wait=FETCH_WAIT, drained=told)
             for msg in reply.jobs:
                 if self.file is None:  # a job's words are rows this worker wants current values of
                     job, rows = protocol.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
@@ -316,6 +340,8 @@ class _Training(MergeRounds):
             with self.lock:
                 self.drained = reply.drained if not reply.jobs else None
                 self.lock.notify_all()
+            if reply.drained is not None:
+                told = max(told, reply.drained)
         if self.error is not None:
             raise self.error
 
@@ -340,9 +366,16 @@ class _Training(MergeRounds):
                     spare = idle and self.done and self.sync in ("ssp", "asp")
                     if not (flush or interval or spare):
                         self.lock.wait(0.05)
-                        continue
+                        if self.pending is not None:
+                            report = True
+                        else:
+                            continue
+                    else:
+                        report = False
                     epoch = self.drained
-                if flush:
+                if report:  # nothing to merge: rounds not reported yet go once due
+                    self._report(proxy)
+                elif flush:
                     self._merge_round(proxy, "float32", 0.0, flush_epoch=epoch)
                     self.flushed = epoch
                 else:

@@ -1,0 +1,156 @@
+"""A worker's merge interval at T trainer threads, and its batched round reports (in-process: no
+sockets, no processes; the trainer threads are real threads over a stand-in kernel)."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gensim_distw2v import protocol
+from gensim_distw2v.worker import merger
+from gensim_distw2v.worker.training import _Training
+
+pytestmark = pytest.mark.unit
+
+
+class _Kernel:
+    """Stands in for the job kernel: takes a little time per word, releases the GIL (sleeps)."""
+
+    def __init__(self):
+        self.words = 0
+        self.lock = threading.Lock()
+
+    def train_job(self, indices, offsets, alpha, rng, compute_loss):
+        time.sleep(len(indices) * 2e-6)
+        with self.lock:
+            self.words += len(indices)
+        return len(indices), 0.0
+
+
+def _training(sync_words, sync="ssp"):
+    t = _Training.__new__(_Training)
+    t.lock = threading.Condition()
+    t.stop = threading.Event()
+    t.sync_words, t.sync, t.compute_loss = sync_words, sync, False
+    t.words_since_merge = t.claimed = 0
+    t.stalled = 0.0
+    t.trainer = _Kernel()
+    return t
+
+
+def _job(rng, words=10_000):
+    lengths = rng.integers(5, 40, size=words // 20)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return np.zeros(offsets[-1], dtype=np.uint32), offsets
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4, 8])
+@pytest.mark.parametrize("sync", ["ssp", "bsp"])
+def test_a_round_carries_the_interval_whatever_the_number_of_trainer_threads(threads, sync):
+    """Before, every thread took the rest of the interval anew after a stall: a round carried up to
+    T intervals (2,219 words at T=1, 4,350-4,445 at T=4 for an interval of 2,200)."""
+    sync_words = 2_200
+    t = _training(sync_words, sync)
+    rounds, done = [], threading.Event()
+
+    def merge_loop():  # as _merge_loop: a round once the interval is used up (bsp: after training resumes)
+        while not done.is_set():
+            with t.lock:
+                if t.words_since_merge < sync_words:
+                    t.lock.wait(0.01)
+                    continue
+                rounds.append(t.words_since_merge)
+                t.words_since_merge = 0
+                t.lock.notify_all()
+            time.sleep(0.002)  # the round's own work: trainers that used up the interval wait for the next
+
+    def trainer(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(6):
+            indices, offsets = _job(rng)
+            t._train_pieces(indices, offsets, len(indices), 0.025, None)
+
+    merging = threading.Thread(target=merge_loop, daemon=True)
+    merging.start()
+    workers = [threading.Thread(target=trainer, args=(s,)) for s in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    done.set()
+    merging.join(5)
+    assert not any(w.is_alive() for w in workers)
+    assert len(rounds) >= 10
+    longest_sentence = 40
+    for words in rounds:
+        # a tenth of slack for a whole job, and at most a sentence per thread past the claim
+        assert sync_words <= words <= sync_words * 1.1 + threads * longest_sentence, (threads, rounds)
+    assert t.claimed == 0  # every claim counted once trained
+    assert t.trainer.words == sum(rounds) + t.words_since_merge  # nothing trained twice, nothing lost
+
+
+def test_a_job_that_fits_the_interval_goes_in_one_kernel_call():
+    """One worker's jobs are not cut while they fit the room left (plus a tenth): gensim's draws."""
+    t = _training(1_000_000)
+    calls = []
+    t.trainer.train_job = lambda indices, offsets, *args: calls.append(len(offsets) - 1) or (len(indices), 0.0)
+    rng = np.random.default_rng(1)
+    indices, offsets = _job(rng)
+    t._train_pieces(indices, offsets, len(indices), 0.025, None)
+    assert calls == [len(offsets) - 1]
+    assert t.words_since_merge == len(indices)
+
+
+class _Proxy:
+    def __init__(self):
+        self.reports = []
+
+    def call(self, op, **kwargs):
+        assert op == "round_done"
+        self.reports.append(kwargs["report"])
+
+
+def _report(jobs, flush=-1, merge_cpu=1.0):
+    return protocol.RoundReport(jobs=jobs, loss=1.0, flush=flush, exact=flush >= 0, merge_seconds=1.0,
+                                merge_cpu=merge_cpu, kernel_cpu=2.0, stall_seconds=0.0, bytes_up=10, bytes_down=20,
+                                turn=[0, 0])
+
+
+def _rounds():
+    rounds = merger.MergeRounds()
+    rounds.worker = type("W", (), {"name": "w"})()
+    rounds.sid, rounds.pending, rounds.reported = "s", None, time.monotonic()
+    return rounds
+
+
+def test_routine_rounds_are_reported_together_a_few_times_a_second():
+    rounds, proxy = _rounds(), _Proxy()
+    for i in range(5):
+        rounds._report(proxy, _report([[i, 100]], merge_cpu=float(i)))
+    assert proxy.reports == []  # within REPORT_EVERY of the last report: nothing sent yet
+    rounds.reported -= merger.REPORT_EVERY
+    rounds._report(proxy, _report([[5, 100]], merge_cpu=5.0))
+    (sent,) = proxy.reports
+    assert sent.rounds == 6 and [j[0] for j in sent.jobs] == list(range(6))
+    assert sent.loss == 6.0 and sent.bytes_up == 60 and sent.bytes_down == 120
+    assert sent.merge_cpu == 5.0  # totals: the latest
+    assert protocol.RoundReport.from_wire(sent.to_wire()).rounds == 6  # a valid message
+    assert rounds.pending is None
+
+
+def test_a_flush_goes_at_once_after_the_rounds_before_it():
+    rounds, proxy = _rounds(), _Proxy()
+    rounds._report(proxy, _report([[1, 100]]))
+    rounds._report(proxy, _report([[2, 100]], flush=0), now=True)
+    assert [r.flush for r in proxy.reports] == [-1, 0]
+    assert [r.jobs for r in proxy.reports] == [[[1, 100]], [[2, 100]]]
+    assert not proxy.reports[0].exact and proxy.reports[1].exact  # a flush's bytes stay its own
+    rounds._report(proxy)  # nothing pending: nothing sent
+    assert len(proxy.reports) == 2
+
+
+def test_a_round_report_refuses_a_count_of_rounds_below_one():
+    msg = _report([[1, 1]]).to_wire()
+    msg["rounds"] = 0
+    with pytest.raises(ValueError, match="rounds"):
+        protocol.RoundReport.from_wire(msg)
