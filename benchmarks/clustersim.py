@@ -180,7 +180,7 @@ class Simulation:
         self.n_rows, self.size = len(model.wv), model.wv.vector_size
         counts = model.wv.expandos["count"]
         self.settings = settings
-        self.sync_words = int(settings.sync_words or default_sync_words(k, model.corpus_total_words))
+        self.sync_words = int(settings.sync_words or default_sync_words(k, model.corpus_total_words, sg=bool(model.sg)))
         self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
         tree = node_counts(arrays["points"], arrays["code_offsets"], counts, self.n_rows) if "syn1" in arrays else None
         damp = damped_rows(counts, damp_words or self.sync_words, tree_counts=tree)

@@ -40,7 +40,7 @@ class SessionSetup:
         settings = self.settings
         # the interval grows with the corpus (words per epoch: given, or counted by build_vocab)
         corpus_words = int(total_words or getattr(model, "corpus_total_words", 0) or 0)
-        sync_words = int(settings.sync_words or default_sync_words(n_workers, corpus_words))
+        sync_words = int(settings.sync_words or default_sync_words(n_workers, corpus_words, sg=bool(model.sg)))
         counts = model.wv.expandos.get("count")
         if counts is None:  # no counts (a vocabulary built by hand): rows are in no known order of frequency
             counts = np.zeros(len(model.wv))

@@ -28,6 +28,9 @@ SYNC_WORDS = 2_200
 # four times that interval 2.47 (3 M) and 2.10 (12 M) points (docs/schedule.rst, "The interval").
 SYNC_SHARE = 1 / 5_400
 ONE_WORKER_SYNC_WORDS = 1_000_000
+# with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 2 for CBOW,
+# ** 2.5 for skip-gram, the rule that held gensim's quality at K = 2, 4, 8 on devmix
+FEW_WORKERS = 8
 HOT_SIGHTINGS = 0.25
 # the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
 # busiest first as the cluster trains them (kernel.reverse_tree), with counts of their own
@@ -133,20 +136,26 @@ def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
     return int(hot[-1]) + 1 if len(hot) else 0
 
 
-def default_sync_words(n_workers, corpus_words=0):
-    """Words each worker trains between merges, by default: for two workers or more, whatever their
-    number (so the merges per trained word, and their bytes and CPU, do not grow with it),
-    :data:`SYNC_SHARE` of the corpus's words per epoch, at least :data:`SYNC_WORDS` (2,200) and at
-    most 1 M; one worker merges every 1 M words (its merges only make progress durable).
+def default_sync_words(n_workers, corpus_words=0, sg=True):
+    """Words each worker trains between merges, by default: :data:`SYNC_SHARE` of the corpus's words
+    per epoch at :data:`FEW_WORKERS` (8) workers or more, whatever their number (so the merges per
+    trained word, and their bytes and CPU, do not grow with it), and a longer share with fewer
+    workers: ``(8 / K) ** 2`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram (16 and 32
+    times at K=2), at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges every 1 M
+    words (its merges only make its progress durable).
 
     The interval is the hot rows' clock (:func:`hot_rows`): quality hangs on how often the
-    frequent words' rows merge, and on how long the run is: at K=8 the same share of the corpus
-    cost the same quality on 3 M, 6 M and 12 M words, while a fixed 2,200 words cost 0.64 analogy
-    points on 12 M words and 2.47 on 3 M (docs/schedule.rst). So the interval grows with the
-    corpus, which is what lets large corpora merge rarely (a 1 G-word corpus: 185 k words). Beyond
-    12 M words that is an extrapolation of the measured range: pass ``sync_words`` to choose.
-    (Before, the interval shrank with K as ``400 k / K**2.5``, merging every row: quality held,
-    the cost per word grew 16-fold from K=2 to K=8.) Skip-gram and CBOW take the same interval.
+    frequent words' rows merge, on how many workers move them meanwhile, and on how long the run
+    is. At K=8 the same share of the corpus cost the same quality on 3 M, 6 M and 12 M words, while
+    a fixed 2,200 words cost 0.64 analogy points on 12 M words and 2.47 on 3 M (docs/schedule.rst),
+    so the interval grows with the corpus, which is what lets large corpora merge rarely (a 1
+    G-word corpus: 185 k words at K=8). Fewer workers tolerate longer intervals: on devmix (12 M
+    words) ``400 k / K**2.5`` words held gensim's quality for skip-gram at K = 2, 4, 8 and ``141 k /
+    K**2`` for CBOW (CBOW moves a frequent row more per word trained), which is this rule at 12 M
+    words; two workers merging as often as eight made the cluster of two slower than gensim
+    ``workers=2`` (docs/schedule.rst, "Fewer workers, longer intervals"). Beyond the measured range
+    (12 M words, K <= 8) it is an extrapolation: pass ``sync_words`` to choose. Hierarchical softmax
+    takes its model's rule (``sg``).
 
     Parameters
     ----------
@@ -154,10 +163,14 @@ def default_sync_words(n_workers, corpus_words=0):
         Workers in the session.
     corpus_words : int, optional
         Raw words per epoch (0: unknown, the floor).
+    sg : bool, optional
+        Skip-gram (else CBOW).
     """
     if n_workers <= 1:
         return ONE_WORKER_SYNC_WORDS
-    return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(SYNC_SHARE * max(0, int(corpus_words or 0))))))
+    longer = (FEW_WORKERS / min(FEW_WORKERS, n_workers)) ** (2.5 if sg else 2.0)
+    share = SYNC_SHARE * longer * max(0, int(corpus_words or 0))
+    return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(share))))
 
 
 def row_limits(hot_rows, tree_hot_rows=-1):
