@@ -615,3 +615,98 @@ def kept_rows(norms, double hold_back):
         free(edge)
     return np.flatnonzero(held_array == 0)
 
+
+
+cdef inline bint _bits_within32(const cnp.uint32_t *bits, Py_ssize_t n, cnp.uint32_t limit) noexcept nogil:
+    """Every float32 (as bits) finite and of size at most the float whose bits are ``limit``."""
+    cdef cnp.uint32_t top = 0, b
+    cdef Py_ssize_t j
+    for j in range(n):
+        b = bits[j] & 0x7FFFFFFF
+        top = b if b > top else top
+    return top <= limit
+
+
+cdef inline bint _bits_within16(const cnp.uint16_t *bits, Py_ssize_t n, cnp.uint16_t limit) noexcept nogil:
+    cdef cnp.uint16_t top = 0, b
+    cdef Py_ssize_t j
+    for j in range(n):
+        b = bits[j] & 0x7FFF
+        top = b if b > top else top
+    return top <= limit
+
+
+def check_deltas(const cnp.uint32_t[::1] rows, values, row_scales, Py_ssize_t lo, Py_ssize_t hi, double bound,
+                 double max_scale):
+    """A merge message's deltas checked in one pass without the GIL (the receiver's checks of
+    :func:`gensim_distw2v.protocol.arrays.unpack_deltas`, which names the problem).
+
+    Parameters
+    ----------
+    rows : numpy.ndarray of uint32
+    values : numpy.ndarray
+        ``(len(rows), width)``, C-contiguous float32, float16 or int8 (levels).
+    row_scales : numpy.ndarray of float32 or None
+        int8's scales, one per row.
+    lo, hi : int
+        The rows must lie in ``[lo, hi)``, strictly increasing.
+    bound : float
+        The largest change a value may make (negative: no bound, values need only be finite).
+    max_scale : float
+        The largest int8 row scale allowed.
+
+    Returns
+    -------
+    (int, float)
+        ``(0, largest change)`` when fine (int8: 127 times the largest scale; float: 0); otherwise a
+        code: 1 a row outside ``[lo, hi)``, 2 rows not strictly increasing, 3 a scale not finite,
+        negative or above ``max_scale``, 4 a change beyond ``bound`` (or not finite, with a bound),
+        5 a value not finite.
+    """
+    cdef Py_ssize_t i, n = rows.shape[0], count
+    cdef int code = 0
+    cdef double top = 0.0, s
+    cdef const float[::1] scales
+    cdef const cnp.uint32_t[::1] bits32
+    cdef const cnp.uint16_t[::1] bits16
+    cdef cnp.uint32_t limit32
+    cdef cnp.uint16_t limit16
+    with nogil:
+        for i in range(n):
+            if rows[i] < lo or rows[i] >= hi:
+                code = 1
+                break
+            if i and rows[i] <= rows[i - 1]:
+                code = 2
+                break
+    if code:
+        return code, 0.0
+    if values.dtype == np.int8:
+        scales = row_scales
+        with nogil:
+            for i in range(scales.shape[0]):
+                s = scales[i]
+                if not (s >= 0.0 and s <= max_scale):  # (NaN fails both)
+                    code = 3
+                    break
+                top = s if s > top else top
+        if code:
+            return code, 0.0
+        top = top * 127
+        return (4 if bound >= 0 and top > bound else 0), top
+    count = values.size
+    if count == 0:
+        return 0, 0.0
+    if values.dtype == np.float32:
+        limit32 = np.array(min(bound, float(np.finfo(np.float32).max)) if bound >= 0
+                           else float(np.finfo(np.float32).max), dtype=np.float32).view(np.uint32)
+        bits32 = values.reshape(-1).view(np.uint32)
+        with nogil:
+            code = 0 if _bits_within32(&bits32[0], count, limit32) else (4 if bound >= 0 else 5)
+    else:
+        limit16 = np.array(min(bound, float(np.finfo(np.float16).max)) if bound >= 0
+                           else float(np.finfo(np.float16).max), dtype=np.float16).view(np.uint16)
+        bits16 = values.reshape(-1).view(np.uint16)
+        with nogil:
+            code = 0 if _bits_within16(&bits16[0], count, limit16) else (4 if bound >= 0 else 5)
+    return code, 0.0
