@@ -710,3 +710,83 @@ def check_deltas(const cnp.uint32_t[::1] rows, values, row_scales, Py_ssize_t lo
         with nogil:
             code = 0 if _bits_within16(&bits16[0], count, limit16) else (4 if bound >= 0 else 5)
     return code, 0.0
+
+
+def stale_reply(const float[:, ::1] weights, cnp.uint64_t[:, ::1] stale, cnp.uint64_t[:, ::1] rounded,
+                Py_ssize_t word, cnp.uint64_t mask, Py_ssize_t a, Py_ssize_t end, bint exact, wanted,
+                Py_ssize_t lo, codec):
+    """A shard's reply of current values for one matrix, in one pass: the rows of ``[a, end)`` a
+    worker lacks (its ``mask`` bit in word ``word`` of ``stale``; in an exact reply also of
+    ``rounded``), of those the ones ``wanted`` (a bool mask over ``[lo, ...)``; None: every one),
+    their values in ``codec`` (float32, exactly; float16, or float32 if a value does not fit;
+    int8 levels and a scale per row), and the bits updated: ``stale`` cleared, ``rounded`` set for
+    a rounded reply and cleared for a float32 one.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, numpy.ndarray or None)
+        uint32 rows, values, int8's float32 row scales (else None).
+    """
+    cdef int kind = 0 if exact else _codec(codec)
+    if kind == 1 and not F16C:
+        kind = 0  # (the caller converts with numpy where the CPU has no F16C)
+    cdef Py_ssize_t r, i, j, n = 0, width = weights.shape[1]
+    if not (0 <= a <= end <= weights.shape[0] and end <= stale.shape[0] and end <= rounded.shape[0]
+            and 0 <= word < stale.shape[1] and word < rounded.shape[1]):
+        raise ValueError(f"stale_reply: rows [{a}, {end}) or word {word} outside the bits")
+    cdef const cnp.uint8_t[::1] want
+    cdef bint filtered = wanted is not None
+    if filtered:
+        want = np.ascontiguousarray(wanted).view(np.uint8)
+        if a < end and (a < lo or end - lo > want.shape[0]):
+            raise ValueError(f"stale_reply: the wanted mask from row {lo} does not cover [{a}, {end})")
+    rows_array = np.empty(max(0, end - a), dtype=np.uint32)
+    cdef cnp.uint32_t[::1] rows = rows_array
+    cdef cnp.uint64_t bits
+    with nogil:
+        for r in range(a, end):
+            bits = stale[r, word] | rounded[r, word] if exact else stale[r, word]
+            if bits & mask and (not filtered or want[r - lo]):
+                rows[n] = <cnp.uint32_t>r
+                n += 1
+    if n == 0:
+        kind = 0  # (an empty reply is float32, as numpy's)
+    cdef bint fits = True
+    cdef cnp.uint16_t limit16 = 0x7BFF  # float16's largest finite value, as bits
+    out, row_scales = _delta_out(n, width, kind)
+    cdef float[:, ::1] out32
+    cdef cnp.uint16_t[:, ::1] out16
+    cdef signed char[:, ::1] out8
+    cdef float[::1] scales8
+    cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
+    if kind == 1:
+        out16 = out.view(np.uint16)
+        with nogil:
+            for i in range(n):
+                dw2v_to_half(&weights[rows[i], 0], &out16[i, 0], width)
+                if not _bits_within16(&out16[i, 0], width, limit16):
+                    fits = False
+                    break
+        if not fits:  # a value beyond float16: the whole reply in float32
+            kind = 0
+            out, row_scales = _delta_out(n, width, kind)
+    if kind == 0:
+        out32 = out
+        with nogil:
+            for i in range(n):
+                memcpy(&out32[i, 0], &weights[rows[i], 0], width * sizeof(float))
+    elif kind == 2:
+        out8, scales8 = out, row_scales
+        with nogil:
+            for i in range(n):
+                memcpy(&scratch[0], &weights[rows[i], 0], width * sizeof(float))
+                _round_to_q8(&scratch[0], &out8[i, 0], &scales8[i], width)
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            stale[r, word] &= ~mask
+            if kind == 0:
+                rounded[r, word] &= ~mask
+            else:
+                rounded[r, word] |= mask
+    return rows_array[:n], out, row_scales

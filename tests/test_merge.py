@@ -760,3 +760,35 @@ def test_hs_tree_nodes_have_their_own_hot_rows():
     np.testing.assert_allclose(g.weights["syn1"][30], init["syn1"][30] + 0.1, atol=1e-6)  # both, summed
     with pytest.raises(ValueError, match="delta_rows must be an int >= 0 \\(or one per matrix\\)"):
         GlobalWeights(initial(), delta_rows={"syn0": -1})
+
+
+@pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):
+    """One compiled pass over the stale bits, the wanted rows and the values (the shard's reply)
+    gives what the numpy steps gave: rows, values, scales and the bits after."""
+    from gensim_distw2v._rows import stale_reply
+    from gensim_distw2v.core.merge import _stale_reply
+    rng = np.random.default_rng(7)
+    weights = rng.standard_normal((500, 16)).astype(np.float32)
+    weights[3, 2] = 70000.0  # beyond float16: that reply goes as float32
+    stale = rng.integers(0, 2 ** 63, size=(500, 2), dtype=np.uint64)
+    rounded = rng.integers(0, 2 ** 63, size=(500, 2), dtype=np.uint64)
+    wanted = rng.random(400) < 0.5
+    mask = np.uint64(1) << np.uint64(5)
+    for want, a, end in ((None, 0, 500), (wanted, 120, 480), (None, 200, 200)):
+        lo = 80 if want is not None else 0
+        s1, r1, s2, r2 = stale.copy(), rounded.copy(), stale.copy(), rounded.copy()
+        got = stale_reply(weights, s1, r1, 1, mask, a, end, exact, want, lo, codec)
+        ref = _stale_reply(weights, s2, r2, 1, mask, a, end, exact, want, lo, "float32" if exact else codec)
+        np.testing.assert_array_equal(got[0], ref[0])
+        assert got[1].dtype == ref[1].dtype
+        np.testing.assert_array_equal(got[1], ref[1])
+        if ref[2] is None:
+            assert got[2] is None
+        else:
+            np.testing.assert_array_equal(got[2], ref[2])
+        np.testing.assert_array_equal(s1, s2)
+        np.testing.assert_array_equal(r1, r2)
+        if end > a:
+            assert len(got[0]) > 0

@@ -45,7 +45,7 @@ import threading
 import numpy as np
 
 from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half, kept_rows,
-                                  row_diff, send_rows, take_rows, to_half)
+                                  row_diff, send_rows, stale_reply, take_rows, to_half)
 from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
 from gensim_distw2v.protocol.arrays import all_finite, check_damp_rows
 from gensim_distw2v.protocol.constants import MERGE_RULES
@@ -298,22 +298,34 @@ class GlobalWeights:
                 # every other row: the values of those changed since the worker last had them (and, in an
                 # exact reply, of those it has as float16 only)
                 a = max(lo, top_rows)
-                if a < end:
-                    bits = self.stale[name][a:end, word] | self.rounded[name][a:end, word] if exact \
-                        else self.stale[name][a:end, word]
-                    stale = np.flatnonzero(bits & mask).astype(np.uint32) + np.uint32(a)
+                codec = "float32" if exact else self.value_codec
+                want = wanted if wanted is not None and name in BY_FREQUENCY else None
+                if HAS_F16C or codec != "float16":  # one compiled pass: the bits, the values, the bits again
+                    values_out[name] = stale_reply(weights, self.stale[name], self.rounded[name], word, mask, a,
+                                                   max(a, end), exact, want, lo, codec)
                 else:
-                    stale = np.zeros(0, np.uint32)
-                if wanted is not None and name in BY_FREQUENCY:
-                    stale = stale[wanted[stale.astype(np.int64) - lo]]
-                values_out[name] = (stale,) + _values(weights, stale, "float32" if exact else self.value_codec)
-                self.stale[name][stale, word] &= ~mask
-                if values_out[name][1].dtype != np.float32:
-                    self.rounded[name][stale, word] |= mask
-                else:
-                    self.rounded[name][stale, word] &= ~mask
+                    values_out[name] = _stale_reply(weights, self.stale[name], self.rounded[name], word, mask, a,
+                                                    end, exact, want, lo, codec)
             self.merges += 1
         return deltas_out, values_out
+
+
+def _stale_reply(weights, stale_bits, rounded, word, mask, a, end, exact, wanted, lo, codec):
+    """:func:`gensim_distw2v._rows.stale_reply` in numpy (float16 without the CPU's F16C)."""
+    if a < end:
+        bits = stale_bits[a:end, word] | rounded[a:end, word] if exact else stale_bits[a:end, word]
+        stale = np.flatnonzero(bits & mask).astype(np.uint32) + np.uint32(a)
+    else:
+        stale = np.zeros(0, np.uint32)
+    if wanted is not None:
+        stale = stale[wanted[stale.astype(np.int64) - lo]]
+    reply = (stale,) + _values(weights, stale, codec)
+    stale_bits[stale, word] &= ~mask
+    if reply[1].dtype != np.float32:
+        rounded[stale, word] |= mask
+    else:
+        rounded[stale, word] &= ~mask
+    return reply
 
 
 def _values(weights, rows, codec):
