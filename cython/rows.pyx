@@ -15,7 +15,7 @@ here check them again and raise ``ValueError`` rather than touch memory they do 
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.math cimport INFINITY
 from libc.string cimport memcmp, memcpy
 
@@ -531,13 +531,72 @@ cdef inline Py_ssize_t _bucket(double value) noexcept nogil:
     return <Py_ssize_t>(bits >> 48)
 
 
+cdef int _hold_back(const double *v, Py_ssize_t n, double hold_back, cnp.uint8_t *held) except -1 nogil:
+    """Set ``held[i]`` for the smallest ``v`` that together carry up to ``hold_back`` of their sum
+    (``held`` zeroed by the caller); nothing with a value NaN, negative or infinite. The selection of a
+    sort in linear time: a histogram of the values' leading bits finds the bucket where the budget
+    runs out, and only that bucket is sorted."""
+    cdef Py_ssize_t i, b, top = -1, count = 0, low = 65535, high = 0
+    cdef double total = 0.0, budget, cum = 0.0
+    cdef double *sums
+    cdef _Entry *edge = NULL
+    if not hold_back > 0 or n <= 1:  # (a NaN share holds nothing back)
+        return 0
+    for i in range(n):
+        if not v[i] >= 0 or v[i] == INFINITY:  # send everything: the receiver refuses what is not finite
+            return 0
+        b = _bucket(v[i])
+        low = b if b < low else low
+        high = b if b > high else high
+    # buckets low..high only: norms span a few hundred of them, not all 65,536 (a 512 KB array per call)
+    sums = <double *>malloc((high - low + 1) * sizeof(double))
+    if sums == NULL:
+        with gil:
+            raise MemoryError()
+    for b in range(high - low + 1):
+        sums[b] = 0.0
+    for i in range(n):
+        total = total + v[i]
+        sums[_bucket(v[i]) - low] += v[i]
+    budget = hold_back * total
+    for b in range(low, high + 1):  # buckets below top are held whole
+        if cum + sums[b - low] > budget:
+            top = b
+            break
+        cum = cum + sums[b - low]
+    free(sums)
+    for i in range(n):
+        if top < 0 or _bucket(v[i]) < top:
+            held[i] = 1
+        elif _bucket(v[i]) == top:
+            count += 1
+    if top >= 0 and count:
+        edge = <_Entry *>malloc(count * sizeof(_Entry))
+        if edge == NULL:
+            with gil:
+                raise MemoryError()
+        count = 0
+        for i in range(n):
+            if _bucket(v[i]) == top:
+                edge[count].value = v[i]
+                edge[count].index = i
+                count += 1
+        qsort(edge, count, sizeof(_Entry), _by_value)
+        for i in range(count):  # the top bucket: its smallest, while the budget lasts
+            if cum + edge[i].value > budget:
+                break
+            cum = cum + edge[i].value
+            held[edge[i].index] = 1
+        free(edge)
+    return 0
+
+
 def kept_rows(norms, double hold_back):
     """Indices of the rows that go now: all but the smallest, which together carry up to
     ``hold_back`` of the sum of ``norms`` (they are held back), in increasing order.
 
     The selection of a sort (smallest first, the longest prefix whose sum stays within the
-    budget) in linear time: a histogram of the values' leading bits finds the bucket where the
-    budget runs out, and only that bucket is sorted.
+    budget) in linear time (:func:`_hold_back`).
 
     Parameters
     ----------
@@ -552,67 +611,12 @@ def kept_rows(norms, double hold_back):
         With a norm that is NaN, negative or infinite, every index (nothing is held back).
     """
     cdef const double[::1] v = np.ascontiguousarray(norms, dtype=np.float64)
-    cdef Py_ssize_t n = v.shape[0], i, b, top = -1, count = 0
-    if not hold_back > 0 or n <= 1:  # (a NaN share holds nothing back)
-        return np.arange(n, dtype=np.int64)
-    cdef bint odd = False
-    cdef Py_ssize_t low = 65535, high = 0
-    with nogil:
-        for i in range(n):
-            if not v[i] >= 0 or v[i] == INFINITY:  # NaN, negative or infinite
-                odd = True
-                break
-            b = _bucket(v[i])
-            low = b if b < low else low
-            high = b if b > high else high
-    if odd:  # send everything: the receiver refuses what is not finite, naming it
-        return np.arange(n, dtype=np.int64)
+    cdef Py_ssize_t n = v.shape[0]
     held_array = np.zeros(n, dtype=np.uint8)
     cdef cnp.uint8_t[::1] held = held_array
-    cdef double total = 0.0, budget, cum = 0.0
-    # buckets low..high only: norms span a few hundred of them, not all 65,536 (a 512 KB array per call)
-    cdef double *sums = <double *>malloc((high - low + 1) * sizeof(double))
-    cdef _Entry *edge = NULL
-    if sums == NULL:
-        raise MemoryError()
-    try:
+    if n > 1 and hold_back > 0:
         with nogil:
-            for b in range(high - low + 1):
-                sums[b] = 0.0
-            for i in range(n):
-                total = total + v[i]
-                sums[_bucket(v[i]) - low] += v[i]
-            budget = hold_back * total
-            for b in range(low, high + 1):  # buckets below top are held whole
-                if cum + sums[b - low] > budget:
-                    top = b
-                    break
-                cum = cum + sums[b - low]
-            for i in range(n):
-                if top < 0 or _bucket(v[i]) < top:
-                    held[i] = 1
-                elif _bucket(v[i]) == top:
-                    count += 1
-        if top >= 0 and count:
-            edge = <_Entry *>malloc(count * sizeof(_Entry))
-            if edge == NULL:
-                raise MemoryError()
-            with nogil:
-                count = 0
-                for i in range(n):
-                    if _bucket(v[i]) == top:
-                        edge[count].value = v[i]
-                        edge[count].index = i
-                        count += 1
-                qsort(edge, count, sizeof(_Entry), _by_value)
-                for i in range(count):  # the top bucket: its smallest, while the budget lasts
-                    if cum + edge[i].value > budget:
-                        break
-                    cum = cum + edge[i].value
-                    held[edge[i].index] = 1
-    finally:
-        free(sums)
-        free(edge)
+            _hold_back(&v[0], n, hold_back, &held[0])
     return np.flatnonzero(held_array == 0)
 
 
@@ -790,3 +794,67 @@ def stale_reply(const float[:, ::1] weights, cnp.uint64_t[:, ::1] stale, cnp.uin
             else:
                 rounded[r, word] |= mask
     return rows_array[:n], out, row_scales
+
+
+def take_part(float[:, ::1] replica, float[:, ::1] base, Py_ssize_t lo, Py_ssize_t hi, codec, double hold_back):
+    """The rows of ``[lo, hi)`` where ``replica`` differs from ``base``, less those held back, and
+    their deltas for the wire, with ``base`` advanced by exactly what they carry: :func:`changed_rows`,
+    :func:`kept_rows` and :func:`send_rows` in one call (a merge part's fixed cost was three calls'
+    set-up and their temporaries).
+
+    ``codec`` is the wanted one; the part goes in float32 when its rows do not fit it (float16: a
+    row of norm :data:`HALF_LIMIT` or more; int8: a norm not finite), as ``merge._part_codec``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, numpy.ndarray or None)
+        uint32 rows, values of the codec used, int8's float32 row scales (else None).
+    """
+    if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
+        raise ValueError("replica and base must have the same shape")
+    if not 0 <= lo <= hi <= replica.shape[0]:
+        raise ValueError(f"rows [{lo}, {hi}) are outside [0, {replica.shape[0]})")
+    cdef int kind = _codec(codec)
+    cdef Py_ssize_t r, i, j, n = 0, m = 0, width = replica.shape[1]
+    cdef double total, top = 0.0
+    cdef bint odd = False
+    cdef cnp.uint32_t *rows = <cnp.uint32_t *>malloc(max(1, hi - lo) * sizeof(cnp.uint32_t))
+    cdef double *norms = <double *>malloc(max(1, hi - lo) * sizeof(double))
+    cdef cnp.uint8_t *held = <cnp.uint8_t *>calloc(max(1, hi - lo), sizeof(cnp.uint8_t))
+    if rows == NULL or norms == NULL or held == NULL:
+        free(rows)
+        free(norms)
+        free(held)
+        raise MemoryError()
+    try:
+        with nogil:
+            for r in range(lo, hi):
+                if width == 0 or memcmp(&replica[r, 0], &base[r, 0], width * sizeof(float)) == 0:
+                    continue
+                total = _sq_dist(&replica[r, 0], &base[r, 0], width)
+                if total != 0.0:
+                    rows[n] = <cnp.uint32_t>r
+                    norms[n] = total
+                    n += 1
+            _hold_back(norms, n, hold_back, held)
+            for i in range(n):  # the kept rows, in place
+                if not held[i]:
+                    rows[m] = rows[i]
+                    if not norms[i] < INFINITY:  # NaN or infinite
+                        odd = True
+                    elif norms[i] > top:
+                        top = norms[i]
+                    m += 1
+        if kind == 1 and (odd or not top < HALF_LIMIT * HALF_LIMIT):
+            kind = 0
+        elif kind == 2 and odd:
+            kind = 0
+        rows_array = np.empty(m, dtype=np.uint32)
+        if m:
+            memcpy(<void *>cnp.PyArray_DATA(rows_array), rows, m * sizeof(cnp.uint32_t))
+    finally:
+        free(rows)
+        free(norms)
+        free(held)
+    values, row_scales = send_rows(replica, base, rows_array, CODECS[kind])
+    return rows_array, values, row_scales

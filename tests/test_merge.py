@@ -792,3 +792,32 @@ def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):
         np.testing.assert_array_equal(r1, r2)
         if end > a:
             assert len(got[0]) > 0
+
+
+@pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
+@pytest.mark.parametrize("hold_back", [0.0, 0.3])
+def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back):
+    from gensim_distw2v._rows import changed_rows, kept_rows, send_rows, take_part
+    from gensim_distw2v.core.merge import _part_codec
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((300, 12)).astype(np.float32)
+    replica = base.copy()
+    touched = rng.choice(300, 120, replace=False)
+    replica[touched] += rng.standard_normal((120, 12)).astype(np.float32) * rng.random((120, 1)).astype(np.float32)
+    for big in (False, True):
+        if big:
+            replica[touched[0], 0] += 60000.0  # beyond float16: the part goes as float32
+        b1, b2 = base.copy(), base.copy()
+        rows, values, scales = take_part(replica, b1, 10, 290, codec, hold_back)
+        changed, norms = changed_rows(replica, b2, 10, 290)
+        kept = kept_rows(norms, hold_back)
+        want_codec = _part_codec(codec, norms[kept])
+        ref_values, ref_scales = send_rows(replica, b2, changed[kept], want_codec)
+        np.testing.assert_array_equal(rows, changed[kept])
+        assert values.dtype == ref_values.dtype == np.dtype(want_codec)
+        np.testing.assert_array_equal(values, ref_values)
+        assert (scales is None) == (ref_scales is None)
+        if scales is not None:
+            np.testing.assert_array_equal(scales, ref_scales)
+        np.testing.assert_array_equal(b1, b2)  # the base advanced alike
+        assert hold_back == 0 or len(rows) < len(changed)

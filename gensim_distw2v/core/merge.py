@@ -45,7 +45,8 @@ import threading
 import numpy as np
 
 from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half, kept_rows,
-                                  row_diff, send_rows, stale_reply, take_rows, to_half)
+                                  row_diff, send_rows, stale_reply, take_part, take_rows,
+                                  to_half)
 from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
 from gensim_distw2v.protocol.arrays import all_finite, check_damp_rows
 from gensim_distw2v.protocol.constants import MERGE_RULES
@@ -345,6 +346,8 @@ def _values(weights, rows, codec):
 def _take(replica, base, lo, hi, codec, hold_back=0.0):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
     :meth:`Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
+    if HAS_F16C or codec != "float16":  # one compiled call: which rows, which go, their deltas, the base
+        return take_part(replica, base, lo, hi, codec, hold_back)
     changed, norms = changed_rows(replica, base, lo, hi)
     kept = kept_rows(norms, hold_back)  # the smallest wait: error feedback (compiled, linear time)
     changed = changed[kept]
