@@ -20,6 +20,7 @@ __all__ = ["Member", "OPS"]
 
 OPS = {"worker": ("hello", "heartbeat", "leave"), "shard": ("shard_hello", "shard_beat", "shard_leave")}
 LOG_EVERY = 30  # seconds between "waiting for the dispatcher" lines while it is not there
+GOODBYE_TIMEOUT = 2.0  # seconds the goodbye on stop may take (a dispatcher that is gone must not hold a stop up)
 
 
 class Member:
@@ -93,8 +94,26 @@ class Member:
             waited += 1
         return None
 
+    def stop(self):
+        """Set :attr:`stopped` and say goodbye at once, on a connection of its own: the dispatcher
+        drops this member, which ends the heartbeat's long poll now rather than when its wait is
+        over, so :meth:`heartbeat_loop` returns at once. Quietly nothing more where the dispatcher
+        is not known or does not answer (the loop then ends when its call does)."""
+        self.stopped.set()
+        uri = self.dispatcher_uri
+        if uri is None:
+            return
+        try:
+            link = endpoints.link(uri, tables.DISPATCHER, self.hmac_key, timeout=GOODBYE_TIMEOUT)
+            try:
+                link.call(OPS[self.ROLE][2], name=self.name)
+            finally:
+                link.release()
+        except (transport.ClusterError, transport.PyroError, ValueError, OSError) as err:
+            logger.debug("no goodbye to the dispatcher at %s (%s)", uri, err)
+
     def heartbeat_loop(self):
-        """Keep in touch with the dispatcher until :attr:`stopped` is set, then leave."""
+        """Keep in touch with the dispatcher until :attr:`stopped` is set (see :meth:`stop`), then leave."""
         link = None
         beat_op = OPS[self.ROLE][1]
         while not self.stopped.is_set():

@@ -17,7 +17,8 @@ PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
 
 @pytest.fixture(scope="module")
 def cluster():
-    with LocalCluster(n_workers=1) as cluster:
+    """One worker, keyed with a key given as a str (test_wrong_hmac_key_is_refused tries others)."""
+    with LocalCluster(n_workers=1, hmac_key="the cluster's key") as cluster:
         yield cluster
 
 
@@ -70,14 +71,14 @@ def test_different_versions_are_refused_naming_both(cluster, lee_corpus, monkeyp
     still_serves(cluster, lee_corpus)
 
 
-def test_wrong_hmac_key_is_refused(lee_corpus):
-    with LocalCluster(n_workers=1, hmac_key="the cluster's key") as cluster:
-        for key, why in (("another key", "its HMAC key is not the cluster's"), (None, "it gave no HMAC key")):
-            conf = {**cluster.ns_conf, "hmac_key": key} if key else {"port": cluster.ns_conf["port"]}
-            with pytest.raises(transport.ClusterError, match=f"name server at .* refuses this client: {why}; pass "
-                                                             r"the cluster's key, as ns_conf\['hmac_key'\]"):
-                Word2Vec(lee_corpus, distributed=True, ns_conf=conf, **PARAMS)
-        still_serves(cluster, lee_corpus)
+def test_wrong_hmac_key_is_refused(cluster, lee_corpus):
+    assert cluster.ns_conf["hmac_key"] == b"the cluster's key"
+    for key, why in (("another key", "its HMAC key is not the cluster's"), (None, "it gave no HMAC key")):
+        conf = {**cluster.ns_conf, "hmac_key": key} if key else {"port": cluster.ns_conf["port"]}
+        with pytest.raises(transport.ClusterError, match=f"name server at .* refuses this client: {why}; pass "
+                                                         r"the cluster's key, as ns_conf\['hmac_key'\]"):
+            Word2Vec(lee_corpus, distributed=True, ns_conf=conf, **PARAMS)
+    still_serves(cluster, lee_corpus)
 
 
 def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):

@@ -181,15 +181,19 @@ def test_arrays_and_merges_move_in_parts(three_workers, lee_corpus):
     assert 0 < ours.cluster_stats["damp_rows"]["syn1"] < len(ours.wv)  # hs's busiest tree nodes are damped
     assert ours.cluster_stats["damp_rows"]["syn1"] < ours.cluster_stats["tree_hot_rows"] < len(ours.wv)  # tiered
     assert np.isfinite(ours.syn1).all()
-    # the same through one worker is still gensim's result: parts change nothing
-    one = LocalCluster(n_workers=1).start()
-    try:
-        solo = Word2Vec(distributed=True, ns_conf=one.ns_conf, **params)
-        solo.part_bytes = 4096
-        solo.build_vocab(lee_corpus)
-        solo.train(lee_corpus, total_examples=solo.corpus_count, epochs=2)
-    finally:
-        one.close()
+
+
+@pytest.mark.cluster
+def test_parts_change_nothing_through_one_worker(one_worker, lee_corpus):
+    """As above (parts of 4 KiB), through one worker and one shard: still gensim's result."""
+    if one_worker.n_shards != 1:
+        pytest.skip("parts are checked against gensim once, on one shard (P=1)")
+    params = {**SMALL, "sg": 1, "hs": 1, "negative": 5}
+    solo = Word2Vec(distributed=True, ns_conf=one_worker.ns_conf, **params)
+    solo.part_bytes = 4096
+    solo.build_vocab(lee_corpus)
+    solo.train(lee_corpus, total_examples=solo.corpus_count, epochs=2)
+    assert len(solo.cluster_stats["shards"]) == one_worker.n_shards
     reference = gensim.models.Word2Vec(lee_corpus, **params)
     assert np.abs(reference.wv.vectors - solo.wv.vectors).max() <= 1e-6
     assert np.abs(reference.syn1 - solo.syn1).max() <= 1e-6
@@ -316,6 +320,8 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
 @pytest.mark.cluster
 def test_workers_started_after_the_dispatcher_join(lee_corpus):
     with LocalCluster(n_workers=0) as cluster:
+        with pytest.raises(transport.ClusterError, match="no workers registered.*python -m gensim_distw2v.worker"):
+            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
         cluster.add_worker()
         ours = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
         assert len(ours.cluster_stats["workers"]) == 1
@@ -369,18 +375,14 @@ def test_missing_cluster_parts_give_clear_errors(lee_corpus):
     with pytest.raises(transport.ClusterError, match=f"no Pyro4 name server answers at 127.0.0.1:{port}.*"
                                                      f"python -m Pyro4.naming -n 127.0.0.1 -p {port}"):
         Word2Vec(lee_corpus, distributed=True, ns_conf={"port": port}, **SMALL)
-    with LocalCluster(n_workers=0) as cluster:
+    with LocalCluster(n_workers=1, n_shards=0) as cluster:  # (no workers: see the test above)
+        with pytest.raises(transport.ClusterError, match="no parameter shards registered.*python -m "
+                                                         "gensim_distw2v.shard"):
+            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
         cluster.processes["dispatcher"].stop()
         with pytest.raises(transport.ClusterError, match="no dispatcher is registered.*"
                                                          "python -m gensim_distw2v.dispatcher"):
             Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
-    with LocalCluster(n_workers=0) as cluster:
-        with pytest.raises(transport.ClusterError, match="no workers registered.*python -m gensim_distw2v.worker"):
-            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
-    with LocalCluster(n_workers=1, n_shards=0) as cluster:
-        with pytest.raises(transport.ClusterError, match="no parameter shards registered.*python -m "
-                                                         "gensim_distw2v.shard"):
-            Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
     assert time.monotonic() - start < 75
 
 
@@ -395,10 +397,7 @@ def _descendants_alive(pids):
 
 @pytest.mark.cluster
 def test_local_cluster_leaves_no_process_behind():
-    with LocalCluster(n_workers=2) as cluster:
-        pids = cluster.pids()
-        assert len(pids) == 5 and not set(pids) - set(_descendants_alive(pids))  # name server, dispatcher, shard, 2 workers
-    assert _descendants_alive(pids) == []
+    """On an error in its block (the test below: on a clean exit)."""
     with pytest.raises(ZeroDivisionError):
         with LocalCluster(n_workers=1) as cluster:
             pids = cluster.pids()
@@ -409,7 +408,7 @@ def test_local_cluster_leaves_no_process_behind():
 @pytest.mark.cluster
 def test_local_cluster_asks_its_processes_whether_they_are_up(lee_corpus):
     """Start-up does not read the logs: processes that log nothing below WARNING come up, and one
-    that cannot start is named with its last output lines."""
+    that cannot start is named with its last output lines. Its exit leaves no process behind."""
     import json
     import urllib.request
 
@@ -422,6 +421,9 @@ def test_local_cluster_asks_its_processes_whether_they_are_up(lee_corpus):
         assert sorted(ours.cluster_stats["workers"]) == sorted(cluster.names[w] for w in ("worker-0", late))
         with urllib.request.urlopen(cluster.status_url + "status.json", timeout=10) as page:
             assert set(cluster.names.values()) <= {node["name"] for node in json.load(page)["nodes"]}
+        pids = cluster.pids()
+        assert len(pids) == 5 and not set(pids) - set(_descendants_alive(pids))  # name server, dispatcher, shard, 2 workers
+    assert _descendants_alive(pids) == []  # a clean exit leaves no process behind
     with pytest.raises(RuntimeError, match=r"(?s)nameserver exited with code \d+ before it was up .*its last "
                                            r"output:\n.*NOPE"):
         with LocalCluster(n_workers=1, log_level="NOPE"):

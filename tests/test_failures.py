@@ -49,13 +49,6 @@ def busy_worker(dispatcher, rank):
     return None
 
 
-def process_of(cluster, worker_name):
-    for name, proc in cluster.processes.items():
-        if name.startswith("worker-") and any(worker_name in line and "ready at" in line for line in proc.lines):
-            return proc
-    raise AssertionError(f"no process runs worker {worker_name}")
-
-
 def train_in_thread(model, corpus, epochs):
     result = {}
 
@@ -142,7 +135,7 @@ def test_losing_every_worker_raises_within_the_timeout(corpus):
         probe = find_dispatcher(cluster.ns_conf)
         thread, result = train_in_thread(model, corpus, 3)
         victim = wait_until("rank 0 to train", lambda: busy_worker(probe, 0))
-        process_of(cluster, victim).kill()
+        cluster.process_of(victim).kill()
         started = time.monotonic()
         thread.join(timeout=TIMEOUT + 2.0 + 20)
         assert not thread.is_alive(), "train() hangs with no worker left"

@@ -3,6 +3,9 @@
 Before authentication (a keyed cluster, an attacker without the key): idle connections, slow and
 oversized handshakes, against the dispatcher and the name server. With the key (a buggy or hostile
 member): merges beyond the session's bound. On the default LocalCluster: a fake dispatcher.
+
+The attacks that leave the cluster as they found it (each ends with a training that succeeds on it)
+share one default single-worker cluster, ``cluster``; those that need shorter limits share ``strict_cluster``.
 """
 import re
 import socket
@@ -64,6 +67,20 @@ def train_ok(cluster, corpus):
     return model
 
 
+@pytest.fixture(scope="module")
+def cluster():
+    """One default (keyed) LocalCluster of one worker, for the tests that leave it as they found it."""
+    with LocalCluster(n_workers=1) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def strict_cluster():
+    """One worker; jobs held for 2 s without a merge, or a client silent for 3 s, are given up."""
+    with LocalCluster(n_workers=1, job_deadline=2.0, client_timeout=3.0) as shared:
+        yield shared
+
+
 def train_in_background(cluster, corpus, **params):
     """A client training ``corpus`` in a thread: ``(thread, outcome)``, outcome's ``model`` or ``error``."""
     outcome = {}
@@ -79,55 +96,53 @@ def train_in_background(cluster, corpus, **params):
 
 
 @pytest.mark.cluster
-def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(lee_corpus):
-    with LocalCluster(n_workers=1) as cluster:
-        assert cluster.ns_conf["hmac_key"], "LocalCluster is keyed by default"
-        dispatcher = find_dispatcher(cluster.ns_conf)
-        target, ns = address(dispatcher.connection._pyroUri), ("127.0.0.1", cluster.ns_conf["port"])
-        train_ok(cluster, lee_corpus[:50])  # warm up before the memory baseline
-        before = {role: rss(cluster, role) for role in ("dispatcher", "nameserver")}
-        idle = [socket.create_connection(target) for _ in range(70)] + [socket.create_connection(ns)
-                                                                         for _ in range(45)]
-        huge = [huge_handshake(addr) for addr in (target, target, ns, ns)]
-        slow = socket.create_connection(target)
-        dripping = threading.Event()
+def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(cluster, lee_corpus):
+    assert cluster.ns_conf["hmac_key"], "LocalCluster is keyed by default"
+    dispatcher = find_dispatcher(cluster.ns_conf)
+    target, ns = address(dispatcher.connection._pyroUri), ("127.0.0.1", cluster.ns_conf["port"])
+    train_ok(cluster, lee_corpus[:50])  # warm up before the memory baseline
+    before = {role: rss(cluster, role) for role in ("dispatcher", "nameserver")}
+    idle = [socket.create_connection(target) for _ in range(70)] + [socket.create_connection(ns)
+                                                                     for _ in range(45)]
+    huge = [huge_handshake(addr) for addr in (target, target, ns, ns)]
+    slow = socket.create_connection(target)
+    dripping = threading.Event()
 
-        def drip():  # a handshake one byte a second: each read is quick, the whole never ends
-            header = Pyro4.message.Message(Pyro4.message.MSG_CONNECT, b"x" * 100, 6, 0, 0).to_bytes()
-            for byte in header:
-                if dripping.wait(1.0):
-                    return
-                try:
-                    slow.send(bytes([byte]))
-                except OSError:
-                    return
-        threading.Thread(target=drip, daemon=True).start()
-        try:
-            started = time.monotonic()
-            assert dispatcher.call("status").workers is not None and time.monotonic() - started < 2.0
-            train_ok(cluster, lee_corpus)  # the name server and the dispatcher serve the keyed client
-            # every stranger is dropped by the deadline; no one's payload was read into memory
-            assert all(closed_by_server(sock, 15.0) for sock in idle + huge + [slow])
-            assert "dropped a connection from 127.0.0.1" in cluster.processes["dispatcher"].output()
-            for role, was in before.items():
-                assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
-            train_ok(cluster, lee_corpus)
-        finally:
-            dripping.set()
-            for sock in idle + huge + [slow]:
-                sock.close()
-            transport.release(dispatcher)
+    def drip():  # a handshake one byte a second: each read is quick, the whole never ends
+        header = Pyro4.message.Message(Pyro4.message.MSG_CONNECT, b"x" * 100, 6, 0, 0).to_bytes()
+        for byte in header:
+            if dripping.wait(1.0):
+                return
+            try:
+                slow.send(bytes([byte]))
+            except OSError:
+                return
+    threading.Thread(target=drip, daemon=True).start()
+    try:
+        started = time.monotonic()
+        assert dispatcher.call("status").workers is not None and time.monotonic() - started < 2.0
+        train_ok(cluster, lee_corpus)  # the name server and the dispatcher serve the keyed client
+        # every stranger is dropped by the deadline; no one's payload was read into memory
+        assert all(closed_by_server(sock, 15.0) for sock in idle + huge + [slow])
+        assert "dropped a connection from 127.0.0.1" in cluster.processes["dispatcher"].output()
+        for role, was in before.items():
+            assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
+        train_ok(cluster, lee_corpus)
+    finally:
+        dripping.set()
+        for sock in idle + huge + [slow]:
+            sock.close()
+        transport.release(dispatcher)
 
 
 @pytest.mark.cluster
-def test_stranger_without_the_key_is_refused_by_the_default_cluster(lee_corpus):
-    with LocalCluster(n_workers=1) as cluster:
-        with pytest.raises(transport.ClusterError, match="refuses this client: it gave no HMAC key"):
-            transport.locate_ns({"port": cluster.ns_conf["port"]})
-        dispatcher = endpoints.link(transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME), tables.DISPATCHER)
-        with pytest.raises(transport.CommunicationError):
-            dispatcher.call("status")  # a keyless link gets no answer at all
-        train_ok(cluster, lee_corpus[:100])
+def test_stranger_without_the_key_is_refused_by_the_default_cluster(cluster, lee_corpus):
+    with pytest.raises(transport.ClusterError, match="refuses this client: it gave no HMAC key"):
+        transport.locate_ns({"port": cluster.ns_conf["port"]})
+    dispatcher = endpoints.link(transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME), tables.DISPATCHER)
+    with pytest.raises(transport.CommunicationError):
+        dispatcher.call("status")  # a keyless link gets no answer at all
+    train_ok(cluster, lee_corpus[:100])
 
 
 class FakeWorker:
@@ -167,46 +182,45 @@ class FakeWorker:
 
 @pytest.mark.parametrize("value", [1e30, 3e38, np.inf])
 @pytest.mark.cluster
-def test_a_poisoned_merge_fails_the_training_naming_the_worker(lee_corpus, value):
-    with LocalCluster(n_workers=1) as cluster:
-        client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=40)
-        fake = FakeWorker(cluster).join_running_session()
-        try:
-            with pytest.raises(ValueError, match="this session's bound of "):
-                fake.merge(value)
-            with pytest.raises(ValueError, match="is refused in session"):
-                fake.merge(0.0)  # and nothing more from it
-        finally:
-            fake.close()
-        client.join(timeout=120)
-        assert "model" not in outcome, "training succeeded with a poisoned merge"
-        err = outcome["error"]
-        assert isinstance(err, transport.ClusterError) and FakeWorker.NAME in str(err) \
-            and "would poison the model" in str(err), err
-        train_ok(cluster, lee_corpus)
+def test_a_poisoned_merge_fails_the_training_naming_the_worker(cluster, lee_corpus, value):
+    client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=40)
+    fake = FakeWorker(cluster).join_running_session()
+    try:
+        with pytest.raises(ValueError, match="this session's bound of "):
+            fake.merge(value)
+        with pytest.raises(ValueError, match="is refused in session"):
+            fake.merge(0.0)  # and nothing more from it
+    finally:
+        fake.close()
+    client.join(timeout=120)
+    assert "model" not in outcome, "training succeeded with a poisoned merge"
+    err = outcome["error"]
+    assert isinstance(err, transport.ClusterError) and FakeWorker.NAME in str(err) \
+        and "would poison the model" in str(err), err
+    train_ok(cluster, lee_corpus)
 
 
 @pytest.mark.cluster
-def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(lee_corpus):
-    with LocalCluster(n_workers=1) as cluster:
-        client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10)
-        stranger = find_dispatcher(cluster.ns_conf)  # has the key, not the session's token
-        try:
-            deadline = time.monotonic() + 60
-            while not (session := stranger.call("status").session) or session.state != "running":
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            assert "token" not in repr(stranger.send("status", {}))
-            with pytest.raises(errors.Forbidden, match="not this session's token"):
-                stranger.call("close", session=session.id, token="a guess")
-            victim = next(iter(stranger.call("status").workers))
-            with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):
-                stranger.call("hello", name=victim, uri="PYRO:x@127.0.0.1:1", versions=versions(), threads=1)
-        finally:
-            transport.release(stranger)
-        client.join(timeout=300)
-        assert "error" not in outcome, outcome.get("error")
-        assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))
+def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(cluster, lee_corpus):
+    client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10)
+    stranger = find_dispatcher(cluster.ns_conf)  # has the key, not the session's token
+    try:
+        deadline = time.monotonic() + 60
+        while not (session := stranger.call("status").session) or session.state != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "token" not in repr(stranger.send("status", {}))
+        with pytest.raises(errors.Forbidden, match="not this session's token"):
+            stranger.call("close", session=session.id, token="a guess")
+        victim = cluster.names["worker-0"]
+        assert victim in stranger.call("status").workers
+        with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):
+            stranger.call("hello", name=victim, uri="PYRO:x@127.0.0.1:1", versions=versions(), threads=1)
+    finally:
+        transport.release(stranger)
+    client.join(timeout=300)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))
 
 
 @pytest.mark.unit
@@ -234,89 +248,88 @@ def test_merge_bounds_in_process():
 
 
 @pytest.mark.cluster
-def test_a_worker_holding_jobs_without_merging_is_dropped(lee_corpus):
-    with LocalCluster(n_workers=1, job_deadline=2.0) as cluster:
-        mark = len(cluster.processes["dispatcher"].lines)
-        client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10, sync_words=20000)
-        fake = FakeWorker(cluster).join_running_session()
-        stop = threading.Event()
-        beating = threading.Thread(target=lambda: [fake.dispatcher.call("heartbeat", name=fake.NAME) for _ in iter(
-            lambda: stop.wait(0.3), True)], daemon=True)
-        try:
-            taken = []
-            while not taken:  # it takes jobs, keeps beating, never merges
-                taken = fake.dispatcher.call("get_jobs", name=fake.NAME, session=fake.sid, max_jobs=4, wait=1.0).jobs
-            beating.start()
-            cluster.processes["dispatcher"].wait_for(
-                rf"worker {fake.NAME} lost \(it held {len(taken)} jobs for \d+ s without merging them", timeout=60,
-                start=mark)
-        finally:
-            stop.set()
-            fake.close()
-        client.join(timeout=300)
-        assert "error" not in outcome, outcome.get("error")
-        assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))  # its jobs retrained
+def test_a_worker_holding_jobs_without_merging_is_dropped(strict_cluster, lee_corpus):
+    cluster = strict_cluster
+    mark = len(cluster.processes["dispatcher"].lines)
+    client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10, sync_words=20000)
+    fake = FakeWorker(cluster).join_running_session()
+    stop = threading.Event()
+    beating = threading.Thread(target=lambda: [fake.dispatcher.call("heartbeat", name=fake.NAME) for _ in iter(
+        lambda: stop.wait(0.3), True)], daemon=True)
+    try:
+        taken = []
+        while not taken:  # it takes jobs, keeps beating, never merges
+            taken = fake.dispatcher.call("get_jobs", name=fake.NAME, session=fake.sid, max_jobs=4, wait=1.0).jobs
+        beating.start()
+        cluster.processes["dispatcher"].wait_for(
+            rf"worker {fake.NAME} lost \(it held {len(taken)} jobs for \d+ s without merging them", timeout=60,
+            start=mark)
+    finally:
+        stop.set()
+        fake.close()
+    client.join(timeout=300)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["model"].cluster_stats["raw_words"] == 10 * 4 * sum(map(len, lee_corpus))  # its jobs retrained
 
 
 @pytest.mark.cluster
-def test_a_strangers_polling_keeps_no_dead_session_alive(lee_corpus):
+def test_a_strangers_polling_keeps_no_dead_session_alive(strict_cluster, lee_corpus):
     from gensim_distw2v.client.training import DistributedTraining
 
-    with LocalCluster(n_workers=1, client_timeout=3.0) as cluster:
-        model = Word2Vec(lee_corpus[:50], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
-        training = DistributedTraining(model, cluster.ns_conf)
-        dispatcher = find_dispatcher(cluster.ns_conf)
-        try:
-            config, arrays = training._config(1, False, 1)
-            sid, links, _resumed = training._open(dispatcher, config, arrays)
-            links.close(sid)
-            with pytest.raises(errors.Forbidden, match="not this session's token"):
-                dispatcher.call("progress", session=sid, token="a guess")
-            deadline = time.monotonic() + 30
-            while getattr(dispatcher.call("status").session, "id", None) == sid:  # the client went silent; a stranger polls
-                dispatcher.call("progress", session=sid)
-                assert time.monotonic() < deadline, "a stranger's polling kept the session alive"
-                time.sleep(0.3)
-            assert re.search(f"session {sid} aborted: no word from its client", cluster.processes["dispatcher"].output())
-        finally:
-            transport.release(dispatcher)
-        train_ok(cluster, lee_corpus[:100])
+    cluster = strict_cluster
+    model = Word2Vec(lee_corpus[:50], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    training = DistributedTraining(model, cluster.ns_conf)
+    dispatcher = find_dispatcher(cluster.ns_conf)
+    try:
+        config, arrays = training._config(1, False, 1)
+        sid, links, _resumed = training._open(dispatcher, config, arrays)
+        links.close(sid)
+        with pytest.raises(errors.Forbidden, match="not this session's token"):
+            dispatcher.call("progress", session=sid, token="a guess")
+        deadline = time.monotonic() + 30
+        while getattr(dispatcher.call("status").session, "id", None) == sid:  # the client went silent; a stranger polls
+            dispatcher.call("progress", session=sid)
+            assert time.monotonic() < deadline, "a stranger's polling kept the session alive"
+            time.sleep(0.3)
+        assert re.search(f"session {sid} aborted: no word from its client", cluster.processes["dispatcher"].output())
+    finally:
+        transport.release(dispatcher)
+    train_ok(cluster, lee_corpus[:100])
 
 
 @pytest.mark.cluster
-def test_what_a_message_can_make_a_server_allocate_is_capped(lee_corpus):
-    with LocalCluster(n_workers=1) as cluster:
-        dispatcher = find_dispatcher(cluster.ns_conf)
-        (shard_uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
-        shard = endpoints.link(shard_uri, tables.SHARD, cluster.ns_conf["hmac_key"], timeout=30)
-        train_ok(cluster, lee_corpus[:50])
-        before = {role: rss(cluster, role) for role in ("dispatcher", "shard-0")}
-        try:
-            hello = {"versions": versions(), "threads": 1}
-            for name in (transport.WORKER_PREFIX + "x" * 65, transport.WORKER_PREFIX + "a/b", "gensim_distw2v.shard.x"):
-                with pytest.raises(ValueError, match="malformed hello: name must be gensim_distw2v.worker. and 1 to 64"):
-                    dispatcher.call("hello", name=name, uri="PYRO:x@127.0.0.1:1", **hello)
-            with pytest.raises(ValueError, match="uri must be a Pyro URI"):
-                dispatcher.call("hello", name=transport.WORKER_PREFIX + "x", uri="PYRO:" + "x" * 600, **hello)
-            with pytest.raises(Exception, match="max_str_len|exceeds"):  # a 16 MB name is not even read
-                dispatcher.call("hello", name=transport.WORKER_PREFIX + "x" * 16_000_000, uri="PYRO:x@127.0.0.1:1",
-                                **hello)
-            with pytest.raises(Exception, match="max_array_len|exceeds"):  # 4 M empty maps in 4 MB
-                dispatcher.connection._pyroInvoke("call", ["status", [{}] * 4_000_000], {})
-            spec = dict(session="s" * 32, index=0, count=1, vocab_size=4_000_000, vector_size=1000,
-                        weights=["syn0", "syn1neg"], merge="damp", merge_dtype="float16", hot_rows=0,
-                        damp_rows={"syn0": 0, "syn1neg": 0},
-                        versions=versions(), token="t")
-            with pytest.raises(errors.Full, match=r"this shard's rows need 30518 MiB, more than its limit of \d+ MiB; "
-                                                  r"start more shards, or start this one with --max-model-bytes N"):
-                shard.send("open_session", spec)
-            assert dispatcher.call("status").workers and shard.call("status").name.startswith(transport.SHARD_PREFIX)
-            for role, was in before.items():
-                assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
-        finally:
-            shard.release()
-            transport.release(dispatcher)
-        train_ok(cluster, lee_corpus[:100])
+def test_what_a_message_can_make_a_server_allocate_is_capped(cluster, lee_corpus):
+    dispatcher = find_dispatcher(cluster.ns_conf)
+    (shard_uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
+    shard = endpoints.link(shard_uri, tables.SHARD, cluster.ns_conf["hmac_key"], timeout=30)
+    train_ok(cluster, lee_corpus[:50])
+    before = {role: rss(cluster, role) for role in ("dispatcher", "shard-0")}
+    try:
+        hello = {"versions": versions(), "threads": 1}
+        for name in (transport.WORKER_PREFIX + "x" * 65, transport.WORKER_PREFIX + "a/b", "gensim_distw2v.shard.x"):
+            with pytest.raises(ValueError, match="malformed hello: name must be gensim_distw2v.worker. and 1 to 64"):
+                dispatcher.call("hello", name=name, uri="PYRO:x@127.0.0.1:1", **hello)
+        with pytest.raises(ValueError, match="uri must be a Pyro URI"):
+            dispatcher.call("hello", name=transport.WORKER_PREFIX + "x", uri="PYRO:" + "x" * 600, **hello)
+        with pytest.raises(Exception, match="max_str_len|exceeds"):  # a 16 MB name is not even read
+            dispatcher.call("hello", name=transport.WORKER_PREFIX + "x" * 16_000_000, uri="PYRO:x@127.0.0.1:1",
+                            **hello)
+        with pytest.raises(Exception, match="max_array_len|exceeds"):  # 4 M empty maps in 4 MB
+            dispatcher.connection._pyroInvoke("call", ["status", [{}] * 4_000_000], {})
+        spec = dict(session="s" * 32, index=0, count=1, vocab_size=4_000_000, vector_size=1000,
+                    weights=["syn0", "syn1neg"], merge="damp", merge_dtype="float16", hot_rows=0,
+                    damp_rows={"syn0": 0, "syn1neg": 0},
+                    versions=versions(), token="t")
+        with pytest.raises(errors.Full, match=r"this shard's rows need 30518 MiB, more than its limit of \d+ MiB; "
+                                              r"start more shards, or start this one with --max-model-bytes N"):
+            shard.send("open_session", spec)
+        assert dispatcher.call("status").workers and shard.call("status").name.startswith(transport.SHARD_PREFIX)
+        for role, was in before.items():
+            assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
+    finally:
+        shard.release()
+        transport.release(dispatcher)
+    train_ok(cluster, lee_corpus[:100])
 
 
 @pytest.mark.unit

@@ -31,7 +31,7 @@ DRIVER = textwrap.dedent("""
     from gensim_distw2v import Word2Vec
     from gensim_distw2v.client.training import find_dispatcher
     conf = {"host": sys.argv[1], "port": int(sys.argv[2]), "hmac_key": sys.argv[3]}
-    corpus = list(LineSentence(datapath("lee_background.cor"))) * 40
+    corpus = list(LineSentence(datapath("lee_background.cor"))) * 12
     model = Word2Vec(distributed=True, ns_conf=conf, vector_size=16, min_count=2, seed=1, workers=1, sg=1,
                      epochs=2)
     model.build_vocab(corpus)

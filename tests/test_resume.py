@@ -31,6 +31,14 @@ def corpus(lee_corpus):
     return lee_corpus * 12  # about 230 k words an epoch: a second or two on two workers
 
 
+@pytest.fixture(scope="module")
+def cluster():
+    """Two workers and a shard, for the tests that kill only clients: each leaves the cluster idle
+    (its run finished, or refused before it began)."""
+    with LocalCluster(n_workers=2, worker_timeout=3.0) as cluster:
+        yield cluster
+
+
 def words(corpus, epochs=EPOCHS):
     return epochs * sum(len(s) for s in corpus)
 
@@ -189,92 +197,91 @@ def kill_a_client_mid_run(cluster, tmp_path, folder, corpus):
 
 
 @pytest.mark.parametrize("damage", ["dispatcher", "shard"])
-def test_a_dead_clients_run_resumes_from_its_last_whole_checkpoint(corpus, tmp_path, damage):
+def test_a_dead_clients_run_resumes_from_its_last_whole_checkpoint(cluster, corpus, tmp_path, damage):
     folder = str(tmp_path / "checkpoints")
-    with LocalCluster(n_workers=2, worker_timeout=3.0) as cluster:
-        before = kill_a_client_mid_run(cluster, tmp_path, folder, corpus)
-        newest = CheckpointStore(folder, "dispatcher").latest()[0]
-        assert newest >= before["checkpoints"]["committed"] >= 2
-        if damage == "dispatcher":  # the newest record cut short: the one before is used
-            record = os.path.join(CheckpointStore(folder, "dispatcher").path(newest), "meta.json")
-            with open(record, "r+b") as fout:
-                fout.truncate(os.path.getsize(record) // 2)
-        else:  # a byte of the newest checkpoint's rows altered on disk
-            rows = os.path.join(CheckpointStore(folder, "shard-0-of-1", keep=None).path(newest), "syn0.npy")
-            with open(rows, "r+b") as fout:
-                fout.seek(-5, os.SEEK_END)
-                byte = fout.read(1)
-                fout.seek(-5, os.SEEK_END)
-                fout.write(bytes([byte[0] ^ 0xFF]))
-        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
-        model.build_vocab(corpus)
-        dispatcher = cluster.processes["dispatcher"]
-        mark = len(dispatcher.lines)
-        # the dead client's session is still open: the resume takes it over
-        counts = model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
-        assert counts[1] == words(corpus) == model.cluster_stats["raw_words"]
-        resumed = [(int(m.group(1)), int(m.group(2))) for m in map(RESUMED.search, dispatcher.lines[mark:]) if m]
-        sequences = [sequence for sequence, _words in resumed]
-        if damage == "dispatcher":
-            dispatcher.wait_for(rf"skipping checkpoint {newest} of dispatcher: .*meta\.json has \d+ bytes, its "
-                                rf"manifest says \d+ \(cut short or altered\)", timeout=5, start=mark)
-            assert sequences == [newest - 1]
-        else:
-            assert sequences == [newest, newest - 1]  # the shard refused it; the client went back one
-        saved = resumed[-1][1]
-        assert saved + sum(w["words"] for w in model.cluster_stats["workers"].values()) == words(corpus)
-        dispatcher.wait_for(r"session \S+ replaced: a client resumes its run", timeout=5, start=mark)
+    before = kill_a_client_mid_run(cluster, tmp_path, folder, corpus)
+    newest = CheckpointStore(folder, "dispatcher").latest()[0]
+    assert newest >= before["checkpoints"]["committed"] >= 2
+    if damage == "dispatcher":  # the newest record cut short: the one before is used
+        record = os.path.join(CheckpointStore(folder, "dispatcher").path(newest), "meta.json")
+        with open(record, "r+b") as fout:
+            fout.truncate(os.path.getsize(record) // 2)
+    else:  # a byte of the newest checkpoint's rows altered on disk
+        rows = os.path.join(CheckpointStore(folder, "shard-0-of-1", keep=None).path(newest), "syn0.npy")
+        with open(rows, "r+b") as fout:
+            fout.seek(-5, os.SEEK_END)
+            byte = fout.read(1)
+            fout.seek(-5, os.SEEK_END)
+            fout.write(bytes([byte[0] ^ 0xFF]))
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    model.build_vocab(corpus)
+    dispatcher = cluster.processes["dispatcher"]
+    mark = len(dispatcher.lines)
+    # the dead client's session is still open: the resume takes it over
+    counts = model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+    assert counts[1] == words(corpus) == model.cluster_stats["raw_words"]
+    resumed = [(int(m.group(1)), int(m.group(2))) for m in map(RESUMED.search, dispatcher.lines[mark:]) if m]
+    sequences = [sequence for sequence, _words in resumed]
+    if damage == "dispatcher":
+        dispatcher.wait_for(rf"skipping checkpoint {newest} of dispatcher: .*meta\.json has \d+ bytes, its "
+                            rf"manifest says \d+ \(cut short or altered\)", timeout=5, start=mark)
+        assert sequences == [newest - 1]
+    else:
+        assert sequences == [newest, newest - 1]  # the shard refused it; the client went back one
+    saved = resumed[-1][1]
+    assert saved + sum(w["words"] for w in model.cluster_stats["workers"].values()) == words(corpus)
+    dispatcher.wait_for(r"session \S+ replaced: a client resumes its run", timeout=5, start=mark)
 
 
-def test_a_resume_with_another_corpus_or_vocabulary_is_refused(corpus, tmp_path):
+def test_a_resume_with_another_corpus_or_vocabulary_is_refused(cluster, corpus, tmp_path):
     folder = str(tmp_path / "checkpoints")
-    with LocalCluster(n_workers=2, worker_timeout=3.0) as cluster:
-        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
-        model.build_vocab(corpus)
-        with pytest.raises(ValueError, match=r"resume: no usable checkpoint in .*empty"):
-            model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS,
-                        resume_from=str(tmp_path / "empty"))
-        kill_a_client_mid_run(cluster, tmp_path, folder, corpus)
-        # a new run into the folder of an unfinished one
-        fresh = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=folder, **PARAMS)
-        fresh.build_vocab(corpus)
-        with pytest.raises(ValueError, match=r"holds checkpoint \d+ of an unfinished run: to go on with it, pass "
-                                             r"resume_from="):
-            fresh.train(corpus, total_examples=fresh.corpus_count, epochs=EPOCHS)
-        # another vocabulary (and so another model)
-        other = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **dict(PARAMS, min_count=40))
-        other.build_vocab(corpus)
-        with pytest.raises(ValueError, match=r"is of another run: params \(checkpoint: .*; vocab_size \(checkpoint: "
-                                             r"\d+, this call: \d+\); vocabulary"):
-            other.train(corpus, total_examples=other.corpus_count, epochs=EPOCHS, resume_from=folder)
-        # other hyper-parameters
-        with pytest.raises(ValueError, match=r"is of another run: epochs \(checkpoint: 3, this call: 4\)"):
-            model.train(corpus, total_examples=model.corpus_count, epochs=4, resume_from=folder)
-        # the same vocabulary, other sentences: found when the jobs the checkpoint trained are skipped
-        with pytest.raises(ValueError, match=r"this corpus is not the one checkpoint \d+ was trained on"):
-            model.train(corpus[::-1], total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
-        # nothing was lost: the run resumes with its own corpus
-        counts = model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
-        assert counts[1] == words(corpus)
-        with pytest.raises(ValueError, match=r"the run in .* finished \(checkpoint \d+\): nothing to resume"):
-            model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    model.build_vocab(corpus)
+    with pytest.raises(ValueError, match=r"resume: no usable checkpoint in .*empty"):
+        model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS,
+                    resume_from=str(tmp_path / "empty"))
+    kill_a_client_mid_run(cluster, tmp_path, folder, corpus)
+    # a new run into the folder of an unfinished one
+    fresh = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=folder, **PARAMS)
+    fresh.build_vocab(corpus)
+    with pytest.raises(ValueError, match=r"holds checkpoint \d+ of an unfinished run: to go on with it, pass "
+                                         r"resume_from="):
+        fresh.train(corpus, total_examples=fresh.corpus_count, epochs=EPOCHS)
+    # another vocabulary (and so another model)
+    other = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **dict(PARAMS, min_count=40))
+    other.build_vocab(corpus)
+    with pytest.raises(ValueError, match=r"is of another run: params \(checkpoint: .*; vocab_size \(checkpoint: "
+                                         r"\d+, this call: \d+\); vocabulary"):
+        other.train(corpus, total_examples=other.corpus_count, epochs=EPOCHS, resume_from=folder)
+    # other hyper-parameters
+    with pytest.raises(ValueError, match=r"is of another run: epochs \(checkpoint: 3, this call: 4\)"):
+        model.train(corpus, total_examples=model.corpus_count, epochs=4, resume_from=folder)
+    # the same vocabulary, other sentences: found when the jobs the checkpoint trained are skipped
+    with pytest.raises(ValueError, match=r"this corpus is not the one checkpoint \d+ was trained on"):
+        model.train(corpus[::-1], total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+    # nothing was lost: the run resumes with its own corpus
+    counts = model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+    assert counts[1] == words(corpus)
+    with pytest.raises(ValueError, match=r"the run in .* finished \(checkpoint \d+\): nothing to resume"):
+        model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
 
 
-def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(lee_corpus, tmp_path, caplog):
+def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(cluster, lee_corpus, tmp_path,
+                                                                              caplog):
     import logging
 
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     (folder / "shard-0-of-1").write_text("a file where the shard's folder goes")
-    with LocalCluster(n_workers=1) as cluster:
-        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=str(folder), **PARAMS)
-        model.build_vocab(lee_corpus)
-        with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client"):
-            counts = model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
-        assert counts[1] == words(lee_corpus, 2)
-        errors = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
-        assert len(errors) == 2 and "shard 0 could not write checkpoint" in errors[0], errors
-        cluster.processes["dispatcher"].wait_for(r"ERROR : checkpoint 1 of session \S+ failed: shard 0 could not "
-                                                 r"write checkpoint 1: FileExistsError", timeout=5)
-        assert model.cluster_stats["checkpoints"]["count"] == 0
-        assert CheckpointStore(folder, "dispatcher").latest() is None
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=str(folder), **PARAMS)
+    model.build_vocab(lee_corpus)
+    mark = len(cluster.processes["dispatcher"].lines)
+    with caplog.at_level(logging.ERROR, logger="gensim_distw2v.client"):
+        counts = model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+    assert counts[1] == words(lee_corpus, 2)
+    errors = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert len(errors) == 2 and "shard 0 could not write checkpoint" in errors[0], errors
+    cluster.processes["dispatcher"].wait_for(r"ERROR : checkpoint 1 of session \S+ failed: shard 0 could not "
+                                             r"write checkpoint 1: FileExistsError", timeout=5, start=mark)
+    assert model.cluster_stats["checkpoints"]["count"] == 0
+    assert CheckpointStore(folder, "dispatcher").latest() is None

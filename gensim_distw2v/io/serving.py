@@ -18,8 +18,8 @@ def free_port(host="127.0.0.1"):
 
 def serve_member(server, member, ready_message, *args):
     """Serve a worker or a shard until stopped: its ``heartbeat_loop`` starts once ``ready_message``
-    (the line supervisors wait on, ``%`` arguments ``*args``) is logged; on stop ``member.stopped``
-    is set and the heartbeat thread gets 5 s to say goodbye."""
+    (``%`` arguments ``*args``) is logged; on stop ``member.stop()`` says goodbye (which ends the
+    heartbeat's long poll at once) and the heartbeat thread gets 5 s to end."""
     beat = threading.Thread(target=member.heartbeat_loop, name="heartbeat", daemon=True)
 
     def ready():
@@ -27,7 +27,7 @@ def serve_member(server, member, ready_message, *args):
         beat.start()
 
     def stop():
-        member.stopped.set()
+        member.stop()
         if beat.is_alive():
             beat.join(timeout=5)
 
