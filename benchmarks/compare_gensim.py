@@ -4,8 +4,8 @@ For each K in --workers and each seed it trains the same corpus with the same hy
 
 * ``gensim``: ``gensim.models.Word2Vec(workers=K)`` over sentences held in memory;
 * ``gensim_cf``: gensim's ``corpus_file`` mode, ``workers=K``;
-* ``dist``: ``gensim_distw2v.Word2Vec(distributed=True)`` on a LocalCluster of K workers x 1 thread
-  and ``--shards`` parameter shards (the client streams the same in-memory sentences);
+* ``dist``: ``gensim_distw2v.Word2Vec(distributed=True)`` on a LocalCluster of K workers x
+  ``--threads-per-worker`` threads (default 1) and ``--shards`` parameter shards (the client streams the same in-memory sentences);
 * ``dist_cf``: the same cluster in ``corpus_file`` mode (every worker reads its byte ranges of the
   file itself).
 
@@ -52,6 +52,9 @@ def parse_args(argv=None):
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
     parser.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
     parser.add_argument("--shards", type=int, default=1, help="parameter shards of the distributed runs (default 1)")
+    parser.add_argument("--threads-per-worker", type=int, default=1,
+                        help="trainer threads of each worker of the distributed runs (default 1; gensim's runs keep "
+                             "workers=K)")
     parser.add_argument("--merge", default="damp", help="merge rule of the distributed runs (default damp)")
     parser.add_argument("--sync", default=None, help="sync mode of the distributed runs: ssp, bsp, asp or local "
                                                      "(default: the package's)")
@@ -117,12 +120,14 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
     params = dict(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs,
                   negative=0 if args.hs else 5, epochs=args.epochs, seed=seed, workers=k)
     cluster, result = None, {"mode": mode, "k": k, "seed": seed}
+    if mode in CLUSTER_MODES:
+        result["threads_per_worker"] = args.threads_per_worker
     peaks, sampling, roles = {}, threading.Event(), {}  # roles: cluster pid -> dispatcher/worker
     try:
         if mode in CLUSTER_MODES:
             from gensim_distw2v import LocalCluster, Word2Vec
 
-            cluster = LocalCluster(n_workers=k, threads_per_worker=1, n_shards=args.shards,
+            cluster = LocalCluster(n_workers=k, threads_per_worker=args.threads_per_worker, n_shards=args.shards,
                                    hmac_key=False if args.no_hmac else None).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words,
@@ -188,7 +193,10 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           merge_cpu=stats["merge_cpu"], raw_words=raw, bytes_up=stats["bytes_up"],
                           bytes_down=stats["bytes_down"],
                           rounds=sum(w["merges"] for w in stats["workers"].values()),
-                          stall_seconds=stats["stall_seconds"], shards=stats["shards"])
+                          stall_seconds=stats["stall_seconds"], shards=stats["shards"],
+                          flush_cpu=stats.get("flush_cpu", {"workers": 0.0, "shards": 0.0}),
+                          exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
+                          epochs=model.epochs)
     finally:
         if cluster is not None:
             cluster.close()
@@ -275,6 +283,8 @@ def plot(results, ks, directory):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.threads_per_worker < 1:
+        sys.exit("--threads-per-worker must be >= 1")
     if args._one:
         mode, k, seed, vocab, corpus = args._one
         return run_one(args, mode, int(k), int(seed), vocab, corpus)
@@ -288,7 +298,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="compare_gensim_") as workdir:
         vocab_path, corpus_path, words, vocab = prepare(args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
-              f"seeds={args.seeds} merge={args.merge} "
+              f"seeds={args.seeds} merge={args.merge} threads_per_worker={args.threads_per_worker} "
               f"cold_every={args.cold_every} sync={args.sync}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:

@@ -1,38 +1,35 @@
 """Per-role cost per trained word at K workers, and what it projects for a real cluster.
 
-Runs plain gensim (``workers=1``, in memory and in ``corpus_file`` mode) and the cluster at each K
-of ``--workers`` (K workers x 1 thread on this machine), each run a fresh process (through
+Runs plain gensim (``workers=1``, in memory and in ``corpus_file`` mode; also at ``workers=N`` for each
+N of ``--gensim-workers``) and the cluster at each K of ``--workers`` (K workers x
+``--threads-per-worker`` threads on this machine), each run a fresh process (through
 ``compare_gensim.py``'s single-run mode), and reports per trained raw word:
 
 * ``kernel_us``: the workers' trainer threads' CPU in jobs;
 * ``worker_merge_us``: the workers' CPU in merge rounds;
+* ``worker_other_us``: the rest of the workers' process CPU (fetching and decoding jobs,
+  heartbeats, Pyro4): Python, counted as GIL-held;
 * ``shard_us``: the parameter shards' CPU, whole processes (folding merge parts and replying, and
   serving the weights' downloads and heartbeats), summed over the P shards of ``--shards``;
 * ``dispatcher_us``: the dispatcher's CPU (coordination only: jobs, round reports, progress,
   heartbeats);
 * ``client_us``: the client's CPU (reading and encoding the corpus, in iterable mode);
-* bytes up and down per worker per trained word, merge rounds per worker per second;
+* bytes up and down per worker per trained word, merge rounds per worker per word;
 * quality (analogy points, ws353 and simlex Spearman) against gensim ``workers=1``.
 
 CPU figures are CPU time, not wall time, so running 8 workers on 2 cores (oversubscribed) does not
 inflate them the way it inflates wall time; what it still distorts (caches shared, more context
 switches) makes them pessimistic. From these it projects K nodes of T threads on links of L Gbit/s
-(the model: ``docs/scaling.rst`` and :func:`project`):
-
-* a node: ``T * e(T) * 1e6 / (kernel_us + worker_merge_us)`` words/s, ``e(T) = 1 - 0.08 log2 T``
-  (the threading efficiency gensim's own benchmarks show: about 0.6 at 32 threads);
-* the shards: ``P * 1e6 / shard_us`` for CPU (``shard_us`` summed over the shards, assumed to
-  split evenly, which the interleaved rows make so);
-* the links (full duplex): with one shard per node (P = K, the default), a node's link carries
-  its worker's traffic and its shard's (``1/P`` of every worker's, the same again), so
-  ``L / 8 / (bytes up + bytes down per word)`` each way; with shards on other hosts, a worker's
-  link ``L / 8 / max(bytes up, bytes down)`` and the shards' ``P * L / 8 / max(...)``;
-* the dispatcher: ``1e6 / dispatcher_us``; the client (iterable mode): ``1e6 / client_us``;
-* the cluster: the least of ``K x`` the node limits and the shared ones; its bottleneck is that
-  least one; against one T-thread node of plain gensim in ``corpus_file`` mode,
-  ``T * e(T) * (gensim corpus_file words/s at 1 thread)``.
+with the model of :mod:`projection` (``docs/scaling.rst``): one limit per serial resource (trainer
+threads, merger threads, the worker's GIL, shard fold threads and GIL, dispatcher, client, links),
+a node's cores budgeted among its roles, and a merge round's latency against the interval's
+training time; the cluster's words/s is the least limit. It also checks the model against this
+machine: the model of the 2-core host (every process on its cores, loopback) for each measured
+configuration, next to the words/s measured.
 
     python benchmarks/scaling.py --corpus /tmp/devmix.txt --workers 2,4,8 --sg 0 --epochs 3 --json
+    python benchmarks/scaling.py --corpus /tmp/devmix.txt --workers 1 --threads-per-worker 2 --gensim-workers 2
+    python benchmarks/scaling.py --check docs/measurements/scaling-interval-cbow-devmix-2026-11-24.json
 """
 import argparse
 import json
@@ -47,58 +44,135 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery and the corpus preparation
+import projection  # noqa: E402 - the model
+
+efficiency = projection.efficiency
+SHOWN = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "dispatcher CPU", "client CPU",
+         "core budget", "round latency")  # the projection table's columns (the JSON has every limit)
 
 
-def efficiency(threads):
-    """Threading efficiency of word2vec on one node: 1 at one thread, 0.6 at 32 (gensim's benchmarks)."""
-    return max(0.1, 1.0 - 0.08 * math.log2(max(1, threads)))
-
-
-def costs(row, k):
+def costs(row, k, threads=1, corpus_file=False):
     """Per trained raw word, one cluster run's costs per role (see the module's docstring)."""
     raw = row["raw_words"]
     cpu = row["cpu_seconds"]
     us = 1e6 / max(1, raw)
-    return {"K": k, "seed": row["seed"], "raw_wps": row["raw_wps"], "kernel_us": row["kernel_cpu"] * us,
-            "worker_merge_us": row["merge_cpu"]["workers"] * us, "shard_us": cpu.get("shard", 0.0) * us,
-            "shard_merge_us": row["merge_cpu"]["shards"] * us, "dispatcher_us": cpu.get("dispatcher", 0.0) * us,
-            "client_us": cpu["client"] * us, "stall_share": row["stall_seconds"] / max(1e-9, k * row["seconds"]),
-            "bytes_up_per_word": row["bytes_up"] / max(1, raw), "bytes_down_per_word": row["bytes_down"] / max(1, raw),
-            "rounds_per_word": row["rounds"] / max(1, raw), "rss_mb": row["peak_rss_mb"],
-            "analogy": row["analogy"], "ws353": row["ws353"], "simlex": row["simlex"]}
+    out = {"K": k, "threads": threads, "corpus_file": corpus_file, "seed": row["seed"], "raw_wps": row["raw_wps"],
+           "kernel_us": row["kernel_cpu"] * us,
+           "worker_merge_us": row["merge_cpu"]["workers"] * us, "shard_us": cpu.get("shard", 0.0) * us,
+           "shard_merge_us": row["merge_cpu"]["shards"] * us, "dispatcher_us": cpu.get("dispatcher", 0.0) * us,
+           "client_us": cpu["client"] * us, "stall_share": row["stall_seconds"] / max(1e-9, k * row["seconds"]),
+           "bytes_up_per_word": row["bytes_up"] / max(1, raw), "bytes_down_per_word": row["bytes_down"] / max(1, raw),
+           "rounds_per_word": row["rounds"] / max(1, raw), "rss_mb": row["peak_rss_mb"],
+           "analogy": row["analogy"], "ws353": row["ws353"], "simlex": row["simlex"]}
+    # of the merge CPU and bytes, the epoch flushes' (exact rounds: every row, float32): a cost per epoch and
+    # worker, not per interval, so a short corpus overstates it per word; routine_* is the rest (per interval)
+    flush = row.get("flush_cpu", {"workers": 0.0, "shards": 0.0})
+    out.update(worker_flush_us=flush["workers"] * us, shard_flush_us=flush["shards"] * us,
+               flush_bytes_per_word=row.get("exact_bytes", 0) / max(1, raw),
+               worker_routine_us=(row["merge_cpu"]["workers"] - flush["workers"]) * us,
+               shard_routine_us=(row["merge_cpu"]["shards"] - flush["shards"]) * us,
+               epoch_words_per_worker=raw / max(1, row.get("epochs", 1)) / max(1, k))
+    if "worker" in cpu:  # the worker processes' CPU outside kernels and merge rounds
+        out["worker_other_us"] = max(0.0, cpu["worker"] * us - out["kernel_us"] - out["worker_merge_us"])
+    return out
 
 
-def project(run, gensim_cf_wps, k, threads, link_gbit, shards=None):
-    """Words/s of K nodes of ``threads`` threads on ``link_gbit`` links, from one run's per-word costs,
-    its bottleneck, and the speed-up over one node of plain gensim (corpus_file mode). ``shards``:
-    P shard processes (default: one per node, P = K)."""
-    shards = k if shards is None else shards
-    e = efficiency(threads)
-    link = link_gbit * 1e9 / 8
-    wire = max(run["bytes_up_per_word"], run["bytes_down_per_word"], 1e-9)
-    limits = {
-        "worker CPU": k * threads * e * 1e6 / max(1e-9, run["kernel_us"] + run["worker_merge_us"]),
-        "shard CPU": shards * 1e6 / max(1e-9, run["shard_us"]),
-        "dispatcher CPU": 1e6 / max(1e-9, run["dispatcher_us"]),
-        "client CPU": 1e6 / max(1e-9, run["client_us"]),
-    }
-    if shards == k:  # a shard beside each worker: a node's link carries both ways of both, each direction
-        limits["node link"] = k * link / max(1e-9, run["bytes_up_per_word"] + run["bytes_down_per_word"])
-    else:
-        limits.update({"worker link": k * link / wire, "shard link": shards * link / wire})
-    bottleneck = min(limits, key=limits.get)
-    single = threads * e * gensim_cf_wps
-    cluster = limits[bottleneck]
-    return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "cluster_wps": cluster,
-            "single_node_wps": single,
-            "speedup": cluster / single, "bottleneck": bottleneck,
-            "merges_per_worker_per_s": run["rounds_per_word"] * cluster / k}
+def model_options(args):
+    """:func:`projection.limits`'s options from the command line."""
+    return {"mergers": args.mergers, "fold_threads": args.fold_threads, "gil_share": args.gil_share,
+            "shard_gil_share": args.shard_gil_share, "job_python_us": args.job_python_us,
+            "round_trips": args.round_trips, "sync": args.model_sync}
 
 
-def main(argv=None):
+def project(run, gensim_cf_wps, k, threads, link_gbit, shards=None, **options):
+    """Words/s of K nodes of ``threads`` threads on ``link_gbit`` links from one run's per-word costs
+    (:func:`projection.project`; ``run["threads"]``: the trainer threads its kernel costs were
+    measured with)."""
+    options.setdefault("kernel_threads", int(run.get("threads", 1)))
+    options.setdefault("corpus_file", bool(run.get("corpus_file", False)))
+    return projection.project(run, gensim_cf_wps, k, threads, link_gbit, shards, **options)
+
+
+def check_this_machine(runs, args):
+    """The model of this host for each measured run, next to its measured words/s; printed."""
+    print(f"\nthis machine: the model of {args.machine_cores} shared cores (every process; loopback, round trip "
+          f"{projection.LOOPBACK_RTT_MS} ms) against the words/s measured (target: ratio within 0.75-1.25)")
+    print(f"{'K':>3}{'T':>3}{'P':>3}{'mode':>6}{'model w/s':>11}{'measured':>10}{'ratio':>7}  bottleneck (next)")
+    out = []
+    for run in runs:
+        options = model_options(args)
+        options.pop("sync")
+        c = projection.this_machine(run, cores=args.machine_cores, sync=args.model_sync, **options)
+        ranked = sorted((v, n) for n, v in c["limits"].items() if v is not None)
+        following = next((f"{n} {v:.0f}" for v, n in ranked if n != c["bottleneck"]), "")
+        print(f"{c['K']:>3}{c['threads']:>3}{c['shards']:>3}{'cf' if run.get('corpus_file') else 'iter':>6}"
+              f"{c['model_wps']:>11.0f}{c['measured_wps'] or float('nan'):>10.0f}{c['ratio'] or float('nan'):>7.2f}  "
+              f"{c['bottleneck']} ({following})")
+        out.append(c)
+    return out
+
+
+def print_projection(runs, gensim_cf_wps, args):
+    """The projection to K nodes of ``--threads`` threads, every K of ``--project-k``; returns its records."""
+    print(f"\nprojection: nodes of {args.threads} threads and {args.cores or args.threads} cores, "
+          f"{f'{args.project_shards} shard hosts' if args.project_shards else 'one shard per node'}, "
+          f"{args.mergers} merger thread(s), {args.fold_threads} fold thread(s) a shard, GIL share "
+          f"{args.gil_share:g} (merges) / {args.shard_gil_share:g} (shards), {args.round_trips} round trips a round "
+          f"({'rtt %g ms' % args.rtt_ms if args.rtt_ms is not None else 'rtt 0.1 ms on 10 GbE, 0.2 ms on 1 GbE'}), "
+          f"sync {args.model_sync}; plain gensim corpus_file at 1 thread {gensim_cf_wps:.0f} words/s here; "
+          f"K beyond the measured: {args.extrapolate}")
+    print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'round ms':>9}{'intvl ms':>9}"
+          + "".join(f"{name[:11]:>12}" for name in SHOWN) + "  bottleneck; costs")
+    out = []
+    scaled = [projection.at_corpus(run, args.project_corpus_words) for run in runs]
+    if args.project_corpus_words:
+        print("epoch flushes: " + "; ".join(f"K={run['K']} {how}" for run, (_, how) in zip(runs, scaled)))
+    runs = [costs for costs, _ in scaled]
+    for k in [int(x) for x in args.project_k.split(",")]:
+        at_k, label = projection.costs_at(runs, k, args.extrapolate)
+        at_k["threads"], at_k["corpus_file"] = runs[-1].get("threads", 1), runs[-1].get("corpus_file", False)
+        for link in [float(x) for x in args.links.split(",")]:
+            p = project(at_k, gensim_cf_wps, k, args.threads, link, args.project_shards, cores=args.cores,
+                        rtt_ms=args.rtt_ms, **model_options(args))
+            p["costs_from"], p["costs"] = label, {key: at_k[key] for key in projection.COSTS if key in at_k}
+            out.append(p)
+            print(f"{k:>3}{link:>7g}{p['cluster_wps']:>13.0f}{p['single_node_wps']:>12.0f}{p['speedup']:>9.2f}"
+                  f"{1e3 * p['round_seconds']:>9.2f}{1e3 * p['interval_seconds']:>9.2f}"
+                  + "".join(f"{p['limits'][n] / 1e6:>11.2f}M" if p["limits"][n] is not None else f"{'-':>12}"
+                            for n in SHOWN) + f"  {p['bottleneck']}; {label}")
+    return out
+
+
+def _found_runs(data, default_cf):
+    """The lists of measured runs in a scaling JSON (this script's, or a file of several such
+    results), each run with ``threads`` and ``corpus_file`` (older runs: 1 thread, the args' mode)."""
+    if isinstance(data, dict):
+        runs = data.get("runs")
+        if isinstance(runs, list) and runs and isinstance(runs[0], dict) and "kernel_us" in runs[0]:
+            cf = bool((data.get("args") or {}).get("corpus_file", default_cf))
+            yield [dict(r, threads=r.get("threads", 1), corpus_file=r.get("corpus_file", cf)) for r in runs]
+            return
+        for value in data.values():
+            yield from _found_runs(value, default_cf)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _found_runs(value, default_cf)
+
+
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", required=True)
-    parser.add_argument("--workers", default="2,4,8")
+    parser.add_argument("--corpus", help="the corpus (required unless --check)")
+    parser.add_argument("--workers", default="2,4,8",
+                        help="clusters measured: K workers, or KxT (K workers of T threads), e.g. 8,16 or 2x1,1x2 "
+                             "(T defaults to --threads-per-worker)")
+    parser.add_argument("--gensim-modes", default="gensim,gensim_cf",
+                        help="plain gensim's modes run (default both; the projection's reference is gensim_cf)")
+    parser.add_argument("--threads-per-worker", type=int, default=1,
+                        help="trainer threads of each measured worker (LocalCluster(threads_per_worker=...))")
+    parser.add_argument("--gensim-workers", default="1",
+                        help="plain gensim baselines also run at workers=N for each N here (e.g. 2), words/s printed "
+                             "side by side with the cluster's (workers=1 always runs: the quality reference and "
+                             "the projection's single-thread speed)")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1))
     parser.add_argument("--hs", type=int, default=0, choices=(0, 1), help="hierarchical softmax (negative=0)")
     parser.add_argument("--epochs", type=int, default=3)
@@ -113,9 +187,35 @@ def main(argv=None):
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
                         help="shards in the projection (default: one per node, P = K)")
-    parser.add_argument("--threads", type=int, default=16, help="threads per node in the projection")
+    parser.add_argument("--threads", type=int, default=16, help="threads (trainer threads) per node in the projection")
+    parser.add_argument("--cores", type=int, default=None, help="cores per node in the projection (default --threads)")
     parser.add_argument("--links", default="1,10", help="link speeds in Gbit/s in the projection")
     parser.add_argument("--project-k", default="2,4,8,16,32", help="node counts in the projection")
+    parser.add_argument("--extrapolate", default="fit", choices=("fit", "hold"),
+                        help="K beyond the largest measured: each K-dependent cost as a power of K through the two "
+                             "largest measured Ks (fit), or the largest's costs (hold)")
+    parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
+    parser.add_argument("--fold-threads", type=int, default=1, help="fold threads per shard in the projection")
+    parser.add_argument("--gil-share", type=float, default=1.0,
+                        help="share of a worker's merge CPU holding the GIL (default 1: all, until measured)")
+    parser.add_argument("--shard-gil-share", type=float, default=1.0,
+                        help="share of a shard's CPU holding the GIL (default 1: all, until measured)")
+    parser.add_argument("--job-python-us", type=float, default=None,
+                        help="a worker's GIL-held CPU per word besides merges (default: the measured "
+                             f"worker_other_us, else {projection.DEFAULT_JOB_PYTHON_US})")
+    parser.add_argument("--rtt-ms", type=float, default=None,
+                        help="round trip in the projection (default 0.1 ms on 10 GbE and faster, 0.2 ms below)")
+    parser.add_argument("--round-trips", type=int, default=projection.DEFAULT_ROUND_TRIPS,
+                        help="round trips a merge round waits for in turn (default: merge to every shard, round_done)")
+    parser.add_argument("--model-sync", default="ssp", choices=("ssp", "bsp", "asp"),
+                        help="sync mode the projection models (default ssp: bounded staleness)")
+    parser.add_argument("--machine-cores", type=int, default=2, help="cores of this machine in the check (default 2)")
+    parser.add_argument("--project-corpus-words", type=float, default=None,
+                        help="raw words per epoch of the projected corpus (e.g. 1e9 with --sync-words 185185): the "
+                             "epoch flushes' costs, per epoch and worker, are spread over its words (default: as "
+                             "measured, which a short corpus overstates)")
+    parser.add_argument("--check", nargs="+", metavar="JSON",
+                        help="run nothing: the model of this machine against the runs of these scaling JSONs")
     parser.add_argument("--corpus-file", action="store_true",
                         help="measure the cluster in corpus_file mode (workers read their byte ranges; the client "
                              "and dispatcher carry no corpus) rather than from an iterable")
@@ -123,12 +223,28 @@ def main(argv=None):
                         help="unkeyed clusters (default: keyed, as a real cluster must be: HMAC's cost counted)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
-    ks = [int(k) for k in args.workers.split(",")]
     if args.shards != "K" and not (args.shards.isdigit() and int(args.shards) >= 1):
         parser.error(f"--shards must be a number >= 1 or K, got {args.shards!r}")
+    if not args.check and not args.corpus:
+        parser.error("--corpus is required (unless --check)")
+    if args.threads_per_worker < 1 or args.mergers < 1 or args.fold_threads < 1:
+        parser.error("--threads-per-worker, --mergers and --fold-threads must be >= 1")
+    return args
 
-    def shards_at(k):
-        return k if args.shards == "K" else int(args.shards)
+
+def clusters(spec, threads):
+    """``--workers``'s items as ``(K, T)``: ``"8"`` is K=8 of ``threads`` threads, ``"2x1"`` K=2 of 1."""
+    out = []
+    for item in spec.split(","):
+        k, _, t = item.strip().partition("x")
+        if not k.isdigit() or int(k) < 1 or (t and (not t.isdigit() or int(t) < 1)):
+            raise ValueError(f"--workers: {item!r} is not K or KxT (K, T >= 1)")
+        out.append((int(k), int(t) if t else threads))
+    return out
+
+
+def measure(args, ks, shards_at):
+    """Run gensim and the cluster, each run a fresh process; ``{(mode, k): [rows]}``."""
     base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--hs", str(args.hs), "--epochs", str(args.epochs)]
     if args.sync_words:
         base_args += ["--sync-words", str(args.sync_words)]
@@ -140,71 +256,130 @@ def main(argv=None):
         base_args += ["--no-hmac"]
     rows = {}
     dist_mode = "dist_cf" if args.corpus_file else "dist"
+    gensim_ns = sorted({1} | {int(n) for n in args.gensim_workers.split(",") if n})
+    modes = [m for m in ("gensim", "gensim_cf") if m in args.gensim_modes.split(",")]
     with tempfile.TemporaryDirectory(prefix="scaling_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])
         vocab_path, corpus_path, words, vocab = compare_gensim.prepare(one_args, workdir)
-        print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} epochs={args.epochs} seeds={args.seeds}",
-              flush=True)
+        print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} epochs={args.epochs} seeds={args.seeds}; "
+              f"clusters (K, T): {ks}", flush=True)
         for seed in range(1, args.seeds + 1):
-            for mode, k in [("gensim", 1), ("gensim_cf", 1)] + [(dist_mode, k) for k in ks]:
+            plan = [(m, n) for n in gensim_ns for m in modes] + [(dist_mode, kt) for kt in ks]
+            for mode, k in plan:
+                k, t = k if mode == dist_mode else (k, 1)
+                key = (k, t) if mode == dist_mode else k
                 out = subprocess.run([sys.executable, compare_gensim.__file__, *base_args, "--shards", str(shards_at(k)),
-                                      "--_one", mode, str(k),
+                                      "--threads-per-worker", str(t), "--_one", mode, str(k),
                                       str(seed), vocab_path, corpus_path], capture_output=True, text=True, check=False)
                 if out.returncode != 0:
                     sys.exit(f"{mode} K={k} seed={seed} failed:\n{out.stderr[-5000:]}")
                 row = json.loads(out.stdout.strip().splitlines()[-1])
-                rows.setdefault((mode, k), []).append(row)
-                print(f"  seed {seed} {mode} K={k}: {row['raw_wps']:.0f} raw words/s, analogy {row['analogy']:.4f} "
-                      f"ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}", flush=True)
-    ref = rows[("gensim", 1)]
-    gensim_cf_wps = statistics.fmean(r["raw_wps"] for r in rows[("gensim_cf", 1)])
+                rows.setdefault((mode, key), []).append(row)
+                print(f"  seed {seed} {mode} {f'K={k} x T={t}' if mode == dist_mode else f'workers={k}'}: "
+                      f"{row['raw_wps']:.0f} raw "
+                      f"words/s, analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}",
+                      flush=True)
+    return rows, dist_mode, gensim_ns
+
+
+def summarise(args, ks, rows, dist_mode, shards_at):
+    """Per-word costs of each K, means over seeds; printed; returns the runs."""
+    ref = rows.get(("gensim", 1)) or rows[("gensim_cf", 1)]  # the quality reference: gensim workers=1
     runs = []
     print(f"\nper trained raw word, mean of {args.seeds} seed(s); quality against gensim workers=1")
-    print(f"{'K':>3}{'P':>3}{'kernel us':>10}{'w merge us':>11}{'shard us':>9}{'/shard':>8}{'disp us':>9}{'client us':>10}"
-          f"{'B/w up':>8}{'B/w dn':>8}{'rounds/Mw':>10}{'stall':>7}{'shard RSS':>10}{'analogy':>9}{'ws353':>8}"
-          f"{'simlex':>8}")
-    for k in ks:
-        each = [costs(r, k) for r in rows[(dist_mode, k)]]
-        run = {key: statistics.fmean(c[key] for c in each) for key in each[0] if key not in ("K", "seed", "rss_mb")}
+    print(f"{'K':>3}{'T':>3}{'P':>3}{'kernel us':>10}{'w merge us':>11}{'w other':>8}{'shard us':>9}{'/shard':>8}"
+          f"{'disp us':>9}{'client us':>10}{'B/w up':>8}{'B/w dn':>8}{'rounds/Mw':>10}{'stall':>7}{'shard RSS':>10}"
+          f"{'analogy':>9}{'ws353':>8}{'simlex':>8}")
+    for k, t in ks:
+        each = [costs(r, k, t, args.corpus_file) for r in rows[(dist_mode, (k, t))]]
+        run = {key: statistics.fmean(c[key] for c in each) for key in each[0]
+               if key not in ("K", "seed", "rss_mb", "threads", "corpus_file")}
         run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) for q in ("analogy", "ws353", "simlex")}
         run["per_shard_us"] = run["shard_us"] / shards_at(k)
-        run.update(K=k, sg=args.sg, shards=shards_at(k), shard_rss_mb=max(c["rss_mb"].get("shard", 0.0) for c in each),
+        run.update(K=k, threads=t, corpus_file=args.corpus_file, sg=args.sg, shards=shards_at(k),
+                   shard_rss_mb=max(c["rss_mb"].get("shard", 0.0) for c in each),
                    dispatcher_rss_mb=max(c["rss_mb"].get("dispatcher", 0.0) for c in each))
         runs.append(run)
         qd = run["quality_delta"]
-        print(f"{k:>3}{run['shards']:>3}{run['kernel_us']:>10.3f}{run['worker_merge_us']:>11.3f}{run['shard_us']:>9.3f}"
-              f"{run['per_shard_us']:>8.3f}"
+        print(f"{k:>3}{run['threads']:>3}{run['shards']:>3}{run['kernel_us']:>10.3f}{run['worker_merge_us']:>11.3f}"
+              f"{run.get('worker_other_us', float('nan')):>8.3f}{run['shard_us']:>9.3f}{run['per_shard_us']:>8.3f}"
               f"{run['dispatcher_us']:>9.3f}{run['client_us']:>10.3f}{run['bytes_up_per_word']:>8.1f}"
               f"{run['bytes_down_per_word']:>8.1f}{1e6 * run['rounds_per_word']:>10.1f}{run['stall_share']:>7.1%}"
               f"{run['shard_rss_mb']:>10.0f}"
               f"{100 * qd['analogy']:>+9.2f}{qd['ws353']:>+8.4f}{qd['simlex']:>+8.4f}")
-    first = runs[0]
-    last = runs[-1]
-    print("K=%d / K=%d per word: shard CPU x%.2f (per shard x%.2f), worker merge CPU x%.2f, bytes down x%.2f, merge "
-          "rounds x%.2f; shard CPU per byte moved x%.2f"
-          % (last["K"], first["K"], last["shard_us"] / max(1e-9, first["shard_us"]),
-             last["per_shard_us"] / max(1e-9, first["per_shard_us"]),
-             last["worker_merge_us"] / max(1e-9, first["worker_merge_us"]),
-             last["bytes_down_per_word"] / max(1e-9, first["bytes_down_per_word"]),
-             last["rounds_per_word"] / max(1e-12, first["rounds_per_word"]),
-             (last["shard_us"] / max(1e-9, last["bytes_up_per_word"] + last["bytes_down_per_word"]))
-             / max(1e-12, first["shard_us"] / max(1e-9, first["bytes_up_per_word"] + first["bytes_down_per_word"]))))
-    projection = []
-    by_k = {r["K"]: r for r in runs}
-    print(f"\nprojection: nodes of {args.threads} threads, "
-          f"{args.project_shards or 'one'} shard(s){'' if args.project_shards else ' per node'}; plain gensim corpus_file at 1 "
-          f"thread {gensim_cf_wps:.0f} words/s here; each K uses the costs measured at the nearest K measured")
-    print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'merges/s':>9}  bottleneck")
-    for k in [int(x) for x in args.project_k.split(",")]:
-        nearest = by_k[min(by_k, key=lambda m: (abs(math.log2(m) - math.log2(k)), -m))]
-        for link in [float(x) for x in args.links.split(",")]:
-            p = project(nearest, gensim_cf_wps, k, args.threads, link, args.project_shards)
-            projection.append(p)
-            print(f"{k:>3}{link:>7g}{p['cluster_wps']:>13.0f}{p['single_node_wps']:>12.0f}{p['speedup']:>9.2f}"
-                  f"{p['merges_per_worker_per_s']:>9.1f}  {p['bottleneck']}")
+    for run in runs:
+        if "worker_flush_us" in run:
+            print(f"K={run['K']}: of the merge CPU per word, routine rounds (per interval) worker "
+                  f"{run['worker_routine_us']:.3f} us, shards {run['shard_routine_us']:.3f} us; epoch flushes (per epoch "
+                  f"of {run['epoch_words_per_worker']:,.0f} words a worker) worker {run['worker_flush_us']:.3f} us, shards "
+                  f"{run['shard_flush_us']:.3f} us, {run['flush_bytes_per_word']:.1f} B/w")
+    first, last = runs[0], runs[-1]
+    if len(runs) > 1:
+        print("K=%d / K=%d per word: shard CPU x%.2f (per shard x%.2f), worker merge CPU x%.2f, bytes down x%.2f, "
+              "merge rounds x%.2f; shard CPU per byte moved x%.2f"
+              % (last["K"], first["K"], last["shard_us"] / max(1e-9, first["shard_us"]),
+                 last["per_shard_us"] / max(1e-9, first["per_shard_us"]),
+                 last["worker_merge_us"] / max(1e-9, first["worker_merge_us"]),
+                 last["bytes_down_per_word"] / max(1e-9, first["bytes_down_per_word"]),
+                 last["rounds_per_word"] / max(1e-12, first["rounds_per_word"]),
+                 (last["shard_us"] / max(1e-9, last["bytes_up_per_word"] + last["bytes_down_per_word"]))
+                 / max(1e-12, first["shard_us"] / max(1e-9, first["bytes_up_per_word"] + first["bytes_down_per_word"]))))
+    return runs
+
+
+def side_by_side(args, runs, rows, gensim_ns):
+    """The cluster's words/s over plain gensim's at each ``--gensim-workers``; printed; returns the ratios."""
+    gensim_wps = {f"{mode}:{n}": statistics.fmean(r["raw_wps"] for r in rows[(mode, n)])
+                  for n in gensim_ns for mode in ("gensim", "gensim_cf") if (mode, n) in rows}
+    same = "gensim_cf" if args.corpus_file else "gensim"
+    print(f"\nraw words/s, cluster against plain gensim in this run (the cluster from "
+          f"{'a corpus file' if args.corpus_file else 'an iterable'}: against gensim's same mode, and corpus_file)")
+    for run in runs:
+        for n in gensim_ns:
+            mine = run["raw_wps"]
+            ratios = run.setdefault("vs_gensim", {})
+            for mode in dict.fromkeys((same, "gensim_cf")):
+                if f"{mode}:{n}" in gensim_wps:
+                    ratios[f"{mode}:{n}"] = mine / gensim_wps[f"{mode}:{n}"]
+            print(f"  K={run['K']} x T={run['threads']}: {mine:.0f}; gensim workers={n}: "
+                  + ", ".join(f"{mode} {gensim_wps[f'{mode}:{n}']:.0f} (cluster/{mode} {ratios[f'{mode}:{n}']:.2f})"
+                              for mode in dict.fromkeys((same, "gensim_cf")) if f"{mode}:{n}" in gensim_wps))
+    return gensim_wps
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.check:
+        checked = []
+        for path in args.check:
+            with open(path, encoding="utf-8") as fin:
+                data = json.load(fin)
+            for runs in _found_runs(data, args.corpus_file):
+                print(f"\n{path}")
+                checked += check_this_machine(runs, args)
+        if args.json:
+            print(json.dumps({"provenance": provenance(), "args": vars(args), "this_machine": checked}))
+        return
+    try:
+        ks = clusters(args.workers, args.threads_per_worker)
+    except ValueError as err:
+        sys.exit(str(err))
+
+    def shards_at(k):
+        return k if args.shards == "K" else int(args.shards)
+    rows, dist_mode, gensim_ns = measure(args, ks, shards_at)
+    runs = summarise(args, ks, rows, dist_mode, shards_at)
+    gensim_wps = side_by_side(args, runs, rows, gensim_ns)
+    gensim_cf_wps = gensim_wps.get("gensim_cf:1")
+    machine = check_this_machine(runs, args)
+    # the projection: the runs of the last thread count measured (costs_at interpolates over K)
+    same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
+    projected = print_projection(same_threads, gensim_cf_wps, args) if gensim_cf_wps else []
+    if not gensim_cf_wps:
+        print("\nno projection: it needs plain gensim in corpus_file mode (--gensim-modes gensim_cf)")
     if args.json:
-        print(json.dumps({"provenance": provenance(), "args": vars(args), "gensim_cf_wps": gensim_cf_wps, "runs": runs,
-                          "projection": projection}))
+        print(json.dumps({"provenance": provenance(), "args": vars(args), "gensim_cf_wps": gensim_cf_wps,
+                          "gensim_wps": gensim_wps, "runs": runs, "this_machine": machine, "projection": projected}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,309 @@
+"""What K nodes of T threads would train, one limit per serial resource, from per-word costs.
+
+Pure functions: no cluster, no I/O. :mod:`scaling` measures the per-word costs on this machine and
+calls :func:`project` (K real nodes on real links) and :func:`this_machine` (the model of the
+machine the costs were measured on, to check the model against the words/s measured there).
+``docs/scaling.rst`` states the model; every formula below is there too.
+
+The costs (per trained raw word, summed over the cluster's processes of a role and divided by the
+words the cluster trained; the keys of :func:`scaling.costs`):
+
+``kernel_us``           trainer threads' CPU in jobs, measured with ``kernel_threads`` threads a worker
+``worker_merge_us``     the workers' CPU in merge rounds
+``worker_other_us``     the rest of the workers' process CPU (fetching and decoding jobs, heartbeats,
+                        Pyro4's threads): Python, so GIL-held (absent from older runs: then
+                        :data:`DEFAULT_JOB_PYTHON_US` is assumed)
+``shard_us``            all shards' process CPU, summed over them
+``dispatcher_us``       the dispatcher's process CPU
+``client_us``           the client's CPU (its corpus encoding in iterable mode)
+``bytes_up_per_word``, ``bytes_down_per_word``  a worker's merge traffic per word it trains
+``rounds_per_word``     merge rounds per word (``1 / rounds_per_word`` is the interval a round
+                        really carried, flushes and rounds for want of jobs included)
+"""
+import math
+
+__all__ = ["LIMITS", "COSTS", "efficiency", "default_rtt_ms", "costs_at", "at_corpus", "limits", "project",
+           "this_machine"]
+
+#: every limit a projected point lists, by name, in this order (``None``: not a limit there)
+LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
+          "client CPU", "node link", "worker link", "shard link", "core budget", "round latency")
+#: the per-word costs the model reads
+COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us",
+         "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word")
+#: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
+#: rounds per word): held at the nearest measured K, never fitted
+HELD = ("kernel_us", "client_us", "rounds_per_word")
+#: per-job Python of a worker (µs per word) where no run measured it: ~100 µs a 10,000-word job
+DEFAULT_JOB_PYTHON_US = 0.01
+#: a round trip on loopback (this machine), ms
+LOOPBACK_RTT_MS = 0.03
+#: calls a routine round waits for in turn: one ``merge`` to every shard at once, then ``round_done``
+DEFAULT_ROUND_TRIPS = 2
+
+
+def efficiency(threads):
+    """Threading efficiency of word2vec on one node, ``e(T) = 1 - 0.08 log2 T``: 1 at one thread,
+    0.68 at 16, 0.6 at 32 (gensim's own benchmarks), never below 0.1."""
+    return max(0.1, 1.0 - 0.08 * math.log2(max(1, threads)))
+
+
+def default_rtt_ms(link_gbit):
+    """An application round trip on a link of ``link_gbit`` Gbit/s: 0.1 ms on 10 GbE or faster, 0.2 ms
+    on slower Ethernet; :data:`LOOPBACK_RTT_MS` on loopback (``link_gbit`` None)."""
+    if link_gbit is None:
+        return LOOPBACK_RTT_MS
+    return 0.1 if link_gbit >= 10 else 0.2
+
+
+def _rate(capacity, cost):
+    """``capacity / cost`` words/s, None when the cost is nil (no limit)."""
+    return capacity / cost if cost and cost > 0 else None
+
+
+def _power(k, k0, c0, k1, c1, clip):
+    """``c(k) = c0 (k / k0)^b`` through ``(k0, c0)`` and ``(k1, c1)``; ``clip``: a falling cost is held at ``c1``."""
+    if c0 <= 0 or c1 <= 0:  # a nil cost: the straight line through the two (held above the larger)
+        slope = (c1 - c0) / (k1 - k0)
+        return max(c0 + slope * (k - k0), max(c0, c1) if clip else 0.0)
+    b = math.log(c1 / c0) / math.log(k1 / k0)
+    if clip and b < 0:  # measured to fall with K: held at the larger K's
+        return c1
+    return c0 * (k / k0) ** b
+
+
+def costs_at(runs, k, method="fit"):
+    """The per-word costs at ``k`` nodes from runs measured at other Ks, and how they were had.
+
+    Parameters
+    ----------
+    runs : list of dict
+        Measured runs, each with ``"K"`` and the :data:`COSTS` (``worker_other_us`` optional).
+    k : int
+        The node count projected.
+    method : {"fit", "hold"}
+        Beyond the largest measured K: ``fit`` extends each K-dependent cost as a power of K,
+        ``c(K) = c(Ka) (K / Ka)^b``, through the two largest measured Ks ``Ka < Kb`` (b clipped
+        at 0: no cost is projected to fall as K grows); ``hold`` keeps the costs of the largest.
+
+    Returns
+    -------
+    (dict, str)
+        The costs, and a label: ``measured K=8``, ``interpolated between K=4 and K=8``,
+        ``extrapolated: power of K through K=8 and K=16``, ``held at K=8`` (beyond, with ``hold``, or
+        below the smallest measured K). :data:`HELD` costs are always the nearest measured K's.
+    """
+    if method not in ("fit", "hold"):
+        raise ValueError(f"method must be 'fit' or 'hold', got {method!r}")
+    by_k = {int(r["K"]): r for r in runs}
+    ks = sorted(by_k)
+    keys = [key for key in COSTS if all(key in r for r in runs)]
+    if k in by_k:
+        return {key: by_k[k][key] for key in keys}, f"measured K={k}"
+    if k < ks[0] or len(ks) == 1 or (k > ks[-1] and method == "hold"):
+        near = ks[0] if k < ks[0] else ks[-1]
+        return {key: by_k[near][key] for key in keys}, f"held at K={near}"
+    if k > ks[-1]:
+        k0, k1, clip = ks[-2], ks[-1], True
+        label = f"extrapolated: power of K through K={k0} and K={k1}"
+    else:
+        k0, k1, clip = max(m for m in ks if m < k), min(m for m in ks if m > k), False
+        label = f"interpolated between K={k0} and K={k1}"
+    near = k1 if abs(math.log(k1 / k)) <= abs(math.log(k / k0)) else k0
+    out = {}
+    for key in keys:
+        c0, c1 = by_k[k0][key], by_k[k1][key]
+        out[key] = by_k[near][key] if key in HELD else _power(k, k0, c0, k1, c1, clip)
+    return out, label
+
+
+def at_corpus(run, epoch_words):
+    """A measured run's per-word costs as they would be on a corpus of ``epoch_words`` raw words per
+    epoch: an epoch's flush (every row, float32, once per epoch and worker) costs the same whatever
+    the corpus, so its share per word shrinks as the epoch grows; everything else (the routine
+    rounds, per interval) stays per word. Runs without the flush split (older JSONs) are returned as
+    they are, labelled so.
+
+    Returns
+    -------
+    (dict, str)
+        The costs, and how they were had (``"flushes scaled to 1e+09 words an epoch (x0.0119)"``).
+    """
+    needed = ("worker_flush_us", "shard_flush_us", "flush_bytes_per_word", "epoch_words_per_worker")
+    if not epoch_words or not all(key in run for key in needed):
+        return dict(run), "flushes as measured"
+    measured = run["epoch_words_per_worker"] * run["K"]
+    ratio = min(1.0, measured / float(epoch_words))
+    out = dict(run)
+    out["worker_merge_us"] = run["worker_merge_us"] - run["worker_flush_us"] * (1 - ratio)
+    out["shard_us"] = run["shard_us"] - run["shard_flush_us"] * (1 - ratio)
+    # the flush's bytes: half up, half down (every row each way)
+    for way in ("bytes_up_per_word", "bytes_down_per_word"):
+        out[way] = max(0.0, run[way] - run["flush_bytes_per_word"] / 2 * (1 - ratio))
+    return out, f"flushes scaled to {epoch_words:.3g} words an epoch (x{ratio:.3g})"
+
+
+def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads, gil_share, shard_gil_share,
+           sync_words):
+    """One routine merge round of one worker: ``(seconds, its terms, words it carries)``."""
+    words = sync_words or (1.0 / costs["rounds_per_word"] if costs.get("rounds_per_word") else 0.0)
+    crossing = (k - 1) / k if shards == k else 1.0  # the part for the node's own shard stays on it
+    wire = 0.0 if link_gbit is None else \
+        (costs["bytes_up_per_word"] + costs["bytes_down_per_word"]) * words * crossing / (link_gbit * 1e9 / 8)
+    merge = costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / mergers)
+    fold = costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share) / fold_threads)
+    terms = {"round_trips": round_trips * rtt_ms * 1e-3, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
+    return sum(terms.values()), terms, words
+
+
+def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, machine_cores=None, cores=None,
+           kernel_threads=1, mergers=1, fold_threads=1, gil_share=1.0, shard_gil_share=1.0, job_python_us=None,
+           rtt_ms=None, round_trips=DEFAULT_ROUND_TRIPS, sync="ssp", sync_words=None):
+    """Every limit (words/s of the whole cluster) of K nodes of ``threads`` trainer threads.
+
+    Parameters
+    ----------
+    costs : dict
+        Per-word costs (:data:`COSTS`).
+    k, threads : int
+        Nodes (one worker each) and trainer threads per worker.
+    link_gbit : float or None
+        Each node's link (full duplex); None: loopback, one host (no link limit, no wire time).
+    shards : int, optional
+        P shard processes (default K: one per node, beside its worker); P != K puts them on hosts
+        of their own.
+    corpus_file : bool
+        Corpus_file mode: no client limit (the workers read the corpus).
+    machine_cores : int, optional
+        All processes on one host of this many cores (:func:`this_machine`): the core budget is the
+        host's, and counts the dispatcher's and the client's CPU too.
+    cores : int, optional
+        Cores of a node (default ``threads``), shared by its trainers, merger and shard.
+    kernel_threads : int
+        Trainer threads per worker of the runs that measured ``kernel_us``.
+    mergers, fold_threads : int
+        M merger threads per worker, F fold threads per shard.
+    gil_share, shard_gil_share : float
+        Share of a worker's merge CPU, and of a shard's CPU, that holds the GIL (default 1: all of
+        it, as long as nothing measured less).
+    job_python_us : float, optional
+        A worker's GIL-held CPU per word besides its merges (default: the measured
+        ``worker_other_us``, else :data:`DEFAULT_JOB_PYTHON_US`).
+    rtt_ms : float, optional
+        A round trip (default :func:`default_rtt_ms`).
+    round_trips : int
+        Round trips a round waits for in turn.
+    sync : {"ssp", "bsp", "asp", "local"}
+        ``ssp`` (bounded staleness): a round's latency caps a node at ``sync_words / round``;
+        ``bsp``: rounds are serial with training (combined in :func:`project`); ``asp``,
+        ``local``: no latency limit.
+    sync_words : float, optional
+        The interval (default ``1 / rounds_per_word``, what the measured rounds carried).
+
+    Returns
+    -------
+    (dict, dict)
+        ``{limit name: words/s or None}`` for every name of :data:`LIMITS`, and the details: the
+        round's seconds and terms, the interval's words, each node's CPU µs per word.
+    """
+    shards = k if shards is None else shards
+    cores = threads if cores is None else cores
+    rtt_ms = default_rtt_ms(link_gbit) if rtt_ms is None else rtt_ms
+    job_py = job_python_us if job_python_us is not None else costs.get("worker_other_us", DEFAULT_JOB_PYTHON_US)
+    kernel = costs["kernel_us"] * efficiency(kernel_threads) / efficiency(threads)  # CPU per word at T threads
+    merge = costs["worker_merge_us"]
+    out = dict.fromkeys(LIMITS)
+    out["trainer threads"] = _rate(k * threads * 1e6, kernel)
+    out["merger threads"] = _rate(k * mergers * 1e6, merge)
+    out["worker GIL"] = _rate(k * 1e6, gil_share * merge + job_py)
+    out["shard fold threads"] = _rate(shards * fold_threads * 1e6, costs["shard_us"])
+    out["shard GIL"] = _rate(shards * 1e6, shard_gil_share * costs["shard_us"])
+    out["dispatcher CPU"] = _rate(1e6, costs["dispatcher_us"])
+    out["client CPU"] = None if corpus_file else _rate(1e6, costs["client_us"])
+    up, down = costs["bytes_up_per_word"], costs["bytes_down_per_word"]
+    if link_gbit is not None:
+        link = link_gbit * 1e9 / 8
+        if shards == k:  # each direction: its worker's traffic and its shard's, less what stays on the node
+            out["node link"] = _rate(k * link, (up + down) * (k - 1) / k)
+        else:
+            out["worker link"] = _rate(k * link, max(up, down))
+            out["shard link"] = _rate(shards * link, max(up, down))
+    if machine_cores is not None:  # one host: every role's CPU on its cores
+        cpu = kernel + merge + job_py + costs["shard_us"] + costs["dispatcher_us"] + costs["client_us"]
+        out["core budget"] = _rate(machine_cores * 1e6, cpu)
+    else:  # a node: its trainers, merger, other worker threads and (P = K) its shard, on its cores
+        cpu = kernel + merge + job_py + (costs["shard_us"] if shards == k else 0.0)
+        out["core budget"] = _rate(k * cores * 1e6, cpu)
+    seconds, terms, words = _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads,
+                                   gil_share, shard_gil_share, sync_words)
+    if sync in ("ssp", "bsp") and words > 0:
+        out["round latency"] = _rate(k * words, seconds)
+    details = {"round_seconds": seconds, "round_terms": terms, "sync_words": words, "rtt_ms": rtt_ms,
+               "round_trips": round_trips, "node_cpu_us_per_word": cpu, "kernel_us_at_threads": kernel,
+               "job_python_us": job_py, "job_python_assumed": job_python_us is None and "worker_other_us" not in costs}
+    return out, details
+
+
+def _combine(named, details, k, sync):
+    """The cluster's words/s and its bottleneck: the least limit (``bsp``: the others' rate with each
+    round's latency added to each interval's training time)."""
+    given = {name: value for name, value in named.items() if value is not None}
+    latency = given.pop("round latency", None)
+    bottleneck = min(given, key=given.get)
+    rate = given[bottleneck]
+    if latency is not None and sync == "bsp":  # per node: an interval's training, then its round
+        per_node = 1.0 / (k / rate + details["round_seconds"] / details["sync_words"])
+        if details["round_seconds"] / details["sync_words"] > k / rate:
+            bottleneck = "round latency"
+        return k * per_node, bottleneck
+    if latency is not None and latency < rate:
+        return latency, "round latency"
+    return rate, bottleneck
+
+
+def project(costs, gensim_cf_wps, k, threads, link_gbit, shards=None, **options):
+    """K nodes of ``threads`` threads on ``link_gbit`` links, against one node of plain gensim.
+
+    ``options`` are :func:`limits`'s. Returns a record: ``K``, ``threads``, ``link_gbit``,
+    ``shards``, ``cluster_wps`` (the least limit), ``bottleneck`` (its name), ``limits`` (every
+    name of :data:`LIMITS`, None where it does not apply), ``single_node_wps`` (one ``threads``-thread
+    gensim corpus_file node: ``T e(T) gensim_cf_wps``, the latter measured at one thread),
+    ``speedup``, ``merges_per_worker_per_s``, the round (``round_seconds``, its ``round_terms``,
+    ``interval_seconds``: the interval's training time at the rate of the other limits; the round
+    stalls the trainers when it is the longer) and the parameters used.
+    """
+    shards = k if shards is None else shards
+    sync = options.get("sync", "ssp")
+    named, details = limits(costs, k, threads, link_gbit, shards, **options)
+    cluster, bottleneck = _combine(named, details, k, sync)
+    others = min(v for name, v in named.items() if v is not None and name != "round latency")
+    single = threads * efficiency(threads) * gensim_cf_wps
+    words = details["sync_words"]
+    interval = words * k / others if words else 0.0
+    params = {key: value for key, value in options.items()}
+    params.setdefault("cores", threads)
+    return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "cluster_wps": cluster,
+            "single_node_wps": single, "speedup": cluster / single, "bottleneck": bottleneck, "limits": named,
+            "merges_per_worker_per_s": cluster / k / words if words else 0.0,
+            "interval_seconds": interval, "round_stalls": details["round_seconds"] > interval,
+            **details, "params": params}
+
+
+def this_machine(run, cores=2, **options):
+    """The model of the host ``run`` was measured on (all of its processes on ``cores`` cores,
+    loopback), next to the words/s it measured.
+
+    ``run`` is a measured run's costs with ``K``, ``threads`` (trainer threads per worker, default 1),
+    ``shards``, ``corpus_file`` and ``raw_wps``. Returns ``K``, ``threads``, ``model_wps``,
+    ``measured_wps``, ``ratio`` (model / measured), ``bottleneck`` and ``limits``.
+    """
+    k, threads = int(run["K"]), int(run.get("threads", 1))
+    options.setdefault("kernel_threads", threads)
+    options.setdefault("rtt_ms", LOOPBACK_RTT_MS)
+    named, details = limits(run, k, threads, None, int(run.get("shards", k)), machine_cores=cores,
+                            corpus_file=bool(run.get("corpus_file", False)), **options)
+    model, bottleneck = _combine(named, details, k, options.get("sync", "ssp"))
+    measured = run.get("raw_wps")
+    return {"K": k, "threads": threads, "shards": int(run.get("shards", k)), "cores": cores, "model_wps": model,
+            "measured_wps": measured, "ratio": model / measured if measured else None, "bottleneck": bottleneck,
+            "limits": named, **details}

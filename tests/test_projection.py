@@ -1,0 +1,210 @@
+"""The projection's model (``benchmarks/projection.py``) on hand-made per-word costs: each limit binds
+when it should and has its formula, a round's latency caps a node whose rounds outlast its
+intervals, a node's cores are budgeted among its roles, every projected point lists every limit,
+and K beyond the measured is extrapolated and says how."""
+import json
+import math
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+try:
+    import projection
+finally:
+    sys.path.remove(BENCHMARKS)
+
+# a cheap cluster: every cost small, so that one made large binds
+CHEAP = {"kernel_us": 1.0, "worker_merge_us": 0.01, "worker_other_us": 0.001, "shard_us": 0.01, "dispatcher_us": 0.001,
+         "client_us": 0.001, "bytes_up_per_word": 0.01, "bytes_down_per_word": 0.01, "rounds_per_word": 1e-6}
+
+
+def point(k=8, threads=16, link=10.0, shards=None, **changes):
+    options = {key: changes.pop(key) for key in list(changes) if key not in CHEAP}
+    return projection.project(dict(CHEAP, **changes), 1e6, k, threads, link, shards, **options)
+
+
+def test_efficiency_and_round_trip_defaults():
+    assert projection.efficiency(1) == 1.0 and projection.efficiency(16) == pytest.approx(0.68)
+    assert projection.efficiency(32) == pytest.approx(0.6)
+    assert projection.default_rtt_ms(10) == 0.1 and projection.default_rtt_ms(1) == 0.2
+    assert projection.default_rtt_ms(None) == projection.LOOPBACK_RTT_MS
+
+
+def test_trainer_threads_bind_when_the_node_has_cores_to_spare():
+    p = point(cores=1000)
+    assert p["bottleneck"] == "trainer threads"
+    assert p["cluster_wps"] == pytest.approx(8 * 16 * 0.68 * 1e6 / 1.0)
+    assert p["single_node_wps"] == pytest.approx(16 * 0.68 * 1e6) and p["speedup"] == pytest.approx(8.0)
+    # kernel costs measured with 2 threads a worker are scaled to one thread first
+    q = point(cores=1000, kernel_threads=2)
+    assert q["cluster_wps"] == pytest.approx(p["cluster_wps"] / projection.efficiency(2))
+
+
+def test_one_merger_thread_binds_and_more_of_them_meet_the_gil():
+    # asp (trainers never wait for a round): the merger thread itself is the limit
+    p = point(worker_merge_us=2.5, gil_share=0.0, sync="asp")
+    assert p["bottleneck"] == "merger threads" and p["cluster_wps"] == pytest.approx(8 * 1e6 / 2.5)
+    p = point(worker_merge_us=2.5, gil_share=0.8, mergers=4, sync="asp")  # four threads, 4/5 under the GIL
+    assert p["bottleneck"] == "worker GIL"
+    assert p["cluster_wps"] == pytest.approx(8 * 1e6 / (0.8 * 2.5 + CHEAP["worker_other_us"]))
+    assert p["limits"]["merger threads"] == pytest.approx(4 * 8 * 1e6 / 2.5)
+    # ssp: rounds follow one another, and a round holds its merge work and its waits: its latency
+    # binds before the merger thread does
+    p = point(worker_merge_us=2.5, gil_share=0.0)
+    assert p["bottleneck"] == "round latency" and p["cluster_wps"] < p["limits"]["merger threads"]
+
+
+def test_job_python_is_the_measured_rest_of_the_worker_or_an_assumption():
+    measured = projection.limits(dict(CHEAP, worker_other_us=0.5), 4, 16, 10.0)[0]
+    assert measured["worker GIL"] == pytest.approx(4 * 1e6 / (0.01 + 0.5))
+    costs = {key: value for key, value in CHEAP.items() if key != "worker_other_us"}
+    named, details = projection.limits(costs, 4, 16, 10.0)
+    assert details["job_python_assumed"] and details["job_python_us"] == projection.DEFAULT_JOB_PYTHON_US
+    assert named["worker GIL"] == pytest.approx(4 * 1e6 / (0.01 + projection.DEFAULT_JOB_PYTHON_US))
+
+
+def test_shard_fold_threads_then_the_shards_gil():
+    p = point(shard_us=8.0, shard_gil_share=0.5)  # 8 shards, one fold thread each: 1 µs a word each
+    assert p["bottleneck"] == "shard fold threads" and p["cluster_wps"] == pytest.approx(8 * 1e6 / 8.0)
+    p = point(shard_us=8.0, shard_gil_share=0.5, fold_threads=4)
+    assert p["bottleneck"] == "shard GIL" and p["cluster_wps"] == pytest.approx(8 * 1e6 / 4.0)
+
+
+def test_dispatcher_and_client_and_corpus_file_mode():
+    assert point(dispatcher_us=0.5)["bottleneck"] == "dispatcher CPU"
+    p = point(client_us=0.5)
+    assert p["bottleneck"] == "client CPU" and p["cluster_wps"] == pytest.approx(2e6)
+    p = point(client_us=0.5, corpus_file=True)  # the workers read the corpus: no client limit
+    assert p["limits"]["client CPU"] is None and p["bottleneck"] != "client CPU"
+
+
+def test_links_one_shard_per_node_and_shards_elsewhere():
+    p = point(link=0.1, bytes_up_per_word=50.0, bytes_down_per_word=100.0, sync="asp")
+    # a node's link, each way: its worker's bytes and its shard's, less the part for its own shard
+    assert p["bottleneck"] == "node link"
+    assert p["limits"]["node link"] == pytest.approx(8 * 0.1e9 / 8 / (150 * 7 / 8))
+    assert p["limits"]["worker link"] is None and p["limits"]["shard link"] is None
+    p = point(link=0.1, shards=2, bytes_up_per_word=50.0, bytes_down_per_word=100.0)
+    assert p["limits"]["node link"] is None
+    assert p["limits"]["worker link"] == pytest.approx(8 * 0.1e9 / 8 / 100)
+    assert p["bottleneck"] == "shard link" and p["cluster_wps"] == pytest.approx(2 * 0.1e9 / 8 / 100)
+    assert point(k=1, link=0.001)["limits"]["node link"] is None  # one node: nothing crosses a link
+    # ssp: a round's own bytes cross the link up, then down, within the round: its latency binds first
+    p = point(link=0.1, bytes_up_per_word=50.0, bytes_down_per_word=100.0)
+    assert p["bottleneck"] == "round latency" and p["cluster_wps"] < p["limits"]["node link"]
+
+
+def test_a_nodes_cores_are_shared_by_its_trainers_merger_and_shard():
+    # each role alone is under its own limit; together they fill the node's 16 cores
+    roles = dict(worker_merge_us=1.0, shard_us=1.0, gil_share=0.0, shard_gil_share=0.0, fold_threads=8, mergers=8)
+    p = point(**roles)
+    cpu = 1.0 / 0.68 + 1.0 + CHEAP["worker_other_us"] + 1.0
+    assert p["bottleneck"] == "core budget" and p["cluster_wps"] == pytest.approx(8 * 16 * 1e6 / cpu)
+    assert p["node_cpu_us_per_word"] == pytest.approx(cpu)
+    # shards on hosts of their own take nothing from a node's cores
+    q = point(**roles, shards=4)
+    assert q["limits"]["core budget"] == pytest.approx(8 * 16 * 1e6 / (cpu - 1.0))
+    # more cores than trainer threads: the budget loosens
+    assert point(cores=32, worker_merge_us=1.0)["limits"]["core budget"] > point(worker_merge_us=1.0)["limits"][
+        "core budget"]
+
+
+def test_long_rounds_bind_when_they_outlast_the_interval():
+    # a 2,000-word interval: 0.2 ms of rtt, 0.25 ms of merge CPU (8 threads), 0.025 ms of the shards'
+    # fold, 0.42 ms on the wire: 0.9 ms, where training the interval takes 0.4 ms
+    changes = dict(rounds_per_word=1 / 2000, worker_merge_us=1.0, shard_us=0.1, bytes_up_per_word=100.0,
+                   bytes_down_per_word=200.0, gil_share=0.0, mergers=8)
+    p = point(**changes)
+    terms = p["round_terms"]
+    assert p["sync_words"] == pytest.approx(2000)
+    assert terms["round_trips"] == pytest.approx(2 * 0.1e-3) and terms["merge_cpu"] == pytest.approx(2000 * 1e-6 / 8)
+    assert terms["shard_cpu"] == pytest.approx(2000 * 0.1e-6 / 8)
+    assert terms["wire"] == pytest.approx(300 * 2000 * 7 / 8 / 1.25e9)
+    assert p["round_seconds"] == pytest.approx(sum(terms.values()))
+    assert p["bottleneck"] == "round latency" and p["round_stalls"]
+    assert p["cluster_wps"] == pytest.approx(8 * 2000 / p["round_seconds"])
+    assert p["interval_seconds"] < p["round_seconds"]
+    # the same costs at a 200,000-word interval: the round fits in the interval and binds nothing
+    q = point(**dict(changes, rounds_per_word=1 / 200000, bytes_up_per_word=1.0, bytes_down_per_word=2.0))
+    assert q["bottleneck"] != "round latency" and not q["round_stalls"]
+    # an explicit interval and round trip override the measured ones; asp has no latency limit
+    r = point(**changes, sync_words=4000, rtt_ms=1.0)
+    assert r["sync_words"] == 4000 and r["round_terms"]["round_trips"] == pytest.approx(2e-3)
+    assert point(**changes, sync="asp")["limits"]["round latency"] is None
+
+
+def test_bsp_adds_each_rounds_latency_to_each_intervals_training():
+    changes = dict(rounds_per_word=1 / 2000, worker_merge_us=1.0, cores=1000)
+    ssp, bsp = point(**changes), point(**changes, sync="bsp")
+    others = min(v for name, v in ssp["limits"].items() if v is not None and name != "round latency")
+    per_node = 1 / (8 / others + bsp["round_seconds"] / 2000)
+    assert bsp["cluster_wps"] == pytest.approx(8 * per_node) and bsp["cluster_wps"] < ssp["cluster_wps"]
+
+
+def test_every_point_lists_every_limit_by_name_and_serialises():
+    p = point()
+    assert list(p["limits"]) == list(projection.LIMITS)
+    assert p["bottleneck"] in projection.LIMITS and p["cluster_wps"] == min(v for v in p["limits"].values() if v)
+    record = json.loads(json.dumps(p))
+    assert set(record["limits"]) == set(projection.LIMITS) and record["params"]["cores"] == 16
+
+
+def run_at(k, merge, shard, kernel):
+    return dict(CHEAP, K=k, worker_merge_us=merge, shard_us=shard, kernel_us=kernel)
+
+
+def test_k_beyond_the_measured_is_extrapolated_and_says_how():
+    runs = [run_at(4, 1.0, 2.0, 1.0), run_at(8, 2.0, 4.0, 1.2), run_at(16, 3.0, 8.0, 1.1)]
+    costs, label = projection.costs_at(runs, 16)
+    assert label == "measured K=16" and costs["worker_merge_us"] == 3.0
+    costs, label = projection.costs_at(runs, 32)
+    assert label == "extrapolated: power of K through K=8 and K=16"
+    assert costs["worker_merge_us"] == pytest.approx(3.0 * 2 ** math.log2(3.0 / 2.0))  # c16 (32/16)^b, b = log2 1.5
+    assert costs["shard_us"] == pytest.approx(16.0)  # doubling with K
+    assert costs["kernel_us"] == 1.1  # not a function of K: held at the nearest measured
+    costs, label = projection.costs_at(runs, 32, method="hold")
+    assert label == "held at K=16" and costs["worker_merge_us"] == 3.0
+    costs, label = projection.costs_at(runs, 12)
+    assert label == "interpolated between K=8 and K=16" and 2.0 < costs["worker_merge_us"] < 3.0
+    costs, label = projection.costs_at(runs, 2)
+    assert label == "held at K=4" and costs["worker_merge_us"] == 1.0
+    # a cost measured to fall with K is not projected to fall further
+    falling = [run_at(8, 2.0, 4.0, 1.0), run_at(16, 1.5, 4.0, 1.0)]
+    assert projection.costs_at(falling, 64)[0]["worker_merge_us"] == pytest.approx(1.5)
+    with pytest.raises(ValueError):
+        projection.costs_at(runs, 32, method="guess")
+
+
+def test_this_machine_puts_every_role_on_its_cores():
+    run = dict(CHEAP, K=2, threads=1, shards=2, raw_wps=400000.0, kernel_us=1.0, worker_merge_us=1.0,
+               worker_other_us=0.2, shard_us=0.8, dispatcher_us=0.1, client_us=0.2, rounds_per_word=1 / 2200)
+    c = projection.this_machine(run, cores=2)
+    assert c["bottleneck"] == "core budget" and c["model_wps"] == pytest.approx(2e6 / 3.3)
+    assert c["ratio"] == pytest.approx(c["model_wps"] / 400000.0)
+    assert c["limits"]["node link"] is None and c["round_terms"]["wire"] == 0.0
+    # corpus_file: the client's CPU still takes the host's cores, though it is no limit of its own
+    cf = projection.this_machine(dict(run, corpus_file=True), cores=2)
+    assert cf["limits"]["client CPU"] is None and cf["model_wps"] == pytest.approx(c["model_wps"])
+    # one worker of two threads: its kernel costs were measured with two threads
+    one = projection.this_machine(dict(run, K=1, threads=2, shards=1), cores=2)
+    assert one["threads"] == 2 and one["limits"]["trainer threads"] == pytest.approx(2e6 / 1.0)
+
+
+def test_at_corpus_spreads_the_epoch_flushes_over_a_longer_epoch_and_keeps_the_routine_costs():
+    run = {"K": 8, "worker_merge_us": 0.33, "worker_flush_us": 0.19, "shard_us": 0.45, "shard_flush_us": 0.09,
+           "bytes_up_per_word": 27.8, "bytes_down_per_word": 29.7, "flush_bytes_per_word": 46.0,
+           "epoch_words_per_worker": 1.5e6, "kernel_us": 1.9}
+    same, how = projection.at_corpus(run, 12e6)  # the corpus measured: nothing changes
+    assert same["worker_merge_us"] == pytest.approx(0.33) and "x1" in how
+    big, how = projection.at_corpus(run, 1.2e9)  # a hundred times the epoch: a hundredth of the flush per word
+    assert big["worker_merge_us"] == pytest.approx(0.33 - 0.19 * 0.99)
+    assert big["shard_us"] == pytest.approx(0.45 - 0.09 * 0.99)
+    assert big["bytes_up_per_word"] == pytest.approx(27.8 - 23.0 * 0.99)
+    assert big["kernel_us"] == 1.9 and "1.2e+09" in how
+    old = {key: value for key, value in run.items() if key != "worker_flush_us"}  # an older run: as measured
+    assert projection.at_corpus(old, 1.2e9) == (old, "flushes as measured")
