@@ -669,7 +669,8 @@ def check_deltas(const cnp.uint32_t[::1] rows, values, row_scales, Py_ssize_t lo
     """
     cdef Py_ssize_t i, n = rows.shape[0], count
     cdef int code = 0
-    cdef double top = 0.0, s
+    cdef double top = 0.0
+    cdef float s, most = <float>max_scale  # compared in float32, as the scales are (numpy's rule too)
     cdef const float[::1] scales
     cdef const cnp.uint32_t[::1] bits32
     cdef const cnp.uint16_t[::1] bits16
@@ -690,7 +691,7 @@ def check_deltas(const cnp.uint32_t[::1] rows, values, row_scales, Py_ssize_t lo
         with nogil:
             for i in range(scales.shape[0]):
                 s = scales[i]
-                if not (s >= 0.0 and s <= max_scale):  # (NaN fails both)
+                if not (s >= 0.0 and s <= most):  # (NaN fails both)
                     code = 3
                     break
                 top = s if s > top else top
