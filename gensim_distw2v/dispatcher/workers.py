@@ -85,9 +85,14 @@ class WorkerCalls(Membership):
         with cluster.cond:
             session = cluster.session_of(sid)
             cluster.worker(name, sid)
-            news = session.closed_epoch > request.drained  # a drained epoch it has not been told of
-            if not session.has_work(name) and request.wait and not news:
-                cluster.cond.wait(request.wait)
+            deadline = time.monotonic() + request.wait
+            # a long poll: until there is work, or a drained epoch the worker has not been told of; the
+            # condition wakes for every round report and heartbeat of any worker, so one wake is no answer
+            while not session.has_work(name) and session.closed_epoch <= request.drained:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                cluster.cond.wait(left)
                 session = cluster.session_of(sid)
                 cluster.worker(name, sid)
             out, drained = session.hand_out(name, request.max_jobs)
