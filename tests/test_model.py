@@ -159,8 +159,8 @@ def test_session_interval_grows_with_the_corpus(lee_corpus):
     model.build_vocab(lee_corpus)
     client = DistributedTraining(model, {})
     assert client._config(4, False, 1)[0].settings.sync_words == 2_200  # 60 k words: the floor
-    # CBOW at K=4: (8 / 4) ** 2 times a 5,400th of the words
-    assert client._config(4, False, 1, total_words=54_000_000)[0].settings.sync_words == 40_000
+    # CBOW at K=4: (8 / 4) ** 1.5 times a 5,400th of the words
+    assert client._config(4, False, 1, total_words=54_000_000)[0].settings.sync_words == round(10_000 * 2 ** 1.5)
     model.corpus_total_words = 1_080_000_000
     config = client._config(8, False, 1)[0]
     assert config.settings.sync_words == 200_000

@@ -28,8 +28,8 @@ SYNC_WORDS = 2_200
 # four times that interval 2.47 (3 M) and 2.10 (12 M) points (docs/schedule.rst, "The interval").
 SYNC_SHARE = 1 / 5_400
 ONE_WORKER_SYNC_WORDS = 1_000_000
-# with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 2 for CBOW,
-# ** 2.5 for skip-gram, the rule that held gensim's quality at K = 2, 4, 8 on devmix
+# with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 1.5 for CBOW,
+# ** 2.5 for skip-gram: measured at K=2 on devmix (docs/schedule.rst, "Fewer workers, longer intervals")
 FEW_WORKERS = 8
 HOT_SIGHTINGS = 0.25
 # the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
@@ -140,7 +140,7 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     """Words each worker trains between merges, by default: :data:`SYNC_SHARE` of the corpus's words
     per epoch at :data:`FEW_WORKERS` (8) workers or more, whatever their number (so the merges per
     trained word, and their bytes and CPU, do not grow with it), and a longer share with fewer
-    workers: ``(8 / K) ** 2`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram (16 and 32
+    workers: ``(8 / K) ** 1.5`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram (8 and 32
     times at K=2), at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges every 1 M
     words (its merges only make its progress durable).
 
@@ -149,11 +149,12 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     is. At K=8 the same share of the corpus cost the same quality on 3 M, 6 M and 12 M words, while
     a fixed 2,200 words cost 0.64 analogy points on 12 M words and 2.47 on 3 M (docs/schedule.rst),
     so the interval grows with the corpus, which is what lets large corpora merge rarely (a 1
-    G-word corpus: 185 k words at K=8). Fewer workers tolerate longer intervals: on devmix (12 M
-    words) ``400 k / K**2.5`` words held gensim's quality for skip-gram at K = 2, 4, 8 and ``141 k /
-    K**2`` for CBOW (CBOW moves a frequent row more per word trained), which is this rule at 12 M
-    words; two workers merging as often as eight made the cluster of two slower than gensim
-    ``workers=2`` (docs/schedule.rst, "Fewer workers, longer intervals"). Beyond the measured range
+    G-word corpus: 185 k words at K=8). Fewer workers tolerate longer intervals (two workers merging
+    as often as eight made the cluster of two slower than gensim ``workers=2``): on devmix (12 M
+    words), 3 epochs, seeds 1-2, two workers held gensim's quality for skip-gram at 70 k words
+    (``400 k / K**2.5``, the old rule; -0.73 analogy points) but not for CBOW at 35 k (-1.65 points:
+    CBOW moves a frequent row more per word trained), which holds at 17.6 k (docs/schedule.rst,
+    "Fewer workers, longer intervals"). Beyond the measured range
     (12 M words, K <= 8) it is an extrapolation: pass ``sync_words`` to choose. Hierarchical softmax
     takes its model's rule (``sg``).
 
@@ -168,7 +169,7 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     """
     if n_workers <= 1:
         return ONE_WORKER_SYNC_WORDS
-    longer = (FEW_WORKERS / min(FEW_WORKERS, n_workers)) ** (2.5 if sg else 2.0)
+    longer = (FEW_WORKERS / min(FEW_WORKERS, n_workers)) ** (2.5 if sg else 1.5)
     share = SYNC_SHARE * longer * max(0, int(corpus_words or 0))
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(share))))
 
