@@ -4,12 +4,13 @@ A change that must not move the costs (a restructuring, a hardening) is checked 
 same cluster runs with the package before and after it, alternating: for each seed and K, one run
 with ``--before`` Python, one with ``--after`` Python, so that drift of the machine (other load,
 thermal state) falls on both alike. Each run is ``compare_gensim.py``'s single-run mode (a fresh
-LocalCluster of K workers x 1 thread, the public API only), and its costs per trained raw word are
+LocalCluster of K workers x ``--threads-per-worker`` threads, the public API only), and its costs per trained raw word are
 ``scaling.py``'s (:func:`scaling.costs`). It prints, per K, each cost's median over the seeds for
 both installs and their ratio (after / before), and flags ratios outside ``--tolerance``.
 
     python benchmarks/before_after.py --corpus /tmp/devmix.txt --max-words 3000000 --epochs 1 \\
-        --workers 2,8 --seeds 2 --before /work/before/.venv/bin/python --after .venv/bin/python --json
+        --workers 2,8 --threads-per-worker 2 --seeds 4 --before /work/before/.venv/bin/python \\
+        --after .venv/bin/python --json
 """
 import argparse
 import json
@@ -29,13 +30,14 @@ COSTS = ("kernel_us", "worker_merge_us", "shard_us", "dispatcher_us", "client_us
          "bytes_down_per_word", "rounds_per_word", "raw_wps")
 
 
-def one_run(python, base_args, k, seed, vocab_path, corpus_path):
+def one_run(python, base_args, k, threads, seed, vocab_path, corpus_path):
     """One cluster run of ``python``'s install: its :func:`scaling.costs`."""
-    out = subprocess.run([python, compare_gensim.__file__, *base_args, "--_one", "dist", str(k), str(seed),
-                          vocab_path, corpus_path], capture_output=True, text=True, check=False)
+    out = subprocess.run([python, compare_gensim.__file__, *base_args, "--threads-per-worker", str(threads), "--_one",
+                          "dist", str(k), str(seed), vocab_path, corpus_path], capture_output=True, text=True,
+                         check=False)
     if out.returncode != 0:
         sys.exit(f"{python} K={k} seed={seed} failed:\n{out.stderr[-5000:]}")
-    return scaling.costs(json.loads(out.stdout.strip().splitlines()[-1]), k)
+    return scaling.costs(json.loads(out.stdout.strip().splitlines()[-1]), k, threads)
 
 
 def main(argv=None):
@@ -44,6 +46,8 @@ def main(argv=None):
     parser.add_argument("--before", required=True, help="Python of the install before the change")
     parser.add_argument("--after", default=sys.executable, help="Python of the install after it (default: this one)")
     parser.add_argument("--workers", default="2,8")
+    parser.add_argument("--threads-per-worker", type=int, default=2,
+                        help="trainer threads of each worker (default 2: real workers run several)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds 1..N")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1))
     parser.add_argument("--epochs", type=int, default=1)
@@ -57,7 +61,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="before_after_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])
         vocab_path, corpus_path, words, vocab = compare_gensim.prepare(one_args, workdir)
-        print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} epochs={args.epochs} seeds 1..{args.seeds}",
+        print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} epochs={args.epochs} seeds 1..{args.seeds}; "
+              f"workers of {args.threads_per_worker} threads",
               flush=True)
         for seed in range(1, args.seeds + 1):
             for k in ks:
@@ -65,7 +70,7 @@ def main(argv=None):
                 order = ("before", "after") if (seed + k) % 2 else ("after", "before")
                 for label in order:
                     python = args.before if label == "before" else args.after
-                    row = one_run(python, base_args, k, seed, vocab_path, corpus_path)
+                    row = one_run(python, base_args, k, args.threads_per_worker, seed, vocab_path, corpus_path)
                     runs[label].setdefault(k, []).append(row)
                     print(f"  seed {seed} K={k} {label:>6}: {row['raw_wps']:.0f} raw words/s, worker merge "
                           f"{row['worker_merge_us']:.3f} us, shard {row['shard_us']:.3f} us, dispatcher "

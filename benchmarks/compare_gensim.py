@@ -196,7 +196,11 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           stall_seconds=stats["stall_seconds"], shards=stats["shards"],
                           flush_cpu=stats.get("flush_cpu", {"workers": 0.0, "shards": 0.0}),
                           exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
-                          epochs=model.epochs)
+                          epochs=model.epochs,
+                          # the dispatcher's calls, call by call: [calls, CPU seconds in them] (what its CPU
+                          # went to: per job, or per second of each member)
+                          dispatcher_calls=next((n.get("calls") for n in stats.get("nodes", {}).values()
+                                                 if n.get("role") == "dispatcher"), None))
     finally:
         if cluster is not None:
             cluster.close()

@@ -19,18 +19,26 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 ``bytes_up_per_word``, ``bytes_down_per_word``  a worker's merge traffic per word it trains
 ``rounds_per_word``     merge rounds per word (``1 / rounds_per_word`` is the interval a round
                         really carried, flushes and rounds for want of jobs included)
+``dispatcher_word_us``  of ``dispatcher_us``, the part that grows with the words (jobs, epochs,
+                        the session's set-up: :func:`dispatcher_split`); optional
+``dispatcher_member_cpu`` the rest, per member and second (heartbeats, batched round reports, the
+                        client's progress polls): CPU seconds per second of each member; optional
 """
 import math
 
-__all__ = ["LIMITS", "COSTS", "efficiency", "default_rtt_ms", "costs_at", "at_corpus", "limits", "project",
-           "this_machine"]
+__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split", "costs_at",
+           "at_corpus", "limits", "project", "this_machine"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
 LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
           "client CPU", "node link", "worker link", "shard link", "core budget", "round latency")
 #: the per-word costs the model reads
 COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us",
-         "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word")
+         "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word", "dispatcher_word_us", "dispatcher_member_cpu")
+#: the dispatcher's calls that come a few times a second from each member whatever its speed (a
+#: heartbeat a second, round reports batched every 0.25 s, the client's progress polls); its other
+#: calls come per job, per epoch or per session: they grow with the words
+PER_SECOND_CALLS = ("heartbeat", "shard_beat", "round_done", "progress", "status")
 #: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
 #: rounds per word): held at the nearest measured K, never fitted
 HELD = ("kernel_us", "client_us", "rounds_per_word")
@@ -70,6 +78,56 @@ def _power(k, k0, c0, k1, c1, clip):
     if clip and b < 0:  # measured to fall with K: held at the larger K's
         return c1
     return c0 * (k / k0) ** b
+
+
+def dispatcher_split(calls, cpu, words, members, seconds):
+    """The dispatcher's CPU of a run, split into what grows with the words and what each member
+    costs per second.
+
+    Parameters
+    ----------
+    calls : dict
+        ``{op: [calls, CPU seconds in them]}`` (the dispatcher's node metrics' ``calls``).
+    cpu : float
+        The dispatcher's process CPU seconds in the run (its calls, Pyro4's work around them, its
+        own threads).
+    words : int
+        Raw words trained.
+    members : int
+        Workers, shards and the client.
+    seconds : float
+        The run's wall time.
+
+    Returns
+    -------
+    dict
+        ``dispatcher_word_us`` (µs per word), ``dispatcher_member_cpu`` (CPU seconds per member and
+        second), ``dispatcher_calls_per_member_s`` and ``dispatcher_overhead_us_per_call`` (CPU
+        beyond the handlers, spread evenly over all calls: Pyro4's per-call work, the dispatcher's
+        own threads).
+    """
+    n_all = sum(n for n, _ in calls.values()) or 1
+    handled = sum(c for _, c in calls.values())
+    overhead = max(0.0, cpu - handled) / n_all
+    n_sec = sum(calls[op][0] for op in PER_SECOND_CALLS if op in calls)
+    cpu_sec = sum(calls[op][1] for op in PER_SECOND_CALLS if op in calls) + overhead * n_sec
+    member_seconds = max(1e-9, members * seconds)
+    return {"dispatcher_word_us": max(0.0, cpu - cpu_sec) * 1e6 / max(1, words),
+            "dispatcher_member_cpu": cpu_sec / member_seconds,
+            "dispatcher_calls_per_member_s": n_sec / member_seconds,
+            "dispatcher_overhead_us_per_call": overhead * 1e6}
+
+
+def dispatcher_limit(costs, members):
+    """Words/s the dispatcher's one process allows: with the split (:func:`dispatcher_split`), what
+    is left of its core after ``members`` members' per-second calls, over its CPU per word;
+    without it (older runs), one core over ``dispatcher_us``. Returns words/s (None: no limit)."""
+    if "dispatcher_word_us" in costs and "dispatcher_member_cpu" in costs:
+        left = 1.0 - members * costs["dispatcher_member_cpu"]
+        if left <= 0:
+            return 0.0
+        return _rate(left * 1e6, costs["dispatcher_word_us"])
+    return _rate(1e6, costs["dispatcher_us"])
 
 
 def costs_at(runs, k, method="fit"):
@@ -218,7 +276,8 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     out["worker GIL"] = _rate(k * 1e6, gil_share * merge + job_py)
     out["shard fold threads"] = _rate(shards * fold_threads * 1e6, costs["shard_us"])
     out["shard GIL"] = _rate(shards * 1e6, shard_gil_share * costs["shard_us"])
-    out["dispatcher CPU"] = _rate(1e6, costs["dispatcher_us"])
+    members = k + shards + 1  # its workers, shards and the client
+    out["dispatcher CPU"] = dispatcher_limit(costs, members)
     out["client CPU"] = None if corpus_file else _rate(1e6, costs["client_us"])
     up, down = costs["bytes_up_per_word"], costs["bytes_down_per_word"]
     if link_gbit is not None:
@@ -282,7 +341,11 @@ def project(costs, gensim_cf_wps, k, threads, link_gbit, shards=None, **options)
     interval = words * k / others if words else 0.0
     params = {key: value for key, value in options.items()}
     params.setdefault("cores", threads)
+    dispatcher_us = costs["dispatcher_us"]  # its CPU per word at the projected rate (split: per second spread)
+    if "dispatcher_word_us" in costs and "dispatcher_member_cpu" in costs and cluster > 0:
+        dispatcher_us = costs["dispatcher_word_us"] + (k + shards + 1) * costs["dispatcher_member_cpu"] * 1e6 / cluster
     return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "cluster_wps": cluster,
+            "dispatcher_us_at_rate": dispatcher_us,
             "single_node_wps": single, "speedup": cluster / single, "bottleneck": bottleneck, "limits": named,
             "merges_per_worker_per_s": cluster / k / words if words else 0.0,
             "interval_seconds": interval, "round_stalls": details["round_seconds"] > interval,

@@ -72,6 +72,10 @@ def costs(row, k, threads=1, corpus_file=False):
                worker_routine_us=(row["merge_cpu"]["workers"] - flush["workers"]) * us,
                shard_routine_us=(row["merge_cpu"]["shards"] - flush["shards"]) * us,
                epoch_words_per_worker=raw / max(1, row.get("epochs", 1)) / max(1, k))
+    if row.get("dispatcher_calls"):  # what of the dispatcher's CPU grows with the words, what with time
+        members = k + len(row.get("shards") or {}) + 1
+        out.update(projection.dispatcher_split(row["dispatcher_calls"], cpu.get("dispatcher", 0.0), raw, members,
+                                               row["seconds"]))
     if "worker" in cpu:  # the worker processes' CPU outside kernels and merge rounds
         out["worker_other_us"] = max(0.0, cpu["worker"] * us - out["kernel_us"] - out["worker_merge_us"])
     return out
@@ -308,6 +312,12 @@ def summarise(args, ks, rows, dist_mode, shards_at):
               f"{run['shard_rss_mb']:>10.0f}"
               f"{100 * qd['analogy']:>+9.2f}{qd['ws353']:>+8.4f}{qd['simlex']:>+8.4f}")
     for run in runs:
+        if "dispatcher_word_us" in run:
+            print(f"K={run['K']}: the dispatcher's {run['dispatcher_us']:.3f} us a word: {run['dispatcher_word_us']:.4f} "
+                  f"us with the words (jobs, epochs, set-up), the rest per member and second: "
+                  f"{1e3 * run['dispatcher_member_cpu']:.3f} ms of CPU a second each "
+                  f"({run['dispatcher_calls_per_member_s']:.2f} calls/s, "
+                  f"{run['dispatcher_overhead_us_per_call']:.0f} us a call beyond its handler)")
         if "worker_flush_us" in run:
             print(f"K={run['K']}: of the merge CPU per word, routine rounds (per interval) worker "
                   f"{run['worker_routine_us']:.3f} us, shards {run['shard_routine_us']:.3f} us; epoch flushes (per epoch "

@@ -192,6 +192,66 @@ def test_the_dispatcher_serves_a_session_in_process_through_its_table(dispatcher
 
 
 @pytest.mark.unit
+def test_progress_waits_for_the_epochs_end_and_no_longer(dispatcher):
+    """A client waiting for an epoch's end asks once (a long poll), not twenty times a second: the
+    answer comes when the last round report makes the epoch done, or when the wait is over."""
+    import time
+
+    link = dispatcher.local()
+    opened = _opened(link)
+    sid = opened.session
+    link.call("join", name=WORKER, session=sid)
+    job = protocol.Job(id=0, epoch=0, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
+                       offsets=np.array([0, 3], np.int64), raw_words=3, examples=1)
+    link.call("put_jobs", session=sid, jobs=[job.to_wire()])
+    link.call("end_epoch", session=sid, epoch=0)
+    link.call("get_jobs", name=WORKER, session=sid, max_jobs=4, wait=0.0)
+    began = time.monotonic()
+    progress = link.call("progress", session=sid, token=opened.token, epoch=0, wait=0.3)
+    assert 0.25 <= time.monotonic() - began < 2.0 and progress.epoch(0).done == 0  # not done: the wait is over
+    reporter = threading.Timer(0.2, lambda: dispatcher.local().call(
+        "round_done", name=WORKER, session=sid, report=_report([[0, 3]], flush=0)))
+    reporter.start()
+    began = time.monotonic()
+    progress = link.call("progress", session=sid, token=opened.token, epoch=0, wait=5.0)
+    waited = time.monotonic() - began
+    reporter.join()
+    assert 0.1 <= waited < 2.0, waited  # answered by the report, not at the end of its wait
+    assert progress.epoch(0).done == 1 and progress.flushed == 0
+    began = time.monotonic()  # an epoch the session has not begun: no wait (and no entry made for it)
+    link.call("progress", session=sid, token=opened.token, epoch=7, wait=5.0)
+    assert time.monotonic() - began < 1.0 and "7" not in link.call("progress", session=sid).epochs
+    for fields, message in ((dict(epoch=0, wait=6.0), "wait must be a number of seconds in \\[0, 5\\]"),
+                            (dict(wait=1.0), "a wait needs the epoch"), (dict(epoch=-1), "epoch must be >= 0")):
+        with pytest.raises(errors.BadRequest, match=message):
+            link.call("progress", session=sid, **fields)
+
+
+@pytest.mark.unit
+def test_a_shards_heartbeat_waits_while_the_dispatchers_session_is_what_it_was_told(dispatcher):
+    """A shard that does not hold the dispatcher's session yet says which session it was last told
+    of: the same session is no news, so its heartbeat waits (it used to be answered at once, again
+    and again, until the client opened the session on it)."""
+    import time
+
+    link = dispatcher.local()
+    opened = _opened(link)
+    began = time.monotonic()
+    beat = link.call("shard_beat", name=SHARD, known=None, wait=0.3)  # news: a session it was not told of
+    assert beat.session == opened.session and time.monotonic() - began < 0.25
+    began = time.monotonic()
+    beat = link.call("shard_beat", name=SHARD, known=opened.session, wait=0.3)
+    assert beat.session == opened.session and time.monotonic() - began >= 0.25
+    # and the shard says so: holding nothing, its heartbeat names the session it was told of
+    from gensim_distw2v.shard.service import Shard
+
+    shard = Shard({"port": 1})
+    assert shard.held is None and shard.beat_request().known is None
+    shard.on_beat(None, shard.beat_request(), beat)
+    assert shard.told == opened.session and shard.beat_request().known == opened.session
+
+
+@pytest.mark.unit
 def test_the_dispatcher_refuses_with_the_code_of_each_refusal(dispatcher):
     link = dispatcher.local()
     with pytest.raises(errors.NoShard, match="no parameter shard is registered"):

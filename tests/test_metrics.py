@@ -4,7 +4,8 @@ import pytest
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.book import History, NodeBook
-from gensim_distw2v.io.meter import Meter, traffic
+from gensim_distw2v.io import endpoints
+from gensim_distw2v.io.meter import CALLS, Meter, traffic
 
 pytestmark = pytest.mark.unit
 
@@ -31,6 +32,38 @@ def test_kernel_and_merge_cpu_cannot_exceed_the_process_cpu():
     meter.mark("s")
     sample = meter.sample(merge_cpu=1e6)
     assert sample.merge_cpu == sample.cpu and sample.other_cpu == 0.0
+
+
+def test_calls_served_are_counted_per_call_since_the_mark():
+    from gensim_distw2v.protocol import calls, records
+    import dataclasses
+    import typing
+
+    @dataclasses.dataclass
+    class Ask(records.Record):
+        WHAT: typing.ClassVar[str] = "ask"
+        n: int
+
+    class Server:
+        def spin(self, request):
+            return float(np.linalg.norm(np.random.RandomState(request.n).rand(200, 200) @ np.ones(200)))
+
+    table = calls.Table("probe", [calls.Call("spin", Ask, "spin", float, "some CPU")])
+    served = endpoints.Endpoint(calls.Handlers(table, Server()))
+    meter = Meter("dispatcher", calls=True)
+    served.call("spin", {"n": 1})  # before the mark: not in its samples
+    meter.mark("s")
+    for n in range(3):
+        served.call("spin", {"n": n})
+    with pytest.raises(ValueError):
+        served.call("nothing", {})  # refused, and not counted: only the table's calls are
+    with pytest.raises(ValueError):
+        served.call(["not", "a", "name"], {})
+    sample = meter.sample()
+    assert sample.calls["spin"][0] == 3 and 0 < sample.calls["spin"][1] <= sample.cpu
+    assert set(sample.calls) == {"spin"} and "nothing" not in CALLS.snapshot()
+    assert protocol.NodeMetrics.from_wire(sample.to_wire()) == sample
+    assert Meter("worker").sample().calls is None  # only a meter asked to shows them
 
 
 def test_meter_refuses_an_unknown_role():
@@ -83,6 +116,12 @@ def test_history_drops_a_nan_loss():
     ("bytes_sent", -5, "bytes_sent must be >= 0"),
     ("threads", 0, "threads must be in"),
     ("session", "x" * 100, "session must be a session id"),
+    ("calls", {"heartbeat": [-1, 0.0]}, "must be \\[calls, CPU seconds\\]"),
+    ("calls", {"heartbeat": [1, float("nan")]}, "must be \\[calls, CPU seconds\\]"),
+    ("calls", {"heartbeat": [1]}, "must be \\[calls, CPU seconds\\]"),
+    ("calls", {"": [1, 0.0]}, "a call's name must be"),
+    ("calls", {f"op{i}": [1, 0.0] for i in range(65)}, "at most 64 calls"),
+    ("calls", [1, 2], "field .calls. must be dict"),
 ])
 def test_node_metrics_refuse_bad_values(field, value, message):
     msg = _node().to_wire()

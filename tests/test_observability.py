@@ -117,6 +117,22 @@ def test_progress_lines_carry_every_node(run):
 
 
 @pytest.mark.cluster
+def test_the_dispatcher_counts_its_calls_and_no_member_polls_it_in_a_loop(run):
+    """The dispatcher's calls, call by call (what its CPU went to), and their rates: a heartbeat
+    about once a second from each worker and shard (a shard not yet holding the session used to be
+    answered at once, over and over, until the client opened it there)."""
+    stats = run["model"].cluster_stats
+    dispatcher = next(n for n in stats["nodes"].values() if n["role"] == "dispatcher")
+    calls, seconds = dispatcher["calls"], dispatcher["seconds"]
+    assert {"heartbeat", "shard_beat", "get_jobs", "round_done", "progress", "put_jobs"} <= set(calls)
+    assert all(n >= 1 and 0 <= cpu <= dispatcher["cpu"] for n, cpu in calls.values())
+    assert sum(cpu for _, cpu in calls.values()) <= dispatcher["cpu"]
+    for op, members in (("heartbeat", len(stats["workers"])), ("shard_beat", len(stats["shards"]))):
+        # one a second each, and a few more for the session's news (opened, running, closed)
+        assert calls[op][0] <= members * (seconds + 6), (op, calls[op][0], seconds)
+
+
+@pytest.mark.cluster
 def test_tensorboard_events_read_back(run):
     model, board = run["model"], run["board"]
     events = event_accumulator.EventAccumulator(str(board), size_guidance={"scalars": 0})

@@ -83,6 +83,30 @@ def test_dispatcher_and_client_and_corpus_file_mode():
     assert p["limits"]["client CPU"] is None and p["bottleneck"] != "client CPU"
 
 
+def test_the_dispatchers_cpu_splits_into_per_word_and_per_member_second():
+    calls = {"get_jobs": [1000, 0.5], "heartbeat": [90, 0.009], "shard_beat": [90, 0.009], "round_done": [360, 0.036],
+             "progress": [10, 0.001]}
+    # 2.0 s of CPU: 0.555 in handlers, 1.445 around them over 1,550 calls
+    split = projection.dispatcher_split(calls, 2.0, words=10_000_000, members=19, seconds=10.0)
+    overhead = 1.445 / 1550
+    per_second = 0.055 + overhead * 550
+    assert split["dispatcher_overhead_us_per_call"] == pytest.approx(overhead * 1e6)
+    assert split["dispatcher_member_cpu"] == pytest.approx(per_second / 190)
+    assert split["dispatcher_word_us"] == pytest.approx((2.0 - per_second) * 1e6 / 1e7)
+    assert split["dispatcher_calls_per_member_s"] == pytest.approx(550 / 190)
+    # the limit: what the members' per-second calls leave of one core, over the per-word CPU
+    costs = dict(CHEAP, dispatcher_us=0.2, **split)
+    p = projection.project(costs, 1e6, 8, 16, 10.0)
+    left = 1 - 17 * split["dispatcher_member_cpu"]
+    assert p["limits"]["dispatcher CPU"] == pytest.approx(left * 1e6 / split["dispatcher_word_us"])
+    assert p["dispatcher_us_at_rate"] == pytest.approx(
+        split["dispatcher_word_us"] + 17 * split["dispatcher_member_cpu"] * 1e6 / p["cluster_wps"])
+    # members enough to fill its core: nothing left for words
+    assert projection.dispatcher_limit(dict(costs, dispatcher_member_cpu=0.1), 10) == 0.0
+    # older runs without the split: one core over the whole per-word cost
+    assert projection.dispatcher_limit(CHEAP, 17) == pytest.approx(1e6 / CHEAP["dispatcher_us"])
+
+
 def test_links_one_shard_per_node_and_shards_elsewhere():
     p = point(link=0.1, bytes_up_per_word=50.0, bytes_down_per_word=100.0, sync="asp")
     # a node's link, each way: its worker's bytes and its shard's, less the part for its own shard

@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DistributedTraining", "SkippedJobs", "ShardLinks", "find_dispatcher", "wait_for_workers"]
 
 JOBS_PER_CALL = 8
+FINISH_WAIT = 1.0  # seconds an epoch-end wait asks the dispatcher to hold its answer (a long poll)
 
 
 class DistributedTraining(SessionSetup, Resumes, Reports):
@@ -259,16 +260,16 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
     def _finish_epoch(self, dispatcher, sid, epoch, start, total_examples, total_words, report_delay):
         """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
         model = self.model
-        while True:
-            progress = dispatcher.call("progress", session=sid, token=self._token,
-                                       nodes=time.monotonic() >= self._next_report)
+        while True:  # a long poll: answered at the epoch's end, or when a report is due (FINISH_WAIT at most)
+            due = max(0.0, self._next_report - time.monotonic())
+            progress = dispatcher.call("progress", session=sid, token=self._token, nodes=due <= FINISH_WAIT,
+                                       epoch=epoch, wait=min(FINISH_WAIT, due) or 0.01)
             counts = progress.epoch(epoch)
             # done: every job merged, and every worker flushed what it held back
             if counts.done >= counts.put and progress.flushed is not None and progress.flushed >= epoch:
                 break
             self._check_workers(progress)
             self._report(progress, epoch, start, total_examples, total_words, report_delay)
-            time.sleep(0.05)
         elapsed = time.monotonic() - start
         raw, effective, examples = counts.raw_words, counts.effective_words, counts.examples
         model.running_training_loss = float(progress.loss)

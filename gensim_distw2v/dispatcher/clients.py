@@ -227,10 +227,19 @@ class ClientCalls:
     def progress(self, request):
         """A session's progress, state and failure: a :class:`~gensim_distw2v.protocol.Progress`. With
         the session's token (its client's call) it counts as word from the client (a stranger's
-        polling keeps no dead session alive); with ``nodes``, every node's metrics too."""
+        polling keeps no dead session alive); with ``nodes``, every node's metrics too; with ``epoch``
+        and ``wait``, once that epoch is done, the session no longer runs, or the wait is over."""
         cluster = self.cluster
+        deadline = time.monotonic() + request.wait
         with cluster.cond:
             session = cluster.session_of(request.session, ("running", "failed"))
+            while request.wait and session.state == "running" and request.epoch in session.counts \
+                    and not session.epoch_done(request.epoch):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                cluster.cond.wait(left)  # (round reports, flushes and failures wake it)
+                session = cluster.session_of(request.session, ("running", "failed"))
             now = time.monotonic()
             if request.token is not None:
                 protocol.check_token(request.token, session.token, "progress")

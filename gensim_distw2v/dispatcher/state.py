@@ -87,7 +87,7 @@ class Cluster:
         self.members = {"worker": {}, "shard": {}}  # role -> name -> Member
         self.workers, self.shards = self.members["worker"], self.members["shard"]
         self.session = None
-        self.meter = meter.Meter("dispatcher")  # this process's own CPU, memory and traffic
+        self.meter = meter.Meter("dispatcher", calls=True)  # its own CPU (call by call), memory, traffic
         self.book = book.NodeBook()  # the workers' and shards' latest metrics (on their heartbeats)
         self.history = None  # the session's words, rate and loss over time (a book.History)
         self.uri = None  # once served (the status page shows it)

@@ -2,7 +2,10 @@
 method ``call(op, msg)``) and a caller's typed link to it (:class:`Link`), both over
 :mod:`gensim_distw2v.io.transport` (which alone touches Pyro4).
 """
+import time
+
 from gensim_distw2v.io import transport
+from gensim_distw2v.io.meter import CALLS
 from gensim_distw2v.protocol import calls
 
 __all__ = ["Endpoint", "Link", "endpoint", "link"]
@@ -10,14 +13,21 @@ __all__ = ["Endpoint", "Link", "endpoint", "link"]
 
 @transport.expose
 class Endpoint:
-    """What a daemon serves for a call table: one remote method, ``call(op, msg)``."""
+    """What a daemon serves for a call table: one remote method, ``call(op, msg)``; each call of
+    the table is counted in :data:`gensim_distw2v.io.meter.CALLS`."""
 
     def __init__(self, handlers):
         self._handle = handlers.handle
+        self._ops = frozenset(handlers.table.ops())
 
     def call(self, op, msg):
         """Run call ``op`` of the table with its request message ``msg``."""
-        return self._handle(op, msg)
+        began = time.thread_time()
+        try:
+            return self._handle(op, msg)
+        finally:
+            if isinstance(op, str) and op in self._ops:  # a peer's unknown op is refused, not counted
+                CALLS.add(op, time.thread_time() - began)
 
 
 def endpoint(table, obj):

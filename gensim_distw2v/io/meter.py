@@ -36,22 +36,28 @@ class Meter:
         ``worker``, ``shard`` or ``dispatcher``.
     threads : int, optional
         Trainer threads (workers).
+    calls : bool
+        Report the calls this process served (:data:`CALLS`) in its samples (the dispatcher's:
+        what its CPU went to, call by call).
     """
 
-    def __init__(self, role, threads=None):
+    def __init__(self, role, threads=None, calls=False):
         if role not in protocol.NODE_ROLES:
             raise ValueError(f"role must be one of {protocol.NODE_ROLES}, got {role!r}")
-        self.role, self.threads = role, threads
+        self.role, self.threads, self.calls = role, threads, calls
         self.lock = threading.Lock()
         self.session = None
         self._base = (time.monotonic(), 0.0, 0, 0)  # wall, CPU, bytes sent, bytes received
+        self._calls = {}  # CALLS at the mark
 
     def mark(self, session):
         """Count from now on, for ``session`` (an id, or None: outside sessions)."""
         sent, received = traffic()
+        served = CALLS.snapshot() if self.calls else {}
         with self.lock:
             self.session = session
             self._base = (time.monotonic(), time.process_time(), sent, received)
+            self._calls = served
 
     def sample(self, words=0, kernel_cpu=0.0, merge_cpu=0.0):
         """The node's :class:`gensim_distw2v.protocol.NodeMetrics` now.
@@ -66,14 +72,47 @@ class Meter:
         sent, received = traffic()
         with self.lock:
             wall, cpu, sent0, received0 = self._base
-            session = self.session
+            session, base = self.session, self._calls
+        served = None
+        if self.calls:
+            served = {op: [n - base.get(op, (0, 0.0))[0], max(0.0, seconds - base.get(op, (0, 0.0))[1])]
+                      for op, (n, seconds) in CALLS.snapshot().items() if n > base.get(op, (0, 0.0))[0]}
         total = max(0.0, time.process_time() - cpu)
         rss = rss_bytes()
         return protocol.NodeMetrics(
             role=self.role, session=session, seconds=max(0.0, time.monotonic() - wall), words=int(words),
             cpu=total, kernel_cpu=min(float(kernel_cpu), total), merge_cpu=min(float(merge_cpu), total),
             rss=rss, peak_rss=max(rss, peak_rss_bytes()), bytes_sent=max(0, sent - sent0),
-            bytes_received=max(0, received - received0), threads=self.threads)
+            bytes_received=max(0, received - received0), threads=self.threads, calls=served)
+
+
+class CallCounts:
+    """Calls this process served, per call of its table: how many, and the CPU seconds of the
+    serving thread in them (checking the request, the handler, building the reply; a long poll's
+    wait is not CPU). Pyro4's own work around a call (the socket, msgpack, its thread pool) is not
+    in it: it is the rest of the process's CPU. One per process (:data:`CALLS`), like the traffic
+    counter below (:data:`TRAFFIC`); :class:`gensim_distw2v.io.endpoints.Endpoint` counts."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts = {}  # op -> [calls, cpu seconds]
+
+    def add(self, op, cpu):
+        with self.lock:
+            entry = self.counts.get(op)
+            if entry is None:
+                self.counts[op] = [1, cpu]
+            else:
+                entry[0] += 1
+                entry[1] += cpu
+
+    def snapshot(self):
+        """``{op: (calls, cpu seconds)}`` since the process started."""
+        with self.lock:
+            return {op: (n, cpu) for op, (n, cpu) in self.counts.items()}
+
+
+CALLS = CallCounts()
 
 
 def model_bytes_limit(given=None):

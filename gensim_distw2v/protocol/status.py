@@ -3,6 +3,7 @@ import dataclasses
 import typing
 
 from gensim_distw2v.protocol.checkpoints import CheckpointState
+from gensim_distw2v.protocol.constants import LONG_POLL
 from gensim_distw2v.protocol.errors import Code, fault
 from gensim_distw2v.protocol.jobs import EpochCounts
 from gensim_distw2v.protocol.nodes import NodeMetrics
@@ -214,9 +215,23 @@ class StatusRequest(Record):
 @dataclasses.dataclass
 class ProgressRequest(Record):
     """``progress`` of session ``session``; with its ``token`` (its client's call) it counts as word
-    from the client; with ``nodes``, every node's metrics too."""
+    from the client; with ``nodes``, every node's metrics too. With ``epoch`` and ``wait`` it is a
+    long poll: the answer comes once that epoch is done (every job merged and flushed), the session
+    is no longer running, or ``wait`` seconds have passed (at most
+    :data:`~gensim_distw2v.protocol.constants.LONG_POLL`): a client waiting for an epoch's end
+    hears of it at once without asking many times a second."""
 
     WHAT: typing.ClassVar[str] = "progress request"
     session: str
     token: typing.Optional[str] = None
     nodes: bool = False
+    epoch: typing.Optional[int] = None
+    wait: float = 0.0
+
+    def check(self):
+        if isinstance(self.wait, bool) or not 0 <= self.wait <= LONG_POLL:
+            raise fault(Code.BAD_REQUEST, f"progress: wait must be a number of seconds in [0, {LONG_POLL:g}]")
+        if self.epoch is not None and self.epoch < 0:
+            raise fault(Code.BAD_REQUEST, f"progress: epoch must be >= 0, got {self.epoch}")
+        if self.wait and self.epoch is None:
+            raise fault(Code.BAD_REQUEST, "progress: a wait needs the epoch whose end it waits for")

@@ -103,6 +103,7 @@ class Shard(Member):
         self.uri = None
         self.lock = threading.Lock()
         self.held = None
+        self.told = None  # the session the dispatcher last said it runs (a heartbeat's news is what differs)
         self.stopped = threading.Event()
         self.ordered = (None, 0)  # the last checkpoint order taken: (session, sequence)
         self.dispatcher_uri = None
@@ -277,12 +278,16 @@ class Shard(Member):
         if held is not None:
             with self.lock:
                 poisoned = {str(rank): why for rank, why in held.poisoned.items() if rank not in held.told}
-        return protocol.Heartbeat(name=self.name, known=held.id if held else None, wait=self.heartbeat_every,
+        # known: the session held, else the one the dispatcher last told of (not None: a session it runs
+        # but this shard does not hold yet is no news to answer at once, again and again, until the
+        # client opens it here)
+        return protocol.Heartbeat(name=self.name, known=held.id if held else self.told, wait=self.heartbeat_every,
                                   poisoned=poisoned or None, metrics=self.metrics())
 
     def on_beat(self, link, request, beat):
         if request.poisoned:
             self._asking.told.update(int(rank) for rank in request.poisoned)
+        self.told = beat.session
         self._beat(beat, self._asked)
         if beat.checkpoint is not None:
             self._checkpoint(link, beat.session, beat.checkpoint)

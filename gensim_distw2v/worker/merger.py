@@ -19,7 +19,7 @@ __all__ = ["MergeRounds", "REPORT_EVERY"]
 # seconds between a worker's reports of routine merge rounds to the dispatcher (their jobs count as
 # trained from then on): a few calls a second per worker whatever the interval, so that the dispatcher is
 # off the per-round path; an epoch's flush (and every sync="bsp" round) is reported at once
-REPORT_EVERY = 0.25
+REPORT_EVERY = 0.5
 
 
 class MergeRounds:
