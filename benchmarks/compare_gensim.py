@@ -88,6 +88,18 @@ def rss_mb(pid=None):
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _summed_calls(each):
+    """Nodes' ``calls`` (``{op: [calls, CPU seconds]}``) summed over the nodes that have them (None: none has)."""
+    out = None
+    for calls in each:
+        for op, (n, cpu) in (calls or {}).items():
+            out = out or {}
+            total = out.setdefault(op, [0, 0.0])
+            total[0] += n
+            total[1] += cpu
+    return out
+
+
 def run_one(args, mode, k, seed, vocab_path, corpus_path):
     """One run in this fresh process; prints a JSON line."""
     import gensim.models
@@ -196,11 +208,13 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           stall_seconds=stats["stall_seconds"], shards=stats["shards"],
                           flush_cpu=stats.get("flush_cpu", {"workers": 0.0, "shards": 0.0}),
                           exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
-                          epochs=model.epochs,
+                          epochs=model.epochs, setup_cpu=stats.get("setup_cpu", 0.0),
                           # the dispatcher's calls, call by call: [calls, CPU seconds in them] (what its CPU
                           # went to: per job, or per second of each member)
                           dispatcher_calls=next((n.get("calls") for n in stats.get("nodes", {}).values()
-                                                 if n.get("role") == "dispatcher"), None))
+                                                 if n.get("role") == "dispatcher"), None),
+                          shard_calls=_summed_calls(n.get("calls") for n in stats.get("nodes", {}).values()
+                                                    if n.get("role") == "shard"))
     finally:
         if cluster is not None:
             cluster.close()

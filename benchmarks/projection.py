@@ -26,8 +26,8 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 """
 import math
 
-__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split", "costs_at",
-           "at_corpus", "limits", "project", "this_machine"]
+__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "SESSION_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split",
+           "dispatcher_limit", "costs_at", "at_corpus", "limits", "project", "this_machine"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
 LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
@@ -39,6 +39,12 @@ COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatc
 #: heartbeat a second, round reports batched every 0.25 s, the client's progress polls); its other
 #: calls come per job, per epoch or per session: they grow with the words
 PER_SECOND_CALLS = ("heartbeat", "shard_beat", "round_done", "progress", "status")
+#: a shard's calls that come once or a few times a session: the weights' upload and downloads
+SESSION_CALLS = ("open_session", "upload", "start", "download", "close", "status")
+#: the dispatcher's calls that come once a session (or once a worker and session): its set-up, the
+#: workers' joining and their checks of the corpus file, the static arrays' transfers, the end
+DISPATCHER_SESSION_CALLS = ("open_session", "upload", "start", "join", "file_check", "download", "close", "hello",
+                            "shard_hello", "open_file_epoch", "end_epoch")
 #: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
 #: rounds per word): held at the nearest measured K, never fitted
 HELD = ("kernel_us", "client_us", "rounds_per_word")
@@ -101,7 +107,9 @@ def dispatcher_split(calls, cpu, words, members, seconds):
     Returns
     -------
     dict
-        ``dispatcher_word_us`` (µs per word), ``dispatcher_member_cpu`` (CPU seconds per member and
+        ``dispatcher_word_us`` (µs per word: its jobs), ``dispatcher_session_us`` (µs per word of
+        the calls of :data:`DISPATCHER_SESSION_CALLS`, a cost per session or epoch that a longer
+        corpus spreads thinner: :func:`at_corpus`), ``dispatcher_member_cpu`` (CPU seconds per member and
         second), ``dispatcher_calls_per_member_s`` and ``dispatcher_overhead_us_per_call`` (CPU
         beyond the handlers, spread evenly over all calls: Pyro4's per-call work, the dispatcher's
         own threads).
@@ -111,8 +119,11 @@ def dispatcher_split(calls, cpu, words, members, seconds):
     overhead = max(0.0, cpu - handled) / n_all
     n_sec = sum(calls[op][0] for op in PER_SECOND_CALLS if op in calls)
     cpu_sec = sum(calls[op][1] for op in PER_SECOND_CALLS if op in calls) + overhead * n_sec
+    once = [op for op in DISPATCHER_SESSION_CALLS if op in calls and op not in PER_SECOND_CALLS]
+    cpu_once = sum(calls[op][1] + overhead * calls[op][0] for op in once)
     member_seconds = max(1e-9, members * seconds)
-    return {"dispatcher_word_us": max(0.0, cpu - cpu_sec) * 1e6 / max(1, words),
+    return {"dispatcher_word_us": max(0.0, cpu - cpu_sec - cpu_once) * 1e6 / max(1, words),
+            "dispatcher_session_us": cpu_once * 1e6 / max(1, words),
             "dispatcher_member_cpu": cpu_sec / member_seconds,
             "dispatcher_calls_per_member_s": n_sec / member_seconds,
             "dispatcher_overhead_us_per_call": overhead * 1e6}
@@ -178,9 +189,11 @@ def costs_at(runs, k, method="fit"):
 def at_corpus(run, epoch_words):
     """A measured run's per-word costs as they would be on a corpus of ``epoch_words`` raw words per
     epoch: an epoch's flush (every row, float32, once per epoch and worker) costs the same whatever
-    the corpus, so its share per word shrinks as the epoch grows; everything else (the routine
-    rounds, per interval) stays per word. Runs without the flush split (older JSONs) are returned as
-    they are, labelled so.
+    the corpus, so its share per word shrinks as the epoch grows, and so do the workers' joining
+    (``worker_setup_us``, per session; added to ``worker_other_us``, which excludes it) and the
+    shards' serving of the session's transfers (``shard_setup_us``, part of ``shard_us``); everything
+    else (the routine rounds, per interval) stays per word. Runs without the flush split (older
+    JSONs) keep their flushes, labelled so.
 
     Returns
     -------
@@ -188,13 +201,19 @@ def at_corpus(run, epoch_words):
         The costs, and how they were had (``"flushes scaled to 1e+09 words an epoch (x0.0119)"``).
     """
     needed = ("worker_flush_us", "shard_flush_us", "flush_bytes_per_word", "epoch_words_per_worker")
-    if not epoch_words or not all(key in run for key in needed):
-        return dict(run), "flushes as measured"
-    measured = run["epoch_words_per_worker"] * run["K"]
-    ratio = min(1.0, measured / float(epoch_words))
     out = dict(run)
+    scaled = bool(epoch_words) and all(key in run for key in needed)
+    ratio = min(1.0, run["epoch_words_per_worker"] * run["K"] / float(epoch_words)) if scaled else 1.0
+    # the workers' joining (per session, measured apart since 2026-11-27): what is left of it per
+    # word, counted with the rest of their Python (GIL-held)
+    if "worker_other_us" in run:
+        out["worker_other_us"] = run["worker_other_us"] + run.get("worker_setup_us", 0.0) * ratio
+    if "dispatcher_word_us" in run:  # the dispatcher's per-session calls, likewise
+        out["dispatcher_word_us"] = run["dispatcher_word_us"] + run.get("dispatcher_session_us", 0.0) * ratio
+    if not scaled:
+        return out, "flushes as measured"
     out["worker_merge_us"] = run["worker_merge_us"] - run["worker_flush_us"] * (1 - ratio)
-    out["shard_us"] = run["shard_us"] - run["shard_flush_us"] * (1 - ratio)
+    out["shard_us"] = run["shard_us"] - (run["shard_flush_us"] + run.get("shard_setup_us", 0.0)) * (1 - ratio)
     # the flush's bytes: half up, half down (every row each way)
     for way in ("bytes_up_per_word", "bytes_down_per_word"):
         out[way] = max(0.0, run[way] - run["flush_bytes_per_word"] / 2 * (1 - ratio))
@@ -288,7 +307,8 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
             out["worker link"] = _rate(k * link, max(up, down))
             out["shard link"] = _rate(shards * link, max(up, down))
     if machine_cores is not None:  # one host: every role's CPU on its cores
-        cpu = kernel + merge + job_py + costs["shard_us"] + costs["dispatcher_us"] + costs["client_us"]
+        cpu = kernel + merge + job_py + costs["shard_us"] + costs["dispatcher_us"] + costs["client_us"] \
+            + costs.get("worker_setup_us", 0.0)  # (the workers' joining: on this host's cores too)
         out["core budget"] = _rate(machine_cores * 1e6, cpu)
     else:  # a node: its trainers, merger, other worker threads and (P = K) its shard, on its cores
         cpu = kernel + merge + job_py + (costs["shard_us"] if shards == k else 0.0)

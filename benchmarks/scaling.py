@@ -72,12 +72,21 @@ def costs(row, k, threads=1, corpus_file=False):
                worker_routine_us=(row["merge_cpu"]["workers"] - flush["workers"]) * us,
                shard_routine_us=(row["merge_cpu"]["shards"] - flush["shards"]) * us,
                epoch_words_per_worker=raw / max(1, row.get("epochs", 1)) / max(1, k))
+    # the shards' serving of the session's transfers (the weights' upload, the workers' downloads at join and
+    # the client's at the end): per session, like the workers' joining (the handlers' CPU; Pyro4's around them
+    # stays in shard_us)
+    out["shard_setup_us"] = sum(cpu for op, (_, cpu) in (row.get("shard_calls") or {}).items()
+                                if op in projection.SESSION_CALLS) * us
     if row.get("dispatcher_calls"):  # what of the dispatcher's CPU grows with the words, what with time
         members = k + len(row.get("shards") or {}) + 1
         out.update(projection.dispatcher_split(row["dispatcher_calls"], cpu.get("dispatcher", 0.0), raw, members,
                                                row["seconds"]))
-    if "worker" in cpu:  # the worker processes' CPU outside kernels and merge rounds
-        out["worker_other_us"] = max(0.0, cpu["worker"] * us - out["kernel_us"] - out["worker_merge_us"])
+    # the workers' CPU joining the session (join, weights' download, replica): per session and worker, so
+    # spread over a longer corpus like the flushes (projection.at_corpus)
+    out["worker_setup_us"] = row.get("setup_cpu", 0.0) * us
+    if "worker" in cpu:  # the worker processes' CPU outside kernels, merge rounds and joining
+        out["worker_other_us"] = max(0.0, cpu["worker"] * us - out["kernel_us"] - out["worker_merge_us"]
+                                     - out["worker_setup_us"])
     return out
 
 
@@ -314,10 +323,15 @@ def summarise(args, ks, rows, dist_mode, shards_at):
     for run in runs:
         if "dispatcher_word_us" in run:
             print(f"K={run['K']}: the dispatcher's {run['dispatcher_us']:.3f} us a word: {run['dispatcher_word_us']:.4f} "
-                  f"us with the words (jobs, epochs, set-up), the rest per member and second: "
+                  f"us with the words (jobs), {run.get('dispatcher_session_us', 0.0):.4f} us per session (set-up, "
+                  f"joining, transfers, epochs), the rest per member and second: "
                   f"{1e3 * run['dispatcher_member_cpu']:.3f} ms of CPU a second each "
                   f"({run['dispatcher_calls_per_member_s']:.2f} calls/s, "
                   f"{run['dispatcher_overhead_us_per_call']:.0f} us a call beyond its handler)")
+        if run.get("worker_setup_us") or run.get("shard_setup_us"):
+            print(f"K={run['K']}: per session (spread over a longer corpus by --project-corpus-words): the workers' "
+                  f"joining {run['worker_setup_us']:.3f} us a word (not in 'w other'), the shards' serving of the "
+                  f"session's transfers {run.get('shard_setup_us', 0.0):.3f} us (in 'shard us')")
         if "worker_flush_us" in run:
             print(f"K={run['K']}: of the merge CPU per word, routine rounds (per interval) worker "
                   f"{run['worker_routine_us']:.3f} us, shards {run['shard_routine_us']:.3f} us; epoch flushes (per epoch "

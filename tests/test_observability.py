@@ -117,7 +117,7 @@ def test_progress_lines_carry_every_node(run):
 
 
 @pytest.mark.cluster
-def test_the_dispatcher_counts_its_calls_and_no_member_polls_it_in_a_loop(run):
+def test_the_dispatcher_counts_its_calls_and_no_member_polls_it_in_a_loop(run):  # and the joining's CPU
     """The dispatcher's calls, call by call (what its CPU went to), and their rates: a heartbeat
     about once a second from each worker and shard (a shard not yet holding the session used to be
     answered at once, over and over, until the client opened it there)."""
@@ -127,6 +127,8 @@ def test_the_dispatcher_counts_its_calls_and_no_member_polls_it_in_a_loop(run):
     assert {"heartbeat", "shard_beat", "get_jobs", "round_done", "progress", "put_jobs"} <= set(calls)
     assert all(n >= 1 and 0 <= cpu <= dispatcher["cpu"] for n, cpu in calls.values())
     assert sum(cpu for _, cpu in calls.values()) <= dispatcher["cpu"]
+    # the workers' joining (join, downloads, replica: per session) is counted apart from their merges
+    assert 0 < stats["setup_cpu"] and all(0 < w["setup_cpu"] for w in stats["workers"].values())
     for op, members in (("heartbeat", len(stats["workers"])), ("shard_beat", len(stats["shards"]))):
         # one a second each, and a few more for the session's news (opened, running, closed)
         assert calls[op][0] <= members * (seconds + 6), (op, calls[op][0], seconds)

@@ -94,6 +94,15 @@ def test_the_dispatchers_cpu_splits_into_per_word_and_per_member_second():
     assert split["dispatcher_member_cpu"] == pytest.approx(per_second / 190)
     assert split["dispatcher_word_us"] == pytest.approx((2.0 - per_second) * 1e6 / 1e7)
     assert split["dispatcher_calls_per_member_s"] == pytest.approx(550 / 190)
+    assert split["dispatcher_session_us"] == 0.0
+    # the session's calls (set-up, joining, transfers) are apart: a longer corpus spreads them thinner
+    once = dict(calls, join=[8, 0.008], open_session=[1, 0.002])
+    split2 = projection.dispatcher_split(once, 2.0, words=10_000_000, members=19, seconds=10.0)
+    overhead2 = (2.0 - 0.565) / 1559
+    assert split2["dispatcher_session_us"] == pytest.approx((0.01 + 9 * overhead2) * 1e6 / 1e7)
+    run = dict(CHEAP, K=8, worker_other_us=0.0, **split2)
+    assert projection.at_corpus(run, None)[0]["dispatcher_word_us"] == pytest.approx(
+        split2["dispatcher_word_us"] + split2["dispatcher_session_us"])
     # the limit: what the members' per-second calls leave of one core, over the per-word CPU
     costs = dict(CHEAP, dispatcher_us=0.2, **split)
     p = projection.project(costs, 1e6, 8, 16, 10.0)
@@ -232,3 +241,20 @@ def test_at_corpus_spreads_the_epoch_flushes_over_a_longer_epoch_and_keeps_the_r
     assert big["kernel_us"] == 1.9 and "1.2e+09" in how
     old = {key: value for key, value in run.items() if key != "worker_flush_us"}  # an older run: as measured
     assert projection.at_corpus(old, 1.2e9) == (old, "flushes as measured")
+
+
+def test_the_workers_joining_is_per_session_and_spread_like_the_flushes():
+    run = {"K": 8, "worker_merge_us": 0.33, "worker_flush_us": 0.19, "shard_us": 0.45, "shard_flush_us": 0.09,
+           "bytes_up_per_word": 27.8, "bytes_down_per_word": 29.7, "flush_bytes_per_word": 46.0,
+           "epoch_words_per_worker": 1.5e6, "kernel_us": 1.9, "worker_other_us": 0.01, "worker_setup_us": 0.3}
+    same, _ = projection.at_corpus(run, None)  # as measured: the joining is back in the workers' Python
+    assert same["worker_other_us"] == pytest.approx(0.31)
+    big, _ = projection.at_corpus(run, 1.2e9)  # a hundredth of it per word on a hundred times the words
+    assert big["worker_other_us"] == pytest.approx(0.01 + 0.003)
+    # and the shards' serving of the session's transfers likewise
+    served, _ = projection.at_corpus(dict(run, shard_setup_us=0.2), 1.2e9)
+    assert served["shard_us"] == pytest.approx(0.45 - (0.09 + 0.2) * 0.99)
+    # on the host it was measured on, its CPU counts in the core budget
+    machine = projection.this_machine(dict(CHEAP, **run, shards=1, raw_wps=1.0))
+    base = projection.this_machine(dict(CHEAP, **dict(run, worker_setup_us=0.0), shards=1, raw_wps=1.0))
+    assert machine["limits"]["core budget"] < base["limits"]["core budget"]

@@ -154,3 +154,23 @@ def test_a_round_report_refuses_a_count_of_rounds_below_one():
     msg["rounds"] = 0
     with pytest.raises(ValueError, match="rounds"):
         protocol.RoundReport.from_wire(msg)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("threads", [1, 2, 16])
+def test_a_worker_queues_a_few_long_ranges_and_many_short_jobs(threads):
+    """Jobs of ``batch_words`` are queued four per trainer thread; a corpus file's long ranges (a
+    long merge interval's) one per thread and one more, so that 16 workers of 2 threads do not
+    take all 64 ranges of an epoch at the start while 8 others wait with none."""
+    import types
+
+    def stand(range_words, size=68_000_000, total_words=12_000_000):
+        spec = None if range_words is None else protocol.CorpusFileSpec(
+            path="/c.txt", size=size, digest="0" * 32, total_words=total_words,
+            range_bytes=round(range_words * size / total_words), start_alpha=0.025, end_alpha=0.0001)
+        return types.SimpleNamespace(worker=types.SimpleNamespace(threads=threads), file=spec)
+
+    assert _Training._prefetch(stand(None)) == 4 * threads  # iterable jobs
+    assert _Training._prefetch(stand(10_000)) == 4 * threads  # a file cut into ranges of batch_words
+    assert _Training._prefetch(stand(185_185)) == threads + 1
+    assert _Training._prefetch(stand(185_185, size=0)) == 4 * threads  # an empty file: nothing to cut

@@ -118,6 +118,7 @@ class Reports:
                       "flush_cpu": {"workers": final.total("flush_cpu"),
                                     "shards": sum(s["exact_cpu"] for s in shards.values())},
                       "stall_seconds": final.total("stall_seconds"),
+                      "setup_cpu": final.total("setup_cpu"),  # the workers' joining: per session
                       "shards": shards,
                       "kernel_cpu": final.total("kernel_cpu"),
                       "workers": {name: w.to_wire() for name, w in final.workers.items()},

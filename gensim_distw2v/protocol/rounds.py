@@ -186,6 +186,7 @@ class RoundReport(Record):
     node: typing.Optional["NodeMetrics"] = None  # an epoch flush's: the worker's metrics as the epoch ends on it
     rounds: int = 1  # the merge rounds this report covers (routine rounds are reported in batches)
     flush_cpu: float = 0.0  # of merge_cpu, the epoch flushes' (a total so far): per epoch, not per interval
+    setup_cpu: float = 0.0  # the worker's process CPU joining the session (join, downloads): per session
 
     def check(self):
         if self.flush < -1:
@@ -196,7 +197,7 @@ class RoundReport(Record):
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
         _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down",
-                       "flush_cpu")
+                       "flush_cpu", "setup_cpu")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
                     or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):

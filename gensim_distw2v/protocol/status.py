@@ -18,7 +18,8 @@ _CODES = frozenset(code.value for code in Code)
 class WorkerCounts(Record):
     """One worker's totals in a session: raw words trained, merge rounds, bytes to and from the
     shards (of them, ``exact_*`` in float32 epoch flushes), wall seconds in merge rounds and
-    their CPU, its trainer threads' CPU in jobs, and seconds its trainers waited for a round."""
+    their CPU, its trainer threads' CPU in jobs, seconds its trainers waited for a round, and its
+    process's CPU joining the session (``setup_cpu``: join, downloads, its replica)."""
 
     WHAT: typing.ClassVar[str] = "worker counters"
     words: int = 0
@@ -32,6 +33,7 @@ class WorkerCounts(Record):
     flush_cpu: float = 0.0
     kernel_cpu: float = 0.0
     stall_seconds: float = 0.0
+    setup_cpu: float = 0.0
 
     def check(self):
         _non_negative(self, *self.names())
@@ -46,7 +48,7 @@ class WorkerCounts(Record):
         if report.exact:
             self.exact_bytes_up += report.bytes_up
             self.exact_bytes_down += report.bytes_down
-        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu"):
+        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu"):
             setattr(self, name, max(getattr(self, name), getattr(report, name)))
 
 

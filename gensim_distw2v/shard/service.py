@@ -98,7 +98,7 @@ class Shard(Member):
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.heartbeat_every = heartbeat
-        self.meter = meter.Meter("shard")
+        self.meter = meter.Meter("shard", calls=True)  # its calls too: merges apart from serving downloads
         self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.lock = threading.Lock()

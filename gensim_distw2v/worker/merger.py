@@ -116,7 +116,7 @@ class MergeRounds:
         report = protocol.RoundReport(
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
-            flush_cpu=self.flush_cpu,
+            flush_cpu=self.flush_cpu, setup_cpu=self.setup_cpu,
             kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
@@ -136,7 +136,7 @@ class MergeRounds:
             pending.bytes_up += report.bytes_up
             pending.bytes_down += report.bytes_down
             pending.rounds += report.rounds
-            for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "turn"):
+            for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu", "turn"):
                 setattr(pending, name, getattr(report, name))
         elif report is not None and not now:
             self.pending = report

@@ -16,7 +16,7 @@ import numpy as np
 from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import tables
-from gensim_distw2v.core.kernel import JobTrainer
+from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.io.corpusfile import RangeReader, check_file, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import Replica
@@ -58,6 +58,8 @@ class _Training(MergeRounds):
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
         self.flush_cpu = 0.0  # of merge_cpu, the epoch flushes'
+        self.setup_cpu = 0.0  # process CPU from the session's start here to its training: join, downloads, replica
+        self._began_cpu = time.process_time()
         self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
         self.error = None
@@ -67,6 +69,7 @@ class _Training(MergeRounds):
 
     def run(self):
         self.worker.meter.mark(self.sid)
+        self._began_cpu = time.process_time()
         joined = self.proxy.call("join", name=self.worker.name, session=self.sid)
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
@@ -124,6 +127,7 @@ class _Training(MergeRounds):
         threads = [threading.Thread(target=self._train, args=(t, self._rng(config, t)), daemon=True,
                                     name=f"trainer-{t}") for t in range(self.worker.threads)]
         threads.append(threading.Thread(target=self._merge_loop, daemon=True, name="merger"))
+        self.setup_cpu = time.process_time() - self._began_cpu  # a cost per session and worker, not per word
         for thread in threads:
             thread.start()
         try:
@@ -317,7 +321,7 @@ class _Training(MergeRounds):
         than one per job). With none to be had, the call is a long poll (:data:`FETCH_WAIT`): the
         dispatcher answers once jobs come, or at once with an epoch drained that this worker has not
         been told of (so it flushes without delay), never a call per few milliseconds."""
-        prefetch, told = 4 * self.worker.threads, -1  # told: the last drained epoch the dispatcher told of
+        prefetch, told = self._prefetch(), -1  # told: the last drained epoch the dispatcher told of
         while not self.stop.is_set():
             self.worker.check_alive(self)
             if self.error is not None:
@@ -344,6 +348,17 @@ class _Training(MergeRounds):
                 told = max(told, reply.drained)
         if self.error is not None:
             raise self.error
+
+    def _prefetch(self):
+        """Jobs to keep queued: four per trainer thread (jobs of ``batch_words``), but of a corpus
+        file's ranges longer than that (a long merge interval's ranges) one per thread and one more,
+        so that the ranges are shared among the workers as they go, not dealt out at the start."""
+        threads = self.worker.threads
+        if self.file is not None and self.file.size:
+            range_words = self.file.range_bytes * self.file.total_words / self.file.size
+            if range_words > 2 * MAX_WORDS_IN_JOB:
+                return threads + 1
+        return 4 * threads
 
     def _merge_loop(self):
         """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush
