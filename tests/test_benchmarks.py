@@ -136,6 +136,16 @@ def test_round_cost_reports_each_roles_cpu_per_round():
 
 
 @pytest.mark.system
+def test_transport_cost_reports_each_size_plain_and_keyed():
+    out = run("transport_cost.py", "--sizes", "1000,200000", "--calls", "3", "--repeats", "1", "--json")
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert [(r["bytes"], r["hmac"]) for r in rows] == [(1000, False), (200000, False), (1000, True), (200000, True)]
+    for r in rows:  # (the server's CPU is read in clock ticks: a short run may show none)
+        assert r["wall_us"] > 0 and r["client_us"] >= 0 and r["server_us"] >= 0
+    assert "keyed   200,000 B each way" in out
+
+
+@pytest.mark.system
 def test_compare_anchors_runs_the_cluster_and_gensim_and_skips_what_is_missing(tmp_path):
     """Spark and fastText made unavailable (no Java and no fastText binary where they are looked
     for; CI installs neither): each is skipped with its reason, the cluster and gensim run."""
