@@ -214,7 +214,10 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           dispatcher_calls=next((n.get("calls") for n in stats.get("nodes", {}).values()
                                                  if n.get("role") == "dispatcher"), None),
                           shard_calls=_summed_calls(n.get("calls") for n in stats.get("nodes", {}).values()
-                                                    if n.get("role") == "shard"))
+                                                    if n.get("role") == "shard"),
+                          # every byte the shards moved (headers, uploads, downloads, merges, heartbeats)
+                          shard_traffic=sum(n.get("bytes_sent", 0) + n.get("bytes_received", 0)
+                                            for n in stats.get("nodes", {}).values() if n.get("role") == "shard"))
     finally:
         if cluster is not None:
             cluster.close()

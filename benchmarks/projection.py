@@ -186,12 +186,14 @@ def costs_at(runs, k, method="fit"):
     return out, label
 
 
-def at_corpus(run, epoch_words):
+def at_corpus(run, epoch_words, transport_ns_per_byte=None):
     """A measured run's per-word costs as they would be on a corpus of ``epoch_words`` raw words per
     epoch: an epoch's flush (every row, float32, once per epoch and worker) costs the same whatever
     the corpus, so its share per word shrinks as the epoch grows, and so do the workers' joining
     (``worker_setup_us``, per session; added to ``worker_other_us``, which excludes it) and the
-    shards' serving of the session's transfers (``shard_setup_us``, part of ``shard_us``); everything
+    shards' serving of the session's transfers (``shard_setup_us``, part of ``shard_us``), and with
+    ``transport_ns_per_byte`` (the shards' transport CPU per byte moved, ``transport_cost.py``) the
+    transport of the flushes' bytes and of the session's (``shard_session_bytes_per_word``); everything
     else (the routine rounds, per interval) stays per word. Runs without the flush split (older
     JSONs) keep their flushes, labelled so.
 
@@ -214,10 +216,15 @@ def at_corpus(run, epoch_words):
         return out, "flushes as measured"
     out["worker_merge_us"] = run["worker_merge_us"] - run["worker_flush_us"] * (1 - ratio)
     out["shard_us"] = run["shard_us"] - (run["shard_flush_us"] + run.get("shard_setup_us", 0.0)) * (1 - ratio)
+    if transport_ns_per_byte:  # and their bytes' transport (the handlers' CPU above excludes it)
+        moved = run["flush_bytes_per_word"] + run.get("shard_session_bytes_per_word", 0.0)
+        out["shard_us"] -= moved * transport_ns_per_byte * 1e-3 * (1 - ratio)
     # the flush's bytes: half up, half down (every row each way)
     for way in ("bytes_up_per_word", "bytes_down_per_word"):
         out[way] = max(0.0, run[way] - run["flush_bytes_per_word"] / 2 * (1 - ratio))
-    return out, f"flushes scaled to {epoch_words:.3g} words an epoch (x{ratio:.3g})"
+    how = f"flushes scaled to {epoch_words:.3g} words an epoch (x{ratio:.3g})"
+    return out, how + (f", with the shards' transport at {transport_ns_per_byte:g} ns a byte" if transport_ns_per_byte
+                       else "")
 
 
 def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads, gil_share, shard_gil_share,

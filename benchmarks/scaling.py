@@ -77,6 +77,9 @@ def costs(row, k, threads=1, corpus_file=False):
     # stays in shard_us)
     out["shard_setup_us"] = sum(cpu for op, (_, cpu) in (row.get("shard_calls") or {}).items()
                                 if op in projection.SESSION_CALLS) * us
+    if row.get("shard_traffic"):  # the shards' bytes beyond the workers' merges: the session's transfers, mostly
+        out["shard_session_bytes_per_word"] = max(0, row["shard_traffic"] - row["bytes_up"] - row["bytes_down"]) \
+            / max(1, raw)
     if row.get("dispatcher_calls"):  # what of the dispatcher's CPU grows with the words, what with time
         members = k + len(row.get("shards") or {}) + 1
         out.update(projection.dispatcher_split(row["dispatcher_calls"], cpu.get("dispatcher", 0.0), raw, members,
@@ -137,7 +140,7 @@ def print_projection(runs, gensim_cf_wps, args):
     print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'round ms':>9}{'intvl ms':>9}"
           + "".join(f"{name[:11]:>12}" for name in SHOWN) + "  bottleneck; costs")
     out = []
-    scaled = [projection.at_corpus(run, args.project_corpus_words) for run in runs]
+    scaled = [projection.at_corpus(run, args.project_corpus_words, args.transport_ns_per_byte) for run in runs]
     if args.project_corpus_words:
         print("epoch flushes: " + "; ".join(f"K={run['K']} {how}" for run, (_, how) in zip(runs, scaled)))
     runs = [costs for costs, _ in scaled]
@@ -227,6 +230,10 @@ def parse_args(argv=None):
                         help="raw words per epoch of the projected corpus (e.g. 1e9 with --sync-words 185185): the "
                              "epoch flushes' costs, per epoch and worker, are spread over its words (default: as "
                              "measured, which a short corpus overstates)")
+    parser.add_argument("--transport-ns-per-byte", type=float, default=1.5,
+                        help="the shards' transport CPU per byte moved (default 1.5 ns: benchmarks/transport_cost.py "
+                             "with HMAC, 2026-11-27): with --project-corpus-words, the transport of the epoch flushes "
+                             "and of the session's transfers is spread like their handlers' CPU (0: not)")
     parser.add_argument("--check", nargs="+", metavar="JSON",
                         help="run nothing: the model of this machine against the runs of these scaling JSONs")
     parser.add_argument("--corpus-file", action="store_true",

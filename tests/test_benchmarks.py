@@ -78,6 +78,11 @@ def test_scaling_reports_per_word_costs_and_a_projection():
             assert run_[key] > 0, (key, run_)
         assert set(run_["quality_delta"]) == {"analogy", "ws353", "simlex"} and run_["sg"] == 0
         assert run_["shards"] == 2 and run_["shard_rss_mb"] > 0 and 0 <= run_["stall_share"] < 1
+        # per-session costs apart (the workers' joining, the shards' transfers) and the dispatcher's split
+        assert run_["worker_setup_us"] > 0 and run_["shard_setup_us"] > 0 and run_["shard_session_bytes_per_word"] > 0
+        assert run_["dispatcher_word_us"] >= 0 and run_["dispatcher_member_cpu"] >= 0
+        assert run_["dispatcher_session_us"] > 0
+    assert "with the shards' transport at 1.5 ns a byte" in out
     # down: the others' changes; a worker that joins late on this 60 k-word corpus may find the work done
     assert any(run_["bytes_down_per_word"] > 0 for run_ in result["runs"])
     assert [(p["K"], p["link_gbit"]) for p in result["projection"]] == [(2, 1), (2, 10), (8, 1), (8, 10)]

@@ -254,6 +254,10 @@ def test_the_workers_joining_is_per_session_and_spread_like_the_flushes():
     # and the shards' serving of the session's transfers likewise
     served, _ = projection.at_corpus(dict(run, shard_setup_us=0.2), 1.2e9)
     assert served["shard_us"] == pytest.approx(0.45 - (0.09 + 0.2) * 0.99)
+    # and, given the transport's CPU per byte, the transport of the flushes' and the session's bytes
+    moved, how = projection.at_corpus(dict(run, shard_setup_us=0.2, shard_session_bytes_per_word=24.0), 1.2e9, 1.5)
+    assert moved["shard_us"] == pytest.approx(0.45 - (0.09 + 0.2 + (46.0 + 24.0) * 1.5e-3) * 0.99)
+    assert "1.5 ns a byte" in how
     # on the host it was measured on, its CPU counts in the core budget
     machine = projection.this_machine(dict(CHEAP, **run, shards=1, raw_wps=1.0))
     base = projection.this_machine(dict(CHEAP, **dict(run, worker_setup_us=0.0), shards=1, raw_wps=1.0))
