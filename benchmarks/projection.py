@@ -19,8 +19,9 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 ``bytes_up_per_word``, ``bytes_down_per_word``  a worker's merge traffic per word it trains
 ``rounds_per_word``     merge rounds per word (``1 / rounds_per_word`` is the interval a round
                         really carried, flushes and rounds for want of jobs included)
-``dispatcher_word_us``  of ``dispatcher_us``, the part that grows with the words (jobs, epochs,
-                        the session's set-up: :func:`dispatcher_split`); optional
+``dispatcher_word_us``  of ``dispatcher_us``, the part that grows with the words (its jobs:
+                        :func:`dispatcher_split`; ``dispatcher_session_us``, its set-up, joining
+                        and transfers, is spread over the corpus by :func:`at_corpus`); optional
 ``dispatcher_member_cpu`` the rest, per member and second (heartbeats, batched round reports, the
                         client's progress polls): CPU seconds per second of each member; optional
 """
@@ -36,7 +37,7 @@ LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads
 COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us",
          "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word", "dispatcher_word_us", "dispatcher_member_cpu")
 #: the dispatcher's calls that come a few times a second from each member whatever its speed (a
-#: heartbeat a second, round reports batched every 0.25 s, the client's progress polls); its other
+#: heartbeat a second, round reports batched every 0.5 s, the client's progress polls); its other
 #: calls come per job, per epoch or per session: they grow with the words
 PER_SECOND_CALLS = ("heartbeat", "shard_beat", "round_done", "progress", "status")
 #: a shard's calls that come once or a few times a session: the weights' upload and downloads

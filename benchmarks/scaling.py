@@ -329,8 +329,8 @@ def summarise(args, ks, rows, dist_mode, shards_at):
               f"{100 * qd['analogy']:>+9.2f}{qd['ws353']:>+8.4f}{qd['simlex']:>+8.4f}")
     for run in runs:
         if "dispatcher_word_us" in run:
-            print(f"K={run['K']}: the dispatcher's {run['dispatcher_us']:.3f} us a word: {run['dispatcher_word_us']:.4f} "
-                  f"us with the words (jobs), {run.get('dispatcher_session_us', 0.0):.4f} us per session (set-up, "
+            print(f"K={run['K']}: the dispatcher's {run['dispatcher_us']:.3f} us a word: "
+                  f"{run['dispatcher_word_us']:.4f} us with the words (jobs), {run.get('dispatcher_session_us', 0.0):.4f} us per session (set-up, "
                   f"joining, transfers, epochs), the rest per member and second: "
                   f"{1e3 * run['dispatcher_member_cpu']:.3f} ms of CPU a second each "
                   f"({run['dispatcher_calls_per_member_s']:.2f} calls/s, "

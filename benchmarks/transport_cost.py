@@ -113,8 +113,8 @@ def measure(args, keyed, workdir):
                 server0, client0, wall0 = _cpu(procs[-1].pid), time.process_time(), time.perf_counter()
                 for _ in range(args.calls):
                     link.call("echo", payload=payload, size=size)
-                blocks.append(((_cpu(procs[-1].pid) - server0) / args.calls, (time.process_time() - client0) / args.calls,
-                               (time.perf_counter() - wall0) / args.calls))
+                server, client = _cpu(procs[-1].pid) - server0, time.process_time() - client0
+                blocks.append((server / args.calls, client / args.calls, (time.perf_counter() - wall0) / args.calls))
             server, client, wall = (statistics.median(b[i] for b in blocks) for i in range(3))
             row = {"bytes": size, "hmac": keyed, "server_us": server * 1e6, "client_us": client * 1e6,
                    "wall_us": wall * 1e6, "server_ns_per_byte": server * 1e9 / (2 * size)}

@@ -59,7 +59,6 @@ class _Training(MergeRounds):
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
         self.flush_cpu = 0.0  # of merge_cpu, the epoch flushes'
         self.setup_cpu = 0.0  # process CPU from the session's start here to its training: join, downloads, replica
-        self._began_cpu = time.process_time()
         self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
         self.error = None
@@ -69,7 +68,7 @@ class _Training(MergeRounds):
 
     def run(self):
         self.worker.meter.mark(self.sid)
-        self._began_cpu = time.process_time()
+        self._began_cpu = time.process_time()  # (setup_cpu: until the trainers start, in _run)
         joined = self.proxy.call("join", name=self.worker.name, session=self.sid)
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
