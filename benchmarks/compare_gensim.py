@@ -2,10 +2,14 @@
 
 For each K in --workers and each seed it trains the same corpus with the same hyper-parameters:
 
-* ``gensim``: ``gensim.models.Word2Vec(workers=K)`` over sentences held in memory;
+* ``gensim``: ``gensim.models.Word2Vec(workers=K)`` over the corpus as ``--sentences`` gives it: a
+  ``LineSentence`` of the file (``lines``, the default: what gensim users pass, reading and splitting
+  counted) or the sentences held in memory (``list``);
 * ``gensim_cf``: gensim's ``corpus_file`` mode, ``workers=K``;
 * ``dist``: ``gensim_distw2v.Word2Vec(distributed=True)`` on a LocalCluster of K workers x
-  ``--threads-per-worker`` threads (default 1) and ``--shards`` parameter shards (the client streams the same in-memory sentences);
+  ``--threads-per-worker`` threads (default 1) and ``--shards`` parameter shards, given the same
+  corpus (a ``LineSentence`` the workers read themselves, ``workers_read``; ``--no-workers-read``:
+  streamed through the client, as a list is);
 * ``dist_cf``: the same cluster in ``corpus_file`` mode (every worker reads its byte ranges of the
   file itself).
 
@@ -51,6 +55,11 @@ def parse_args(argv=None):
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
     parser.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
+    parser.add_argument("--sentences", default="lines", choices=("lines", "list"),
+                        help="what gensim and dist train from: a LineSentence of the file (default) or its sentences "
+                             "in a list in memory (reading and splitting not counted)")
+    parser.add_argument("--no-workers-read", action="store_true",
+                        help="dist: the client streams a LineSentence itself (workers_read=False)")
     parser.add_argument("--shards", type=int, default=1, help="parameter shards of the distributed runs (default 1)")
     parser.add_argument("--threads-per-worker", type=int, default=1,
                         help="trainer threads of each worker of the distributed runs (default 1; gensim's runs keep "
@@ -107,7 +116,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
     from gensim.models.word2vec import LineSentence
 
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=logging.WARNING)
-    sentences = None if mode.endswith("_cf") else list(LineSentence(corpus_path))
+    sentences = None if mode.endswith("_cf") else LineSentence(corpus_path) if args.sentences == "lines" else \
+        list(LineSentence(corpus_path))
     vocab = gensim.models.Word2Vec.load(vocab_path)
 
     class Curve(CallbackAny2Vec):
@@ -131,7 +141,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
 
     params = dict(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs,
                   negative=0 if args.hs else 5, epochs=args.epochs, seed=seed, workers=k)
-    cluster, result = None, {"mode": mode, "k": k, "seed": seed}
+    cluster, result = None, {"mode": mode, "k": k, "seed": seed, "sentences": None if sentences is None else
+                             args.sentences}
     if mode in CLUSTER_MODES:
         result["threads_per_worker"] = args.threads_per_worker
     peaks, sampling, roles = {}, threading.Event(), {}  # roles: cluster pid -> dispatcher/worker
@@ -146,7 +157,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                              **({} if args.hold_back is None else {"hold_back": args.hold_back}),
                              **({} if args.cold_every is None else {"cold_every": args.cold_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
-                             **({} if args.sync is None else {"sync": args.sync}), **params)
+                             **({} if args.sync is None else {"sync": args.sync}),
+                             **({"workers_read": False} if args.no_workers_read else {}), **params)
             roles = {p.pid: name.split("-")[0] for name, p in cluster.processes.items() if name != "nameserver"}
 
             def sample_once():

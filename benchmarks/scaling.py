@@ -239,6 +239,11 @@ def parse_args(argv=None):
     parser.add_argument("--corpus-file", action="store_true",
                         help="measure the cluster in corpus_file mode (workers read their byte ranges; the client "
                              "and dispatcher carry no corpus) rather than from an iterable")
+    parser.add_argument("--sentences", default="lines", choices=("lines", "list"),
+                        help="iterable runs train from a LineSentence of the file (default: gensim's producer reads "
+                             "it; the workers read it themselves) or from its sentences in a list in memory")
+    parser.add_argument("--no-workers-read", action="store_true",
+                        help="the client streams the LineSentence itself (workers_read=False)")
     parser.add_argument("--no-hmac", action="store_true",
                         help="unkeyed clusters (default: keyed, as a real cluster must be: HMAC's cost counted)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
@@ -274,6 +279,7 @@ def measure(args, ks, shards_at):
         base_args += ["--hold-back", str(args.hold_back)]
     if args.no_hmac:
         base_args += ["--no-hmac"]
+    base_args += ["--sentences", args.sentences] + (["--no-workers-read"] if args.no_workers_read else [])
     rows = {}
     dist_mode = "dist_cf" if args.corpus_file else "dist"
     gensim_ns = sorted({1} | {int(n) for n in args.gensim_workers.split(",") if n})

@@ -116,7 +116,8 @@ class Word2Vec(gensim.models.Word2Vec):
         in ``model.cluster_stats``. With
         ``corpus_file``, every worker reads the file itself, at the same path (a shared
         filesystem): the dispatcher hands out byte ranges of it, and refuses to train if a worker
-        sees no file or another file there.
+        sees no file or another file there. A ``LineSentence`` of a plain file goes the same way
+        (``workers_read``; if a worker does not see the file, the client streams it).
 
         Returns
         -------

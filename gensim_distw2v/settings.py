@@ -106,6 +106,13 @@ class Settings(fields.Declared):
         30.0, "seconds to wait for a first worker and shard, for a worker when none is left, and (with "
               "checkpoint_dir) for a lost dispatcher or shard to be restarted",
         fields.Real(0.0, low_open=True, unit="seconds"), doc="Then ``train()`` raises.", group="cluster")
+    workers_read: bool = fields.option(
+        True, "the workers read a LineSentence's file themselves, in byte ranges as with corpus_file, when every "
+              "worker sees it at the same path (False: the client streams it as any iterable)", fields.Flag(),
+        doc="A ``LineSentence`` of a plain-text file (not compressed, no ``limit``, gensim's ``max_sentence_length``) "
+            "trains the same words with the same learning rates either way, without passing through the client "
+            "(``docs/corpus_file.rst``); if a worker does not see the file, the client streams it. False keeps "
+            "gensim's job cuts: with one worker of one thread, the model bit-exact with gensim's.", group="cluster")
     part_bytes: int = fields.option(
         PART_BYTES, "arrays and merge rounds move in messages of at most this many bytes",
         fields.Count(1024, MAX_ARRAY_BYTES // 2), doc="Tests shrink it; there is no other reason to change it.",

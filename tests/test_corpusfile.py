@@ -1,5 +1,8 @@
 """``corpus_file`` mode: byte ranges read by the workers, every line trained exactly once per epoch.
 
+A ``LineSentence`` of a plain file given to ``train()`` goes the same way (the workers read the file,
+not the client), unless a worker cannot see it, and then the client streams it.
+
 The reader is checked against gensim's ``LineSentence`` (which builds the vocabulary) under every
 cut of awkward files; the cluster is checked end to end with ranges cut mid-line, with a worker
 killed mid-epoch, and with a worker that sees no file, or another file, at the client's path
@@ -18,7 +21,7 @@ import time
 import gensim.models
 import numpy as np
 import pytest
-from gensim.models.word2vec import LineSentence
+from gensim.models.word2vec import LineSentence, PathLineSentences
 from gensim.test.utils import datapath
 
 from gensim_distw2v import LocalCluster, Word2Vec
@@ -27,6 +30,7 @@ from gensim_distw2v.protocol import errors
 from gensim_distw2v._lines import encode_lines
 from gensim_distw2v.client.training import find_dispatcher
 from gensim_distw2v.client.cluster import ManagedProcess
+from gensim_distw2v.client.readable import readable_file
 from gensim_distw2v.io.corpusfile import RangeReader, check_file, fingerprint, ranges, vocab_arrays, vocab_lookup
 
 SPACES = [" ", "\t", "\r", "\x0b", "\x1c", "\u0085", "\u00a0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000", "  "]
@@ -140,6 +144,39 @@ def test_file_fingerprint_tells_files_apart(tmp_path):
     assert ranges(10, 3) == 4 and ranges(0, 3) == 0 and ranges(9, 3) == 3
 
 
+@pytest.mark.unit
+def test_which_iterables_the_workers_read(tmp_path):
+    plain, packed, other = tmp_path / "a.txt", tmp_path / "b.txt.gz", tmp_path / "dir"
+    plain.write_text("a b\nc\n")
+    packed.write_bytes(b"")
+    other.mkdir()
+    (other / "x.txt").write_text("a\n")
+    counts = dict(corpus_count=2, corpus_total_words=3)
+    found, why = readable_file(LineSentence(str(plain)), total_examples=2, **counts)
+    assert why is None and found.path == str(plain) and found.total_words == 3 and found.kind == "LineSentence"
+    found, why = readable_file(PathLineSentences(str(other)), total_words=9, **counts)  # one file: read
+    assert why is None and found.path == str(other / "x.txt") and found.total_words == 9
+    (other / "y.txt").write_text("b\n")
+    refused = {
+        "2 files": (PathLineSentences(str(other)), dict(total_words=9)),
+        "open file object": (LineSentence(open(plain, "rb")), dict(total_words=9)),
+        "limit=1": (LineSentence(str(plain), limit=1), dict(total_words=9)),
+        "max_sentence_length=5": (LineSentence(str(plain), max_sentence_length=5), dict(total_words=9)),
+        "is compressed": (LineSentence(str(packed)), dict(total_words=9)),
+        "not a regular file": (LineSentence(str(tmp_path / "gone.txt")), dict(total_words=9)),
+        "words per epoch are unknown": (LineSentence(str(plain)), dict(total_examples=5)),  # not build_vocab's corpus
+    }
+    for reason, (corpus, given) in refused.items():
+        found, why = readable_file(corpus, **given, **counts)
+        assert found is None and reason in why, (reason, why)
+    refused["open file object"][0].source.close()
+    assert readable_file([["a", "b"]], total_words=2, **counts) == (None, None)  # any other iterable: no word
+
+    class Mine(LineSentence):  # a subclass may read otherwise: streamed
+        pass
+    assert readable_file(Mine(str(plain)), total_words=3, **counts) == (None, None)
+
+
 # ---------------------------------------------------------------------------------------------- cluster
 PARAMS = dict(vector_size=16, min_count=1, seed=7, workers=1, sg=1, negative=3, epochs=2)
 
@@ -185,6 +222,50 @@ def test_ranges_cut_mid_line_train_every_line_once(two_workers, counted_file, ca
     assert raw == total and 0 < effective <= total
     with pytest.raises(ValueError, match="total_words must be provided alongside corpus_file"):
         model.train(corpus_file=counted_file, total_examples=model.corpus_count, epochs=1)
+
+
+@pytest.mark.cluster
+def test_line_sentence_of_a_file_is_read_by_the_workers(two_workers, counted_file, caplog):
+    """gensim's usual call, train(LineSentence(path), total_examples=...): the workers read the file in
+    ranges, every line once, the client puts no job; workers_read=False streams it through the client."""
+    total = (3 ** 10 - 1) // 2
+    model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, batch_words=29, **PARAMS)
+    model.build_vocab(LineSentence(counted_file))
+    for workers_read in (True, False):
+        model.workers_read = workers_read
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+            effective, raw = model.train(LineSentence(counted_file), total_examples=model.corpus_count, epochs=2)
+        assert raw == 2 * total and 0 < effective <= raw
+        messages = [r.getMessage() for r in caplog.records]
+        read = [m for m in messages if "the workers read the LineSentence's file" in m]
+        checked = [m for m in messages if "the same on all 2 workers" in m]
+        assert (len(read), len(checked)) == ((1, 1) if workers_read else (0, 0)), messages
+        assert not [m for m in messages if "did not equal expected count" in m]
+        stats = model.cluster_stats
+        assert all(w["words"] > 0 for w in stats["workers"].values()), "both workers trained"
+    assert np.isfinite(model.wv.vectors).all()
+
+
+@pytest.mark.cluster
+def test_log_says_when_the_streaming_client_is_the_cap(two_workers, lee_corpus, caplog):
+    """An iterable slower than the cluster (here 10 ms a sentence): the client never waits for room in the
+    dispatcher's queue, and its log says it capped the speed, and what lets the workers read instead."""
+    class Slow:
+        def __iter__(self):
+            for sentence in lee_corpus[:250]:
+                time.sleep(0.01)
+                yield sentence
+
+    model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, **{**PARAMS, "epochs": 1})
+    model.build_vocab(lee_corpus[:250])
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+        model.train(Slow(), total_examples=250, epochs=1)
+    capped = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "capped the speed" in
+              r.getMessage()]
+    assert len(capped) == 1 and re.search(r"EPOCH 0: the client was busy reading and encoding the corpus "
+                                          r"(9\d|100)% of the", capped[0]), capped
+    assert "LineSentence of a file every worker sees" in capped[0]
 
 
 @pytest.mark.cluster
@@ -283,6 +364,27 @@ def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus
         # the cluster keeps serving: with the blind worker gone, the same call trains
         _effective, raw = model.train(corpus_file=str(path), total_words=model.corpus_total_words, epochs=1)
         assert raw == sum(len(s) for s in lee_corpus)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="a worker with another view of the filesystem needs Linux, root and unshare")
+@pytest.mark.system
+def test_line_sentence_a_worker_does_not_see_is_streamed(tmp_path, lee_corpus, caplog):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    path = shared / "corpus.txt"
+    shutil.copy(datapath("lee_background.cor"), path)
+    with LocalCluster(n_workers=1) as cluster:
+        blind = start_namespaced_worker(cluster, "worker-blind", f"mount -t tmpfs none {shared}")
+        cluster.processes["dispatcher"].wait_for(rf"worker {re.escape(blind)} registered", timeout=60)
+        model = Word2Vec(LineSentence(str(path)), distributed=True, ns_conf=cluster.ns_conf, **PARAMS)  # no error
+        with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+            _effective, raw = model.train(LineSentence(str(path)), total_examples=model.corpus_count, epochs=1)
+        assert raw == sum(len(s) for s in lee_corpus)
+        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any(f"worker {blind}: no file at {path}" in m and "the client streams the LineSentence itself" in m
+                   for m in warned), warned
+        assert all(w["words"] > 0 for w in model.cluster_stats["workers"].values()), "the blind worker trained too"
 
 
 @pytest.mark.cluster

@@ -28,6 +28,7 @@ from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB
 from gensim_distw2v.settings import Settings
 from gensim_distw2v.client.checkpoints import SkippedJobs, Resumes, _Lost, _Retry
 from gensim_distw2v.client.links import ShardLinks, ShardLostError, find_dispatcher, wait_for_workers
+from gensim_distw2v.client.readable import readable_file
 from gensim_distw2v.client.report import Reports
 from gensim_distw2v.client.session import SessionSetup
 
@@ -37,6 +38,11 @@ __all__ = ["DistributedTraining", "SkippedJobs", "ShardLinks", "find_dispatcher"
 
 JOBS_PER_CALL = 8
 FINISH_WAIT = 1.0  # seconds an epoch-end wait asks the dispatcher to hold its answer (a long poll)
+# The client streaming an iterable is "the cap" when it spent this share of an epoch's streaming producing
+# jobs (reading, splitting, encoding) rather than waiting for room in the dispatcher's queue; epochs
+# streamed in less than PRODUCER_MIN_SECONDS are not judged (start-up dominates).
+PRODUCER_CAP_SHARE = 0.9
+PRODUCER_MIN_SECONDS = 2.0
 
 
 class DistributedTraining(SessionSetup, Resumes, Reports):
@@ -87,15 +93,39 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             self.settings = self.settings.replace(checkpoint_dir=folder)
         args = (corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
                 corpus_file)
+        readable = self._readable(corpus_iterable, total_examples, total_words) if corpus_file is None else None
         self.board = None if self.settings.tensorboard_dir is None else Board(self.settings.tensorboard_dir)
         try:
-            trained = self._train(args, resume_from)
+            if readable is None:
+                trained = self._train(args, resume_from)
+            else:
+                try:
+                    trained = self._train((None, total_examples, readable.total_words) + args[3:-1] +
+                                          (readable.path,), resume_from)
+                except errors.CorpusFileMismatch as err:
+                    logger.warning("%s; so the client streams the %s itself (workers_read=True)", err, readable.kind)
+                    trained = self._train(args, resume_from)
             if self.board is not None:
                 self.board.projector(self.model.wv, self.settings.tensorboard_words)
             return trained
         finally:
             if self.board is not None:
                 self.board.close()
+
+    def _readable(self, corpus, total_examples, total_words):
+        """The file the workers read instead of ``corpus`` streamed by the client (a ``LineSentence``
+        of a plain file: :mod:`~gensim_distw2v.client.readable`), or None; logs why not."""
+        if not self.settings.workers_read:
+            return None
+        model = self.model
+        readable, why = readable_file(corpus, total_examples, total_words, getattr(model, "corpus_count", None),
+                                      getattr(model, "corpus_total_words", None))
+        if why is not None:
+            logger.info("the client streams the %s itself: %s", type(corpus).__name__, why)
+        if readable is not None:
+            logger.info("the workers read the %s's file %s themselves, in byte ranges as a corpus_file "
+                        "(workers_read=True)", readable.kind, readable.path)
+        return readable
 
     def _connect(self, resume):
         """The dispatcher; resuming, waited for up to ``cluster_timeout`` (it may be restarting)."""
@@ -207,6 +237,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             total_words=total_words, max_sentence_length=MAX_WORDS_IN_JOB)
         start = time.monotonic()
         self._next_report = start + report_delay
+        self._put_seconds = 0.0  # of the epoch's streaming, the time spent handing jobs over (the rest: producing)
         batch = []
         skipped = SkippedJobs(skip)
         for job in jobs:
@@ -222,6 +253,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         skipped.finish()
         if batch:
             self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
+        self._producer_share(epoch, corpus, time.monotonic() - start)
         dispatcher.call("end_epoch", session=sid, epoch=epoch)
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
@@ -243,7 +275,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             time.sleep(0.05)
         self._check_workers(progress)  # the session failed on every worker (before its check, say)
         if problems:
-            raise ValueError(
+            raise errors.CorpusFileMismatch(
                 f"corpus_file {spec.path}: {len(problems)} of {len(workers | set(checks))} workers do not see the "
                 f"file this client sees ({spec.size} bytes) at that path: "
                 + "; ".join(f"worker {name}: {problem}" for name, problem in sorted(problems.items()))
@@ -283,9 +315,31 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                            total_words)
         return effective, raw
 
+    def _producer_share(self, epoch, corpus, seconds):
+        """Log when the client, reading and encoding the corpus, was what the workers waited for: it
+        handed jobs over without ever waiting for room in the dispatcher's queue."""
+        if seconds < PRODUCER_MIN_SECONDS:
+            return
+        busy = 1.0 - self._put_seconds / seconds
+        if busy >= PRODUCER_CAP_SHARE:
+            logger.warning(
+                "EPOCH %i: the client was busy reading and encoding the corpus %.0f%% of the %.1f s it streamed "
+                "it (one Python thread): the client, not the cluster, capped the speed. A LineSentence of a file "
+                "every worker sees, or corpus_file=, lets the workers read it themselves (docs/corpus_file.rst)",
+                epoch, 100.0 * busy, seconds)
+        else:
+            logger.debug("EPOCH %i: the client was busy producing jobs %.0f%% of the time", epoch, 100.0 * busy)
+
     def _put(self, dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay):
         """Queue ``batch`` (the dispatcher takes a call whole, waiting while its queue is full);
         progress is asked for only when a report is due or the queue stays full (workers gone?)."""
+        began = time.monotonic()
+        try:
+            self._put_batch(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
+        finally:
+            self._put_seconds += time.monotonic() - began
+
+    def _put_batch(self, dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay):
         while batch:
             taken = dispatcher.call("put_jobs", session=sid, jobs=batch)
             batch = batch[taken:]
@@ -324,7 +378,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         if code is errors.Code.NO_WORKERS:
             return RuntimeError(message)
         if code is errors.Code.CORPUS_FILE:
-            return ValueError(
+            return errors.CorpusFileMismatch(
                 f"{message}. Every worker must read the same file at the same path (a shared filesystem, or the "
                 f"same copy at that path on every node); nothing was trained")
         return errors.fault(code, message)
