@@ -8,6 +8,7 @@ cut of awkward files; the cluster is checked end to end with ranges cut mid-line
 killed mid-epoch, and with a worker that sees no file, or another file, at the client's path
 (a mount namespace of its own: the same path, a different filesystem view, as on another host).
 """
+import dataclasses
 import logging
 import os
 import random
@@ -31,7 +32,9 @@ from gensim_distw2v._lines import encode_lines
 from gensim_distw2v.client.training import find_dispatcher
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.client.readable import readable_file
-from gensim_distw2v.io.corpusfile import RangeReader, check_file, fingerprint, ranges, vocab_arrays, vocab_lookup
+from gensim_distw2v import protocol
+from gensim_distw2v.io.corpusfile import (RangeReader, check_file, check_files, fingerprint, fingerprint_files,
+                                          open_reader, ranges, vocab_arrays, vocab_lookup)
 
 SPACES = [" ", "\t", "\r", "\x0b", "\x1c", "\u0085", "\u00a0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000", "  "]
 WORDS = ["a", "bb", "ccc", "é", "日本語", "naïve", "Ωmega", "ŀl", "x\u2010y", "\u0100", "rare"]
@@ -90,6 +93,51 @@ def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed):
         assert sentences == expected, f"cuts every {cuts[1] - cuts[0]} bytes"
         assert raw == sum(len(s) for s in expected_tokens)
         assert examples == len(expected_tokens)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.unit
+def test_files_back_to_back_read_as_path_line_sentences_reads_them(tmp_path, seed):
+    """A folder's files (PathLineSentences) as one run of bytes: every line once under any cuts, each
+    file's last line ended by its end (no final newline, or an empty file, joins nothing)."""
+    rng = random.Random(seed)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    texts = [awkward_text(rng, lines=rng.randint(0, 40)) for _ in range(5)] + ["", "a bb", "\n"]
+    rng.shuffle(texts)
+    for i, text in enumerate(texts):
+        (folder / f"{i:02d}.txt").write_text(text, encoding="utf8", newline="")
+    corpus = PathLineSentences(str(folder))
+    expected_tokens = list(corpus)
+    keys = sorted({t for s in expected_tokens for t in s} - {"rare"})
+    vocab = vocab_lookup(*vocab_arrays(keys))
+    index = {k: i for i, k in enumerate(keys)}
+    expected = [[index[t] for t in s if t in index] for s in expected_tokens]
+    found = fingerprint_files(corpus.input_files)
+    spec = protocol.CorpusFileSpec(path=str(folder), size=found["size"], digest=found["digest"], range_bytes=1,
+                                   total_words=1, start_alpha=0.025, end_alpha=0.0001, files=found["files"])
+    spec.check()
+    assert check_files(spec.parts()) is None
+    size = found["size"]
+    cut_sets = [list(range(0, size, step)) + [size] for step in (1, 7, 4096, size)]
+    cut_sets += [[0] + sorted(rng.sample(range(1, size), min(size - 1, 30))) + [size] for _ in range(3)]
+    for cuts in cut_sets:
+        sentences, raw, examples = [], 0, 0
+        with open_reader(spec, vocab) as reader:
+            for lo, hi in zip(cuts, cuts[1:]):
+                indices, offsets, jobs, words, pieces = reader.read(lo, hi)
+                assert len(offsets) == pieces + 1 and jobs[0] == 0 and jobs[-1] == pieces
+                assert all(b > a for a, b in zip(jobs[:-1], jobs[1:])) or pieces == 0, "no empty job"
+                sentences += [indices[offsets[i]:offsets[i + 1]].tolist() for i in range(pieces)]
+                raw += words
+                examples += pieces
+        assert sentences == expected, f"cuts every {cuts[1] - cuts[0]} bytes"
+        assert raw == sum(len(t) for t in expected_tokens) and examples == len(expected_tokens)
+    (folder / "03.txt").write_text("changed", encoding="utf8")
+    assert "03.txt" in check_files(spec.parts())
+    bad = dataclasses.replace(spec, size=size + 1)
+    with pytest.raises(ValueError, match="do not add up"):
+        bad.check()
 
 
 @pytest.mark.unit
@@ -157,8 +205,12 @@ def test_which_iterables_the_workers_read(tmp_path):
     found, why = readable_file(PathLineSentences(str(other)), total_words=9, **counts)  # one file: read
     assert why is None and found.path == str(other / "x.txt") and found.total_words == 9
     (other / "y.txt").write_text("b\n")
+    found, why = readable_file(PathLineSentences(str(other)), total_words=9, **counts)  # two: read back to back
+    assert why is None and found.files == (str(other / "x.txt"), str(other / "y.txt")) and found.path == str(other)
+    assert found.corpus_file == found.files
+    (other / "z.txt.gz").write_bytes(b"")
     refused = {
-        "2 files": (PathLineSentences(str(other)), dict(total_words=9)),
+        "z.txt.gz is compressed": (PathLineSentences(str(other)), dict(total_words=9)),
         "open file object": (LineSentence(open(plain, "rb")), dict(total_words=9)),
         "limit=1": (LineSentence(str(plain), limit=1), dict(total_words=9)),
         "max_sentence_length=5": (LineSentence(str(plain), max_sentence_length=5), dict(total_words=9)),
@@ -245,6 +297,28 @@ def test_line_sentence_of_a_file_is_read_by_the_workers(two_workers, counted_fil
         stats = model.cluster_stats
         assert all(w["words"] > 0 for w in stats["workers"].values()), "both workers trained"
     assert np.isfinite(model.wv.vectors).all()
+
+
+@pytest.mark.cluster
+def test_path_line_sentences_of_several_files_are_read_by_the_workers(two_workers, counted_file, tmp_path, caplog):
+    """A folder of files (PathLineSentences): read back to back in its order, ranges spanning files, every
+    line once; the model's vocabulary and counts from gensim's build_vocab over the same iterable."""
+    lines = open(counted_file, encoding="utf8").read().split("\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for i, (a, b) in enumerate([(0, 5), (5, 6), (6, len(lines))]):  # the last file ends without a newline
+        (folder / f"part{i}.txt").write_text("\n".join(lines[a:b]) + ("\n" if i < 2 else ""), encoding="utf8")
+    total = (3 ** 10 - 1) // 2
+    model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, batch_words=29, **PARAMS)
+    model.build_vocab(PathLineSentences(str(folder)))
+    assert model.corpus_total_words == total
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.client"):
+        effective, raw = model.train(PathLineSentences(str(folder)), total_examples=model.corpus_count, epochs=2)
+    assert raw == 2 * total and 0 < effective <= raw
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"the workers read the PathLineSentences's 3 files in {folder}" in m for m in messages), messages
+    assert any("the same on all 2 workers" in m for m in messages)
+    assert not [m for m in messages if "did not equal expected count" in m]
 
 
 @pytest.mark.cluster

@@ -7,7 +7,7 @@ import numpy as np
 from gensim_distw2v import protocol
 from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
-from gensim_distw2v.io.corpusfile import fingerprint, vocab_arrays
+from gensim_distw2v.io.corpusfile import fingerprint, fingerprint_files, vocab_arrays
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
 from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, tree_hot_rows
 from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
@@ -49,8 +49,10 @@ class SessionSetup:
             if "syn1" in arrays else None
         spec = None
         if corpus_file is not None:
-            path = os.path.abspath(corpus_file)
-            found = fingerprint(path)
+            several = not isinstance(corpus_file, (str, os.PathLike))  # a folder's files (PathLineSentences)
+            path = os.path.commonpath([os.path.abspath(p) for p in corpus_file]) if several else \
+                os.path.abspath(corpus_file)
+            found = fingerprint_files(corpus_file) if several else fingerprint(path)
             # ranges of about batch_words words: the unit of work and of load balancing; with a merge
             # interval longer than a job (a large corpus merges every 1/5,400 of it), of the interval,
             # but at least four per worker and epoch (a range costs the dispatcher the same whatever
@@ -61,7 +63,7 @@ class SessionSetup:
             spec = protocol.CorpusFileSpec(
                 path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
                 range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
-                start_alpha=float(model.alpha), end_alpha=float(model.min_alpha))
+                start_alpha=float(model.alpha), end_alpha=float(model.min_alpha), files=found.get("files"))
         config = protocol.SessionConfig(
             versions=versions(),
             params=params,

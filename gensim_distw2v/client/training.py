@@ -101,7 +101,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             else:
                 try:
                     trained = self._train((None, total_examples, readable.total_words) + args[3:-1] +
-                                          (readable.path,), resume_from)
+                                          (readable.corpus_file,), resume_from)
                 except errors.CorpusFileMismatch as err:
                     logger.warning("%s; so the client streams the %s itself (workers_read=True)", err, readable.kind)
                     trained = self._train(args, resume_from)
@@ -123,8 +123,9 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         if why is not None:
             logger.info("the client streams the %s itself: %s", type(corpus).__name__, why)
         if readable is not None:
-            logger.info("the workers read the %s's file %s themselves, in byte ranges as a corpus_file "
-                        "(workers_read=True)", readable.kind, readable.path)
+            logger.info("the workers read the %s's %s %s themselves, in byte ranges as a corpus_file "
+                        "(workers_read=True)", readable.kind, "file" if readable.files is None else
+                        f"{len(readable.files)} files in", readable.path)
         return readable
 
     def _connect(self, resume):

@@ -17,7 +17,8 @@ import numpy as np
 
 from gensim_distw2v._lines import VocabTable, encode_lines
 
-__all__ = ["fingerprint", "check_file", "ranges", "vocab_arrays", "vocab_lookup", "RangeReader"]
+__all__ = ["fingerprint", "fingerprint_files", "check_file", "check_files", "ranges", "vocab_arrays", "vocab_lookup",
+           "RangeReader", "FilesReader", "open_reader"]
 
 SAMPLE_BLOCKS = 16  # blocks of the file read for its fingerprint: the first, the last, and evenly between
 BLOCK_BYTES = 64 * 1024
@@ -77,6 +78,38 @@ def check_file(path, expected):
         return f"{path} has {mine['size']} bytes here, the client's has {expected['size']}"
     if mine["digest"] != expected["digest"]:
         return f"{path} has the client's size ({mine['size']} bytes) but other content"
+    return None
+
+
+def fingerprint_files(paths):
+    """The :func:`fingerprint` of several files read back to back (a ``PathLineSentences`` folder).
+
+    Returns
+    -------
+    dict
+        ``{"size": int, "digest": str, "files": [[path, size, digest], ...]}``: the sizes' sum, a
+        BLAKE2b digest over the files' digests (and their order), and each file's.
+    """
+    files, digest = [], hashlib.blake2b(digest_size=16)
+    for path in paths:
+        found = fingerprint(path)
+        files.append([os.path.abspath(path), found["size"], found["digest"]])
+        digest.update(f"{found['size']}:{found['digest']};".encode("ascii"))
+    return {"size": sum(f[1] for f in files), "digest": digest.hexdigest(), "files": files}
+
+
+def check_files(parts):
+    """Whether this node sees every file the client saw: None, or what is wrong with the first that differs.
+
+    Parameters
+    ----------
+    parts : list of (str, int, str)
+        ``(path, size, digest)`` of each file (:meth:`gensim_distw2v.protocol.CorpusFileSpec.parts`).
+    """
+    for path, size, digest in parts:
+        problem = check_file(path, {"size": size, "digest": digest})
+        if problem is not None:
+            return problem
     return None
 
 
@@ -171,3 +204,87 @@ class RangeReader:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class FilesReader:
+    """Reads byte ranges of several files laid back to back, as :class:`RangeReader` reads one.
+
+    A range ``[lo, hi)`` of the whole owns the lines whose first byte lies in it, as in one file;
+    a file's end ends its last line (``PathLineSentences`` reads each file apart), so a range that
+    spans files reads each one's part and the parts' sentences and jobs follow one another (no job
+    spans two files).
+
+    Parameters
+    ----------
+    parts : list of (str, int, str)
+        ``(path, size, digest)`` of each file, in order.
+    vocab : gensim_distw2v._lines.VocabTable
+        :func:`vocab_lookup` of the vocabulary.
+    max_job_words : int
+        In-vocabulary words per job at most.
+    """
+
+    def __init__(self, parts, vocab, max_job_words=MAX_SENTENCE_LENGTH):
+        self.paths = [path for path, _size, _digest in parts]
+        self.starts = np.cumsum([0] + [size for _path, size, _digest in parts]).tolist()
+        self.vocab, self.max_job_words = vocab, max_job_words
+        self.readers = {}  # file index -> its RangeReader, opened when first read
+
+    def close(self):
+        """Close the files."""
+        for reader in self.readers.values():
+            reader.close()
+        self.readers.clear()
+
+    def read(self, lo, hi):
+        """Encode the lines that start in bytes ``[lo, hi)`` of the files back to back.
+
+        Returns
+        -------
+        (numpy.ndarray, numpy.ndarray, numpy.ndarray, int, int)
+            As :meth:`RangeReader.read`.
+        """
+        pieces = []
+        for i, path in enumerate(self.paths):
+            start, end = self.starts[i], self.starts[i + 1]
+            if end <= lo or start >= hi or end == start:
+                continue
+            if i not in self.readers:
+                self.readers[i] = RangeReader(path, self.vocab, self.max_job_words)
+            pieces.append(self.readers[i].read(max(lo, start) - start, min(hi, end) - start))
+        if len(pieces) == 1:
+            return pieces[0]
+        return _joined(pieces, self.vocab)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _joined(pieces, vocab):
+    """Several :func:`encode_lines` results as one: sentences, then jobs, one after another."""
+    raw, examples = sum(p[3] for p in pieces), sum(p[4] for p in pieces)
+    pieces = [p for p in pieces if len(p[1]) > 1]  # a piece without sentences adds no (empty) job
+    if len(pieces) <= 1:
+        found = pieces[0] if pieces else encode_lines(b"", 0, 0, vocab)
+        return found[:3] + (raw, examples)
+    indices = np.concatenate([p[0] for p in pieces])
+    offsets, jobs, words, sentences = [np.zeros(1, dtype=np.int64)], [], 0, 0
+    for p_indices, p_offsets, p_jobs, _raw, _examples in pieces:
+        offsets.append(p_offsets[1:] + words)
+        jobs.append(p_jobs[:-1] + sentences)
+        words += len(p_indices)
+        sentences += len(p_offsets) - 1
+    jobs.append(np.array([sentences], dtype=np.int64))
+    return indices, np.concatenate(offsets).astype(np.int64), np.concatenate(jobs).astype(np.int64), raw, examples
+
+
+def open_reader(spec, vocab):
+    """A reader of a session's corpus (:class:`gensim_distw2v.protocol.CorpusFileSpec`): one file's
+    :class:`RangeReader`, or a :class:`FilesReader` of several."""
+    if spec.files is None:
+        return RangeReader(spec.path, vocab)
+    return FilesReader(spec.parts(), vocab)

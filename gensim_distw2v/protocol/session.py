@@ -13,6 +13,8 @@ from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
 from gensim_distw2v.settings import Settings
 
 
+MAX_CORPUS_FILES = 100_000  # files of one corpus (a PathLineSentences folder) at most
+
 # ---------------------------------------------------------------------------------------------- session
 @dataclasses.dataclass
 class TrainParams(Record):
@@ -82,7 +84,12 @@ class RngState(Record):
 class CorpusFileSpec(Record):
     """The corpus file of a ``corpus_file`` session: where it is, its fingerprint
     (:func:`gensim_distw2v.io.corpusfile.fingerprint`: ``size``, ``digest``), its words, the
-    learning rate's schedule, and ``range_bytes``: the byte ranges the dispatcher cuts."""
+    learning rate's schedule, and ``range_bytes``: the byte ranges the dispatcher cuts.
+
+    ``files`` (a ``PathLineSentences`` of several files): ``[path, size, digest]`` of each, in
+    order; the ranges are cut over them back to back (``size`` is their sum, ``path`` their folder,
+    ``digest`` one over theirs), a file's end always ending its last line. None: ``path`` is the file.
+    """
 
     WHAT: typing.ClassVar[str] = "corpus_file"
     path: str
@@ -92,13 +99,30 @@ class CorpusFileSpec(Record):
     total_words: int
     start_alpha: float
     end_alpha: float
+    files: typing.Optional[list] = None
 
     def check(self):
         if self.size < 0 or self.range_bytes < 1 or self.total_words < 1:
             raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {self.size}, "
                              f"{self.range_bytes}, {self.total_words}")
-        if not self.path or "\0" in self.path:
-            raise ValueError("corpus_file: path must be a non-empty str without NUL")
+        if self.files is not None:
+            if not self.files or len(self.files) > MAX_CORPUS_FILES:
+                raise ValueError(f"corpus_file: files must hold 1 to {MAX_CORPUS_FILES} files, got {len(self.files)}")
+            for entry in self.files:
+                if not (isinstance(entry, (list, tuple)) and len(entry) == 3 and isinstance(entry[1], int)
+                        and not isinstance(entry[1], bool) and entry[1] >= 0 and isinstance(entry[2], str)):
+                    raise ValueError(f"corpus_file: each of files must be [path, size >= 0, digest], got {entry!r}"[:300])
+            if sum(entry[1] for entry in self.files) != self.size:
+                raise ValueError("corpus_file: the files' sizes do not add up to size")
+        for path in [self.path] + [part[0] for part in self.parts()]:
+            if not isinstance(path, str) or not path or "\0" in path:
+                raise ValueError("corpus_file: a path must be a non-empty str without NUL")
+
+    def parts(self):
+        """``[(path, size, digest)]``: the files read back to back (one: ``path`` itself)."""
+        if self.files is None:
+            return [(self.path, self.size, self.digest)]
+        return [tuple(entry) for entry in self.files]
 
     def fingerprint(self):
         """What :func:`gensim_distw2v.io.corpusfile.fingerprint` gave the client."""

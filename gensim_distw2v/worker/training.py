@@ -17,7 +17,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
-from gensim_distw2v.io.corpusfile import RangeReader, check_file, vocab_lookup
+from gensim_distw2v.io.corpusfile import check_files, open_reader, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import Replica
 from gensim_distw2v.io.links import ShardLinks
@@ -82,7 +82,7 @@ class _Training(MergeRounds):
     def _run(self, config):
         self.file = config.corpus_file
         if self.file is not None:
-            problem = check_file(self.file.path, self.file.fingerprint())
+            problem = check_files(self.file.parts())
             self.proxy.call("file_check", name=self.worker.name, session=self.sid, problem=problem)
             if problem:
                 raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
@@ -175,7 +175,7 @@ class _Training(MergeRounds):
 
     def _train(self, thread, rng):
         try:
-            reader = RangeReader(self.file.path, self.vocab) if self.file is not None else None
+            reader = open_reader(self.file, self.vocab) if self.file is not None else None
         except OSError as err:  # checked at join, gone since
             self.error = RuntimeError(f"cannot open the corpus file {self.file.path}: {err}")
             self.stop.set()
