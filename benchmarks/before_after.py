@@ -56,11 +56,13 @@ def main(argv=None):
     parser.add_argument("--sentences", default="list", choices=("list", "lines"),
                         help="the corpus the client streams: its sentences in a list (default, the same path before "
                              "and after) or a LineSentence (which an install with workers_read has its workers read)")
+    parser.add_argument("--sync-words", type=int, default=None,
+                        help="the merge interval of both (default: the package's, from the corpus and K)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
     base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs), "--shards", "1",
-                 "--sentences", args.sentences]
+                 "--sentences", args.sentences] + ([] if args.sync_words is None else ["--sync-words", str(args.sync_words)])
     runs = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory(prefix="before_after_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])
