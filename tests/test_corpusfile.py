@@ -178,6 +178,17 @@ def test_vocab_table_finds_every_word_and_nothing_else():
 
 
 @pytest.mark.unit
+def test_only_regular_files_are_read(tmp_path):
+    """A FIFO at the path would block the reader forever: refused by its kind, at once."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        fingerprint(str(fifo))
+    assert check_file(str(fifo), {"size": 0, "digest": ""}) == f"cannot read {fifo}: not a regular file"
+    assert check_file(str(tmp_path), {"size": 0, "digest": ""}) == f"{tmp_path} is a directory"
+
+
+@pytest.mark.unit
 def test_file_fingerprint_tells_files_apart(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_bytes(b"x" * 300_000)
@@ -396,6 +407,20 @@ def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file, freeze_
         transport.release(probe)
 
 
+NEEDS_UNSHARE = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a worker with another view of the filesystem needs Linux, root and unshare")
+
+
+def lee_in_shared(tmp_path):
+    """``(folder, path)``: lee's corpus copied into a folder a namespaced worker can be made blind to."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    path = shared / "corpus.txt"
+    shutil.copy(datapath("lee_background.cor"), path)
+    return shared, path
+
+
 def start_namespaced_worker(cluster, name, setup):
     """A worker in a mount namespace of its own, where ``setup`` (shell) changed what it sees."""
     port = cluster.ns_conf["port"]
@@ -406,15 +431,11 @@ def start_namespaced_worker(cluster, name, setup):
     return proc.wait_for(r"gensim_distw2v\.worker (\S+) ready at", timeout=60).group(1)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="a worker with another view of the filesystem needs Linux, root and unshare")
+@NEEDS_UNSHARE
 @pytest.mark.parametrize("view", ["missing", "other"])
 @pytest.mark.system
 def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    path = shared / "corpus.txt"
-    shutil.copy(datapath("lee_background.cor"), path)
+    shared, path = lee_in_shared(tmp_path)
     other = tmp_path / "other.txt"  # same size, one word changed
     data = path.read_bytes()
     other.write_bytes(data[:1000] + data[1000:1005].upper() + data[1005:])
@@ -440,14 +461,10 @@ def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus
         assert raw == sum(len(s) for s in lee_corpus)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="a worker with another view of the filesystem needs Linux, root and unshare")
+@NEEDS_UNSHARE
 @pytest.mark.system
 def test_line_sentence_a_worker_does_not_see_is_streamed(tmp_path, lee_corpus, caplog):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    path = shared / "corpus.txt"
-    shutil.copy(datapath("lee_background.cor"), path)
+    shared, path = lee_in_shared(tmp_path)
     with LocalCluster(n_workers=1) as cluster:
         blind = start_namespaced_worker(cluster, "worker-blind", f"mount -t tmpfs none {shared}")
         cluster.processes["dispatcher"].wait_for(rf"worker {re.escape(blind)} registered", timeout=60)

@@ -254,7 +254,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         skipped.finish()
         if batch:
             self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
-        self._producer_share(epoch, corpus, time.monotonic() - start)
+        self._producer_share(epoch, time.monotonic() - start)
         dispatcher.call("end_epoch", session=sid, epoch=epoch)
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
@@ -316,7 +316,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                            total_words)
         return effective, raw
 
-    def _producer_share(self, epoch, corpus, seconds):
+    def _producer_share(self, epoch, seconds):
         """Log when the client, reading and encoding the corpus, was what the workers waited for: it
         handed jobs over without ever waiting for room in the dispatcher's queue."""
         if seconds < PRODUCER_MIN_SECONDS:
@@ -335,12 +335,6 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         """Queue ``batch`` (the dispatcher takes a call whole, waiting while its queue is full);
         progress is asked for only when a report is due or the queue stays full (workers gone?)."""
         began = time.monotonic()
-        try:
-            self._put_batch(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
-        finally:
-            self._put_seconds += time.monotonic() - began
-
-    def _put_batch(self, dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay):
         while batch:
             taken = dispatcher.call("put_jobs", session=sid, jobs=batch)
             batch = batch[taken:]
@@ -349,6 +343,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                                            nodes=time.monotonic() >= self._next_report)
                 self._check_workers(progress)
                 self._report(progress, epoch, start, total_examples, total_words, report_delay)
+        self._put_seconds += time.monotonic() - began  # handing over, not producing (_producer_share)
 
     def _check_workers(self, progress):
         state = progress.checkpoints

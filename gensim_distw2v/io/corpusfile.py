@@ -10,8 +10,10 @@ where the line runs past the range's end; so every line of the file belongs to e
 range, whatever the cuts (:meth:`RangeReader.read`). The per-token work (splitting, lookups)
 runs in compiled code (:func:`gensim_distw2v._lines.encode_lines`).
 """
+import errno
 import hashlib
 import os
+import stat
 
 import numpy as np
 
@@ -40,6 +42,9 @@ def fingerprint(path):
     OSError
         The file cannot be opened or read.
     """
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would hang or never end the read
+        raise IsADirectoryError(errno.EISDIR, "not a regular file", path) if os.path.isdir(path) else \
+            OSError(errno.EINVAL, "not a regular file", path)
     with open(path, "rb") as fin:
         size = os.fstat(fin.fileno()).st_size
         digest = hashlib.blake2b(str(size).encode("ascii"), digest_size=16)
@@ -228,13 +233,19 @@ class FilesReader:
         self.paths = [path for path, _size, _digest in parts]
         self.starts = np.cumsum([0] + [size for _path, size, _digest in parts]).tolist()
         self.vocab, self.max_job_words = vocab, max_job_words
-        self.readers = {}  # file index -> its RangeReader, opened when first read
+        self.open = None  # (file index, its RangeReader): one file open at a time (a folder may hold thousands)
 
     def close(self):
-        """Close the files."""
-        for reader in self.readers.values():
-            reader.close()
-        self.readers.clear()
+        """Close the file open."""
+        if self.open is not None:
+            self.open[1].close()
+            self.open = None
+
+    def _reader(self, i):
+        if self.open is None or self.open[0] != i:
+            self.close()
+            self.open = (i, RangeReader(self.paths[i], self.vocab, self.max_job_words))
+        return self.open[1]
 
     def read(self, lo, hi):
         """Encode the lines that start in bytes ``[lo, hi)`` of the files back to back.
@@ -245,13 +256,11 @@ class FilesReader:
             As :meth:`RangeReader.read`.
         """
         pieces = []
-        for i, path in enumerate(self.paths):
+        for i in range(len(self.paths)):
             start, end = self.starts[i], self.starts[i + 1]
             if end <= lo or start >= hi or end == start:
                 continue
-            if i not in self.readers:
-                self.readers[i] = RangeReader(path, self.vocab, self.max_job_words)
-            pieces.append(self.readers[i].read(max(lo, start) - start, min(hi, end) - start))
+            pieces.append(self._reader(i).read(max(lo, start) - start, min(hi, end) - start))
         if len(pieces) == 1:
             return pieces[0]
         return _joined(pieces, self.vocab)
