@@ -98,14 +98,25 @@ def rss_mb(pid=None):
 
 
 def _summed_calls(each):
-    """Nodes' ``calls`` (``{op: [calls, CPU seconds]}``) summed over the nodes that have them (None: none has)."""
+    """Nodes' ``calls`` (``{op: [calls, handling CPU seconds, whole-call CPU seconds]}``) summed over the
+    nodes that have them (None: none has)."""
     out = None
     for calls in each:
-        for op, (n, cpu) in (calls or {}).items():
+        for op, value in (calls or {}).items():
             out = out or {}
-            total = out.setdefault(op, [0, 0.0])
-            total[0] += n
-            total[1] += cpu
+            total = out.setdefault(op, [0, 0.0, 0.0])
+            for i, v in enumerate(value[:3]):
+                total[i] += v
+    return out
+
+
+def _summed_groups(each):
+    """Nodes' ``thread_cpu`` (``{group: CPU seconds}``) summed over the nodes that have them (None: none has)."""
+    out = None
+    for groups in each:
+        for group, seconds in (groups or {}).items():
+            out = out or {}
+            out[group] = out.get(group, 0.0) + seconds
     return out
 
 
@@ -219,6 +230,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           rounds=sum(w["merges"] for w in stats["workers"].values()),
                           stall_seconds=stats["stall_seconds"], shards=stats["shards"],
                           flush_cpu=stats.get("flush_cpu", {"workers": 0.0, "shards": 0.0}),
+                          routine_nogil_cpu=stats.get("routine_nogil_cpu", {"workers": 0.0, "shards": 0.0}),
                           exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
                           epochs=model.epochs, setup_cpu=stats.get("setup_cpu", 0.0),
                           # the dispatcher's calls, call by call: [calls, CPU seconds in them] (what its CPU
@@ -227,6 +239,12 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                                                  if n.get("role") == "dispatcher"), None),
                           shard_calls=_summed_calls(n.get("calls") for n in stats.get("nodes", {}).values()
                                                     if n.get("role") == "shard"),
+                          # CPU seconds by thread group (gensim_distw2v.io.meter.THREAD_GROUPS), summed over
+                          # the role's nodes: what grows with the words apart from what each node spends a second
+                          worker_threads_cpu=_summed_groups(n.get("thread_cpu") for n in stats.get("nodes", {}).values()
+                                                            if n.get("role") == "worker"),
+                          shard_threads_cpu=_summed_groups(n.get("thread_cpu") for n in stats.get("nodes", {}).values()
+                                                           if n.get("role") == "shard"),
                           # every byte the shards moved (headers, uploads, downloads, merges, heartbeats)
                           shard_traffic=sum(n.get("bytes_sent", 0) + n.get("bytes_received", 0)
                                             for n in stats.get("nodes", {}).values() if n.get("role") == "shard"))

@@ -24,10 +24,15 @@ words the cluster trained; the keys of :func:`scaling.costs`):
                         and transfers, is spread over the corpus by :func:`at_corpus`); optional
 ``dispatcher_member_cpu`` the rest, per member and second (heartbeats, batched round reports, the
                         client's progress polls): CPU seconds per second of each member; optional
+``worker_member_cpu``, ``shard_member_cpu``  a worker's and a shard's threads that work by the clock
+                        whatever the speed (:data:`PER_SECOND_GROUPS`: heartbeats, Pyro4's
+                        housekeeping and accepting, a worker's status calls): CPU seconds per second of
+                        each, not in ``worker_other_us`` and ``shard_us``; optional (older runs count
+                        them per word)
 """
 import math
 
-__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "SESSION_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split",
+__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split",
            "dispatcher_limit", "costs_at", "at_corpus", "limits", "project", "this_machine"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
@@ -35,7 +40,13 @@ LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads
           "client CPU", "node link", "worker link", "shard link", "core budget", "round latency")
 #: the per-word costs the model reads
 COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us",
-         "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word", "dispatcher_word_us", "dispatcher_member_cpu")
+         "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word", "dispatcher_word_us", "dispatcher_member_cpu",
+         "worker_member_cpu", "shard_member_cpu", "worker_gil_share", "shard_gil_share")
+#: a node's thread groups (gensim_distw2v.io.meter.THREAD_GROUPS) that work by the clock, whatever the
+#: speed: per role, their CPU is a share of a core per node, not a cost per word (a worker's Pyro4 threads
+#: serve status calls only; a shard's serve the merges, so they are not among these)
+PER_SECOND_GROUPS = {"worker": ("heartbeat", "housekeeping", "main", "serving"),
+                     "shard": ("heartbeat", "housekeeping", "main")}
 #: the dispatcher's calls that come a few times a second from each member whatever its speed (a
 #: heartbeat a second, round reports batched every 0.5 s, the client's progress polls); its other
 #: calls come per job, per epoch or per session: they grow with the words
@@ -45,10 +56,14 @@ SESSION_CALLS = ("open_session", "upload", "start", "download", "close", "status
 #: the dispatcher's calls that come once a session (or once a worker and session): its set-up, the
 #: workers' joining and their checks of the corpus file, the static arrays' transfers, the end
 DISPATCHER_SESSION_CALLS = ("open_session", "upload", "start", "join", "file_check", "download", "close", "hello",
-                            "shard_hello", "open_file_epoch", "end_epoch")
+                            "shard_hello", "open_file_epoch", "end_epoch",
+                            # a worker's polls for jobs that found none: at a session's start and an
+                            # epoch's tail (while ranges are left, a poll finds one; from an iterable,
+                            # also while the client is the cap, which its own limit shows)
+                            "get_jobs_idle")
 #: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
-#: rounds per word): held at the nearest measured K, never fitted
-HELD = ("kernel_us", "client_us", "rounds_per_word")
+#: rounds per word, the GIL-held shares): held at the nearest measured K, never fitted
+HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_gil_share")
 #: per-job Python of a worker (µs per word) where no run measured it: ~100 µs a 10,000-word job
 DEFAULT_JOB_PYTHON_US = 0.01
 #: a round trip on loopback (this machine), ms
@@ -94,7 +109,8 @@ def dispatcher_split(calls, cpu, words, members, seconds):
     Parameters
     ----------
     calls : dict
-        ``{op: [calls, CPU seconds in them]}`` (the dispatcher's node metrics' ``calls``).
+        ``{op: [calls, CPU seconds handling them(, CPU seconds in the whole calls)]}`` (the dispatcher's
+        node metrics' ``calls``; the whole calls' CPU, transport included, where measured).
     cpu : float
         The dispatcher's process CPU seconds in the run (its calls, Pyro4's work around them, its
         own threads).
@@ -112,16 +128,17 @@ def dispatcher_split(calls, cpu, words, members, seconds):
         the calls of :data:`DISPATCHER_SESSION_CALLS`, a cost per session or epoch that a longer
         corpus spreads thinner: :func:`at_corpus`), ``dispatcher_member_cpu`` (CPU seconds per member and
         second), ``dispatcher_calls_per_member_s`` and ``dispatcher_overhead_us_per_call`` (CPU
-        beyond the handlers, spread evenly over all calls: Pyro4's per-call work, the dispatcher's
-        own threads).
+        beyond the calls, spread evenly over all of them: the dispatcher's own threads, Pyro4's
+        accepting; with older runs, beyond the handlers, so Pyro4's per-call work too).
     """
-    n_all = sum(n for n, _ in calls.values()) or 1
-    handled = sum(c for _, c in calls.values())
-    overhead = max(0.0, cpu - handled) / n_all
+    whole = all(len(c) > 2 for c in calls.values()) and any(c[2] > 0 for c in calls.values())
+    cost = {op: c[2] if whole else c[1] for op, c in calls.items()}  # the whole calls' CPU where measured
+    n_all = sum(c[0] for c in calls.values()) or 1
+    overhead = max(0.0, cpu - sum(cost.values())) / n_all
     n_sec = sum(calls[op][0] for op in PER_SECOND_CALLS if op in calls)
-    cpu_sec = sum(calls[op][1] for op in PER_SECOND_CALLS if op in calls) + overhead * n_sec
+    cpu_sec = sum(cost[op] for op in PER_SECOND_CALLS if op in calls) + overhead * n_sec
     once = [op for op in DISPATCHER_SESSION_CALLS if op in calls and op not in PER_SECOND_CALLS]
-    cpu_once = sum(calls[op][1] + overhead * calls[op][0] for op in once)
+    cpu_once = sum(cost[op] + overhead * calls[op][0] for op in once)
     member_seconds = max(1e-9, members * seconds)
     return {"dispatcher_word_us": max(0.0, cpu - cpu_sec - cpu_once) * 1e6 / max(1, words),
             "dispatcher_session_us": cpu_once * 1e6 / max(1, words),
@@ -192,11 +209,13 @@ def at_corpus(run, epoch_words, transport_ns_per_byte=None):
     epoch: an epoch's flush (every row, float32, once per epoch and worker) costs the same whatever
     the corpus, so its share per word shrinks as the epoch grows, and so do the workers' joining
     (``worker_setup_us``, per session; added to ``worker_other_us``, which excludes it) and the
-    shards' serving of the session's transfers (``shard_setup_us``, part of ``shard_us``), and with
-    ``transport_ns_per_byte`` (the shards' transport CPU per byte moved, ``transport_cost.py``) the
-    transport of the flushes' bytes and of the session's (``shard_session_bytes_per_word``); everything
-    else (the routine rounds, per interval) stays per word. Runs without the flush split (older
-    JSONs) keep their flushes, labelled so.
+    shards' serving of the session's transfers and of the flushes: their calls' whole CPU,
+    transport included, where the run measured it (``shard_setup_call_us``, ``shard_flush_call_us``);
+    in older runs the handlers' CPU (``shard_setup_us``, ``shard_flush_us``) and, with
+    ``transport_ns_per_byte`` (the shards' transport CPU per byte moved, ``transport_cost.py``), the
+    transport of the flushes' bytes and of the session's (``shard_session_bytes_per_word``) estimated;
+    everything else (the routine rounds, per interval) stays per word. Runs without the flush split
+    (older JSONs) keep their flushes, labelled so.
 
     Returns
     -------
@@ -216,6 +235,11 @@ def at_corpus(run, epoch_words, transport_ns_per_byte=None):
     if not scaled:
         return out, "flushes as measured"
     out["worker_merge_us"] = run["worker_merge_us"] - run["worker_flush_us"] * (1 - ratio)
+    if "shard_flush_call_us" in run:  # the flushes' and the session's calls as they cost, transport included
+        out["shard_us"] = run["shard_us"] - (run["shard_flush_call_us"] + run["shard_setup_call_us"]) * (1 - ratio)
+        for way in ("bytes_up_per_word", "bytes_down_per_word"):
+            out[way] = max(0.0, run[way] - run["flush_bytes_per_word"] / 2 * (1 - ratio))
+        return out, f"flushes scaled to {epoch_words:.3g} words an epoch (x{ratio:.3g}), the shards' calls as measured"
     out["shard_us"] = run["shard_us"] - (run["shard_flush_us"] + run.get("shard_setup_us", 0.0)) * (1 - ratio)
     if transport_ns_per_byte:  # and their bytes' transport (the handlers' CPU above excludes it)
         moved = run["flush_bytes_per_word"] + run.get("shard_session_bytes_per_word", 0.0)
@@ -242,7 +266,7 @@ def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threa
 
 
 def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, machine_cores=None, cores=None,
-           kernel_threads=1, mergers=1, fold_threads=1, gil_share=1.0, shard_gil_share=1.0, job_python_us=None,
+           kernel_threads=1, mergers=1, fold_threads=1, gil_share=None, shard_gil_share=None, job_python_us=None,
            rtt_ms=None, round_trips=DEFAULT_ROUND_TRIPS, sync="ssp", sync_words=None):
     """Every limit (words/s of the whole cluster) of K nodes of ``threads`` trainer threads.
 
@@ -268,9 +292,10 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
         Trainer threads per worker of the runs that measured ``kernel_us``.
     mergers, fold_threads : int
         M merger threads per worker, F fold threads per shard.
-    gil_share, shard_gil_share : float
-        Share of a worker's merge CPU, and of a shard's CPU, that holds the GIL (default 1: all of
-        it, as long as nothing measured less).
+    gil_share, shard_gil_share : float, optional
+        Share of a worker's merge CPU, and of a shard's CPU, that holds the GIL (default: as the run
+        measured it, ``worker_gil_share`` and ``shard_gil_share``: all but the routine rounds'
+        compiled calls; else 1, all of it).
     job_python_us : float, optional
         A worker's GIL-held CPU per word besides its merges (default: the measured
         ``worker_other_us``, else :data:`DEFAULT_JOB_PYTHON_US`).
@@ -294,15 +319,19 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     shards = k if shards is None else shards
     cores = threads if cores is None else cores
     rtt_ms = default_rtt_ms(link_gbit) if rtt_ms is None else rtt_ms
+    gil_share = costs.get("worker_gil_share", 1.0) if gil_share is None else gil_share
+    shard_gil_share = costs.get("shard_gil_share", 1.0) if shard_gil_share is None else shard_gil_share
     job_py = job_python_us if job_python_us is not None else costs.get("worker_other_us", DEFAULT_JOB_PYTHON_US)
     kernel = costs["kernel_us"] * efficiency(kernel_threads) / efficiency(threads)  # CPU per word at T threads
     merge = costs["worker_merge_us"]
+    # what each worker's and shard's clock-driven threads take of a core (and of the GIL), whatever the speed
+    w_clock, s_clock = costs.get("worker_member_cpu", 0.0), costs.get("shard_member_cpu", 0.0)
     out = dict.fromkeys(LIMITS)
     out["trainer threads"] = _rate(k * threads * 1e6, kernel)
     out["merger threads"] = _rate(k * mergers * 1e6, merge)
-    out["worker GIL"] = _rate(k * 1e6, gil_share * merge + job_py)
+    out["worker GIL"] = _rate(k * max(0.0, 1.0 - w_clock) * 1e6, gil_share * merge + job_py)
     out["shard fold threads"] = _rate(shards * fold_threads * 1e6, costs["shard_us"])
-    out["shard GIL"] = _rate(shards * 1e6, shard_gil_share * costs["shard_us"])
+    out["shard GIL"] = _rate(shards * max(0.0, 1.0 - s_clock) * 1e6, shard_gil_share * costs["shard_us"])
     members = k + shards + 1  # its workers, shards and the client
     out["dispatcher CPU"] = dispatcher_limit(costs, members)
     out["client CPU"] = None if corpus_file else _rate(1e6, costs["client_us"])
@@ -317,15 +346,16 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     if machine_cores is not None:  # one host: every role's CPU on its cores
         cpu = kernel + merge + job_py + costs["shard_us"] + costs["dispatcher_us"] + costs["client_us"] \
             + costs.get("worker_setup_us", 0.0)  # (the workers' joining: on this host's cores too)
-        out["core budget"] = _rate(machine_cores * 1e6, cpu)
+        out["core budget"] = _rate(max(0.0, machine_cores - k * w_clock - shards * s_clock) * 1e6, cpu)
     else:  # a node: its trainers, merger, other worker threads and (P = K) its shard, on its cores
         cpu = kernel + merge + job_py + (costs["shard_us"] if shards == k else 0.0)
-        out["core budget"] = _rate(k * cores * 1e6, cpu)
+        out["core budget"] = _rate(k * max(0.0, cores - w_clock - (s_clock if shards == k else 0.0)) * 1e6, cpu)
     seconds, terms, words = _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads,
                                    gil_share, shard_gil_share, sync_words)
     if sync in ("ssp", "bsp") and words > 0:
         out["round latency"] = _rate(k * words, seconds)
     details = {"round_seconds": seconds, "round_terms": terms, "sync_words": words, "rtt_ms": rtt_ms,
+               "gil_shares": {"merges": gil_share, "shards": shard_gil_share},
                "round_trips": round_trips, "node_cpu_us_per_word": cpu, "kernel_us_at_threads": kernel,
                "job_python_us": job_py, "job_python_assumed": job_python_us is None and "worker_other_us" not in costs}
     return out, details

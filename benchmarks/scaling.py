@@ -7,8 +7,9 @@ N of ``--gensim-workers``) and the cluster at each K of ``--workers`` (K workers
 
 * ``kernel_us``: the workers' trainer threads' CPU in jobs;
 * ``worker_merge_us``: the workers' CPU in merge rounds;
-* ``worker_other_us``: the rest of the workers' process CPU (fetching and decoding jobs,
-  heartbeats, Pyro4): Python, counted as GIL-held;
+* ``worker_other_us``: the rest of the workers' process CPU (fetching and decoding jobs, Pyro4's
+  calls): Python, counted as GIL-held; their clock-driven threads (heartbeats, Pyro4's housekeeping)
+  apart, as ``worker_member_cpu`` (CPU seconds a second per worker; ``shard_member_cpu`` likewise);
 * ``shard_us``: the parameter shards' CPU, whole processes (folding merge parts and replying, and
   serving the weights' downloads and heartbeats), summed over the P shards of ``--shards``;
 * ``dispatcher_us``: the dispatcher's CPU (coordination only: jobs, round reports, progress,
@@ -75,8 +76,24 @@ def costs(row, k, threads=1, corpus_file=False):
     # the shards' serving of the session's transfers (the weights' upload, the workers' downloads at join and
     # the client's at the end): per session, like the workers' joining (the handlers' CPU; Pyro4's around them
     # stays in shard_us)
-    out["shard_setup_us"] = sum(cpu for op, (_, cpu) in (row.get("shard_calls") or {}).items()
-                                if op in projection.SESSION_CALLS) * us
+    shard_calls = row.get("shard_calls") or {}
+    out["shard_setup_us"] = sum(c[1] for op, c in shard_calls.items() if op in projection.SESSION_CALLS) * us
+    if any(len(c) > 2 and c[2] > 0 for c in shard_calls.values()):
+        # the whole calls' CPU, transport included (measured since 2026-11-27): the session's transfers,
+        # the epochs' flushes and the routine merges, each as it cost
+        out["shard_setup_call_us"] = sum(c[2] for op, c in shard_calls.items() if op in projection.SESSION_CALLS) * us
+        out["shard_flush_call_us"] = shard_calls.get("merge_flush", [0, 0.0, 0.0])[2] * us
+        out["shard_routine_call_us"] = shard_calls.get("merge", [0, 0.0, 0.0])[2] * us
+    # of the routine rounds' CPU, the compiled calls' (folding, taking and applying parts): they release the
+    # GIL, so the GIL-held share of a worker's merges and of a shard's routine calls is measured, not assumed
+    # (since 2026-11-27; the Python and the transport around them are counted as held)
+    nogil = row.get("routine_nogil_cpu")
+    if nogil and (nogil.get("workers") or nogil.get("shards")):
+        out["worker_routine_nogil_us"], out["shard_routine_nogil_us"] = nogil["workers"] * us, nogil["shards"] * us
+        out["worker_gil_share"] = min(1.0, max(0.0, 1.0 - out["worker_routine_nogil_us"]
+                                               / max(1e-12, out["worker_routine_us"])))
+        if out.get("shard_routine_call_us"):
+            out["shard_gil_share"] = min(1.0, max(0.0, 1.0 - out["shard_routine_nogil_us"] / out["shard_routine_call_us"]))
     if row.get("shard_traffic"):  # the shards' bytes beyond the workers' merges: the session's transfers, mostly
         out["shard_session_bytes_per_word"] = max(0, row["shard_traffic"] - row["bytes_up"] - row["bytes_down"]) \
             / max(1, raw)
@@ -90,6 +107,17 @@ def costs(row, k, threads=1, corpus_file=False):
     if "worker" in cpu:  # the worker processes' CPU outside kernels, merge rounds and joining
         out["worker_other_us"] = max(0.0, cpu["worker"] * us - out["kernel_us"] - out["worker_merge_us"]
                                      - out["worker_setup_us"])
+    # of the processes' CPU, their clock-driven threads' (heartbeats, Pyro4's housekeeping and accepting): a
+    # share of a core per node whatever the speed, not a cost per word (measured by thread since 2026-11-27)
+    for role, key, per_word in (("worker", "worker_member_cpu", "worker_other_us"), ("shard", "shard_member_cpu",
+                                                                                    "shard_us")):
+        groups = row.get(f"{role}_threads_cpu")
+        nodes = k if role == "worker" else len(row.get("shards") or {}) or 1
+        if groups and per_word in out:
+            clock = sum(groups.get(group, 0.0) for group in projection.PER_SECOND_GROUPS[role])
+            out[key] = clock / max(1e-9, nodes * row["seconds"])
+            out[per_word] = max(0.0, out[per_word] - clock * us)
+            out[f"{role}_threads_us"] = {group: seconds * us for group, seconds in sorted(groups.items())}
     return out
 
 
@@ -128,12 +156,21 @@ def check_this_machine(runs, args):
     return out
 
 
+def _share(given, runs, key):
+    """The GIL share the projection uses, as the table's header says it: given, or each run's measured."""
+    if given is not None:
+        return f"{given:g}"
+    return "measured " + "/".join(f"{r[key]:.2f}" if key in r else "1" for r in runs) + " (K=" \
+        + "/".join(str(r["K"]) for r in runs) + ")"
+
+
 def print_projection(runs, gensim_cf_wps, args):
     """The projection to K nodes of ``--threads`` threads, every K of ``--project-k``; returns its records."""
     print(f"\nprojection: nodes of {args.threads} threads and {args.cores or args.threads} cores, "
           f"{f'{args.project_shards} shard hosts' if args.project_shards else 'one shard per node'}, "
           f"{args.mergers} merger thread(s), {args.fold_threads} fold thread(s) a shard, GIL share "
-          f"{args.gil_share:g} (merges) / {args.shard_gil_share:g} (shards), {args.round_trips} round trips a round "
+          f"{_share(args.gil_share, runs, 'worker_gil_share')} (merges) / "
+          f"{_share(args.shard_gil_share, runs, 'shard_gil_share')} (shards), {args.round_trips} round trips a round "
           f"({'rtt %g ms' % args.rtt_ms if args.rtt_ms is not None else 'rtt 0.1 ms on 10 GbE, 0.2 ms on 1 GbE'}), "
           f"sync {args.model_sync}; plain gensim corpus_file at 1 thread {gensim_cf_wps:.0f} words/s here; "
           f"K beyond the measured: {args.extrapolate}")
@@ -212,10 +249,12 @@ def parse_args(argv=None):
                              "largest measured Ks (fit), or the largest's costs (hold)")
     parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
     parser.add_argument("--fold-threads", type=int, default=1, help="fold threads per shard in the projection")
-    parser.add_argument("--gil-share", type=float, default=1.0,
-                        help="share of a worker's merge CPU holding the GIL (default 1: all, until measured)")
-    parser.add_argument("--shard-gil-share", type=float, default=1.0,
-                        help="share of a shard's CPU holding the GIL (default 1: all, until measured)")
+    parser.add_argument("--gil-share", type=float, default=None,
+                        help="share of a worker's merge CPU holding the GIL (default: as measured, all but the "
+                             "routine rounds' compiled calls; 1 where a run did not measure it)")
+    parser.add_argument("--shard-gil-share", type=float, default=None,
+                        help="share of a shard's CPU holding the GIL (default: as measured, all but the routine "
+                             "parts' compiled folds and replies; 1 where a run did not measure it)")
     parser.add_argument("--job-python-us", type=float, default=None,
                         help="a worker's GIL-held CPU per word besides merges (default: the measured "
                              f"worker_other_us, else {projection.DEFAULT_JOB_PYTHON_US})")
@@ -319,7 +358,9 @@ def summarise(args, ks, rows, dist_mode, shards_at):
     for k, t in ks:
         each = [costs(r, k, t, args.corpus_file) for r in rows[(dist_mode, (k, t))]]
         run = {key: statistics.fmean(c[key] for c in each) for key in each[0]
-               if key not in ("K", "seed", "rss_mb", "threads", "corpus_file")}
+               if key not in ("K", "seed", "rss_mb", "threads", "corpus_file") and not isinstance(each[0][key], dict)}
+        for key in (key for key in each[0] if isinstance(each[0][key], dict)):  # by thread group: means too
+            run[key] = {name: statistics.fmean(c[key].get(name, 0.0) for c in each) for name in each[0][key]}
         run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) for q in ("analogy", "ws353", "simlex")}
         run["per_shard_us"] = run["shard_us"] / shards_at(k)
         run.update(K=k, threads=t, corpus_file=args.corpus_file, sg=args.sg, shards=shards_at(k),
@@ -345,6 +386,12 @@ def summarise(args, ks, rows, dist_mode, shards_at):
             print(f"K={run['K']}: per session (spread over a longer corpus by --project-corpus-words): the workers' "
                   f"joining {run['worker_setup_us']:.3f} us a word (not in 'w other'), the shards' serving of the "
                   f"session's transfers {run.get('shard_setup_us', 0.0):.3f} us (in 'shard us')")
+        for role in ("worker", "shard"):
+            if f"{role}_threads_us" in run:
+                print(f"K={run['K']}: the {role}s' threads, us a word: " + ", ".join(
+                    f"{group} {value:.3f}" for group, value in run[f"{role}_threads_us"].items())
+                      + f"; by the clock ({', '.join(projection.PER_SECOND_GROUPS[role])}): "
+                      f"{1e3 * run[f'{role}_member_cpu']:.2f} ms of CPU a second each, not per word")
         if "worker_flush_us" in run:
             print(f"K={run['K']}: of the merge CPU per word, routine rounds (per interval) worker "
                   f"{run['worker_routine_us']:.3f} us, shards {run['shard_routine_us']:.3f} us; epoch flushes (per epoch "

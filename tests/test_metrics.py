@@ -61,6 +61,7 @@ def test_calls_served_are_counted_per_call_since_the_mark():
         served.call(["not", "a", "name"], {})
     sample = meter.sample()
     assert sample.calls["spin"][0] == 3 and 0 < sample.calls["spin"][1] <= sample.cpu
+    assert sample.calls["spin"][2] == 0.0  # served in-process: no transport counted the whole calls
     assert set(sample.calls) == {"spin"} and "nothing" not in CALLS.snapshot()
     assert protocol.NodeMetrics.from_wire(sample.to_wire()) == sample
     assert Meter("worker").sample().calls is None  # only a meter asked to shows them
@@ -116,9 +117,9 @@ def test_history_drops_a_nan_loss():
     ("bytes_sent", -5, "bytes_sent must be >= 0"),
     ("threads", 0, "threads must be in"),
     ("session", "x" * 100, "session must be a session id"),
-    ("calls", {"heartbeat": [-1, 0.0]}, "must be \\[calls, CPU seconds\\]"),
-    ("calls", {"heartbeat": [1, float("nan")]}, "must be \\[calls, CPU seconds\\]"),
-    ("calls", {"heartbeat": [1]}, "must be \\[calls, CPU seconds\\]"),
+    ("calls", {"heartbeat": [-1, 0.0]}, "must be \\[calls, CPU seconds handling them"),
+    ("calls", {"heartbeat": [1, float("nan")]}, "must be \\[calls, CPU seconds handling them"),
+    ("calls", {"heartbeat": [1]}, "must be \\[calls, CPU seconds handling them"),
     ("calls", {"": [1, 0.0]}, "a call's name must be"),
     ("calls", {f"op{i}": [1, 0.0] for i in range(65)}, "at most 64 calls"),
     ("calls", [1, 2], "field .calls. must be dict"),
@@ -169,3 +170,68 @@ def test_a_round_report_carries_a_workers_metrics_only():
     report.node = _node(role="shard")
     with pytest.raises(ValueError, match="round report: node must be a worker's metrics, got role 'shard'"):
         protocol.RoundReport.from_wire(report.to_wire())
+
+
+def test_a_handler_names_its_call_more_finely_and_the_name_does_not_stick():
+    from gensim_distw2v.protocol import calls, records
+    import dataclasses
+    import typing
+
+    @dataclasses.dataclass
+    class Ask(records.Record):
+        WHAT: typing.ClassVar[str] = "ask"
+        n: int
+
+    class Server:
+        def merge(self, request):
+            if request.n:
+                CALLS.name("merge_big")
+            return request.n
+
+    table = calls.Table("probe", [calls.Call("merge", Ask, "merge", int, "a merge")])
+    served = endpoints.Endpoint(calls.Handlers(table, Server()))
+    before = CALLS.snapshot()
+    for n in (1, 0, 0, 1, 1):
+        served.call("merge", {"n": n})
+    after = CALLS.snapshot()
+    assert after["merge_big"][0] - before.get("merge_big", (0,))[0] == 3
+    assert after["merge"][0] - before.get("merge", (0,))[0] == 2
+    with pytest.raises(ValueError, match="malformed node metrics"):
+        protocol.NodeMetrics.from_wire(dict(_node().to_wire(), calls={"merge": [1, 0.1, -1.0]}))
+    assert protocol.NodeMetrics.from_wire(dict(_node().to_wire(), calls={"merge": [1, 0.1]})).calls == \
+        {"merge": [1, 0.1]}  # an older node's (no whole calls' CPU)
+
+
+def test_the_meter_counts_cpu_by_thread_group_and_an_ended_thread_keeps_its_group():
+    import threading
+    import time
+
+    def spin(seconds, done=None):
+        began = time.thread_time()
+        while time.thread_time() - began < seconds:
+            pass
+        if done is not None:
+            done.wait()
+
+    meter = Meter("worker", threads=1)
+    meter.mark("s")
+    go = threading.Event()
+    trainer = threading.Thread(target=spin, args=(0.05, go), name="trainer-0")
+    beat = threading.Thread(target=spin, args=(0.03,), name="heartbeat")
+    trainer.start()
+    beat.start()
+    beat.join()
+    first = meter.sample()  # the heartbeat thread is gone by now: its CPU is "ended"
+    go.set()
+    trainer.join()
+    second = meter.sample()  # the trainer, seen alive at the first sample, keeps its group once gone
+    assert first.thread_cpu["ended"] >= 0.025 and "heartbeat" not in first.thread_cpu
+    assert second.thread_cpu["trainers"] >= first.thread_cpu.get("trainers", 0.0)
+    assert sum(second.thread_cpu.values()) == pytest.approx(second.cpu, abs=1e-6)
+    assert protocol.NodeMetrics.from_wire(second.to_wire()) == second
+    from gensim_distw2v.io.meter import thread_group
+    assert [thread_group(n) for n in ("trainer-3", "merger", "shard-link_0", "Pyro-Worker-1", "housekeeper",
+                                      "MainThread", "session", "heartbeat", "x")] == \
+        ["trainers", "merger", "merger", "serving", "housekeeping", "main", "session", "heartbeat", "other"]
+    with pytest.raises(ValueError, match="thread_cpu"):
+        protocol.NodeMetrics.from_wire(dict(second.to_wire(), thread_cpu={"trainers": -1.0}))

@@ -125,8 +125,10 @@ def test_the_dispatcher_counts_its_calls_and_no_member_polls_it_in_a_loop(run): 
     dispatcher = next(n for n in stats["nodes"].values() if n["role"] == "dispatcher")
     calls, seconds = dispatcher["calls"], dispatcher["seconds"]
     assert {"heartbeat", "shard_beat", "get_jobs", "round_done", "progress", "put_jobs"} <= set(calls)
-    assert all(n >= 1 and 0 <= cpu <= dispatcher["cpu"] for n, cpu in calls.values())
-    assert sum(cpu for _, cpu in calls.values()) <= dispatcher["cpu"]
+    # [calls, CPU handling them, CPU in the whole calls (transport included)]: each within the next
+    assert all(n >= 1 and 0 <= cpu <= whole <= dispatcher["cpu"] for n, cpu, whole in calls.values())
+    assert sum(whole for *_, whole in calls.values()) <= dispatcher["cpu"]
+    assert sum(whole for *_, whole in calls.values()) > sum(cpu for _, cpu, _ in calls.values())
     # the workers' joining (join, downloads, replica: per session) is counted apart from their merges
     assert 0 < stats["setup_cpu"] and all(0 < w["setup_cpu"] for w in stats["workers"].values())
     for op, members in (("heartbeat", len(stats["workers"])), ("shard_beat", len(stats["shards"]))):

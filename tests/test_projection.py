@@ -103,6 +103,12 @@ def test_the_dispatchers_cpu_splits_into_per_word_and_per_member_second():
     run = dict(CHEAP, K=8, worker_other_us=0.0, **split2)
     assert projection.at_corpus(run, None)[0]["dispatcher_word_us"] == pytest.approx(
         split2["dispatcher_word_us"] + split2["dispatcher_session_us"])
+    # the whole calls' CPU (transport included) where measured: the rest is the process's own threads
+    whole = {op: [n, cpu, cpu * 3] for op, (n, cpu) in calls.items()}
+    split3 = projection.dispatcher_split(whole, 2.0, words=10_000_000, members=19, seconds=10.0)
+    rest = (2.0 - 0.555 * 3) / 1550
+    assert split3["dispatcher_overhead_us_per_call"] == pytest.approx(rest * 1e6)
+    assert split3["dispatcher_member_cpu"] == pytest.approx((0.055 * 3 + rest * 550) / 190)
     # the limit: what the members' per-second calls leave of one core, over the per-word CPU
     costs = dict(CHEAP, dispatcher_us=0.2, **split)
     p = projection.project(costs, 1e6, 8, 16, 10.0)
@@ -258,7 +264,74 @@ def test_the_workers_joining_is_per_session_and_spread_like_the_flushes():
     moved, how = projection.at_corpus(dict(run, shard_setup_us=0.2, shard_session_bytes_per_word=24.0), 1.2e9, 1.5)
     assert moved["shard_us"] == pytest.approx(0.45 - (0.09 + 0.2 + (46.0 + 24.0) * 1.5e-3) * 0.99)
     assert "1.5 ns a byte" in how
+    # measured as whole calls (transport included), the flushes' and the session's calls are taken as they
+    # cost, and no per-byte estimate is made
+    whole, how = projection.at_corpus(dict(run, shard_setup_us=0.2, shard_setup_call_us=0.26,
+                                           shard_flush_call_us=0.12), 1.2e9, 1.5)
+    assert whole["shard_us"] == pytest.approx(0.45 - (0.12 + 0.26) * 0.99)
+    assert "calls as measured" in how and "ns a byte" not in how
+    assert whole["bytes_up_per_word"] == pytest.approx(27.8 - 23.0 * 0.99)
     # on the host it was measured on, its CPU counts in the core budget
     machine = projection.this_machine(dict(CHEAP, **run, shards=1, raw_wps=1.0))
     base = projection.this_machine(dict(CHEAP, **dict(run, worker_setup_us=0.0), shards=1, raw_wps=1.0))
     assert machine["limits"]["core budget"] < base["limits"]["core budget"]
+
+
+def test_clock_driven_threads_take_a_share_of_a_core_not_a_cost_per_word():
+    # each worker's heartbeat and Pyro4 threads take 2% of a core, each shard's 1%: the GIL and the cores
+    # have that much less room, whatever the speed
+    base = projection.limits(dict(CHEAP, worker_other_us=0.5, shard_us=8.0), 8, 16, 10.0)[0]
+    clock = projection.limits(dict(CHEAP, worker_other_us=0.5, shard_us=8.0, worker_member_cpu=0.02,
+                                   shard_member_cpu=0.01), 8, 16, 10.0)[0]
+    assert clock["worker GIL"] == pytest.approx(base["worker GIL"] * 0.98)
+    assert clock["shard GIL"] == pytest.approx(base["shard GIL"] * 0.99)
+    assert clock["core budget"] == pytest.approx(base["core budget"] * (16 - 0.03) / 16)
+    # one host: every member's share comes off the host's cores
+    run = dict(CHEAP, K=4, shards=4, raw_wps=1.0)
+    host = projection.this_machine(dict(run, worker_member_cpu=0.05, shard_member_cpu=0.05), cores=2)
+    assert host["limits"]["core budget"] == pytest.approx(
+        projection.this_machine(run, cores=2)["limits"]["core budget"] * (2 - 8 * 0.05) / 2)
+
+
+def test_the_benchmark_splits_a_nodes_threads_into_per_word_and_by_the_clock():
+    sys.path.insert(0, BENCHMARKS)
+    try:
+        import scaling
+    finally:
+        sys.path.remove(BENCHMARKS)
+    row = {"raw_words": 1_000_000, "seconds": 10.0, "seed": 1, "raw_wps": 1e5, "kernel_cpu": 1.0,
+           "cpu_seconds": {"client": 0.1, "worker": 2.0, "shard": 0.5, "dispatcher": 0.1},
+           "merge_cpu": {"workers": 0.4, "shards": 0.2}, "stall_seconds": 0.0, "bytes_up": 0, "bytes_down": 0,
+           "rounds": 10, "peak_rss_mb": {}, "analogy": 0.0, "ws353": 0.0, "simlex": 0.0,
+           "shards": {"a": {}, "b": {}},
+           "worker_threads_cpu": {"trainers": 1.2, "merger": 0.4, "heartbeat": 0.1, "serving": 0.06, "main": 0.04,
+                                  "ended": 0.2},
+           "shard_threads_cpu": {"serving": 0.4, "heartbeat": 0.06, "housekeeping": 0.04},
+           "flush_cpu": {"workers": 0.1, "shards": 0.05}, "routine_nogil_cpu": {"workers": 0.06, "shards": 0.1},
+           "shard_calls": {"merge": [20, 0.15, 0.25], "merge_flush": [4, 0.05, 0.08], "download": [8, 0.01, 0.03]}}
+    out = scaling.costs(row, 4, threads=2)
+    # the routine rounds' compiled calls released the GIL: 0.06 of the workers' 0.3 s, 0.1 of the shards' 0.25
+    assert out["worker_gil_share"] == pytest.approx(1 - 0.06 / 0.3)
+    assert out["shard_gil_share"] == pytest.approx(1 - 0.1 / 0.25)
+    assert (out["shard_routine_call_us"], out["shard_flush_call_us"], out["shard_setup_call_us"]) == \
+        pytest.approx((0.25, 0.08, 0.03))
+    assert out["worker_member_cpu"] == pytest.approx(0.2 / (4 * 10.0))  # heartbeat, serving, main
+    assert out["worker_other_us"] == pytest.approx((2.0 - 1.0 - 0.4 - 0.2) * 1e6 / 1e6)
+    assert out["shard_member_cpu"] == pytest.approx(0.1 / (2 * 10.0))  # its Pyro4 threads serve the merges
+    assert out["shard_us"] == pytest.approx((0.5 - 0.1) * 1e6 / 1e6)
+    assert out["worker_threads_us"]["trainers"] == pytest.approx(1.2)
+
+
+def test_the_gil_shares_are_the_runs_measured_ones_unless_given():
+    costs = dict(CHEAP, worker_merge_us=1.0, worker_other_us=0.0, shard_us=2.0)
+    assumed, details = projection.limits(costs, 8, 16, 10.0)
+    assert details["gil_shares"] == {"merges": 1.0, "shards": 1.0}  # nothing measured: all of it held
+    measured, details = projection.limits(dict(costs, worker_gil_share=0.25, shard_gil_share=0.5), 8, 16, 10.0)
+    assert details["gil_shares"] == {"merges": 0.25, "shards": 0.5}
+    assert measured["worker GIL"] == pytest.approx(4 * assumed["worker GIL"])
+    assert measured["shard GIL"] == pytest.approx(2 * assumed["shard GIL"])
+    given = projection.limits(dict(costs, worker_gil_share=0.25), 8, 16, 10.0, gil_share=1.0)[0]
+    assert given["worker GIL"] == pytest.approx(assumed["worker GIL"])
+    # held at the nearest measured K, never fitted as a power of K (a share stays a share)
+    runs = [dict(costs, K=8, worker_gil_share=0.4), dict(costs, K=16, worker_gil_share=0.8)]
+    assert projection.costs_at(runs, 32)[0]["worker_gil_share"] == 0.8

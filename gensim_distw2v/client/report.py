@@ -84,10 +84,10 @@ class Reports:
         return words
 
     def _shard_stats(self, links, sid, nodes):
-        """Per shard, of this session: ``{"merges", "merge_cpu", "exact_cpu", "bytes_in", "bytes_out",
-        "damped"}``
-        (merge calls, their CPU seconds, bytes in and out, rows damped); each shard's metrics now
-        replace its last heartbeat's in ``nodes``."""
+        """Per shard, of this session: ``{"merges", "merge_cpu", "exact_cpu", "routine_nogil_cpu", "bytes_in",
+        "bytes_out", "damped"}`` (merge calls, their CPU seconds, of them the epoch flushes' and the
+        compiled calls', bytes in and out, rows damped); each shard's metrics now replace its last
+        heartbeat's in ``nodes``."""
         out = {}
         for shard, (name, _uri) in enumerate(links.shards):
             status = links.call(shard, "status")
@@ -95,8 +95,8 @@ class Reports:
             if status.node is not None and status.node.session == sid:
                 nodes[name] = status.node
             if held is not None and held.id == sid:
-                out[name] = {key: getattr(held, key) for key in ("merges", "merge_cpu", "exact_cpu", "bytes_in",
-                                                                 "bytes_out", "damped")}
+                out[name] = {key: getattr(held, key) for key in ("merges", "merge_cpu", "exact_cpu", "routine_nogil_cpu",
+                                                                 "bytes_in", "bytes_out", "damped")}
         return out
 
     def _summarise(self, final, links, sid, config, start, trained, raw):
@@ -115,6 +115,9 @@ class Reports:
                       "merge_cpu": {"workers": final.total("merge_cpu"),
                                     "shards": sum(s["merge_cpu"] for s in shards.values())},
                       # of those, the epoch flushes' (a cost per epoch, not per interval)
+                      # of the routine rounds', the compiled calls' (folding, taking and applying parts): no GIL
+                      "routine_nogil_cpu": {"workers": final.total("routine_nogil_cpu"),
+                                          "shards": sum(s["routine_nogil_cpu"] for s in shards.values())},
                       "flush_cpu": {"workers": final.total("flush_cpu"),
                                     "shards": sum(s["exact_cpu"] for s in shards.values())},
                       "stall_seconds": final.total("stall_seconds"),

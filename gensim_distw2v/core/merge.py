@@ -41,6 +41,7 @@ Rules (``merge=``):
 """
 import math
 import threading
+import time
 
 import numpy as np
 
@@ -51,6 +52,24 @@ from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
 from gensim_distw2v.protocol.arrays import all_finite, check_damp_rows
 from gensim_distw2v.protocol.constants import MERGE_RULES
 from gensim_distw2v.settings import check_codec
+
+_COMPILED = threading.local()  # per thread: CPU seconds in the merge's compiled calls (they release the GIL)
+
+
+def compiled_cpu():
+    """CPU seconds this thread has spent in the merge's compiled calls so far (folding, taking and
+    applying parts, the stale replies): work that releases the GIL, so that a node's merges and folds
+    can tell their GIL-held share (the rest, Python and the transport, is counted as held)."""
+    return getattr(_COMPILED, "cpu", 0.0)
+
+
+def _compiled(fn, *args):
+    """``fn(*args)`` (a compiled call that releases the GIL), its CPU counted in :func:`compiled_cpu`."""
+    began = time.thread_time()
+    try:
+        return fn(*args)
+    finally:
+        _COMPILED.cpu = getattr(_COMPILED, "cpu", 0.0) + time.thread_time() - began
 
 __all__ = ["GlobalWeights", "Replica", "damp_agreeing", "row_bytes"]
 
@@ -287,8 +306,8 @@ class GlobalWeights:
                     top = int(np.searchsorted(rows, top_rows))  # rows are increasing
                     if values.dtype == np.float16 and not HAS_F16C:
                         values = _as_float32(values)
-                    self.damped += fold_part(weights, rows, values, top, snap, self.stale[name], marks, scale,
-                                             row_scales, self.damp_below[name])
+                    self.damped += _compiled(fold_part, weights, rows, values, top, snap, self.stale[name], marks,
+                                             scale, row_scales, self.damp_below[name])
                 end = _row_end(name, lo, hi, hot_rows)
                 # damped rows: what the worker missed, as deltas (hold-back and rounding wait: error feedback)
                 if lo < min(end, top_rows):
@@ -302,8 +321,8 @@ class GlobalWeights:
                 codec = "float32" if exact else self.value_codec
                 want = wanted if wanted is not None and name in BY_FREQUENCY else None
                 if HAS_F16C or codec != "float16":  # one compiled pass: the bits, the values, the bits again
-                    values_out[name] = stale_reply(weights, self.stale[name], self.rounded[name], word, mask, a,
-                                                   max(a, end), exact, want, lo, codec)
+                    values_out[name] = _compiled(stale_reply, weights, self.stale[name], self.rounded[name], word,
+                                                        mask, a, max(a, end), exact, want, lo, codec)
                 else:
                     values_out[name] = _stale_reply(weights, self.stale[name], self.rounded[name], word, mask, a,
                                                     end, exact, want, lo, codec)
@@ -347,7 +366,7 @@ def _take(replica, base, lo, hi, codec, hold_back=0.0):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
     :meth:`Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
     if HAS_F16C or codec != "float16":  # one compiled call: which rows, which go, their deltas, the base
-        return take_part(replica, base, lo, hi, codec, hold_back)
+        return _compiled(take_part, replica, base, lo, hi, codec, hold_back)
     changed, norms = changed_rows(replica, base, lo, hi)
     kept = kept_rows(norms, hold_back)  # the smallest wait: error feedback (compiled, linear time)
     changed = changed[kept]
@@ -456,4 +475,4 @@ class Replica:
                 rows = np.ascontiguousarray(rows, dtype=np.uint32)
                 if not HAS_F16C and got.dtype == np.float16:
                     got = _as_float32(got)
-                take_rows(self.replica[name], self.base[name], rows, got, row_scales, absolute)
+                _compiled(take_rows, self.replica[name], self.base[name], rows, got, row_scales, absolute)

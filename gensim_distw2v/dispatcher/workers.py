@@ -4,6 +4,7 @@ import logging
 import time
 
 from gensim_distw2v import protocol
+from gensim_distw2v.io import meter
 from gensim_distw2v.dispatcher.membership import WORKER_ROLE, Membership
 from gensim_distw2v.dispatcher.state import JOB_DEADLINE_ROUNDS
 
@@ -98,6 +99,8 @@ class WorkerCalls(Membership):
             out, drained = session.hand_out(name, request.max_jobs)
             if out:
                 cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
+            else:  # a poll that found no work (a session's start, an epoch's tail): not a cost of the words
+                meter.CALLS.name("get_jobs_idle")
             return protocol.JobBatch(jobs=out, drained=drained)
 
     def begin_round(self, request):

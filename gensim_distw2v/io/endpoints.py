@@ -14,7 +14,8 @@ __all__ = ["Endpoint", "Link", "endpoint", "link"]
 @transport.expose
 class Endpoint:
     """What a daemon serves for a call table: one remote method, ``call(op, msg)``; each call of
-    the table is counted in :data:`gensim_distw2v.io.meter.CALLS`."""
+    the table is counted in :data:`gensim_distw2v.io.meter.CALLS` (its handling here, the whole call
+    by the transport)."""
 
     def __init__(self, handlers):
         self._handle = handlers.handle
@@ -22,11 +23,16 @@ class Endpoint:
 
     def call(self, op, msg):
         """Run call ``op`` of the table with its request message ``msg``."""
+        counted = isinstance(op, str) and op in self._ops  # a peer's unknown op is refused, not counted
+        if counted:
+            CALLS.begin(op)
+        else:
+            CALLS.forget()
         began = time.thread_time()
         try:
             return self._handle(op, msg)
         finally:
-            if isinstance(op, str) and op in self._ops:  # a peer's unknown op is refused, not counted
+            if counted:
                 CALLS.add(op, time.thread_time() - began)
 
 

@@ -3,6 +3,7 @@
 A :class:`Meter` makes a :class:`gensim_distw2v.protocol.NodeMetrics` in the node; every worker and
 shard sends one on each heartbeat (about once a second); the dispatcher measures itself the same way.
 """
+import functools
 import os
 import resource
 import sys
@@ -27,6 +28,35 @@ def peak_rss_bytes():
     return peak if sys.platform == "darwin" else peak * 1024  # Linux counts KiB, macOS bytes
 
 
+# what a process's threads are for, by the start of their names: per trained word (trainers, a
+# worker's session thread fetching and reading jobs, its merger and shard links), or per second
+# whatever the speed (heartbeats, Pyro4's serving and housekeeping, the main thread); the rest "other"
+THREAD_GROUPS = (("trainer-", "trainers"), ("session", "session"), ("merger", "merger"),
+                 ("shard-link", "merger"), ("heartbeat", "heartbeat"), ("Pyro-", "serving"),
+                 ("housekeeper", "housekeeping"), ("MainThread", "main"))
+
+
+def thread_group(name):
+    """The group of :data:`THREAD_GROUPS` a thread of this name counts in (``other`` if none)."""
+    for prefix, group in THREAD_GROUPS:
+        if name.startswith(prefix):
+            return group
+    return "other"
+
+
+def threads_cpu():
+    """``{thread ident: (group, CPU seconds)}`` of this process's live Python threads (where the
+    platform gives a thread's CPU clock; else empty)."""
+    out = {}
+    for thread in threading.enumerate():
+        try:
+            out[thread.ident] = (thread_group(thread.name),
+                                 time.clock_gettime(time.pthread_getcpuclockid(thread.ident)))
+        except (AttributeError, OSError, TypeError):  # no such clock here, or the thread just ended
+            continue
+    return out
+
+
 class Meter:
     """A process's own counters, since :meth:`mark` (a session began on it) or since it started.
 
@@ -49,15 +79,19 @@ class Meter:
         self.session = None
         self._base = (time.monotonic(), 0.0, 0, 0)  # wall, CPU, bytes sent, bytes received
         self._calls = {}  # CALLS at the mark
+        self._threads = {}  # each live thread's CPU at the mark
+        self._seen = {}  # each thread's group and CPU at the last sample (a thread that ends keeps its group)
+        self._gone = {}  # group -> CPU since the mark of the threads that ended (as last seen)
 
     def mark(self, session):
         """Count from now on, for ``session`` (an id, or None: outside sessions)."""
         sent, received = traffic()
         served = CALLS.snapshot() if self.calls else {}
+        threads = {ident: cpu for ident, (_group, cpu) in threads_cpu().items()}
         with self.lock:
             self.session = session
             self._base = (time.monotonic(), time.process_time(), sent, received)
-            self._calls = served
+            self._calls, self._threads, self._seen, self._gone = served, threads, {}, {}
 
     def sample(self, words=0, kernel_cpu=0.0, merge_cpu=0.0):
         """The node's :class:`gensim_distw2v.protocol.NodeMetrics` now.
@@ -72,47 +106,106 @@ class Meter:
         sent, received = traffic()
         with self.lock:
             wall, cpu, sent0, received0 = self._base
-            session, base = self.session, self._calls
+            session, base, threads0 = self.session, self._calls, self._threads
         served = None
         if self.calls:
-            served = {op: [n - base.get(op, (0, 0.0))[0], max(0.0, seconds - base.get(op, (0, 0.0))[1])]
-                      for op, (n, seconds) in CALLS.snapshot().items() if n > base.get(op, (0, 0.0))[0]}
+            zero = (0, 0.0, 0.0)
+            served = {op: [n - base.get(op, zero)[0], max(0.0, seconds - base.get(op, zero)[1]),
+                           max(0.0, whole - base.get(op, zero)[2])]
+                      for op, (n, seconds, whole) in CALLS.snapshot().items() if n > base.get(op, zero)[0]}
         total = max(0.0, time.process_time() - cpu)
+        live = threads_cpu()
+        with self.lock:  # threads that ended since the last sample count in their group, as last seen
+            for ident, (group, seconds) in self._seen.items():
+                if ident not in live or live[ident][0] != group:
+                    self._gone[group] = self._gone.get(group, 0.0) + max(0.0, seconds - threads0.get(ident, 0.0))
+                    threads0.pop(ident, None)
+            self._seen = live
+            by_group = dict(self._gone)
+        for ident, (group, seconds) in live.items():  # the live threads' CPU since the mark, by group
+            by_group[group] = by_group.get(group, 0.0) + max(0.0, seconds - threads0.get(ident, 0.0))
+        by_group["ended"] = max(0.0, total - sum(by_group.values()))  # the rest: threads ended between samples
         rss = rss_bytes()
         return protocol.NodeMetrics(
             role=self.role, session=session, seconds=max(0.0, time.monotonic() - wall), words=int(words),
             cpu=total, kernel_cpu=min(float(kernel_cpu), total), merge_cpu=min(float(merge_cpu), total),
             rss=rss, peak_rss=max(rss, peak_rss_bytes()), bytes_sent=max(0, sent - sent0),
-            bytes_received=max(0, received - received0), threads=self.threads, calls=served)
+            bytes_received=max(0, received - received0), threads=self.threads, calls=served, thread_cpu=by_group)
 
 
 class CallCounts:
-    """Calls this process served, per call of its table: how many, and the CPU seconds of the
-    serving thread in them (checking the request, the handler, building the reply; a long poll's
-    wait is not CPU). Pyro4's own work around a call (the socket, msgpack, its thread pool) is not
-    in it: it is the rest of the process's CPU. One per process (:data:`CALLS`), like the traffic
-    counter below (:data:`TRAFFIC`); :class:`gensim_distw2v.io.endpoints.Endpoint` counts."""
+    """Calls this process served, per call of its table: how many, the CPU seconds of the serving
+    thread in the call's handling (checking the request, the handler, building the reply; a long
+    poll's wait is not CPU), and in the whole call (that and the transport's work around it:
+    reading, verifying and decoding the request, encoding, signing and sending the reply). The
+    rest of the process's CPU is its own threads' (heartbeats, checkpoints) and Pyro4's accepting.
+    One per process (:data:`CALLS`), like the traffic counter below (:data:`TRAFFIC`);
+    :class:`gensim_distw2v.io.endpoints.Endpoint` counts the handling, the transport the whole.
+
+    A handler may name its call more finely than its operation (:meth:`name`: a shard's merge of
+    an epoch's flush counts as ``merge_flush``, a cost per epoch rather than per interval)."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.counts = {}  # op -> [calls, cpu seconds]
+        self.counts = {}  # op -> [calls, handling CPU seconds, whole-call CPU seconds]
+        self._current = threading.local()  # the call this thread serves: its name, once handled
+
+    def name(self, op):
+        """Count the call this thread is serving as ``op`` (its operation's name by default)."""
+        self._current.op = op
+
+    def begin(self, op):
+        """This thread starts handling call ``op``."""
+        self._current.op = op
 
     def add(self, op, cpu):
+        """This thread handled call ``op`` (or the name its handler gave it) in ``cpu`` seconds."""
+        op = getattr(self._current, "op", None) or op
+        self._current.op = op
         with self.lock:
             entry = self.counts.get(op)
             if entry is None:
-                self.counts[op] = [1, cpu]
+                self.counts[op] = [1, cpu, 0.0]
             else:
                 entry[0] += 1
                 entry[1] += cpu
 
-    def snapshot(self):
-        """``{op: (calls, cpu seconds)}`` since the process started."""
+    def served(self, cpu):
+        """This thread's call took ``cpu`` seconds in all (the transport's count); a message that
+        reached no handler (refused, a ping, a closed connection) is not a call and not counted."""
+        op = getattr(self._current, "op", None)
+        if op is None:
+            return
+        self._current.op = None
         with self.lock:
-            return {op: (n, cpu) for op, (n, cpu) in self.counts.items()}
+            entry = self.counts.get(op)
+            if entry is not None:
+                entry[2] += cpu
+
+    def forget(self):
+        """This thread's call is not counted (refused before its handler ran)."""
+        self._current.op = None
+
+    def snapshot(self):
+        """``{op: (calls, handling CPU seconds, whole-call CPU seconds)}`` since the process started."""
+        with self.lock:
+            return {op: tuple(entry) for op, entry in self.counts.items()}
 
 
 CALLS = CallCounts()
+
+
+def whole_calls(handle):
+    """Wrap a transport's handling of one request (``handle(...)``): the call's whole CPU on this
+    thread is counted (:meth:`CallCounts.served`) under the name its handler gave it."""
+    @functools.wraps(handle)
+    def counted(*args, **kwargs):
+        began = time.thread_time()
+        try:
+            return handle(*args, **kwargs)
+        finally:
+            CALLS.served(time.thread_time() - began)
+    return counted
 
 
 def model_bytes_limit(given=None):

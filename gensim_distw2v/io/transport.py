@@ -203,7 +203,6 @@ class _PyroGate(Gate):
         return True
 
 
-
 class _Gated:
     """Mixed into a Pyro4 daemon: its own serializer (``SERIALIZER``, the only one it accepts), message
     size (``LIMIT``) and thread pool whatever the process's Pyro4 config says, and the handshake under
@@ -255,6 +254,7 @@ class _Gated:
         conn.limit = self.LIMIT
         return True
 
+    @meter.whole_calls  # each call's whole CPU, counted under the name its handler gave it
     def handleRequest(self, conn):  # noqa: N802 - Pyro4's name
         """Pyro4's request handling for what this package sends: one call per message (no batches, blobs
         or oneway calls), decoded by this daemon's serializer within its limits, answered uncompressed

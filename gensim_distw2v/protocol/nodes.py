@@ -18,8 +18,12 @@ class NodeMetrics(Record):
     resident memory now and the process's peak (bytes); bytes sent and received on all its
     connections (the wire's bytes, headers included); trainer ``threads`` (workers). The
     dispatcher fills ``silent`` (seconds since it heard the node) and ``words_per_second`` (its
-    recent rate) when it passes them on. ``calls`` (the dispatcher's own): per call it served,
-    ``[calls, CPU seconds]`` of the serving thread in them (see :class:`gensim_distw2v.io.meter.CallCounts`)."""
+    recent rate) when it passes them on. ``calls`` (the dispatcher's and shards' own): per call they served,
+    ``[calls, CPU seconds, CPU seconds]``: how many, the serving thread's CPU handling them and in the
+    whole calls, transport included (see :class:`gensim_distw2v.io.meter.CallCounts`). ``thread_cpu``:
+    CPU seconds of its threads by what they are for (``trainers``, ``session``, ``merger``,
+    ``heartbeat``, ``serving``, ``main``, ``other``, and ``ended``: threads gone since; see
+    :data:`gensim_distw2v.io.meter.THREAD_GROUPS`)."""
 
     WHAT: typing.ClassVar[str] = "node metrics"
     role: str
@@ -37,6 +41,7 @@ class NodeMetrics(Record):
     silent: float = 0.0
     words_per_second: float = 0.0
     calls: typing.Optional[dict] = None
+    thread_cpu: typing.Optional[dict] = None  # {group: CPU seconds} (gensim_distw2v.io.meter.THREAD_GROUPS)
 
     def check(self):
         if self.role not in NODE_ROLES:
@@ -49,6 +54,8 @@ class NodeMetrics(Record):
             raise ValueError(f"malformed {self.WHAT}: threads must be in [1, 4096], got {self.threads}")
         if self.calls is not None:
             self.calls = _call_counts(self, self.calls)
+        if self.thread_cpu is not None:
+            self.thread_cpu = _thread_cpu(self, self.thread_cpu)
 
     @property
     def other_cpu(self):
@@ -60,17 +67,36 @@ MAX_CALL_KINDS = 64  # calls a node's ``calls`` may list (the largest table has 
 
 
 def _call_counts(record, calls):
-    """``calls`` checked: ``{op: [calls, CPU seconds]}``, op names of at most 64 characters."""
+    """``calls`` checked: ``{op: [calls, CPU seconds handling them, CPU seconds in the whole calls]}``
+    (the last is missing from older nodes), op names of at most 64 characters."""
     if not isinstance(calls, dict) or len(calls) > MAX_CALL_KINDS:
         raise ValueError(f"malformed {record.WHAT}: calls must be a map of at most {MAX_CALL_KINDS} calls")
     out = {}
     for op, value in calls.items():
         if not isinstance(op, str) or not 0 < len(op) <= 64:
             raise ValueError(f"malformed {record.WHAT}: a call's name must be a string of 1-64 characters")
-        if (not isinstance(value, (list, tuple)) or len(value) != 2 or isinstance(value[0], bool)
-                or not isinstance(value[0], int) or not isinstance(value[1], (int, float)) or isinstance(value[1], bool)
-                or value[0] < 0 or not 0 <= value[1] < float("inf")):
-            raise ValueError(f"malformed {record.WHAT}: calls[{op!r}] must be [calls, CPU seconds], both >= 0")
-        out[op] = [int(value[0]), float(value[1])]
+        if (not isinstance(value, (list, tuple)) or len(value) not in (2, 3) or isinstance(value[0], bool)
+                or not isinstance(value[0], int) or value[0] < 0
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+                           for v in value[1:])):
+            raise ValueError(f"malformed {record.WHAT}: calls[{op!r}] must be [calls, CPU seconds handling them, "
+                             f"CPU seconds in the whole calls], all >= 0")
+        out[op] = [int(value[0])] + [float(v) for v in value[1:]]
     return out
 
+
+MAX_THREAD_GROUPS = 16  # groups a node's ``thread_cpu`` may list (gensim_distw2v.io.meter's: 9, "ended" among them)
+
+
+def _thread_cpu(record, groups):
+    """``thread_cpu`` checked: ``{group: CPU seconds >= 0}``, group names of at most 32 characters."""
+    if not isinstance(groups, dict) or len(groups) > MAX_THREAD_GROUPS:
+        raise ValueError(f"malformed {record.WHAT}: thread_cpu must be a map of at most {MAX_THREAD_GROUPS} groups")
+    out = {}
+    for group, seconds in groups.items():
+        if not isinstance(group, str) or not 0 < len(group) <= 32:
+            raise ValueError(f"malformed {record.WHAT}: a thread group's name must be a string of 1-32 characters")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"malformed {record.WHAT}: thread_cpu[{group!r}] must be CPU seconds >= 0")
+        out[group] = float(seconds)
+    return out

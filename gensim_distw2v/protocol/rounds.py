@@ -187,6 +187,7 @@ class RoundReport(Record):
     rounds: int = 1  # the merge rounds this report covers (routine rounds are reported in batches)
     flush_cpu: float = 0.0  # of merge_cpu, the epoch flushes' (a total so far): per epoch, not per interval
     setup_cpu: float = 0.0  # the worker's process CPU joining the session (join, downloads): per session
+    routine_nogil_cpu: float = 0.0  # of merge_cpu, the routine rounds' compiled calls' (a total so far): no GIL
 
     def check(self):
         if self.flush < -1:
@@ -197,7 +198,7 @@ class RoundReport(Record):
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
         _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down",
-                       "flush_cpu", "setup_cpu")
+                       "flush_cpu", "setup_cpu", "routine_nogil_cpu")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
                     or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):

@@ -34,6 +34,7 @@ class WorkerCounts(Record):
     kernel_cpu: float = 0.0
     stall_seconds: float = 0.0
     setup_cpu: float = 0.0
+    routine_nogil_cpu: float = 0.0
 
     def check(self):
         _non_negative(self, *self.names())
@@ -48,7 +49,8 @@ class WorkerCounts(Record):
         if report.exact:
             self.exact_bytes_up += report.bytes_up
             self.exact_bytes_down += report.bytes_down
-        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu"):
+        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu",
+                     "routine_nogil_cpu"):
             setattr(self, name, max(getattr(self, name), getattr(report, name)))
 
 
@@ -181,6 +183,7 @@ class HeldStatus(Record):
     damped: int
     workers: int
     exact_cpu: float = 0.0  # of merge_cpu, the exact (epoch-end) parts'
+    routine_nogil_cpu: float = 0.0  # of merge_cpu, the routine parts' compiled folds and replies (no GIL)
 
 
 @dataclasses.dataclass

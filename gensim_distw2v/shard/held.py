@@ -35,6 +35,7 @@ class _Held:
         self.merges = 0
         self.merge_cpu = 0.0  # CPU seconds in merge calls: checking, folding, the reply
         self.exact_cpu = 0.0  # of merge_cpu, the exact parts' (epoch flushes)
+        self.routine_nogil_cpu = 0.0  # of merge_cpu, the routine parts' compiled folds and replies (no GIL)
         self.bytes_in = self.bytes_out = 0
 
     @property

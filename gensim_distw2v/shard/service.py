@@ -43,7 +43,7 @@ from gensim_distw2v.versions import check_versions
 from gensim_distw2v.io.meter import model_bytes_limit
 from gensim_distw2v.options import ShardOptions
 from gensim_distw2v.core.layout import ShardLayout
-from gensim_distw2v.core.merge import GlobalWeights
+from gensim_distw2v.core.merge import GlobalWeights, compiled_cpu
 from gensim_distw2v.shard.held import _Held
 from gensim_distw2v.core.schedule import row_limits
 
@@ -126,6 +126,7 @@ class Shard(Member):
         return protocol.ShardStatus(name=self.name, session=None if held is None else protocol.HeldStatus(
             id=held.id, index=held.spec.index, count=held.spec.count, rows=held.n_rows,
             started=held.weights is not None, merges=held.merges, merge_cpu=held.merge_cpu, exact_cpu=held.exact_cpu,
+            routine_nogil_cpu=held.routine_nogil_cpu,
             bytes_in=held.bytes_in, bytes_out=held.bytes_out,
             damped=0 if held.weights is None else held.weights.damped,
             workers=0 if held.weights is None else len(held.weights.slots)), node=self.metrics())
@@ -234,7 +235,7 @@ class Shard(Member):
         -------
         gensim_distw2v.protocol.MergeReply
         """
-        cpu = time.thread_time()
+        cpu, compiled = time.thread_time(), compiled_cpu()
         sid, rank = part.session, part.rank
         held = self._held(sid)
         protocol.check_token(part.token, held.spec.token, "merge")  # first: a stranger blames no one
@@ -252,6 +253,8 @@ class Shard(Member):
             raise errors.BadRequest(str(err)) from None
         if rank in held.gone:
             raise errors.NotInSession(f"worker rank {rank} left session {sid}: join it again")
+        if part.exact:  # an epoch's flush: a cost per epoch, counted apart from the routine rounds'
+            meter.CALLS.name("merge_flush")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
                                             row_limits(part.hot_rows, part.tree_hot_rows), part.wanted)
         reply = protocol.MergeReply(
@@ -264,6 +267,8 @@ class Shard(Member):
             held.bytes_out += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
                                   for way in (missed, values) for r, v, c in way.values())
             held.merge_cpu += time.thread_time() - cpu
+            if not part.exact:  # of a routine part, the compiled calls' (folding, the reply)
+                held.routine_nogil_cpu += compiled_cpu() - compiled
             if part.exact:
                 held.exact_cpu += time.thread_time() - cpu
         return reply

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from gensim_distw2v import protocol
+from gensim_distw2v.core.merge import compiled_cpu
 from gensim_distw2v.core.schedule import row_limits
 
 __all__ = ["MergeRounds", "REPORT_EVERY"]
@@ -41,7 +42,7 @@ class MergeRounds:
         if self.sync == "bsp":
             while not proxy.call("begin_round", name=self.worker.name, session=self.sid, turn=turn, wait=0.5):
                 self.worker.check_alive(self)
-        began, cpu = time.perf_counter(), time.thread_time()
+        began, cpu, compiled = time.perf_counter(), time.thread_time(), compiled_cpu()
         with self.lock:
             jobs, self.done, self.done_epoch = self.done, [], -1
             loss, self.loss = self.loss, 0.0
@@ -111,12 +112,14 @@ class MergeRounds:
         self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
         self.merge_seconds += time.perf_counter() - began
         self.merge_cpu += time.thread_time() - cpu + pool_cpu
+        if flush_epoch is None:  # of a routine round, the compiled calls' (taking and applying parts: this thread's)
+            self.routine_nogil_cpu += compiled_cpu() - compiled
         if flush_epoch is not None:
             self.flush_cpu += time.thread_time() - cpu + pool_cpu
         report = protocol.RoundReport(
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
-            flush_cpu=self.flush_cpu, setup_cpu=self.setup_cpu,
+            flush_cpu=self.flush_cpu, setup_cpu=self.setup_cpu, routine_nogil_cpu=self.routine_nogil_cpu,
             kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
@@ -136,7 +139,8 @@ class MergeRounds:
             pending.bytes_up += report.bytes_up
             pending.bytes_down += report.bytes_down
             pending.rounds += report.rounds
-            for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu", "turn"):
+            for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu", "turn",
+                         "routine_nogil_cpu"):
                 setattr(pending, name, getattr(report, name))
         elif report is not None and not now:
             self.pending = report

@@ -58,6 +58,7 @@ class _Training(MergeRounds):
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
         self.flush_cpu = 0.0  # of merge_cpu, the epoch flushes'
+        self.routine_nogil_cpu = 0.0  # of merge_cpu, the routine rounds' compiled calls' (they release the GIL)
         self.setup_cpu = 0.0  # process CPU from the session's start here to its training: join, downloads, replica
         self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
