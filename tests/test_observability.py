@@ -246,3 +246,24 @@ def test_cli_status_page_and_tensorboard(tmp_path):
     assert len(events.Scalars("quality/analogy")) == 2
     assert len(next((tmp_path / "tb").rglob("metadata.tsv")).read_text().splitlines()) == 50
     assert os.path.exists(tmp_path / "lee.model")
+
+
+@pytest.mark.cluster
+def test_each_node_counts_its_threads_and_the_merges_compiled_cpu(run):
+    """What the projection reads beside the CPU totals: each worker's and shard's CPU by thread group
+    (trainers, merger, heartbeat, ...: the clock-driven ones apart), and of the routine rounds' merge
+    CPU, the compiled calls' (which release the GIL), on both sides."""
+    stats = run["model"].cluster_stats
+    nodes = {name: n for name, n in stats["nodes"].items() if n["role"] in ("worker", "shard")}
+    assert {n["role"] for n in nodes.values()} == {"worker", "shard"}
+    for node in nodes.values():
+        groups = node["thread_cpu"]
+        assert sum(groups.values()) == pytest.approx(node["cpu"], rel=0.05, abs=0.05)
+        assert groups.get("heartbeat", 0.0) > 0 and groups.get("heartbeat") < node["cpu"] / 2
+        if node["role"] == "worker":
+            assert groups["trainers"] >= node["kernel_cpu"] * 0.9 and groups["merger"] > 0
+        else:
+            assert groups["serving"] > 0  # the shard's Pyro4 threads serve the merges
+    nogil, merge = stats["routine_nogil_cpu"], stats["merge_cpu"]
+    assert 0 < nogil["workers"] < merge["workers"] - stats["flush_cpu"]["workers"]
+    assert 0 < nogil["shards"] < merge["shards"] - stats["flush_cpu"]["shards"]

@@ -25,7 +25,7 @@ class Endpoint:
         """Run call ``op`` of the table with its request message ``msg``."""
         counted = isinstance(op, str) and op in self._ops  # a peer's unknown op is refused, not counted
         if counted:
-            CALLS.begin(op)
+            CALLS.name(op)
         else:
             CALLS.forget()
         began = time.thread_time()

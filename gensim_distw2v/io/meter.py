@@ -151,11 +151,8 @@ class CallCounts:
         self._current = threading.local()  # the call this thread serves: its name, once handled
 
     def name(self, op):
-        """Count the call this thread is serving as ``op`` (its operation's name by default)."""
-        self._current.op = op
-
-    def begin(self, op):
-        """This thread starts handling call ``op``."""
+        """Count the call this thread is serving as ``op``: its operation's name when its handling
+        begins (:class:`~gensim_distw2v.io.endpoints.Endpoint`), a finer one from its handler."""
         self._current.op = op
 
     def add(self, op, cpu):
