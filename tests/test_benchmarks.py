@@ -82,7 +82,13 @@ def test_scaling_reports_per_word_costs_and_a_projection():
         assert run_["worker_setup_us"] > 0 and run_["shard_setup_us"] > 0 and run_["shard_session_bytes_per_word"] > 0
         assert run_["dispatcher_word_us"] >= 0 and run_["dispatcher_member_cpu"] >= 0
         assert run_["dispatcher_session_us"] > 0
-    assert "with the shards' transport at 1.5 ns a byte" in out
+        # every call counted whole, the clock-driven threads apart, the GIL shares measured (not assumed)
+        assert 0 < run_["shard_routine_call_us"] and 0 < run_["shard_setup_call_us"] and run_["shard_flush_call_us"] > 0
+        assert 0 < run_["worker_gil_share"] < 1 and 0 < run_["shard_gil_share"] < 1
+        assert 0 < run_["worker_member_cpu"] < 0.1 and 0 < run_["shard_member_cpu"] < 0.1
+        assert run_["worker_threads_us"]["trainers"] > 0 and run_["shard_threads_us"]["serving"] > 0
+    assert "the shards' calls as measured" in out and "GIL share measured" in out
+    assert all(0 < p["gil_shares"]["merges"] < 1 for p in result["projection"])
     # down: the others' changes; a worker that joins late on this 60 k-word corpus may find the work done
     assert any(run_["bytes_down_per_word"] > 0 for run_ in result["runs"])
     assert [(p["K"], p["link_gbit"]) for p in result["projection"]] == [(2, 1), (2, 10), (8, 1), (8, 10)]
