@@ -360,7 +360,8 @@ def summarise(args, ks, rows, dist_mode, shards_at):
         run = {key: statistics.fmean(c[key] for c in each) for key in each[0]
                if key not in ("K", "seed", "rss_mb", "threads", "corpus_file") and not isinstance(each[0][key], dict)}
         for key in (key for key in each[0] if isinstance(each[0][key], dict)):  # by thread group: means too
-            run[key] = {name: statistics.fmean(c[key].get(name, 0.0) for c in each) for name in each[0][key]}
+            run[key] = {name: statistics.fmean(c[key].get(name, 0.0) for c in each)
+                        for name in sorted(set().union(*(c[key] for c in each)))}
         run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) for q in ("analogy", "ws353", "simlex")}
         run["per_shard_us"] = run["shard_us"] / shards_at(k)
         run.update(K=k, threads=t, corpus_file=args.corpus_file, sg=args.sg, shards=shards_at(k),

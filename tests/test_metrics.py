@@ -1,4 +1,7 @@
 """Per-node metrics without sockets: the meter, the dispatcher's book of nodes, the history, the record."""
+import dataclasses
+import typing
+
 import numpy as np
 import pytest
 
@@ -6,8 +9,17 @@ from gensim_distw2v import protocol
 from gensim_distw2v.core.book import History, NodeBook
 from gensim_distw2v.io import endpoints
 from gensim_distw2v.io.meter import CALLS, Meter, traffic
+from gensim_distw2v.protocol import calls, records
 
 pytestmark = pytest.mark.unit
+
+
+@dataclasses.dataclass
+class Ask(records.Record):
+    """A probe table's request (the calls' counting, served in-process)."""
+
+    WHAT: typing.ClassVar[str] = "ask"
+    n: int
 
 
 def test_meter_counts_cpu_memory_and_traffic_since_its_mark():
@@ -35,15 +47,6 @@ def test_kernel_and_merge_cpu_cannot_exceed_the_process_cpu():
 
 
 def test_calls_served_are_counted_per_call_since_the_mark():
-    from gensim_distw2v.protocol import calls, records
-    import dataclasses
-    import typing
-
-    @dataclasses.dataclass
-    class Ask(records.Record):
-        WHAT: typing.ClassVar[str] = "ask"
-        n: int
-
     class Server:
         def spin(self, request):
             return float(np.linalg.norm(np.random.RandomState(request.n).rand(200, 200) @ np.ones(200)))
@@ -173,15 +176,6 @@ def test_a_round_report_carries_a_workers_metrics_only():
 
 
 def test_a_handler_names_its_call_more_finely_and_the_name_does_not_stick():
-    from gensim_distw2v.protocol import calls, records
-    import dataclasses
-    import typing
-
-    @dataclasses.dataclass
-    class Ask(records.Record):
-        WHAT: typing.ClassVar[str] = "ask"
-        n: int
-
     class Server:
         def merge(self, request):
             if request.n:

@@ -115,11 +115,11 @@ class Reports:
                       "merge_cpu": {"workers": final.total("merge_cpu"),
                                     "shards": sum(s["merge_cpu"] for s in shards.values())},
                       # of those, the epoch flushes' (a cost per epoch, not per interval)
-                      # of the routine rounds', the compiled calls' (folding, taking and applying parts): no GIL
-                      "routine_nogil_cpu": {"workers": final.total("routine_nogil_cpu"),
-                                          "shards": sum(s["routine_nogil_cpu"] for s in shards.values())},
                       "flush_cpu": {"workers": final.total("flush_cpu"),
                                     "shards": sum(s["exact_cpu"] for s in shards.values())},
+                      # of the routine rounds', the compiled calls' (folding, taking and applying parts): no GIL
+                      "routine_nogil_cpu": {"workers": final.total("routine_nogil_cpu"),
+                                            "shards": sum(s["routine_nogil_cpu"] for s in shards.values())},
                       "stall_seconds": final.total("stall_seconds"),
                       "setup_cpu": final.total("setup_cpu"),  # the workers' joining: per session
                       "shards": shards,

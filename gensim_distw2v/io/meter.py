@@ -158,7 +158,6 @@ class CallCounts:
     def add(self, op, cpu):
         """This thread handled call ``op`` (or the name its handler gave it) in ``cpu`` seconds."""
         op = getattr(self._current, "op", None) or op
-        self._current.op = op
         with self.lock:
             entry = self.counts.get(op)
             if entry is None:

@@ -66,19 +66,29 @@ class NodeMetrics(Record):
 MAX_CALL_KINDS = 64  # calls a node's ``calls`` may list (the largest table has 24)
 
 
+def _named_map(record, value, field, most, chars, what):
+    """``value`` checked to be a map of at most ``most`` entries keyed by names of 1 to ``chars``
+    characters (``what`` names a key in the message); returns its items."""
+    if not isinstance(value, dict) or len(value) > most:
+        raise ValueError(f"malformed {record.WHAT}: {field} must be a map of at most {most} {what}s")
+    for name in value:
+        if not isinstance(name, str) or not 0 < len(name) <= chars:
+            raise ValueError(f"malformed {record.WHAT}: a {what}'s name must be a string of 1-{chars} characters")
+    return value.items()
+
+
+def _seconds(value):
+    """Whether ``value`` is a finite number of seconds >= 0 (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
 def _call_counts(record, calls):
     """``calls`` checked: ``{op: [calls, CPU seconds handling them, CPU seconds in the whole calls]}``
     (the last is missing from older nodes), op names of at most 64 characters."""
-    if not isinstance(calls, dict) or len(calls) > MAX_CALL_KINDS:
-        raise ValueError(f"malformed {record.WHAT}: calls must be a map of at most {MAX_CALL_KINDS} calls")
     out = {}
-    for op, value in calls.items():
-        if not isinstance(op, str) or not 0 < len(op) <= 64:
-            raise ValueError(f"malformed {record.WHAT}: a call's name must be a string of 1-64 characters")
+    for op, value in _named_map(record, calls, "calls", MAX_CALL_KINDS, 64, "call"):
         if (not isinstance(value, (list, tuple)) or len(value) not in (2, 3) or isinstance(value[0], bool)
-                or not isinstance(value[0], int) or value[0] < 0
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
-                           for v in value[1:])):
+                or not isinstance(value[0], int) or value[0] < 0 or not all(map(_seconds, value[1:]))):
             raise ValueError(f"malformed {record.WHAT}: calls[{op!r}] must be [calls, CPU seconds handling them, "
                              f"CPU seconds in the whole calls], all >= 0")
         out[op] = [int(value[0])] + [float(v) for v in value[1:]]
@@ -90,13 +100,9 @@ MAX_THREAD_GROUPS = 16  # groups a node's ``thread_cpu`` may list (gensim_distw2
 
 def _thread_cpu(record, groups):
     """``thread_cpu`` checked: ``{group: CPU seconds >= 0}``, group names of at most 32 characters."""
-    if not isinstance(groups, dict) or len(groups) > MAX_THREAD_GROUPS:
-        raise ValueError(f"malformed {record.WHAT}: thread_cpu must be a map of at most {MAX_THREAD_GROUPS} groups")
     out = {}
-    for group, seconds in groups.items():
-        if not isinstance(group, str) or not 0 < len(group) <= 32:
-            raise ValueError(f"malformed {record.WHAT}: a thread group's name must be a string of 1-32 characters")
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+    for group, seconds in _named_map(record, groups, "thread_cpu", MAX_THREAD_GROUPS, 32, "thread group"):
+        if not _seconds(seconds):
             raise ValueError(f"malformed {record.WHAT}: thread_cpu[{group!r}] must be CPU seconds >= 0")
         out[group] = float(seconds)
     return out

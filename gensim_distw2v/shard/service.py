@@ -267,10 +267,10 @@ class Shard(Member):
             held.bytes_out += sum(r.nbytes + v.nbytes + (0 if c is None else c.nbytes)
                                   for way in (missed, values) for r, v, c in way.values())
             held.merge_cpu += time.thread_time() - cpu
-            if not part.exact:  # of a routine part, the compiled calls' (folding, the reply)
-                held.routine_nogil_cpu += compiled_cpu() - compiled
             if part.exact:
                 held.exact_cpu += time.thread_time() - cpu
+            else:  # of a routine part, the compiled calls' (folding, the reply)
+                held.routine_nogil_cpu += compiled_cpu() - compiled
         return reply
 
     # ------------------------------------------------------------------ the dispatcher
