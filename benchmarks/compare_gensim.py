@@ -76,6 +76,8 @@ def parse_args(argv=None):
                         help="values of routine merges on the wire: int8, float16 or float32 (default: the package's)")
     parser.add_argument("--no-hmac", action="store_true",
                         help="an unkeyed LocalCluster (default: keyed, as LocalCluster is: every message signed)")
+    parser.add_argument("--no-channel", action="store_true",
+                        help="shards without the bulk channel: merges go by Pyro4 (default: by the channel)")
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
@@ -162,7 +164,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
             from gensim_distw2v import LocalCluster, Word2Vec
 
             cluster = LocalCluster(n_workers=k, threads_per_worker=args.threads_per_worker, n_shards=args.shards,
-                                   hmac_key=False if args.no_hmac else None).start()
+                                   hmac_key=False if args.no_hmac else None,
+                                   shard_args=["--channel-port", "-1"] if args.no_channel else ()).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words,
                              **({} if args.hold_back is None else {"hold_back": args.hold_back}),

@@ -285,6 +285,8 @@ def parse_args(argv=None):
                         help="the client streams the LineSentence itself (workers_read=False)")
     parser.add_argument("--no-hmac", action="store_true",
                         help="unkeyed clusters (default: keyed, as a real cluster must be: HMAC's cost counted)")
+    parser.add_argument("--no-channel", action="store_true",
+                        help="shards without the bulk channel: merges go by Pyro4 (default: by the channel)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     if args.shards != "K" and not (args.shards.isdigit() and int(args.shards) >= 1):
@@ -318,6 +320,8 @@ def measure(args, ks, shards_at):
         base_args += ["--hold-back", str(args.hold_back)]
     if args.no_hmac:
         base_args += ["--no-hmac"]
+    if args.no_channel:
+        base_args += ["--no-channel"]
     base_args += ["--sentences", args.sentences] + (["--no-workers-read"] if args.no_workers_read else [])
     rows = {}
     dist_mode = "dist_cf" if args.corpus_file else "dist"

@@ -113,6 +113,8 @@ class ShardOptions(_MemberOptions):
     """``python -m gensim_distw2v.shard``'s options."""
 
     max_model_bytes: typing.Optional[int] = _max_model_bytes("the most a session's rows may take on this shard")
+    channel_port: int = option(0, "port of the bulk channel that carries merge rounds, beside Pyro4's (0: any free "
+                                  "port; -1: none, merges go by Pyro4)", Count(-1, 65535))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,10 +150,11 @@ def test_round_cost_reports_each_roles_cpu_per_round():
 def test_transport_cost_reports_each_size_plain_and_keyed():
     out = run("transport_cost.py", "--sizes", "1000,200000", "--calls", "3", "--repeats", "1", "--json")
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert [(r["bytes"], r["hmac"]) for r in rows] == [(1000, False), (200000, False), (1000, True), (200000, True)]
+    assert [(r["hmac"], r["path"], r["bytes"]) for r in rows] == [
+        (keyed, path, size) for keyed in (False, True) for path in ("pyro4", "channel") for size in (1000, 200000)]
     for r in rows:  # (the server's CPU is read in clock ticks: a short run may show none)
         assert r["wall_us"] > 0 and r["client_us"] >= 0 and r["server_us"] >= 0
-    assert "keyed   200,000 B each way" in out
+    assert "channel  keyed   200,000 B each way" in out and "  pyro4  keyed   200,000 B each way" in out
 
 
 @pytest.mark.system

@@ -224,6 +224,8 @@ class LocalCluster:
     log_level : str
         Every process's ``--log-level`` (``DEBUG``, ``INFO``, ``WARNING``...); start-up never
         depends on what they log.
+    shard_args : list of str
+        More options of every shard's command line (``["--channel-port", "-1"]``: merges by Pyro4).
 
     Attributes
     ----------
@@ -240,13 +242,13 @@ class LocalCluster:
 
     def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=DispatcherOptions.worker_timeout,
                  hmac_key=None, client_timeout=DispatcherOptions.client_timeout, n_shards=1,
-                 job_deadline=DispatcherOptions.job_deadline, status_port=None, log_level="INFO"):
+                 job_deadline=DispatcherOptions.job_deadline, status_port=None, log_level="INFO", shard_args=()):
         if n_workers < 0 or threads_per_worker < 1 or n_shards < 0:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
         self.worker_timeout, self.client_timeout, self.job_deadline = worker_timeout, client_timeout, job_deadline
         self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
-        self.log_level = log_level
+        self.log_level, self.shard_args = log_level, list(shard_args)
         self.processes, self.names = {}, {}
         self.ns_conf = None
         self.status_port, self.status_url = status_port, None
@@ -369,34 +371,35 @@ class LocalCluster:
         (name,) = self._add(["worker"], wait)
         return name
 
-    def add_shard(self, wait=True):
+    def add_shard(self, wait=True, args=()):
         """Start one more parameter shard; return once it is registered in the name server and
-        answers, and, with ``wait``, once the dispatcher lists it.
+        answers, and, with ``wait``, once the dispatcher lists it. ``args``: more of its command
+        line's options (``["--channel-port", "-1"]``).
 
         Returns
         -------
         str
             The shard's process name in :attr:`processes` (``shard-N``).
         """
-        (name,) = self._add(["shard"], wait)
+        (name,) = self._add(["shard"], wait, list(args))
         return name
 
-    def _add(self, roles, wait):
+    def _add(self, roles, wait, args=()):
         """Start a ``python -m gensim_distw2v.<role>`` for each of ``roles``, all at once where
         /proc tells their processes apart (else one at a time); return their process names once
         each is up (:attr:`names` holds the name it registered under), with ``wait`` once the
         dispatcher lists it too."""
         if len(roles) > 1 and _listening_ports(os.getpid()) is None:
-            return [name for role in roles for name in self._add([role], wait)]
+            return [name for role in roles for name in self._add([role], wait, args)]
         with self._name_server() as ns:
             before = {role: set(ns.list(prefix=_PREFIX[role])) for role in set(roles)}
             started = []
             for role in roles:
                 number = self._next[role]
                 self._next[role] += 1
-                extra = ["--threads", str(self.threads_per_worker)] if role == "worker" else []
+                extra = ["--threads", str(self.threads_per_worker)] if role == "worker" else list(self.shard_args)
                 started.append((role, self._spawn(f"{role}-{number}", f"gensim_distw2v.{role}",
-                                                  ["--ns-port", str(self.ns_conf["port"])] + extra)))
+                                                  ["--ns-port", str(self.ns_conf["port"])] + extra + list(args))))
             for role, proc in started:
                 self.names[proc.name] = self._wait_until(
                     proc, lambda proc=proc, role=role: self._registered(ns, proc, role, before[role]),

@@ -3,12 +3,13 @@
 The client (opening a session, downloading the weights) and every worker (its weights at a join,
 its merge rounds) talk to all of a session's shards in parallel; a shard that does not answer
 raises :class:`gensim_distw2v.protocol.errors.ShardLost`, naming it and the command that restarts
-it.
+it. A worker's merges go by each shard's bulk channel (:mod:`gensim_distw2v.io.channel`) where the
+shard has one, else by Pyro4 like every other call.
 """
 import concurrent.futures
 import logging
 
-from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.io import channel, endpoints, transport
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.protocol.errors import ShardLost
 
@@ -36,6 +37,9 @@ class ShardLinks:
         The session's secret (:class:`gensim_distw2v.protocol.Opened`), for the calls that need it.
     timeout : float
         Seconds a call may take.
+    bulk : iterable of str
+        Calls that go by a shard's bulk channel where it has one (a worker's: ``merge``); the
+        channel is asked for and connected at the first such call.
 
     Attributes
     ----------
@@ -48,9 +52,11 @@ class ShardLinks:
     ADVICE = RESTART
     LOST = ShardLost
 
-    def __init__(self, shards, hmac_key, ns_conf, token, timeout=60.0):
+    def __init__(self, shards, hmac_key, ns_conf, token, timeout=60.0, bulk=()):
         self.shards, self.ns_conf, self.token = [tuple(s) for s in shards], ns_conf, token
         self.links = [endpoints.link(uri, tables.SHARD, hmac_key, timeout=timeout) for _name, uri in self.shards]
+        self.bulk, self.hmac_key, self.timeout = frozenset(bulk), hmac_key, timeout
+        self.channels = [None] * len(self.shards)  # per shard: its channel link, False (none), None (not asked)
         # one shard: its calls run in the caller's thread (no hand-over per merge round)
         self.pool = concurrent.futures.ThreadPoolExecutor(len(self.shards), thread_name_prefix="shard-link") \
             if len(self.shards) > 1 else None
@@ -69,12 +75,32 @@ class ShardLinks:
             :attr:`LOST`).
         """
         try:
+            if op in self.bulk:
+                bulk = self._channel(shard)
+                if bulk:
+                    return bulk.call(op, request, **fields)
             return self.links[shard].call(op, request, **fields)
-        except transport.PyroError as err:
+        except (transport.PyroError, channel.LinkBroken) as err:
             name, uri = self.shards[shard]
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
             raise self.LOST(f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); "
                             + self.ADVICE.format(host=host, port=port)) from None
+
+    def _channel(self, shard):
+        """Shard ``shard``'s channel link (connected at its first call), or False: it has none."""
+        bulk = self.channels[shard]
+        if bulk is None:
+            try:
+                port = self.links[shard].call("channel") if channel.available() else 0
+            except ValueError as err:  # a shard of a release without the call: Pyro4 carries its merges
+                logger.info("shard %s has no bulk channel (%s): merges go by Pyro4", self.shards[shard][0], err)
+                port = 0
+            host = transport.uri_host(self.shards[shard][1])
+            bulk = self.channels[shard] = channel.ChannelLink((host, port), tables.SHARD, self.hmac_key,
+                                                              self.timeout) if port else False
+            if bulk:
+                logger.info("merges with shard %s by its channel at %s:%i", self.shards[shard][0], host, port)
+        return bulk
 
     def each(self, fn):
         """``[fn(0), fn(1), ...]``, one per shard, in parallel when there are several."""
@@ -92,5 +118,8 @@ class ShardLinks:
                 except (transport.PyroError, ValueError) as err:
                     logger.warning("could not close session %s on shard %s: %s", sid, self.shards[shard][0], err)
             link.release()
+        for bulk in self.channels:
+            if bulk:
+                bulk.release()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)

@@ -33,6 +33,7 @@ def peak_rss_bytes():
 # whatever the speed (heartbeats, Pyro4's serving and housekeeping, the main thread); the rest "other"
 THREAD_GROUPS = (("trainer-", "trainers"), ("session", "session"), ("merger", "merger"),
                  ("shard-link", "merger"), ("heartbeat", "heartbeat"), ("Pyro-", "serving"),
+                 ("channel-", "serving"),
                  ("housekeeper", "housekeeping"), ("MainThread", "main"))
 
 
@@ -246,6 +247,12 @@ class _Traffic:
             return data
 
         connection_class.send, connection_class.recv = counted_send, counted_recv
+
+    def add(self, sent, received):
+        """Count a message's bytes moved on a connection of this package's own (the bulk channel's)."""
+        with self.lock:
+            self.sent += sent
+            self.received += received
 
 
 TRAFFIC = _Traffic()

@@ -440,9 +440,7 @@ class _Proxy(Pyro4.Proxy):
 
 class _NameServerProxy(_Proxy):
     """A proxy to the name server: serpent, messages of at most 1 MB."""
-
-    SERIALIZER = NS_SERIALIZER
-    LIMIT = NS_MAX_MESSAGE_SIZE
+    SERIALIZER, LIMIT = NS_SERIALIZER, NS_MAX_MESSAGE_SIZE
 
 
 def connect(uri, hmac_key=None, timeout=None):
@@ -452,6 +450,16 @@ def connect(uri, hmac_key=None, timeout=None):
     if timeout:
         proxy._pyroTimeout = timeout
     return proxy
+
+
+def uri_host(uri):
+    """The host part of a Pyro4 URI (where the server behind it is reached)."""
+    return Pyro4.URI(uri).host
+
+
+def uses_tls():
+    """Whether this process's Pyro4 speaks TLS (``PYRO_SSL``): merges then stay on it (no bulk channel)."""
+    return bool(Pyro4.config.SSL)
 
 
 def set_timeout(proxy, seconds):
@@ -483,9 +491,7 @@ class _Daemon(_Gated, Pyro4.Daemon):
 
 class _NameServerDaemon(_Gated, Pyro4.naming.NameServerDaemon):
     """Pyro4's name server daemon under :class:`Limits`: serpent only, messages of at most 1 MB."""
-
-    SERIALIZER = NS_SERIALIZER
-    LIMIT = NS_MAX_MESSAGE_SIZE
+    SERIALIZER, LIMIT = NS_SERIALIZER, NS_MAX_MESSAGE_SIZE
 
 
 def caller():

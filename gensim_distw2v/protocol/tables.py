@@ -60,6 +60,8 @@ SHARD = Table("shard", [
     Call("download", ShardDownload, "download", dict,
          "rows of a trained matrix (an array message); a worker's first takes it a slot"),
     # a worker's calls (gensim_distw2v.worker.merger)
+    Call("channel", StatusRequest, "channel", int,
+         "the port of the shard's bulk channel, which carries merges (0: none, merges go by Pyro4)"),
     Call("merge", MergePart, "merge", MergeReply, "fold a worker's merge part, answer what it lacks"),
 ])
 

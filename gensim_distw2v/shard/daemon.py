@@ -2,7 +2,7 @@
 import logging
 
 from gensim_distw2v import options
-from gensim_distw2v.io import endpoints, serving, transport
+from gensim_distw2v.io import channel, endpoints, serving, transport
 from gensim_distw2v.shard import service
 from gensim_distw2v.shard.service import Shard, cap_malloc_arenas
 
@@ -20,13 +20,29 @@ def main(argv=None):
     opts = options.parse(parser, options.ShardOptions, argv)
     cap_malloc_arenas()  # before any thread starts
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=opts.log_level)
+    bulk = None
     try:
         key = transport.read_hmac_key(opts.hmac_key_file)
         shard = Shard(opts.ns_conf(), hmac_key=key, **opts.role_kwargs())
-        server = transport.Server(endpoints.endpoint(Shard.TABLE, shard), shard.name, host=opts.host, port=opts.port,
-                                  ns_conf=opts.ns_conf(), hmac_key=key, limits=opts.limits())
+        served = endpoints.endpoint(Shard.TABLE, shard)
+        if opts.channel_port >= 0 and channel.available() and not transport.uses_tls():  # merges as raw buffers
+            bulk = channel.ChannelServer(served.call, ["merge"], host=opts.host, port=opts.channel_port, hmac_key=key,
+                                         limits=opts.limits())
+            shard.channel_port = bulk.address[1]
+        elif opts.channel_port >= 0:
+            logger.warning("no bulk channel (%s): merges go by Pyro4", "Pyro4 speaks TLS here, the channel does not"
+                           if transport.uses_tls() else "the 'cryptography' package is missing")
+        server = transport.Server(served, shard.name, host=opts.host, port=opts.port, ns_conf=opts.ns_conf(),
+                                  hmac_key=key, limits=opts.limits())
     except (transport.ClusterError, ValueError, OSError) as err:
+        if bulk is not None:
+            bulk.close()
         parser.exit(2, f"error: {err}\n")
     shard.uri = server.uri
-    serving.serve_member(server, shard, "gensim_distw2v.shard %s ready at %s", shard.name, server.uri)
+    try:
+        serving.serve_member(server, shard, "gensim_distw2v.shard %s ready at %s (merges: %s)", shard.name, server.uri,
+                             f"channel port {shard.channel_port}" if bulk is not None else "Pyro4")
+    finally:
+        if bulk is not None:
+            bulk.close()
     logger.info("gensim_distw2v.shard %s stopped", shard.name)

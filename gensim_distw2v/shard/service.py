@@ -101,6 +101,7 @@ class Shard(Member):
         self.meter = meter.Meter("shard", calls=True)  # its calls too: merges apart from serving downloads
         self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
+        self.channel_port = 0  # its bulk channel's (gensim_distw2v.io.channel), once serving; 0: none
         self.lock = threading.Lock()
         self.held = None
         self.told = None  # the session the dispatcher last said it runs (a heartbeat's news is what differs)
@@ -223,6 +224,10 @@ class Shard(Member):
                 self.held = None
 
     # ------------------------------------------------------------------ remote (protocol.tables.SHARD): workers
+    def channel(self, _request=None):
+        """The port of this shard's bulk channel, which carries merges (0: none; its host is the URI's)."""
+        return self.channel_port
+
     def merge(self, part):
         """Fold one part of a worker's merge round into this shard's rows.
 

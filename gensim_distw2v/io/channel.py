@@ -1,0 +1,419 @@
+"""The bulk channel: merge parts and their replies as raw buffers on a socket beside Pyro4.
+
+A merge part carries a few hundred kB of rows at a long interval. Through Pyro4 each message is
+copied four or five times on the way (msgpack, the message's concatenation, Pyro4's reads) and
+signed with HMAC-SHA1; measured on loopback, about 1 ns of server CPU per byte without a key and
+1.5 with one (``benchmarks/transport_cost.py``), which was most of a worker's and a shard's cost
+per trained word at a 1 G-word corpus's interval. Here a message is a fixed header, its buffers'
+lengths, a small msgpack *meta* (the request record with every array's bytes taken out) and the
+buffers themselves, sent from the arrays in place (``sendmsg``) and read into one buffer that the
+receiver's arrays view (``recv_into``): one copy each way, the kernel's.
+
+Only calls a server names (a shard: ``merge``) are served here, through the same
+:class:`~gensim_distw2v.io.endpoints.Endpoint` (the same records, checks, handlers and counts) as
+on Pyro4; the rest of the protocol stays on Pyro4. Nothing is pickled; the meta is msgpack within
+:data:`gensim_distw2v.io.transport.MSGPACK_LIMITS`.
+
+Keys. With the cluster's HMAC key every message carries a tag over its header and body and over
+both ends' random nonces (exchanged at connect), the direction and the message's sequence number:
+keyed BLAKE2b for a message under :data:`POLY_FROM` bytes (a microsecond or two), else Poly1305
+(``cryptography``'s: about 0.14 ns a byte here against HMAC-SHA1's 0.5) under a one-time key that
+keyed BLAKE2b derives from the same; a receiver takes the next number only, so that a message cannot be replayed,
+reordered or moved to another connection. A connection's first message each way (``hello``)
+proves the key before anything else is read; until then the :class:`~gensim_distw2v.io.gate.Limits`
+of a Pyro4 connection hold (a deadline, connections pending and per peer, the hello's size).
+Without a key (loopback only, as for Pyro4) nothing is signed.
+"""
+import hashlib
+import hmac
+import logging
+import secrets
+import socket
+import struct
+import threading
+
+import msgpack
+import numpy as np
+
+from gensim_distw2v.io import meter
+from gensim_distw2v.io.gate import Gate, Limits
+from gensim_distw2v.io.keys import as_key, check_bind
+from gensim_distw2v.io.transport import MAX_MESSAGE_SIZE, MSGPACK_LIMITS
+from gensim_distw2v.protocol import calls, errors
+
+try:
+    from cryptography.hazmat.primitives.poly1305 import Poly1305
+except ImportError:  # pragma: no cover - a declared dependency; the channel is then off (Pyro4 carries merges)
+    Poly1305 = None
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ChannelLink", "ChannelServer", "LinkBroken", "available"]
+
+MAGIC, VERSION = b"GDWC", 1
+HELLO, CALL, REPLY, FAULT = 1, 2, 3, 4  # a message's kind
+_KINDS = (HELLO, CALL, REPLY, FAULT)
+_HEAD = struct.Struct("<4sBBHQII")  # magic, version, kind, 0, sequence, meta bytes, buffers
+_GREETING = struct.Struct("<4sBB2x16s")  # magic, version, keyed, the sender's nonce
+TAG_BYTES = 16
+POLY_FROM = 16384  # messages of this many bytes or more are tagged by Poly1305, smaller ones by BLAKE2b
+MAX_META = 1024 * 1024  # a message's meta (the record less its arrays' bytes)
+MAX_BUFFERS = 256
+INLINE = 256  # bytes below this stay in the meta
+ALIGN = 16  # every buffer starts on this boundary in the message (the receiver's arrays are aligned)
+_BUFFER = 1  # msgpack ext code: "the i-th buffer"
+_UP, _DOWN = 0, 1  # directions: caller -> server, server -> caller
+
+
+class LinkBroken(ConnectionError):
+    """The channel's connection failed: closed, timed out, or a message that is not the protocol's
+    (unsigned, wrongly signed, out of sequence, over the size limit)."""
+
+
+def available():
+    """Whether this process can run the channel (``cryptography``'s Poly1305 is there)."""
+    return Poly1305 is not None
+
+
+def _pad(n):
+    return -n % ALIGN
+
+
+class _Seal:
+    """The tags of one connection's messages (no key: none)."""
+
+    def __init__(self, key, server_nonce, caller_nonce):
+        self.key = key and hashlib.blake2b(b"gensim_distw2v channel key" + key).digest()  # 64 bytes, BLAKE2b's key
+        self.salt = server_nonce + caller_nonce
+
+    def tag(self, direction, seq, parts, size):
+        """The tag of a message of ``size`` bytes, ``parts`` (no key: empty)."""
+        if not self.key:
+            return b""
+        prefix = self.salt + bytes((direction,)) + seq.to_bytes(8, "little")
+        if size < POLY_FROM:
+            mac = hashlib.blake2b(prefix, key=self.key, digest_size=TAG_BYTES)
+        else:
+            mac = Poly1305(hashlib.blake2b(prefix, key=self.key, digest_size=32, person=b"poly1305 key").digest())
+        for part in parts:
+            mac.update(part)
+        return mac.digest() if size < POLY_FROM else mac.finalize()
+
+
+_LEAVES = frozenset((int, float, str, bool, type(None)))
+_BYTES = frozenset((bytes, bytearray, memoryview))
+_ZEROS = memoryview(bytes(ALIGN))
+
+
+def _take_out(value, buffers):
+    """``value`` (plain data) with every bytes-like of :data:`INLINE` bytes or more replaced by a
+    reference to ``buffers`` (where it is appended, uncopied)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _LEAVES else _take_out(v, buffers) for k, v in value.items()}
+    if kind in _BYTES:
+        view = memoryview(value).cast("B") if kind is not memoryview or value.format != "B" else value
+        if view.nbytes >= INLINE:
+            buffers.append(view)
+            return msgpack.ExtType(_BUFFER, struct.pack("<I", len(buffers) - 1))
+        return value
+    if kind is list or kind is tuple:
+        return [v if type(v) in _LEAVES else _take_out(v, buffers) for v in value]
+    return value
+
+
+def _send(sock, seal, direction, seq, kind, body):
+    """Send one message; returns its bytes."""
+    buffers = []
+    meta = msgpack.packb(_take_out(body, buffers), use_bin_type=True)
+    lengths = struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
+    head = _HEAD.pack(MAGIC, VERSION, kind, 0, seq, len(meta), len(buffers))
+    parts = [head, lengths, meta, _ZEROS[:_pad(len(meta))]]
+    for buf in buffers:
+        parts += [buf, _ZEROS[:_pad(buf.nbytes)]]
+    parts = [p for p in parts if len(p)]
+    parts.append(seal.tag(direction, seq, parts, sum(memoryview(p).nbytes for p in parts)))
+    return _send_all(sock, parts)
+
+
+def _send_all(sock, parts):
+    views = [memoryview(p) for p in parts if len(p)]
+    total = sum(v.nbytes for v in views)
+    while views:
+        sent = sock.sendmsg(views[:512])
+        while sent:
+            if sent >= views[0].nbytes:
+                sent -= views.pop(0).nbytes
+            else:
+                views[0], sent = views[0][sent:], 0
+    return total
+
+
+def _read(sock, view):
+    while view.nbytes:
+        got = sock.recv_into(view)
+        if not got:
+            raise LinkBroken("the connection was closed")
+        view = view[got:]
+
+
+def _recv(sock, seal, direction, seq, limit):
+    """Read one message (its size checked before its body is read, its tag and sequence before it is
+    decoded); returns ``(kind, body, bytes)``."""
+    head = bytearray(_HEAD.size)
+    _read(sock, memoryview(head))
+    magic, version, kind, _zero, got_seq, meta_len, count = _HEAD.unpack(head)
+    if magic != MAGIC or version != VERSION or kind not in _KINDS:
+        raise LinkBroken(f"not a message of this channel (magic {bytes(magic)!r}, version {version}, kind {kind})")
+    if got_seq != seq:
+        raise LinkBroken(f"message {got_seq} where {seq} was due (replayed or reordered)")
+    if meta_len > MAX_META or count > MAX_BUFFERS:
+        raise LinkBroken(f"a message of {meta_len} bytes of meta and {count} buffers (at most {MAX_META} and "
+                         f"{MAX_BUFFERS})")
+    lengths = bytearray(8 * count)
+    _read(sock, memoryview(lengths))
+    sizes = struct.unpack(f"<{count}Q", lengths)
+    spans, at = [], meta_len + _pad(meta_len)
+    for size in sizes:
+        spans.append((at, at + size))
+        at += size + _pad(size)
+    if at > limit:
+        raise LinkBroken(f"a message of {at} bytes, over this connection's limit of {limit}")
+    tag_bytes = TAG_BYTES if seal.key else 0
+    body = np.empty(at + tag_bytes, dtype=np.uint8)
+    view = memoryview(body)
+    _read(sock, view)
+    if seal.key:
+        parts = [head] + ([lengths] if count else []) + ([view[:at]] if at else [])
+        if not hmac.compare_digest(seal.tag(direction, seq, parts, _HEAD.size + len(lengths) + at), view[at:]):
+            raise LinkBroken("a message whose tag does not verify: not signed with the cluster's key")
+    view = view[:at].toreadonly()
+    buffers = [view[lo:hi] for lo, hi in spans]
+
+    def ext(code, data):
+        if code != _BUFFER or len(data) != 4 or struct.unpack("<I", data)[0] >= len(buffers):
+            raise ValueError(f"a reference to buffer {data!r} (code {code}) of {len(buffers)}")
+        return buffers[struct.unpack("<I", data)[0]]
+    try:
+        decoded = msgpack.unpackb(view[:meta_len], raw=False, ext_hook=ext, **MSGPACK_LIMITS)
+    except (ValueError, TypeError, msgpack.UnpackException) as err:
+        raise LinkBroken(f"a malformed message: {err}") from None
+    return kind, decoded, _HEAD.size + len(lengths) + at + tag_bytes
+
+
+def _greet(sock, key):
+    """Exchange nonces (both ends at once); returns the other end's."""
+    nonce = secrets.token_bytes(16)
+    sock.sendall(_GREETING.pack(MAGIC, VERSION, bool(key), nonce))
+    theirs = bytearray(_GREETING.size)
+    _read(sock, memoryview(theirs))
+    magic, version, keyed, other = _GREETING.unpack(theirs)
+    if magic != MAGIC or version != VERSION:
+        raise LinkBroken(f"not this channel's greeting (magic {bytes(magic)!r}, version {version})")
+    if bool(keyed) != bool(key):
+        raise LinkBroken("one end has the cluster's HMAC key and the other has not: give both the same key")
+    return nonce, other
+
+
+def _fault_body(err):
+    if isinstance(err, errors.ClusterFault):
+        return {"fault": errors.to_wire(err)}
+    return {"error": type(err).__name__, "message": str(err)[:errors.MAX_MESSAGE]}
+
+
+def _raise(body):
+    if isinstance(body, dict) and "fault" in body:
+        raise errors.from_wire(body["fault"])
+    message = body.get("message") if isinstance(body, dict) else None
+    if isinstance(body, dict) and body.get("error") in ("ValueError", "TypeError"):
+        raise ValueError(str(message))
+    raise RuntimeError(f"the server failed: {body.get('error') if isinstance(body, dict) else body}: {message}")
+
+
+class _Conn:
+    """A served connection, as :class:`~gensim_distw2v.io.gate.Gate` knows connections (``.sock``)."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+
+class ChannelServer:
+    """Serves the calls ``ops`` of an endpoint on a socket of its own (see the module's docstring).
+
+    Parameters
+    ----------
+    serve : callable
+        ``serve(op, msg)``: the endpoint's call (:meth:`gensim_distw2v.io.endpoints.Endpoint.call`).
+    ops : iterable of str
+        The calls served here; others are refused.
+    host : str
+        Address to bind; anything but loopback needs ``hmac_key``.
+    port : int
+        Port to bind (0: any free port).
+    hmac_key : bytes, optional
+    limits : gensim_distw2v.io.gate.Limits, optional
+        What a connection may do before its hello has shown the key.
+    max_message : int
+        The largest message read, in bytes.
+    """
+
+    def __init__(self, serve, ops, host="127.0.0.1", port=0, hmac_key=None, limits=None, max_message=None):
+        if not available():
+            raise RuntimeError("the bulk channel needs the 'cryptography' package (pip install cryptography)")
+        self.key = as_key(hmac_key)
+        check_bind(host, self.key)
+        self.serve_call, self.ops = serve, frozenset(ops)
+        self.max_message = max_message or MAX_MESSAGE_SIZE
+        self.gate = Gate(limits or Limits())
+        self.sock = socket.create_server((host, port), backlog=128)
+        self.address = self.sock.getsockname()[:2]
+        self.lock = threading.Lock()
+        self.conns = set()
+        self.closed = False
+        threading.Thread(target=self._accept, name="channel-accept", daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                sock, addr = self.sock.accept()
+            except OSError:
+                if self.closed:
+                    return
+                continue
+            conn, peer = _Conn(sock), addr[0]
+            if not self.gate.admit(conn, peer):
+                sock.close()
+                continue
+            with self.lock:
+                if self.closed:
+                    sock.close()
+                    return
+                self.conns.add(conn)
+            threading.Thread(target=self._connection, args=(conn, peer), name="channel-serve", daemon=True).start()
+
+    def _connection(self, conn, peer):
+        sock, seq = conn.sock, 1
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                mine, theirs = _greet(sock, self.key)
+                seal = _Seal(self.key, mine, theirs)
+                _recv(sock, seal, _UP, 0, self.gate.limits.max_handshake_bytes)
+                _send(sock, seal, _DOWN, 0, HELLO, None)
+            except (OSError, LinkBroken) as err:
+                self.gate.refuse(f"no channel hello ({type(err).__name__}: {err})", peer)
+                return
+            finally:
+                self.gate.handshaken(conn)
+            sock.settimeout(None)
+            while not self.closed and self._one(sock, seal, seq):
+                seq += 1
+        except (OSError, LinkBroken) as err:
+            if not self.closed:
+                logger.info("closed a channel connection from %s: %s", peer, err)
+        finally:
+            self.gate.gone(peer)
+            with self.lock:
+                self.conns.discard(conn)
+            sock.close()
+
+    @meter.whole_calls  # each call's whole CPU (reading, verifying, decoding, handling, sending)
+    def _one(self, sock, seal, seq):
+        """Serve one call; False when the caller closed the connection between calls."""
+        try:
+            kind, body, got = _recv(sock, seal, _UP, seq, self.max_message)
+        except LinkBroken as err:
+            if str(err) == "the connection was closed":
+                return False
+            raise
+        try:
+            if kind != CALL or not isinstance(body, dict) or set(body) != {"op", "msg"}:
+                raise errors.BadRequest("a channel message that is not a call ({'op', 'msg'})")
+            op = body["op"]
+            if op not in self.ops:
+                raise errors.BadRequest(f"the channel serves {sorted(self.ops)}, not {str(op)[:80]!r}: other calls "
+                                        f"go by Pyro4")
+            reply, out = self.serve_call(op, body["msg"]), REPLY
+        except Exception as err:  # noqa: BLE001 - the caller gets the error, the server serves on
+            if not isinstance(err, ValueError):
+                logger.exception("a channel call failed")
+            reply, out = _fault_body(err), FAULT
+        sent = _send(sock, seal, _DOWN, seq, out, reply)
+        meter.TRAFFIC.add(sent, got)
+        return True
+
+    def close(self):
+        """Stop accepting and close every connection."""
+        with self.lock:
+            self.closed = True
+            conns = list(self.conns)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        for conn in conns:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class ChannelLink(calls.Caller):
+    """A caller's link to a :class:`ChannelServer` (one thread at a time): ``link.call(op, request)``
+    as :class:`gensim_distw2v.io.endpoints.Link`'s, for the calls the server serves here.
+
+    Parameters
+    ----------
+    address : (str, int)
+    table : gensim_distw2v.protocol.calls.Table
+    hmac_key : bytes or str, optional
+    timeout : float, optional
+        Seconds a call (and the connection) may take (None: no limit).
+    """
+
+    def __init__(self, address, table, hmac_key=None, timeout=None):
+        self.address, self.key, self.timeout = tuple(address), as_key(hmac_key), timeout
+        self.max_message = MAX_MESSAGE_SIZE
+        self.sock, self.seal, self.seq = None, None, 0
+        super().__init__(table, self._call)
+
+    def _connect(self):
+        sock = socket.create_connection(self.address, timeout=self.timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            mine, theirs = _greet(sock, self.key)
+            seal = _Seal(self.key, theirs, mine)
+            _send(sock, seal, _UP, 0, HELLO, None)
+            _recv(sock, seal, _DOWN, 0, 4096)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock, self.seal, self.seq = sock, seal, 1
+
+    def _call(self, op, msg):
+        try:
+            if self.sock is None:
+                self._connect()
+            seq = self.seq
+            self.seq += 1
+            sent = _send(self.sock, self.seal, _UP, seq, CALL, {"op": op, "msg": msg})
+            kind, body, got = _recv(self.sock, self.seal, _DOWN, seq, self.max_message)
+        except (OSError, LinkBroken) as err:
+            self.release()
+            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
+        meter.TRAFFIC.add(sent, got)
+        if kind == FAULT:
+            _raise(body)
+        if kind != REPLY:
+            self.release()
+            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: a message of kind {kind} for a reply")
+        return body
+
+    def release(self):
+        """Close the connection (harmless if it is closed); the next call connects again."""
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
