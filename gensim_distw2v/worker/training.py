@@ -19,7 +19,7 @@ from gensim_distw2v.protocol import tables
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.io.corpusfile import check_files, open_reader, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
-from gensim_distw2v.core.merge import Replica
+from gensim_distw2v.core.merge import Replica, row_bytes
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
 from gensim_distw2v.worker.merger import MergeRounds
@@ -74,7 +74,7 @@ class _Training(MergeRounds):
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
         # a shard that does not answer raises ShardLost, naming it
-        self.links = ShardLinks(self.shards, self.worker.hmac_key, self.worker.ns_conf, self.token)
+        self.links = ShardLinks(self.shards, self.worker.hmac_key, self.worker.ns_conf, self.token, bulk=("merge",))
         try:
             self._run(config)
         finally:
@@ -115,7 +115,9 @@ class _Training(MergeRounds):
         # every row, as how many jobs a worker holds is a matter of timing)
         self.want = np.zeros(vocab, dtype=np.int32) if self.file is None and self.sync != "bsp" else None
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
-        self.ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.part_bytes)
+        # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
+        # the wire, most often one message to each shard a round; epoch flushes move float32
+        self.ranges = row_ranges(vocab, row_bytes(self.merge_dtype, size) * len(self.replica.replica), self.part_bytes)
         self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words (sync=%s)", self.sid, self.rank, vocab, size, len(self.shards),
