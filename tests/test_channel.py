@@ -4,6 +4,7 @@ it, against merges by Pyro4."""
 import dataclasses
 import socket
 import struct
+import threading
 import time
 import typing
 
@@ -115,11 +116,11 @@ class _Raw:
         self.sock = socket.create_connection(address, timeout=5)
         mine, theirs = channel._greet(self.sock, key)
         self.seal = channel._Seal(key, theirs, mine)
-        channel._send(self.sock, self.seal, channel._UP, 0, channel.HELLO, None)
+        channel._send(self.sock, self.seal, channel._UP, 0, channel.HELLO, None, 4096)
         channel._recv(self.sock, self.seal, channel._DOWN, 0, 4096)
 
     def call(self, seq, body, kind=channel.CALL):
-        channel._send(self.sock, self.seal, channel._UP, seq, kind, body)
+        channel._send(self.sock, self.seal, channel._UP, seq, kind, body, 1 << 30)
         return channel._recv(self.sock, self.seal, channel._DOWN, seq, 1 << 30)
 
     def closed(self):
@@ -136,7 +137,7 @@ def test_tampered_replayed_oversized_and_malformed_messages_close_the_connection
     raw = _Raw(server.address, key)
     assert raw.call(1, body)[0] == channel.REPLY
     # a message replayed (its sequence number again) is out of sequence
-    channel._send(raw.sock, raw.seal, channel._UP, 1, channel.CALL, body)
+    channel._send(raw.sock, raw.seal, channel._UP, 1, channel.CALL, body, 1 << 30)
     assert raw.closed()
     # a header announcing more than a message may hold: closed before anything is read or allocated
     raw = _Raw(server.address, key)
@@ -178,6 +179,32 @@ def test_a_connection_that_says_nothing_is_cut_at_the_deadline(served):
         pass
     assert time.monotonic() - began < 4.0  # cut at the 1 s deadline, not left open
     assert any("no handshake within 1 s" in reason for reason in server.gate.refused)
+
+
+def test_what_a_receiver_would_refuse_is_not_sent_and_the_link_stays_in_step(served):
+    server, prober, key = served
+    link = channel.ChannelLink(server.address, TABLE, key, timeout=10)
+    link.max_message = 4096  # as if the server took no more: refused here, before a byte is sent
+    with pytest.raises(ValueError, match="over what a receiver takes"):
+        link.call("echo", values=pack_array(_values()), times=1.0)
+    assert prober.calls == 0
+    link.max_message = 1 << 30
+    assert link.call("echo", values=pack_array(_values()), times=1.0)  # the same connection, still in step
+
+
+def test_a_closed_channel_stops_accepting_and_a_port_nobody_serves_fails_fast():
+    server = channel.ChannelServer(lambda op, msg: {}, ["echo"])
+    address = server.address
+    server.close()
+    began = time.monotonic()
+    with pytest.raises(channel.LinkBroken):
+        channel.ChannelLink(address, TABLE, timeout=30).connect()
+    assert time.monotonic() - began < channel.CONNECT_TIMEOUT
+    deadline = time.monotonic() + 5  # the acceptor ended (a closed listening socket alone would not wake it)
+    while any(t.name == "channel-accept" and t.is_alive() for t in threading.enumerate()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "channel-accept" and t.is_alive() for t in threading.enumerate())
 
 
 def test_a_keyed_channel_binds_beyond_loopback_only_with_a_key():

@@ -31,6 +31,7 @@ import secrets
 import socket
 import struct
 import threading
+import time
 
 import msgpack
 import numpy as np
@@ -65,14 +66,31 @@ _BUFFER = 1  # msgpack ext code: "the i-th buffer"
 _UP, _DOWN = 0, 1  # directions: caller -> server, server -> caller
 
 
+CONNECT_TIMEOUT = 10.0  # seconds a worker waits for a shard's channel to answer before merging by Pyro4
+KEEPALIVE = (60, 10, 6)  # a served connection's TCP keepalive: idle seconds, interval, probes (a vanished peer)
+
+
 class LinkBroken(ConnectionError):
     """The channel's connection failed: closed, timed out, or a message that is not the protocol's
     (unsigned, wrongly signed, out of sequence, over the size limit)."""
 
 
+class LinkClosed(LinkBroken):
+    """The other end closed the connection between messages."""
+
+
+_AVAILABLE = []
+
+
 def available():
-    """Whether this process can run the channel (``cryptography``'s Poly1305 is there)."""
-    return Poly1305 is not None
+    """Whether this process can run the channel: ``cryptography``'s Poly1305 is there and this
+    OpenSSL has it (checked once)."""
+    if not _AVAILABLE:
+        try:
+            _AVAILABLE.append(Poly1305 is not None and len(Poly1305.generate_tag(bytes(32), b"")) == TAG_BYTES)
+        except Exception:  # noqa: BLE001 - an OpenSSL without Poly1305 (FIPS builds): no channel
+            _AVAILABLE.append(False)
+    return _AVAILABLE[0]
 
 
 def _pad(n):
@@ -122,8 +140,13 @@ def _take_out(value, buffers):
     return value
 
 
-def _send(sock, seal, direction, seq, kind, body):
+def _send(sock, seal, direction, seq, kind, body, limit):
     """Send one message; returns its bytes."""
+    return _send_all(sock, _frame(seal, direction, seq, kind, body, limit))
+
+
+def _frame(seal, direction, seq, kind, body, limit):
+    """One message's parts, tag last; ValueError (nothing sent) if it exceeds what a receiver takes."""
     buffers = []
     meta = msgpack.packb(_take_out(body, buffers), use_bin_type=True)
     lengths = struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
@@ -132,8 +155,12 @@ def _send(sock, seal, direction, seq, kind, body):
     for buf in buffers:
         parts += [buf, _ZEROS[:_pad(buf.nbytes)]]
     parts = [p for p in parts if len(p)]
-    parts.append(seal.tag(direction, seq, parts, sum(memoryview(p).nbytes for p in parts)))
-    return _send_all(sock, parts)
+    size = sum(memoryview(p).nbytes for p in parts)
+    if size - _HEAD.size - len(lengths) > limit or len(meta) > MAX_META or len(buffers) > MAX_BUFFERS:
+        raise ValueError(f"a channel message of {size} bytes ({len(meta)} of meta, {len(buffers)} buffers) is over "
+                         f"what a receiver takes ({limit} bytes, {MAX_META} of meta, {MAX_BUFFERS} buffers)")
+    parts.append(seal.tag(direction, seq, parts, size))
+    return parts
 
 
 def _send_all(sock, parts):
@@ -153,7 +180,7 @@ def _read(sock, view):
     while view.nbytes:
         got = sock.recv_into(view)
         if not got:
-            raise LinkBroken("the connection was closed")
+            raise LinkClosed("the connection was closed")
         view = view[got:]
 
 
@@ -230,6 +257,18 @@ def _raise(body):
     raise RuntimeError(f"the server failed: {body.get('error') if isinstance(body, dict) else body}: {message}")
 
 
+def _keepalive(sock):
+    """TCP keepalive on a served connection: a peer that vanished without closing is found (its
+    thread and slot freed) in minutes, not never."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in zip(("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"), KEEPALIVE):
+            if hasattr(socket, name):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    except OSError:
+        pass
+
+
 class _Conn:
     """A served connection, as :class:`~gensim_distw2v.io.gate.Gate` knows connections (``.sock``)."""
 
@@ -265,53 +304,77 @@ class ChannelServer:
         self.serve_call, self.ops = serve, frozenset(ops)
         self.max_message = max_message or MAX_MESSAGE_SIZE
         self.gate = Gate(limits or Limits())
-        self.sock = socket.create_server((host, port), backlog=128)
+        self.sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                         backlog=128)
         self.address = self.sock.getsockname()[:2]
         self.lock = threading.Lock()
         self.conns = set()
         self.closed = False
-        threading.Thread(target=self._accept, name="channel-accept", daemon=True).start()
+        try:
+            threading.Thread(target=self._accept, name="channel-accept", daemon=True).start()
+        except BaseException:
+            self.sock.close()
+            raise
 
     def _accept(self):
         while not self.closed:
             try:
                 sock, addr = self.sock.accept()
-            except OSError:
+            except OSError as err:
                 if self.closed:
                     return
+                logger.warning("the channel could not accept a connection: %s", err)
+                time.sleep(0.05)  # (out of file descriptors: no busy loop)
                 continue
             conn, peer = _Conn(sock), addr[0]
-            if not self.gate.admit(conn, peer):
+            try:
+                admitted = self.gate.admit(conn, peer)
+            except Exception as err:  # noqa: BLE001 - the acceptor serves on whatever one connection did
+                logger.warning("the channel could not admit a connection from %s: %s", peer, err)
                 sock.close()
                 continue
-            with self.lock:
-                if self.closed:
-                    sock.close()
-                    return
-                self.conns.add(conn)
-            threading.Thread(target=self._connection, args=(conn, peer), name="channel-serve", daemon=True).start()
+            if not admitted:
+                sock.close()
+                continue
+            try:
+                with self.lock:
+                    if self.closed:
+                        raise LinkClosed("the channel is closed")
+                    self.conns.add(conn)
+                threading.Thread(target=self._connection, args=(conn, peer), name="channel-serve",
+                                 daemon=True).start()
+            except Exception as err:  # noqa: BLE001 - (no thread to serve it: refused, the acceptor goes on)
+                if not self.closed:
+                    logger.warning("the channel could not serve a connection from %s: %s", peer, err)
+                with self.lock:
+                    self.conns.discard(conn)
+                self.gate.handshaken(conn)
+                self.gate.gone(peer)
+                sock.close()
 
     def _connection(self, conn, peer):
         sock, seq = conn.sock, 1
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 mine, theirs = _greet(sock, self.key)
                 seal = _Seal(self.key, mine, theirs)
                 _recv(sock, seal, _UP, 0, self.gate.limits.max_handshake_bytes)
-                _send(sock, seal, _DOWN, 0, HELLO, None)
+                _send(sock, seal, _DOWN, 0, HELLO, None, self.max_message)
             except (OSError, LinkBroken) as err:
                 self.gate.refuse(f"no channel hello ({type(err).__name__}: {err})", peer)
                 return
             finally:
                 self.gate.handshaken(conn)
             sock.settimeout(None)
+            _keepalive(sock)
             while not self.closed and self._one(sock, seal, seq):
                 seq += 1
         except (OSError, LinkBroken) as err:
             if not self.closed:
                 logger.info("closed a channel connection from %s: %s", peer, err)
         finally:
+            self.gate.handshaken(conn)  # (idempotent)
             self.gate.gone(peer)
             with self.lock:
                 self.conns.discard(conn)
@@ -322,10 +385,8 @@ class ChannelServer:
         """Serve one call; False when the caller closed the connection between calls."""
         try:
             kind, body, got = _recv(sock, seal, _UP, seq, self.max_message)
-        except LinkBroken as err:
-            if str(err) == "the connection was closed":
-                return False
-            raise
+        except LinkClosed:
+            return False
         try:
             if kind != CALL or not isinstance(body, dict) or set(body) != {"op", "msg"}:
                 raise errors.BadRequest("a channel message that is not a call ({'op', 'msg'})")
@@ -333,12 +394,12 @@ class ChannelServer:
             if op not in self.ops:
                 raise errors.BadRequest(f"the channel serves {sorted(self.ops)}, not {str(op)[:80]!r}: other calls "
                                         f"go by Pyro4")
-            reply, out = self.serve_call(op, body["msg"]), REPLY
+            parts = _frame(seal, _DOWN, seq, REPLY, self.serve_call(op, body["msg"]), self.max_message)
         except Exception as err:  # noqa: BLE001 - the caller gets the error, the server serves on
             if not isinstance(err, ValueError):
                 logger.exception("a channel call failed")
-            reply, out = _fault_body(err), FAULT
-        sent = _send(sock, seal, _DOWN, seq, out, reply)
+            parts = _frame(seal, _DOWN, seq, FAULT, _fault_body(err), self.max_message)
+        sent = _send_all(sock, parts)
         meter.TRAFFIC.add(sent, got)
         return True
 
@@ -347,6 +408,10 @@ class ChannelServer:
         with self.lock:
             self.closed = True
             conns = list(self.conns)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # (wakes the acceptor: a close alone does not)
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:
@@ -368,7 +433,8 @@ class ChannelLink(calls.Caller):
     table : gensim_distw2v.protocol.calls.Table
     hmac_key : bytes or str, optional
     timeout : float, optional
-        Seconds a call (and the connection) may take (None: no limit).
+        Seconds each read or write of a call may wait (None: no limit); connecting waits at most
+        :data:`CONNECT_TIMEOUT`.
     """
 
     def __init__(self, address, table, hmac_key=None, timeout=None):
@@ -377,30 +443,46 @@ class ChannelLink(calls.Caller):
         self.sock, self.seal, self.seq = None, None, 0
         super().__init__(table, self._call)
 
-    def _connect(self):
-        sock = socket.create_connection(self.address, timeout=self.timeout)
+    def connect(self):
+        """Connect and say hello now (a call connects if need be); raises :class:`LinkBroken` if it cannot."""
+        timeout = CONNECT_TIMEOUT if self.timeout is None else min(self.timeout, CONNECT_TIMEOUT)
+        try:
+            sock = socket.create_connection(self.address, timeout=timeout)
+        except OSError as err:
+            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             mine, theirs = _greet(sock, self.key)
             seal = _Seal(self.key, theirs, mine)
-            _send(sock, seal, _UP, 0, HELLO, None)
+            _send(sock, seal, _UP, 0, HELLO, None, self.max_message)
             _recv(sock, seal, _DOWN, 0, 4096)
+            sock.settimeout(self.timeout)
+        except (OSError, LinkBroken) as err:
+            sock.close()
+            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
         except BaseException:
             sock.close()
             raise
         self.sock, self.seal, self.seq = sock, seal, 1
 
     def _call(self, op, msg):
+        if self.sock is None:
+            self.connect()
+        seq = self.seq
         try:
-            if self.sock is None:
-                self._connect()
-            seq = self.seq
-            self.seq += 1
-            sent = _send(self.sock, self.seal, _UP, seq, CALL, {"op": op, "msg": msg})
+            parts = _frame(self.seal, _UP, seq, CALL, {"op": op, "msg": msg}, self.max_message)
+        except (TypeError, ValueError) as err:  # (nothing sent: the connection stays in step)
+            raise ValueError(f"{op}: {err}") from None
+        self.seq += 1
+        try:
+            sent = _send_all(self.sock, parts)
             kind, body, got = _recv(self.sock, self.seal, _DOWN, seq, self.max_message)
         except (OSError, LinkBroken) as err:
             self.release()
             raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
+        except BaseException:  # (out of step with the server now: the next call connects anew)
+            self.release()
+            raise
         meter.TRAFFIC.add(sent, got)
         if kind == FAULT:
             _raise(body)
@@ -413,7 +495,8 @@ class ChannelLink(calls.Caller):
         """Close the connection (harmless if it is closed); the next call connects again."""
         sock, self.sock = self.sock, None
         if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
+            for end in (lambda: sock.shutdown(socket.SHUT_RDWR), sock.close):  # (wakes a thread reading it)
+                try:
+                    end()
+                except OSError:
+                    pass

@@ -96,10 +96,16 @@ class ShardLinks:
                 logger.info("shard %s has no bulk channel (%s): merges go by Pyro4", self.shards[shard][0], err)
                 port = 0
             host = transport.uri_host(self.shards[shard][1])
-            bulk = self.channels[shard] = channel.ChannelLink((host, port), tables.SHARD, self.hmac_key,
-                                                              self.timeout) if port else False
+            bulk = channel.ChannelLink((host, port), tables.SHARD, self.hmac_key, self.timeout) if port else False
             if bulk:
-                logger.info("merges with shard %s by its channel at %s:%i", self.shards[shard][0], host, port)
+                try:
+                    bulk.connect()
+                    logger.info("merges with shard %s by its channel at %s:%i", self.shards[shard][0], host, port)
+                except channel.LinkBroken as err:  # a firewall that lets Pyro4's port through only, say
+                    logger.warning("cannot reach shard %s's channel (%s): merges with it go by Pyro4; let its "
+                                   "--channel-port through", self.shards[shard][0], err)
+                    bulk = False
+            self.channels[shard] = bulk
         return bulk
 
     def each(self, fn):

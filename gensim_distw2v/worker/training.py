@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SessionLost"]
 
+FALLBACK_BYTES = 64 * 1024 * 1024  # the most a routine part may take in float32 (half a message's limit)
 # bulk transfers (the weights downloaded at a join, epoch flushes) move in parts of part_bytes / 8
 # (2 MB by default): every worker makes them at about the same moment, so a shard holds K parts (and
 # their serialised copies) at once; they are rare, so the extra calls cost nothing per word
@@ -116,8 +117,10 @@ class _Training(MergeRounds):
         self.want = np.zeros(vocab, dtype=np.int32) if self.file is None and self.sync != "bsp" else None
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
-        # the wire, most often one message to each shard a round; epoch flushes move float32
-        self.ranges = row_ranges(vocab, row_bytes(self.merge_dtype, size) * len(self.replica.replica), self.part_bytes)
+        # the wire, most often one message to each shard a round, and of at most FALLBACK_BYTES should a part
+        # go in float32 (values float16 cannot hold); epoch flushes move float32
+        wire, worst = (row_bytes(codec, size) * len(self.replica.replica) for codec in (self.merge_dtype, "float32"))
+        self.ranges = row_ranges(vocab, wire, min(self.part_bytes, FALLBACK_BYTES * wire // worst))
         self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words (sync=%s)", self.sid, self.rank, vocab, size, len(self.shards),
