@@ -441,6 +441,7 @@ class ChannelLink(calls.Caller):
         self.address, self.key, self.timeout = tuple(address), as_key(hmac_key), timeout
         self.max_message = MAX_MESSAGE_SIZE
         self.sock, self.seal, self.seq = None, None, 0
+        self.sent, self.pending = 0, None
         super().__init__(table, self._call)
 
     def connect(self):
@@ -465,7 +466,26 @@ class ChannelLink(calls.Caller):
             raise
         self.sock, self.seal, self.seq = sock, seal, 1
 
+    def start(self, op, request):
+        """Send call ``op`` with its request record now, and return at once; :meth:`result` reads
+        its reply (one call in flight on a link): a caller of several shards sends every request
+        before it reads any reply, so the shards work at once without a thread per shard."""
+        spec = self.table.calls[op]
+        if type(request) is not spec.request:
+            raise TypeError(f"{op} takes one {spec.request.__name__}")
+        self._send_call(op, request.to_wire())
+        self.pending = op
+
+    def result(self):
+        """The reply to the call :meth:`start` sent, checked (as :meth:`call` returns it)."""
+        op, self.pending = self.pending, None
+        return self.table.calls[op].check_reply(self._read_reply())
+
     def _call(self, op, msg):
+        self._send_call(op, msg)
+        return self._read_reply()
+
+    def _send_call(self, op, msg):
         if self.sock is None:
             self.connect()
         seq = self.seq
@@ -475,15 +495,26 @@ class ChannelLink(calls.Caller):
             raise ValueError(f"{op}: {err}") from None
         self.seq += 1
         try:
-            sent = _send_all(self.sock, parts)
-            kind, body, got = _recv(self.sock, self.seal, _DOWN, seq, self.max_message)
+            self.sent = _send_all(self.sock, parts)
         except (OSError, LinkBroken) as err:
             self.release()
             raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
         except BaseException:  # (out of step with the server now: the next call connects anew)
             self.release()
             raise
-        meter.TRAFFIC.add(sent, got)
+
+    def _read_reply(self):
+        try:
+            if self.sock is None:
+                raise LinkBroken("the connection was released with a call in flight")
+            kind, body, got = _recv(self.sock, self.seal, _DOWN, self.seq - 1, self.max_message)
+        except (OSError, LinkBroken) as err:
+            self.release()
+            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
+        except BaseException:  # (out of step with the server now: the next call connects anew)
+            self.release()
+            raise
+        meter.TRAFFIC.add(self.sent, got)
         if kind == FAULT:
             _raise(body)
         if kind != REPLY:

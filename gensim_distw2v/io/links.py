@@ -8,6 +8,7 @@ shard has one, else by Pyro4 like every other call.
 """
 import concurrent.futures
 import logging
+import time
 
 from gensim_distw2v.io import channel, endpoints, transport
 from gensim_distw2v.protocol import tables
@@ -81,10 +82,48 @@ class ShardLinks:
                     return bulk.call(op, request, **fields)
             return self.links[shard].call(op, request, **fields)
         except (transport.PyroError, channel.LinkBroken) as err:
-            name, uri = self.shards[shard]
-            host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
-            raise self.LOST(f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); "
-                            + self.ADVICE.format(host=host, port=port)) from None
+            raise self._lost(shard, err) from None
+
+    def call_all(self, op, requests):
+        """``op`` on every shard with its request record (``requests[shard]``), at once; returns
+        ``(replies, CPU seconds of the pool's threads)``. By the shards' channels every request is
+        sent before any reply is read, from the calling thread (no thread handed a call per shard);
+        else each call runs in the pool.
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.ShardLost
+            A shard does not answer (:meth:`call`'s).
+        """
+        if op in self.bulk and len(self.shards) > 1 and all(self._channel(s) for s in range(len(self.shards))):
+            shard = 0
+            try:
+                for shard, request in enumerate(requests):
+                    self.channels[shard].start(op, request)
+                replies = []
+                for shard in range(len(requests)):
+                    replies.append(self.channels[shard].result())
+                return replies, 0.0
+            except channel.LinkBroken as err:
+                for bulk in self.channels:  # (the others' calls are in flight: their links are out of step)
+                    bulk.release()
+                raise self._lost(shard, err) from None
+            except BaseException:
+                for bulk in self.channels:
+                    bulk.release()
+                raise
+
+        def one(shard):
+            began = time.thread_time()
+            return self.call(shard, op, requests[shard]), time.thread_time() - began
+        done = self.each(one)
+        return [reply for reply, _cpu in done], sum(cpu for _reply, cpu in done) if self.pool is not None else 0.0
+
+    def _lost(self, shard, err):
+        name, uri = self.shards[shard]
+        host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+        return self.LOST(f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); "
+                         + self.ADVICE.format(host=host, port=port))
 
     def _channel(self, shard):
         """Shard ``shard``'s channel link (connected at its first call), or False: it has none."""

@@ -75,35 +75,33 @@ class MergeRounds:
             wanted_split = None if wanted is None else self.layout.split(
                 wanted[np.searchsorted(wanted, max(lo, self.hot_rows)):np.searchsorted(wanted, hi)])
             self.worker.check_alive(self)
-
-            def merge_with(shard, lo=lo, hi=hi, split=split, wanted_split=wanted_split):
-                thread_cpu = time.thread_time()
+            requests = []
+            for shard in range(len(self.links)):  # each shard's part of the range, its own rows
                 local_lo, local_hi = self.layout.local_range(lo, hi, shard)
-                part = protocol.MergePart(
+                requests.append(protocol.MergePart(
                     session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
                     token=self.token,
                     matrices={name: protocol.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
                     hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
                     tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
                     wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
-                                                                              local_hi))
-                asked = 0 if part.wanted is None else len(part.wanted["data"])
-                reply = self.links.call(shard, "merge", part)
+                                                                              local_hi)))
+                traffic[0] += 0 if requests[-1].wanted is None else len(requests[-1].wanted["data"])
+            # every shard at once: by their channels all parts go before any reply is read; else in the pool
+            replies, link_cpu = self.links.call_all("merge", requests)
+            pool_cpu += link_cpu  # the shard links' threads' CPU (none by the channels)
+            for shard, (request, reply) in enumerate(zip(requests, replies)):
                 got = []
                 for key in ("matrices", "values"):
                     got.append({})
                     for name, msg in getattr(reply, key).items():
                         if name not in self.replica.replica:
                             raise ValueError(f"merge reply: unknown matrix {name!r}")
-                        rows, values, scales = protocol.unpack_deltas(msg, name, size, local_lo, local_hi,
+                        rows, values, scales = protocol.unpack_deltas(msg, name, size, request.lo, request.hi,
                                                                   f"merge reply's {key}")
                         got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
-                return got + [asked, time.thread_time() - thread_cpu]
-            for missed, values, asked, link_cpu in self.links.each(merge_with):
-                pool_cpu += link_cpu if self.links.pool is not None else 0.0  # the shard links' threads' CPU
-                traffic[0] += asked
-                traffic[1] += sum(_nbytes(d) for way in (missed, values) for d in way.values())
-                self.replica.take_in(missed, values)
+                traffic[1] += sum(_nbytes(d) for way in got for d in way.values())
+                self.replica.take_in(*got)
         with self.lock:
             stalled = self.stalled
             if self.sync == "bsp":
