@@ -181,6 +181,30 @@ def test_a_connection_that_says_nothing_is_cut_at_the_deadline(served):
     assert any("no handshake within 1 s" in reason for reason in server.gate.refused)
 
 
+def test_calls_to_several_servers_go_out_before_any_reply_is_read(served):
+    """``start`` sends and returns; ``result`` reads the reply: a worker's merger sends every shard
+    its part, then reads the replies in turn, and each link stays in step (then ``call`` again)."""
+    server, prober, key = served
+    other = channel.ChannelServer(endpoints.endpoint(TABLE, prober).call, ["echo"], hmac_key=key)
+    try:
+        links = [channel.ChannelLink(s.address, TABLE, key, timeout=10) for s in (server, other)]
+        values = _values()
+        for times, link in zip((2.0, 3.0), links):
+            link.start("echo", Echo(values=pack_array(values), times=times))
+        for times, link in zip((2.0, 3.0), links):
+            got = unpack_array(link.result()["values"], "values", "float32", shape=values.shape)
+            assert np.array_equal(got, values * np.float32(times))
+        links[0].start("echo", Echo(values=pack_array(values), times=-1.0))
+        with pytest.raises(errors.BadRequest, match="times must be >= 0"):
+            links[0].result()
+        with pytest.raises(TypeError, match="echo takes one Echo"):
+            links[1].start("echo", {"values": pack_array(values), "times": 1.0})
+        assert all(link.call("echo", values=pack_array(values), times=1.0) for link in links)
+        assert prober.calls == 5
+    finally:
+        other.close()
+
+
 def test_what_a_receiver_would_refuse_is_not_sent_and_the_link_stays_in_step(served):
     server, prober, key = served
     link = channel.ChannelLink(server.address, TABLE, key, timeout=10)
