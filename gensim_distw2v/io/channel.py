@@ -2,12 +2,13 @@
 
 A merge part carries a few hundred kB of rows at a long interval. Through Pyro4 each message is
 copied four or five times on the way (msgpack, the message's concatenation, Pyro4's reads) and
-signed with HMAC-SHA1; measured on loopback, about 1 ns of server CPU per byte without a key and
-1.5 with one (``benchmarks/transport_cost.py``), which was most of a worker's and a shard's cost
-per trained word at a 1 G-word corpus's interval. Here a message is a fixed header, its buffers'
+signed with HMAC-SHA1: measured on loopback, about 1 ns of server CPU per byte without a key and
+1.5-2 with one (``benchmarks/transport_cost.py``). Here a message is a fixed header, its buffers'
 lengths, a small msgpack *meta* (the request record with every array's bytes taken out) and the
 buffers themselves, sent from the arrays in place (``sendmsg``) and read into one buffer that the
-receiver's arrays view (``recv_into``): one copy each way, the kernel's.
+receiver's arrays view (``recv_into``): one copy each way, the kernel's, a quarter to a fifth of
+Pyro4's server CPU per byte for parts of 600 kB and more (``docs/scaling.rst`` has the figures,
+and what that changes in a cluster on two cores: little, where per-message work dominates).
 
 Only calls a server names (a shard: ``merge``) are served here, through the same
 :class:`~gensim_distw2v.io.endpoints.Endpoint` (the same records, checks, handlers and counts) as
@@ -18,12 +19,13 @@ Keys. With the cluster's HMAC key every message carries a tag over its header an
 both ends' random nonces (exchanged at connect), the direction and the message's sequence number:
 keyed BLAKE2b for a message under :data:`POLY_FROM` bytes (a microsecond or two), else Poly1305
 (``cryptography``'s: about 0.14 ns a byte here against HMAC-SHA1's 0.5) under a one-time key that
-keyed BLAKE2b derives from the same; a receiver takes the next number only, so that a message cannot be replayed,
-reordered or moved to another connection. A connection's first message each way (``hello``)
+keyed BLAKE2b derives from the same; a receiver takes the next number only, so that a message
+cannot be replayed, reordered or moved to another connection. A connection's first message each way (``hello``)
 proves the key before anything else is read; until then the :class:`~gensim_distw2v.io.gate.Limits`
 of a Pyro4 connection hold (a deadline, connections pending and per peer, the hello's size).
 Without a key (loopback only, as for Pyro4) nothing is signed.
 """
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -444,27 +446,31 @@ class ChannelLink(calls.Caller):
         self.sent, self.pending = 0, None
         super().__init__(table, self._call)
 
+    @contextlib.contextmanager
+    def _in_step(self):
+        """Connecting, or a send or a read of a call: if it fails, the connection is out of step with
+        the server and is released (the next call connects anew); a broken one raises :class:`LinkBroken`."""
+        try:
+            yield
+        except (OSError, LinkBroken) as err:
+            self.release()
+            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
+        except BaseException:
+            self.release()
+            raise
+
     def connect(self):
         """Connect and say hello now (a call connects if need be); raises :class:`LinkBroken` if it cannot."""
         timeout = CONNECT_TIMEOUT if self.timeout is None else min(self.timeout, CONNECT_TIMEOUT)
-        try:
-            sock = socket.create_connection(self.address, timeout=timeout)
-        except OSError as err:
-            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
-        try:
+        with self._in_step():
+            self.sock = sock = socket.create_connection(self.address, timeout=timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             mine, theirs = _greet(sock, self.key)
             seal = _Seal(self.key, theirs, mine)
             _send(sock, seal, _UP, 0, HELLO, None, self.max_message)
             _recv(sock, seal, _DOWN, 0, 4096)
             sock.settimeout(self.timeout)
-        except (OSError, LinkBroken) as err:
-            sock.close()
-            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
-        except BaseException:
-            sock.close()
-            raise
-        self.sock, self.seal, self.seq = sock, seal, 1
+        self.seal, self.seq = seal, 1
 
     def start(self, op, request):
         """Send call ``op`` with its request record now, and return at once; :meth:`result` reads
@@ -488,32 +494,19 @@ class ChannelLink(calls.Caller):
     def _send_call(self, op, msg):
         if self.sock is None:
             self.connect()
-        seq = self.seq
         try:
-            parts = _frame(self.seal, _UP, seq, CALL, {"op": op, "msg": msg}, self.max_message)
+            parts = _frame(self.seal, _UP, self.seq, CALL, {"op": op, "msg": msg}, self.max_message)
         except (TypeError, ValueError) as err:  # (nothing sent: the connection stays in step)
             raise ValueError(f"{op}: {err}") from None
         self.seq += 1
-        try:
+        with self._in_step():
             self.sent = _send_all(self.sock, parts)
-        except (OSError, LinkBroken) as err:
-            self.release()
-            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
-        except BaseException:  # (out of step with the server now: the next call connects anew)
-            self.release()
-            raise
 
     def _read_reply(self):
-        try:
+        with self._in_step():
             if self.sock is None:
                 raise LinkBroken("the connection was released with a call in flight")
             kind, body, got = _recv(self.sock, self.seal, _DOWN, self.seq - 1, self.max_message)
-        except (OSError, LinkBroken) as err:
-            self.release()
-            raise LinkBroken(f"channel to {self.address[0]}:{self.address[1]}: {type(err).__name__}: {err}") from None
-        except BaseException:  # (out of step with the server now: the next call connects anew)
-            self.release()
-            raise
         meter.TRAFFIC.add(self.sent, got)
         if kind == FAULT:
             _raise(body)

@@ -95,7 +95,7 @@ class ShardLinks:
         gensim_distw2v.protocol.errors.ShardLost
             A shard does not answer (:meth:`call`'s).
         """
-        if op in self.bulk and len(self.shards) > 1 and all(self._channel(s) for s in range(len(self.shards))):
+        if op in self.bulk and len(self.shards) > 1 and all(self._checked_channel(s) for s in range(len(self.shards))):
             shard = 0
             try:
                 for shard, request in enumerate(requests):
@@ -124,6 +124,13 @@ class ShardLinks:
         host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
         return self.LOST(f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); "
                          + self.ADVICE.format(host=host, port=port))
+
+    def _checked_channel(self, shard):
+        """:meth:`_channel`, a shard that does not answer raising :attr:`LOST`."""
+        try:
+            return self._channel(shard)
+        except transport.PyroError as err:
+            raise self._lost(shard, err) from None
 
     def _channel(self, shard):
         """Shard ``shard``'s channel link (connected at its first call), or False: it has none."""
