@@ -165,7 +165,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
 
             cluster = LocalCluster(n_workers=k, threads_per_worker=args.threads_per_worker, n_shards=args.shards,
                                    hmac_key=False if args.no_hmac else None,
-                                   shard_args=["--channel-port", "-1"] if args.no_channel else ()).start()
+                                   # (only when asked: an install before the channel takes no shard_args)
+                                   **({"shard_args": ["--channel-port", "-1"]} if args.no_channel else {})).start()
             model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
                              sync_words=args.sync_words,
                              **({} if args.hold_back is None else {"hold_back": args.hold_back}),
