@@ -256,3 +256,24 @@ def test_merges_by_the_channel_train_what_merges_by_pyro4_train(lee_corpus):
             lines[how] = list(cluster.processes["worker-0"].lines)
     assert any("merges with shard" in line and "by its channel" in line for line in lines["channel"])
     assert not any("by its channel" in line for line in lines["pyro4"])
+
+
+def test_a_worker_that_cannot_reach_a_shards_channel_merges_by_pyro4(monkeypatch, caplog):
+    """A real shard whose channel the caller cannot reach (a firewall that lets Pyro4's port through
+    only, made here by refusing the connect): the links say so and carry merges by Pyro4."""
+    from gensim_distw2v.io.links import ShardLinks
+
+    def unreachable(link):
+        raise channel.LinkBroken(f"channel to {link.address[0]}:{link.address[1]}: TimeoutError: timed out")
+    with LocalCluster(n_workers=0, n_shards=1) as cluster:
+        uri = transport.lookup(cluster.ns_conf, cluster.names["shard-0"])
+        links = ShardLinks([(cluster.names["shard-0"], uri)], cluster.ns_conf["hmac_key"], cluster.ns_conf, "t",
+                           timeout=10, bulk=("merge",))
+        try:
+            monkeypatch.setattr(channel.ChannelLink, "connect", unreachable)
+            with caplog.at_level("WARNING", logger="gensim_distw2v.io.links"):
+                assert links._channel(0) is False
+            assert any("merges with it go by Pyro4" in r.getMessage() for r in caplog.records)
+            assert links.call(0, "status").name == cluster.names["shard-0"]  # Pyro4 still answers
+        finally:
+            links.close()
