@@ -30,9 +30,12 @@ COSTS = ("kernel_us", "worker_merge_us", "shard_us", "dispatcher_us", "client_us
          "bytes_down_per_word", "rounds_per_word", "raw_wps")
 
 
-def one_run(python, base_args, k, threads, seed, vocab_path, corpus_path):
-    """One cluster run of ``python``'s install: its :func:`scaling.costs`."""
-    out = subprocess.run([python, compare_gensim.__file__, *base_args, "--threads-per-worker", str(threads), "--_one",
+def one_run(python, base_args, k, threads, seed, vocab_path, corpus_path, shards="1"):
+    """One cluster run of ``python``'s install (``shards``: a count, or ``K`` for one per worker): its
+    :func:`scaling.costs`."""
+    shards = str(k) if shards == "K" else shards
+    out = subprocess.run([python, compare_gensim.__file__, *base_args, "--shards", shards, "--threads-per-worker",
+                          str(threads), "--_one",
                           "dist", str(k), str(seed), vocab_path, corpus_path], capture_output=True, text=True,
                          check=False)
     if out.returncode != 0:
@@ -58,10 +61,11 @@ def main(argv=None):
                              "and after) or a LineSentence (which an install with workers_read has its workers read)")
     parser.add_argument("--sync-words", type=int, default=None,
                         help="the merge interval of both (default: the package's, from the corpus and K)")
+    parser.add_argument("--shards", default="1", help="parameter shards: a count, or K for one per worker (default 1)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
-    base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs), "--shards", "1",
+    base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs),
                  "--sentences", args.sentences] + ([] if args.sync_words is None else ["--sync-words", str(args.sync_words)])
     runs = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory(prefix="before_after_") as workdir:
@@ -76,7 +80,8 @@ def main(argv=None):
                 order = ("before", "after") if (seed + k) % 2 else ("after", "before")
                 for label in order:
                     python = args.before if label == "before" else args.after
-                    row = one_run(python, base_args, k, args.threads_per_worker, seed, vocab_path, corpus_path)
+                    row = one_run(python, base_args, k, args.threads_per_worker, seed, vocab_path, corpus_path,
+                                  args.shards)
                     runs[label].setdefault(k, []).append(row)
                     print(f"  seed {seed} K={k} {label:>6}: {row['raw_wps']:.0f} raw words/s, worker merge "
                           f"{row['worker_merge_us']:.3f} us, shard {row['shard_us']:.3f} us, dispatcher "

@@ -51,8 +51,9 @@ PER_SECOND_GROUPS = {"worker": ("heartbeat", "housekeeping", "main", "serving"),
 #: heartbeat a second, round reports batched every 0.5 s, the client's progress polls); its other
 #: calls come per job, per epoch or per session: they grow with the words
 PER_SECOND_CALLS = ("heartbeat", "shard_beat", "round_done", "progress", "status")
-#: a shard's calls that come once or a few times a session: the weights' upload and downloads
-SESSION_CALLS = ("open_session", "upload", "start", "download", "close", "status")
+#: a shard's calls that come once or a few times a session: the weights' upload and downloads, a
+#: worker's lookup of the shard's channel and its connection's hello there (``channel_hello``)
+SESSION_CALLS = ("open_session", "upload", "start", "download", "close", "status", "channel", "channel_hello")
 #: the dispatcher's calls that come once a session (or once a worker and session): its set-up, the
 #: workers' joining and their checks of the corpus file, the static arrays' transfers, the end
 DISPATCHER_SESSION_CALLS = ("open_session", "upload", "start", "join", "file_check", "download", "close", "hello",

@@ -69,11 +69,14 @@ def test_calls_faults_and_arrays_go_through_the_channel(served):
     link = channel.ChannelLink(server.address, TABLE, key, timeout=10)
     values = _values()
     sent0, received0 = meter.traffic()
+    hellos = meter.CALLS.snapshot().get("channel_hello", (0,))[0]
     for times in (2.0, 0.5):  # two calls on one connection: sequence numbers advance
         reply = link.call("echo", values=pack_array(values), times=times)
         back = unpack_array(reply["values"], "values", "float32", shape=values.shape)
         assert np.array_equal(back, values * np.float32(times))
         assert unpack_array(reply["small"], "small", "float32").item() == values[0, 0]  # a few bytes, inline
+    # the connection's hello is counted once, apart from the calls (a cost per session, not per merge)
+    assert meter.CALLS.snapshot()["channel_hello"][0] == hellos + 1
     deadline = time.monotonic() + 5  # (the server counts a reply once sent: the caller may have it first)
     while min(meter.traffic()[0] - sent0, meter.traffic()[1] - received0) < 4 * values.nbytes \
             and time.monotonic() < deadline:

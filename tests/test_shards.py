@@ -16,7 +16,7 @@ PARAMS = dict(vector_size=16, min_count=2, seed=5, workers=1)
 
 
 # ------------------------------------------------------------------ the layout, in-process
-@pytest.mark.parametrize("n_shards", [1, 2, 3, 7])
+@pytest.mark.parametrize("n_shards", [1, 2, 3, 7, 300])  # (300: owners sorted as uint16)
 @pytest.mark.unit
 def test_layout_splits_rows_and_puts_them_back(n_shards):
     layout = ShardLayout(n_shards)
@@ -30,6 +30,7 @@ def test_layout_splits_rows_and_puts_them_back(n_shards):
         assert none is None and np.all(np.diff(local.astype(np.int64)) > 0)
         own = layout.rows_of(matrix, shard)
         assert np.array_equal(own[local], local_values)  # the shard's own rows hold the same values
+        assert layout.to_global(local, shard).dtype == np.uint32
         back[layout.to_global(local, shard)] = local_values
         # a global range's rows of this shard are exactly its local range
         lo, hi = layout.local_range(4, 21, shard)

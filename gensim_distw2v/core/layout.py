@@ -53,12 +53,14 @@ class ShardLayout:
         if self.n_shards == 1:
             return [(rows,) + columns]
         rows = np.asarray(rows)
-        owner = rows % self.n_shards
+        # owners as the smallest integers that hold them: numpy's stable sort of those is a radix sort
+        owner = (rows % self.n_shards).astype(np.uint8 if self.n_shards <= 256 else np.uint16
+                                              if self.n_shards <= 65536 else np.int64)
         # one stable sort by owner, then a slice per shard (rows stay increasing within each)
         order = np.argsort(owner, kind="stable")
         ends = np.cumsum(np.bincount(owner, minlength=self.n_shards)).tolist()
         local = (rows[order] // self.n_shards).astype(np.uint32)
-        columns = tuple(None if c is None else c[order] for c in columns)
+        columns = tuple(None if c is None else np.take(c, order, axis=0) for c in columns)
         out, start = [], 0
         for end in ends:
             out.append((local[start:end],) + tuple(None if c is None else c[start:end] for c in columns))
@@ -69,4 +71,5 @@ class ShardLayout:
         """A shard's own rows as global rows (uint32)."""
         if self.n_shards == 1:
             return rows
-        return (np.asarray(rows, dtype=np.int64) * self.n_shards + shard).astype(np.uint32)
+        rows = np.asarray(rows, dtype=np.uint32)  # (global rows fit uint32: the vocabulary's limit)
+        return rows * np.uint32(self.n_shards) + np.uint32(shard)

@@ -358,11 +358,14 @@ class ChannelServer:
         sock, seq = conn.sock, 1
         try:
             try:
+                began = time.thread_time()
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 mine, theirs = _greet(sock, self.key)
                 seal = _Seal(self.key, mine, theirs)
                 _recv(sock, seal, _UP, 0, self.gate.limits.max_handshake_bytes)
                 _send(sock, seal, _DOWN, 0, HELLO, None, self.max_message)
+                # a cost per connection (a worker's, once a session), counted apart from the merges
+                meter.CALLS.record("channel_hello", time.thread_time() - began)
             except (OSError, LinkBroken) as err:
                 self.gate.refuse(f"no channel hello ({type(err).__name__}: {err})", peer)
                 return

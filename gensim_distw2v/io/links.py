@@ -40,7 +40,7 @@ class ShardLinks:
         Seconds a call may take.
     bulk : iterable of str
         Calls that go by a shard's bulk channel where it has one (a worker's: ``merge``); the
-        channel is asked for and connected at the first such call.
+        channel is asked for and connected by :meth:`open_channels`, or at the first such call.
 
     Attributes
     ----------
@@ -64,6 +64,20 @@ class ShardLinks:
 
     def __len__(self):
         return len(self.shards)
+
+    def open_channels(self):
+        """Ask every shard for its bulk channel and connect it now (a worker, at its join: a cost per
+        session, not its first merge round's); a shard without one, or whose channel cannot be
+        reached, gets its bulk calls by Pyro4, as at a first call.
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.ShardLost
+            A shard does not answer.
+        """
+        if self.bulk:
+            for shard in range(len(self.shards)):
+                self._checked_channel(shard)
 
     def call(self, shard, op, request=None, /, **fields):
         """Call ``op`` (:data:`gensim_distw2v.protocol.tables.SHARD`) on shard ``shard`` with its

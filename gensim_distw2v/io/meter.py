@@ -167,6 +167,15 @@ class CallCounts:
                 entry[0] += 1
                 entry[1] += cpu
 
+    def record(self, op, cpu):
+        """Count one ``op`` that is not a call of the table (a connection's hello) and took ``cpu``
+        seconds, handling and whole alike."""
+        with self.lock:
+            entry = self.counts.setdefault(op, [0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += cpu
+            entry[2] += cpu
+
     def served(self, cpu):
         """This thread's call took ``cpu`` seconds in all (the transport's count); a message that
         reached no handler (refused, a ping, a closed connection) is not a call and not counted."""

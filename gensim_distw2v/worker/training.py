@@ -35,6 +35,11 @@ FALLBACK_BYTES = 64 * 1024 * 1024  # the most a routine part may take in float32
 BULK_PART_DIVISOR = 8
 # seconds a call for jobs waits at the dispatcher while there are none (jobs put wake it)
 FETCH_WAIT = 0.5
+# seconds the fetch loop and the merger wait on the session's lock before they look again: the trainer
+# threads notify them of every change they act on (a job done or taken, an interval claimed, an epoch
+# drained), so this bounds only how late they see a stop, an error or a report due; shorter, they woke
+# 20 times a second each for nothing (CPU by the clock, not by the words)
+LOOK_AGAIN = 0.25
 # sync="local": the interval of a worker that merges only at epoch ends (no job is ever cut)
 LOCAL_INTERVAL = 2 ** 62
 
@@ -122,6 +127,7 @@ class _Training(MergeRounds):
         wire, worst = (row_bytes(codec, size) * len(self.replica.replica) for codec in (self.merge_dtype, "float32"))
         self.ranges = row_ranges(vocab, wire, min(self.part_bytes, FALLBACK_BYTES * wire // worst))
         self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
+        self.links.open_channels()  # (joining's cost, not the first round's)
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words (sync=%s)", self.sid, self.rank, vocab, size, len(self.shards),
                     time.monotonic() - start, self.worker.threads, settings.sync_words, self.sync)
@@ -194,6 +200,8 @@ class _Training(MergeRounds):
                     msg = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
                 except queue.Empty:
                     continue
+                with self.lock:  # the fetch loop tops the queue up once it runs low
+                    self.lock.notify_all()
                 cpu = time.thread_time()
                 try:
                     if reader is not None:
@@ -333,7 +341,7 @@ class _Training(MergeRounds):
                 raise self.error
             if self.jobs.qsize() > prefetch // 2:
                 with self.lock:
-                    self.lock.wait(0.05)
+                    self.lock.wait(LOOK_AGAIN)
                 continue
             reply = self.proxy.call("get_jobs", name=self.worker.name, session=self.sid,
                                     max_jobs=prefetch - self.jobs.qsize(), wait=FETCH_WAIT, drained=told)
@@ -385,7 +393,7 @@ class _Training(MergeRounds):
                         flush = False
                     spare = idle and self.done and self.sync in ("ssp", "asp")
                     if not (flush or interval or spare):
-                        self.lock.wait(0.05)
+                        self.lock.wait(LOOK_AGAIN)
                         if self.pending is not None:
                             report = True
                         else:
