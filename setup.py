@@ -1,6 +1,7 @@
 """Build script for the compiled modules: the job kernel (``cython/inner.pyx`` -> ``gensim_distw2v._inner``),
-the merge row arithmetic (``rows.pyx`` -> ``_rows``), the client's token encoder (``encode.pyx`` -> ``_encode``)
-and the workers' corpus-file line encoder (``lines.pyx`` -> ``_lines``).
+the merge row arithmetic (``rows.pyx`` -> ``_rows``), the client's token encoder (``encode.pyx`` -> ``_encode``),
+the workers' corpus-file line encoder (``lines.pyx`` -> ``_lines``) and word counter (``counts.pyx`` ->
+``_counts``).
 
 The kernel cimports ``gensim.models.word2vec_inner``; its ``.pxd`` and ``voidptr.h`` come from the
 gensim installed in the build environment, pinned with Cython in pyproject.toml. The gensim and
@@ -25,13 +26,15 @@ with open(os.path.join(HERE, "gensim_distw2v", "_build_info.py"), "w") as fout:
         f"CYTHON_VERSION = {importlib.metadata.version('Cython')!r}\n"
     )
 
-# the job kernel; the merge protocol's row arithmetic; the client's token encoder; the corpus-file line encoder
+# the job kernel; the merge protocol's row arithmetic; the client's token encoder; the corpus-file line
+# encoder and word counter
 extensions = [
-    Extension(f"gensim_distw2v.{name}", sources=[f"cython/{source}"], depends=["cython/half.h", "cython/q8.h"],
+    Extension(f"gensim_distw2v.{name}", sources=[f"cython/{source}"],
+              depends=["cython/half.h", "cython/q8.h", "cython/tokens.pxi"],
               include_dirs=[numpy.get_include(), os.path.join(GENSIM_DIR, "models"), "cython"],
               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
     for name, source in [("_inner", "inner.pyx"), ("_rows", "rows.pyx"), ("_encode", "encode.pyx"),
-                         ("_lines", "lines.pyx")]
+                         ("_lines", "lines.pyx"), ("_counts", "counts.pyx")]
 ]
 
 setup(ext_modules=cythonize(extensions, language_level=3, compiler_directives={"embedsignature": True}))

@@ -91,3 +91,28 @@ def freeze_busy_worker():
                 os.kill(proc.pid, signal.SIGCONT)
         return None
     return freeze
+
+
+SPACES = [" ", "\t", "\r", "\x0b", "\x1c", "\u0085", "\u00a0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000", "  "]
+WORDS = ["a", "bb", "ccc", "é", "日本語", "naïve", "Ωmega", "ŀl", "x\u2010y", "\u0100", "rare"]
+
+
+def _awkward_text(rng, lines=200):
+    """Empty lines, Unicode whitespace and tokens, CRLF, lines over 10,000 tokens, no final newline."""
+    out = []
+    for _ in range(lines):
+        kind = rng.random()
+        if kind < 0.1:
+            out.append(rng.choice(["", " ", "\t\u3000"]))
+        elif kind < 0.13:
+            out.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(10_000, 21_000))))
+        else:
+            out.append("".join(rng.choice(WORDS) + rng.choice(SPACES) for _ in range(rng.randint(1, 40))))
+    return "\n".join(out) + rng.choice(["", "\r\n"])
+
+
+@pytest.fixture
+def awkward_text():
+    """``awkward_text(rng, lines=200)``: a corpus file's text that gensim's ``LineSentence`` must
+    split with care (:func:`_awkward_text`)."""
+    return _awkward_text

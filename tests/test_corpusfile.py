@@ -36,22 +36,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.io.corpusfile import (RangeReader, check_file, check_files, fingerprint, fingerprint_files,
                                           open_reader, ranges, vocab_arrays, vocab_lookup)
 
-SPACES = [" ", "\t", "\r", "\x0b", "\x1c", "\u0085", "\u00a0", "\u1680", "\u2003", "\u2028", "\u202f", "\u3000", "  "]
 WORDS = ["a", "bb", "ccc", "é", "日本語", "naïve", "Ωmega", "ŀl", "x\u2010y", "\u0100", "rare"]
-
-
-def awkward_text(rng, lines=200):
-    """Empty lines, Unicode whitespace and tokens, CRLF, lines over 10,000 tokens, no final newline."""
-    out = []
-    for _ in range(lines):
-        kind = rng.random()
-        if kind < 0.1:
-            out.append(rng.choice(["", " ", "\t\u3000"]))
-        elif kind < 0.13:
-            out.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(10_000, 21_000))))
-        else:
-            out.append("".join(rng.choice(WORDS) + rng.choice(SPACES) for _ in range(rng.randint(1, 40))))
-    return "\n".join(out) + rng.choice(["", "\r\n"])
 
 
 def encoded(path, keys):
@@ -76,7 +61,7 @@ def read_all(path, vocab, cuts):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.unit
-def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed):
+def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed, awkward_text):
     rng = random.Random(seed)
     path = str(tmp_path / "awkward.txt")
     with open(path, "w", encoding="utf8", newline="") as fout:
@@ -97,7 +82,7 @@ def test_every_line_read_exactly_once_under_any_cuts(tmp_path, seed):
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.unit
-def test_files_back_to_back_read_as_path_line_sentences_reads_them(tmp_path, seed):
+def test_files_back_to_back_read_as_path_line_sentences_reads_them(tmp_path, seed, awkward_text):
     """A folder's files (PathLineSentences) as one run of bytes: every line once under any cuts, each
     file's last line ended by its end (no final newline, or an empty file, joins nothing)."""
     rng = random.Random(seed)

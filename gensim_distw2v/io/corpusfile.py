@@ -7,8 +7,9 @@ filesystem); :func:`fingerprint` and :func:`check_file` tell whether it does.
 Ranges: the dispatcher cuts ``[0, size)`` into byte ranges at fixed positions, blind to line
 boundaries (:func:`ranges`). A range owns every line whose first byte lies in it, whole, even
 where the line runs past the range's end; so every line of the file belongs to exactly one
-range, whatever the cuts (:meth:`RangeReader.read`). The per-token work (splitting, lookups)
-runs in compiled code (:func:`gensim_distw2v._lines.encode_lines`).
+range, whatever the cuts (:meth:`RangeReader.read`). The per-token work (splitting, lookups,
+counting a range's words for the vocabulary) runs in compiled code
+(:func:`gensim_distw2v._lines.encode_lines`, :class:`gensim_distw2v._counts.WordCounts`).
 """
 import errno
 import hashlib
@@ -154,21 +155,22 @@ def vocab_lookup(vocab_bytes, vocab_offsets):
 
 
 class RangeReader:
-    """Reads byte ranges of a corpus file as encoded sentences (one reader per thread).
+    """Reads byte ranges of a corpus file as encoded sentences, or counts their words (one reader
+    per thread).
 
     Parameters
     ----------
     path : str
         The corpus file.
-    vocab : gensim_distw2v._lines.VocabTable
-        :func:`vocab_lookup` of the vocabulary.
+    vocab : gensim_distw2v._lines.VocabTable, optional
+        :func:`vocab_lookup` of the vocabulary (to :meth:`read`; not needed to :meth:`count`).
     max_job_words : int
         In-vocabulary words per job at most.
     """
 
-    def __init__(self, path, vocab, max_job_words=MAX_SENTENCE_LENGTH):
+    def __init__(self, path, vocab=None, max_job_words=MAX_SENTENCE_LENGTH):
         self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
-        self.vocab, self.max_job_words = vocab, max_job_words
+        self.path, self.vocab, self.max_job_words = path, vocab, max_job_words
 
     def close(self):
         """Close the file."""
@@ -183,6 +185,28 @@ class RangeReader:
             As :func:`gensim_distw2v._lines.encode_lines`: indices, sentence offsets, job starts,
             raw words and examples.
         """
+        buf, first, stop, _start = self._lines(lo, hi)
+        return encode_lines(buf, first, stop, self.vocab, MAX_SENTENCE_LENGTH, self.max_job_words)
+
+    def count(self, lo, hi, counts, offset=0):
+        """Count the words of the lines that start in bytes ``[lo, hi)`` into ``counts`` (a
+        :class:`gensim_distw2v._counts.WordCounts`), their first occurrences as offsets in the file
+        plus ``offset``; ``(raw words, sentences)``.
+
+        Raises
+        ------
+        ValueError
+            A line is not valid UTF-8 (the file and the line's offset named).
+        """
+        buf, first, stop, start = self._lines(lo, hi)
+        try:
+            return counts.count_lines(buf, first, stop, start + offset, MAX_SENTENCE_LENGTH)
+        except ValueError as err:
+            raise ValueError(f"{self.path}: {err}") from None
+
+    def _lines(self, lo, hi):
+        """``(buf, first, stop, start)``: the file's bytes from ``start`` on, with every line that
+        starts in ``[lo, hi)`` whole, those lines starting in ``buf[first:stop]``."""
         start = max(0, lo - 1)  # the byte before lo tells whether lo starts a line
         self.file.seek(start)
         buf = bytearray(self.file.read(hi - start))
@@ -191,7 +215,7 @@ class RangeReader:
         else:
             newline = buf.find(b"\n", 0, hi - 1 - start)  # a line starts at p in [lo, hi) iff byte p-1 is \n
             if newline < 0:
-                return encode_lines(b"", 0, 0, self.vocab)  # the range lies inside one line: it owns none
+                return b"", 0, 0, start  # the range lies inside one line: it owns none
             first = newline + 1
         # the last line starting before hi ends at the first \n at or after byte hi - 1 (or at the end)
         searched = max(0, hi - 1 - start)
@@ -201,7 +225,7 @@ class RangeReader:
             if not more:
                 break
             buf += more
-        return encode_lines(buf, first, hi - start, self.vocab, MAX_SENTENCE_LENGTH, self.max_job_words)
+        return buf, first, hi - start, start
 
     def __enter__(self):
         return self
@@ -229,7 +253,7 @@ class FilesReader:
         In-vocabulary words per job at most.
     """
 
-    def __init__(self, parts, vocab, max_job_words=MAX_SENTENCE_LENGTH):
+    def __init__(self, parts, vocab=None, max_job_words=MAX_SENTENCE_LENGTH):
         self.paths = [path for path, _size, _digest in parts]
         self.starts = np.cumsum([0] + [size for _path, size, _digest in parts]).tolist()
         self.vocab, self.max_job_words = vocab, max_job_words
@@ -264,6 +288,19 @@ class FilesReader:
         if len(pieces) == 1:
             return pieces[0]
         return _joined(pieces, self.vocab)
+
+    def count(self, lo, hi, counts):
+        """Count the words of the lines that start in bytes ``[lo, hi)`` of the files back to back
+        into ``counts``, first occurrences as offsets in the whole; ``(raw words, sentences)``
+        (:meth:`RangeReader.count`)."""
+        raw = sentences = 0
+        for i in range(len(self.paths)):
+            start, end = self.starts[i], self.starts[i + 1]
+            if end <= lo or start >= hi or end == start:
+                continue
+            got = self._reader(i).count(max(lo, start) - start, min(hi, end) - start, counts, start)
+            raw, sentences = raw + got[0], sentences + got[1]
+        return raw, sentences
 
     def __enter__(self):
         return self
