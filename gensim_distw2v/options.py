@@ -98,6 +98,9 @@ class DispatcherOptions(ServerOptions):
         None, "serve a read-only HTTP status page (and /status.json) on this port (0: any free port; None: none)",
         Count(0, 65535, optional=True))
     status_host: str = option(LOCAL, "address of the status page (it has no authentication)", Text("HOST"))
+    status_name: typing.Optional[str] = option(
+        None, "host names (comma-separated) a browser may reach the status page by, besides its addresses and "
+              "localhost: a request naming another host is refused (DNS rebinding)", Text("NAMES", optional=True))
 
 
 @dataclasses.dataclass(frozen=True)

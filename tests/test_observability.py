@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec
+from gensim_distw2v.io import statuspage
 
 from . import browser
 
@@ -59,6 +60,7 @@ def run(lee_corpus, tmp_path_factory):
                                        compute_loss=True, report_delay=0.05)
             poller.stop.set()
             poller.join()
+            time.sleep(statuspage.SNAPSHOT_SECONDS + 0.1)  # (the page's snapshot is up to that old)
             after = _fetch(cluster.status_url + "status.json")
     finally:
         logging.getLogger("gensim_distw2v").removeHandler(handler)

@@ -93,7 +93,7 @@ def raw(page, data, read_timeout=5.0):
 # ---------------------------------------------------------------- in process
 
 @pytest.mark.cluster
-def test_status_json_is_the_snapshot_fresh_per_request(serve):
+def test_status_json_is_the_snapshot_one_a_second_whatever_the_requests(serve):
     calls = []
 
     def snap():
@@ -107,8 +107,50 @@ def test_status_json_is_the_snapshot_fresh_per_request(serve):
     assert headers["Cache-Control"] == "no-store"
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert json.loads(body) == fake_snapshot()
-    fetch(page.url + "status.json?ts=1")            # a query string is the same resource
-    assert len(calls) == 2
+    began = time.monotonic()
+    for _ in range(20):  # a flood of requests: the snapshot is made once a second at most
+        assert fetch(page.url + "status.json?ts=1")[0] == 200  # (a query string is the same resource)
+    seconds = time.monotonic() - began
+    assert len(calls) <= 2 + int(seconds / statuspage.SNAPSHOT_SECONDS)
+    time.sleep(statuspage.SNAPSHOT_SECONDS + 0.1)
+    before = len(calls)
+    fetch(page.url + "status.json")
+    assert len(calls) == before + 1  # and is fresh again once it is older than that
+
+
+@pytest.mark.parametrize("host, code", [("evil.example", 403), ("evil.example:{port}", 403), ("", 403),
+                                        ("127.0.0.1:1", 403), ("localhost:{port}", 200), ("LOCALHOST", 200),
+                                        ("127.0.0.1", 200), ("[::1]:{port}", 200), ("10.1.2.3:{port}", 200),
+                                        ("status.example:{port}", 200), ("[::1", 403), ("[::1]x", 403)])
+@pytest.mark.cluster
+def test_a_host_header_that_does_not_name_the_page_is_refused(serve, host, code):
+    """DNS rebinding: a page of evil.example whose name now resolves to loopback reaches the status
+    page with ``Host: evil.example``; the page answers its own names only (addresses, localhost,
+    and the names it was given)."""
+    page = serve(fake_snapshot, names=("status.example",))
+    header = b"" if host == "" else b"Host: " + host.format(port=page.port).encode() + b"\r\n"
+    for path in (b"/status.json", b"/"):
+        answer = raw(page, b"GET " + path + b" HTTP/1.1\r\n" + header + b"\r\n")
+        assert answer.startswith(b"HTTP/1.0 %d " % code), (host, answer[:200])
+        if code == 403:
+            assert b"Host header must name this page" in answer and b"nodes" not in answer
+
+
+@pytest.mark.cluster
+def test_a_client_that_trickles_its_request_is_cut_at_the_deadline(serve, monkeypatch):
+    monkeypatch.setattr(statuspage, "REQUEST_SECONDS", 1.0)
+    page = serve(fake_snapshot)
+    with socket.create_connection(("127.0.0.1", page.port), timeout=5) as slow:
+        began = time.monotonic()
+        try:
+            for byte in b"GET / HTTP/1.1\r\nX-Slow: " + b"y" * 100:  # a byte a 0.2 s: each read well in time
+                slow.sendall(bytes([byte]))
+                time.sleep(0.2)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert _closed(slow)
+        assert time.monotonic() - began < 3  # cut at the deadline, not after 100 bytes' 20 s
+    assert fetch(page.url + "status.json")[0] == 200
 
 
 @pytest.mark.cluster
@@ -222,7 +264,8 @@ def test_a_flood_of_idle_connections_is_capped_and_the_page_serves_after_it(serv
 
 
 @pytest.mark.cluster
-def test_a_snapshot_that_raises_is_a_500_and_the_page_serves_on(serve, caplog):
+def test_a_snapshot_that_raises_is_a_500_and_the_page_serves_on(serve, caplog, monkeypatch):
+    monkeypatch.setattr(statuspage, "SNAPSHOT_SECONDS", 0.0)  # (every request a snapshot of its own)
     calls = []
 
     def snap():

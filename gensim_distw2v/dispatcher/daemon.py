@@ -30,7 +30,9 @@ def main(argv=None):
                                   host=opts.host, port=opts.port, ns_conf=opts.ns_conf(), hmac_key=key,
                                   on_disconnect=dispatcher.connection_closed, limits=opts.limits())
         dispatcher.uri = server.uri
-        page = None if opts.status_port is None else StatusPage(dispatcher.overview, opts.status_host, opts.status_port)
+        names = [name.strip() for name in (opts.status_name or "").split(",") if name.strip()]
+        page = None if opts.status_port is None else StatusPage(dispatcher.overview, opts.status_host, opts.status_port,
+                                                                names)
         if page is not None:
             page.start()  # it logs where it is
     except (transport.ClusterError, ValueError, OSError) as err:

@@ -21,7 +21,7 @@ def overview(cluster):
     """The cluster and its session as the status page shows them (see
     :mod:`gensim_distw2v.io.statuspage` for the fields)."""
     now = time.monotonic()
-    with cluster.cond:
+    with cluster.cond:  # what is read of the cluster's state, under its lock; the rows are made after it
         session = cluster.session
         shown = {}
         if session is not None:
@@ -29,11 +29,10 @@ def overview(cluster):
         for name in list(cluster.workers) + list(cluster.shards):  # those outside the session: as last heard
             if name not in shown and name in cluster.book.latest:
                 shown[name] = cluster.book.view(name, now)
-        return {"time": time.time(),
-                "dispatcher": {"uri": cluster.uri, "versions": versions()},
-                "session": None if session is None else _session_overview(cluster, session, now),
-                "nodes": [_node_overview(name, m) for name, m in sorted(shown.items())],
-                "history": [] if cluster.history is None or session is None else list(cluster.history.points)}
+        about = None if session is None else _session_overview(cluster, session, now)
+        history = [] if cluster.history is None or session is None else list(cluster.history.points)
+    return {"time": time.time(), "dispatcher": {"uri": cluster.uri, "versions": versions()}, "session": about,
+            "nodes": [_node_overview(name, m) for name, m in sorted(shown.items())], "history": history}
 
 
 def _session_overview(cluster, session, now):

@@ -5,15 +5,20 @@
 * ``GET /``: one self-contained HTML page (inline CSS and script, no external resources) that polls
   ``/status.json`` every second and draws the session, a table of the nodes and two small charts
   (words per second and loss against time) as inline SVG;
-* ``GET /status.json``: the snapshot, as JSON, fresh on every request.
+* ``GET /status.json``: the snapshot, as JSON, at most :data:`SNAPSHOT_SECONDS` old (one snapshot
+  a second serves every request: a flood of requests costs the dispatcher nothing more).
 
 The page knows nothing of Pyro4 or of the dispatcher: it is given a ``snapshot`` callable that
-returns a JSON-able dict (the schema is :data:`SNAPSHOT_SCHEMA`) and calls it once per request for
-``/status.json``. The page has no authentication; it shows session progress and resource use, no
-secrets, and only reads. It binds to loopback unless told otherwise, and warns when it is not.
+returns a JSON-able dict (the schema is :data:`SNAPSHOT_SCHEMA`) and calls it at most once a
+:data:`SNAPSHOT_SECONDS` for ``/status.json``. The page has no authentication; it shows session
+progress and resource use, no secrets, and only reads. It binds to loopback unless told otherwise,
+and warns when it is not.
 
-Hardening: only ``GET`` and ``HEAD`` (anything else is 405), no request bodies, a socket timeout per
-connection (a slow client cannot hold a thread), http.server's limits on the request line and
+Hardening: only ``GET`` and ``HEAD`` (anything else is 405), no request bodies, a ``Host`` header
+that names the page (an address, ``localhost`` or a name it was given: a page a browser reached
+through another name, DNS rebinding, gets 403), a socket timeout per read and a deadline per
+connection (a client that trickles its request a byte at a time cannot hold a slot either),
+http.server's limits on the request line and
 headers, ``nosniff``, a Content-Security-Policy that allows inline script and style and fetches
 from the page's own origin only, and the HTML inserts every string from the snapshot as text,
 never as markup (node names come from the network). A snapshot that raises gives a 500 with a
@@ -35,6 +40,7 @@ import math
 import socket
 import socketserver
 import threading
+import time
 from urllib.parse import urlsplit
 
 __all__ = ["StatusPage", "SNAPSHOT_SCHEMA"]
@@ -66,8 +72,12 @@ SNAPSHOT_SCHEMA = """\
 """The snapshot's schema, as the page reads it (``history``: ``t`` in seconds since the session
 started, at most about 600 points)."""
 
-# seconds a connection may take to send its request (and to take the answer)
+# seconds a connection may wait for each read of its request (and each write of the answer)
 SOCKET_TIMEOUT = 10.0
+# seconds a connection may take in all, its request and the answer: then it is closed
+REQUEST_SECONDS = 10.0
+# seconds a snapshot serves every request of /status.json (and a failed one is not retried)
+SNAPSHOT_SECONDS = 1.0
 MAX_CONNECTIONS = 32  # served at once; more are closed unread
 # bytes of a refused request's body read (and dropped) so that the refusal reaches the client
 MAX_DISCARD = 65536
@@ -148,7 +158,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._discard_body()
             self._send(413, {"error": "request bodies are not accepted"})
             return False
+        if not self.server.names_me(self.headers.get("Host")):
+            self._send(403, {"error": "the Host header must name this page: its address, localhost, or a name "
+                                      "it was given (the dispatcher's --status-name)"})
+            return False
         return True
+
+    def setup(self):
+        super().setup()
+        # the whole connection's deadline: a read timeout alone lets a byte every few seconds hold a slot
+        self._deadline = threading.Timer(REQUEST_SECONDS, self._expire)
+        self._deadline.daemon = True
+        self._deadline.start()
+
+    def _expire(self):
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)  # (wakes the handler's blocked read or write)
+        except OSError:
+            pass
+
+    def finish(self):
+        self._deadline.cancel()
+        super().finish()
 
     def _discard_body(self):
         """Read and drop a small body (up to ``MAX_DISCARD`` bytes) before refusing the request: a
@@ -200,12 +231,43 @@ class _Server(http.server.ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 16
 
-    def __init__(self, address, snapshot, family=socket.AF_INET):
+    def __init__(self, address, snapshot, family=socket.AF_INET, names=()):
         self.address_family = family
         self.snapshot = snapshot
+        self.names = {name.lower().rstrip(".") for name in names} | {"localhost"}
         self._failing = False
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._cache_lock = threading.Lock()
+        self._cached, self._cached_at = None, None
         super().__init__(address, _Handler)
+
+    def names_me(self, host):
+        """Whether a request's ``Host`` header names this page: an IP address (what a browser that
+        was given one sends: no DNS rebinding), ``localhost`` or one of the names it was given, with
+        this page's port if any."""
+        if not host:
+            return False
+        host = host.strip().lower()
+        if host.startswith("["):  # "[v6]" or "[v6]:port"
+            end = host.find("]")
+            rest = host[end + 1:] if end > 0 else "?"
+            if end < 0 or (rest and not rest.startswith(":")):
+                return False
+            name, port = host[1:end], rest[1:]
+        elif host.count(":") == 1:
+            name, port = host.split(":")
+        else:  # a name, an IPv4 address, or a bare IPv6 address
+            name, port = host, ""
+        if port and port != str(self.server_port):
+            return False
+        name = name.rstrip(".")
+        if name in self.names:
+            return True
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
 
     def process_request(self, request, client_address):
         """Serve on a thread of its own, at most ``MAX_CONNECTIONS`` at once: beyond them a
@@ -232,6 +294,15 @@ class _Server(http.server.ThreadingHTTPServer):
         self.server_name, self.server_port = self.server_address[:2]
 
     def status_json(self):
+        """The snapshot as JSON bytes, or None when it failed, at most :data:`SNAPSHOT_SECONDS` old:
+        requests meanwhile get the same (one builds it, the others wait for it)."""
+        with self._cache_lock:
+            now = time.monotonic()
+            if self._cached_at is None or now - self._cached_at >= SNAPSHOT_SECONDS:
+                self._cached, self._cached_at = self._fresh_json(), now
+            return self._cached
+
+    def _fresh_json(self):
         """The snapshot as JSON bytes, or None when it failed (logged: the first failure in a row with
         its traceback at WARNING, the next ones at DEBUG)."""
         try:
@@ -265,6 +336,9 @@ class StatusPage:
         no authentication (it shows session progress only, no secrets).
     port : int, optional
         Port to bind; 0 (the default) picks a free one (see :attr:`port` after :meth:`start`).
+    names : iterable of str, optional
+        Host names the page may be reached by besides its addresses and ``localhost`` (a request
+        whose ``Host`` header names anything else gets 403: DNS rebinding).
 
     Attributes
     ----------
@@ -276,10 +350,11 @@ class StatusPage:
         ``http://host:port/``, once started.
     """
 
-    def __init__(self, snapshot, host="127.0.0.1", port=0):
+    def __init__(self, snapshot, host="127.0.0.1", port=0, names=()):
         if not callable(snapshot):
             raise TypeError(f"snapshot must be callable, got {type(snapshot).__name__}")
         self.snapshot = snapshot
+        self.names = tuple(names)
         self.host = host
         self.port = None
         self.url = None
@@ -309,7 +384,8 @@ class StatusPage:
             raise RuntimeError("the status page is already started")
         host = self.host.strip("[]")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server = _Server((host, self._requested_port), self.snapshot, family)
+        names = self.names if _is_loopback(host) or self._is_address(host) else self.names + (host,)
+        server = _Server((host, self._requested_port), self.snapshot, family, names)
         self._server = server
         self.port = server.server_address[1]
         shown = f"[{host}]" if family == socket.AF_INET6 else host
@@ -323,6 +399,14 @@ class StatusPage:
         else:
             logger.info("status page at %s", self.url)
         return self
+
+    @staticmethod
+    def _is_address(host):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return True
 
     def stop(self):
         """Stop serving and close the socket (requests in progress finish on their own threads).
