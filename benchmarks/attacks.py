@@ -3,10 +3,14 @@
 A keyed cluster (one worker, one shard) trains ``lee_background.cor`` once undisturbed, then again
 while strangers (no key) hold 70 idle connections to the dispatcher and 45 to the name server, send
 two handshakes claiming 200 MB to each (the payload sent in full but for its last byte), and drip
-one handshake a byte a second. Prints, per repeat: a new keyed client's ``status()`` latency, whether the keyed
+one handshake a byte a second; and, at the dispatcher's status page, a request naming another host (DNS
+rebinding), 16 requests trickled a byte every half second, and a flood of ``/status.json`` requests
+from 4 threads. Prints, per repeat: a new keyed client's ``status()`` latency, whether the keyed
 training succeeded and its wall time against the undisturbed one, the dispatcher's and the name
-server's memory growth, and how many of the strangers' connections the servers had closed within
-``--wait`` seconds of the attack's start. Run it on a checkout before and after a change::
+server's memory growth, how many of the strangers' connections the servers had closed within
+``--wait`` seconds of the attack's start, the status page's answer to the rebinding request, how many
+trickled requests it cut within ``--wait`` seconds, and the flood's requests a second against the
+dispatcher's CPU meanwhile. Run it on a checkout before and after a change::
 
     python benchmarks/attacks.py --repeats 3 --json
 """
@@ -20,6 +24,7 @@ import threading
 import time
 
 IDLE_DISPATCHER, IDLE_NS, HUGE = 70, 45, 200 * 1024 * 1024
+TRICKLES, FLOOD_THREADS, FLOOD_SECONDS = 16, 4, 3.0
 
 
 def parse_args(argv=None):
@@ -62,6 +67,63 @@ def drip(addr, socks, stop):
             return
 
 
+def trickle(addr, socks, stop):
+    """A status page request sent a byte every half second (each read well within its timeout)."""
+    sock = socket.create_connection(addr)
+    socks.append(sock)
+    for byte in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"y" * 200:
+        if stop.wait(0.5):
+            return
+        try:
+            sock.send(bytes([byte]))
+        except OSError:
+            return
+
+
+def page_attacks(cluster, wait):
+    """The status page's answers: to a request naming another host, to trickled requests, to a flood."""
+    import urllib.error
+    import urllib.request
+
+    import psutil
+
+    url = cluster.status_url
+    addr = ("127.0.0.1", int(url.rstrip("/").rsplit(":", 1)[1]))
+    with socket.create_connection(addr, timeout=10) as sock:
+        sock.sendall(b"GET /status.json HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+        rebinding = int(sock.recv(64).split(b" ")[1])
+    socks, stop = [], threading.Event()
+    threads = [threading.Thread(target=trickle, args=(addr, socks, stop), daemon=True) for _ in range(TRICKLES)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    served = [0]
+
+    def flood(until):
+        while time.monotonic() < until:
+            try:
+                with urllib.request.urlopen(url + "status.json", timeout=10) as page:
+                    page.read()
+                served[0] += 1
+            except (urllib.error.URLError, OSError):
+                pass
+    dispatcher = psutil.Process(cluster.processes["dispatcher"].pid)
+    cpu = sum(dispatcher.cpu_times()[:2])
+    until = time.monotonic() + FLOOD_SECONDS
+    flooders = [threading.Thread(target=flood, args=(until,), daemon=True) for _ in range(FLOOD_THREADS)]
+    for thread in flooders:
+        thread.start()
+    for thread in flooders:
+        thread.join()
+    flood_cpu = sum(dispatcher.cpu_times()[:2]) - cpu
+    cut = [closed(sock, started + wait) for sock in list(socks)]
+    stop.set()
+    for sock in socks:
+        sock.close()
+    return {"rebinding_status": rebinding, "trickles_cut": sum(c is not None for c in cut), "trickles": len(cut),
+            "flood_requests_per_s": served[0] / FLOOD_SECONDS, "flood_dispatcher_cpu_share": flood_cpu / FLOOD_SECONDS}
+
+
 def closed(sock, until):
     """Seconds from now until the server closes ``sock`` (None: still open at ``until``)."""
     start = time.monotonic()
@@ -88,7 +150,7 @@ def one(repeat, wait):
 
     corpus = list(LineSentence(datapath("lee_background.cor")))
     params = dict(vector_size=16, min_count=2, seed=repeat, workers=1, epochs=2, cluster_timeout=20.0)
-    with LocalCluster(n_workers=1, hmac_key=f"attacks benchmark key {repeat}") as cluster:
+    with LocalCluster(n_workers=1, hmac_key=f"attacks benchmark key {repeat}", status_port=0) as cluster:
         start = time.monotonic()
         Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, **params)
         clean = time.monotonic() - start
@@ -132,10 +194,11 @@ def one(repeat, wait):
         for sock in socks:
             sock.close()
         transport.release(dispatcher)
+        page = page_attacks(cluster, wait)
     dropped = [d for d in drops if d is not None]
     return {"status_seconds": status, "trained": trained is not None, "train_seconds": trained, "clean_seconds": clean,
             "error": error, "dispatcher_mib": grown["dispatcher"], "nameserver_mib": grown["nameserver"],
-            "dropped": len(dropped), "strangers": len(drops)}
+            "dropped": len(dropped), "strangers": len(drops), **page}
 
 
 def main(argv=None):
@@ -149,16 +212,24 @@ def main(argv=None):
             f"{row['train_seconds']:.2f} s (undisturbed {row['clean_seconds']:.2f} s)"
         print(f"repeat {repeat + 1}: status() {status}; training {train}; memory +{row['dispatcher_mib']:.0f} MiB "
               f"dispatcher, +{row['nameserver_mib']:.0f} MiB name server; strangers dropped {row['dropped']} of "
-              f"{row['strangers']}", flush=True)
+              f"{row['strangers']}; status page: rebinding request {row['rebinding_status']}, trickled requests cut "
+              f"{row['trickles_cut']} of {row['trickles']}, flood {row['flood_requests_per_s']:.0f} requests/s at "
+              f"{row['flood_dispatcher_cpu_share']:.0%} of a core of the dispatcher", flush=True)
     summary = {"repeats": args.repeats, "trained": sum(r["trained"] for r in rows),
                "dispatcher_mib": statistics.median(r["dispatcher_mib"] for r in rows),
                "nameserver_mib": statistics.median(r["nameserver_mib"] for r in rows),
                "dropped": statistics.median(r["dropped"] / r["strangers"] for r in rows),
                "status_seconds": None if any(r["status_seconds"] is None for r in rows)
-               else statistics.median(r["status_seconds"] for r in rows)}  # None: some status() got no answer
+               else statistics.median(r["status_seconds"] for r in rows),  # None: some status() got no answer
+               "rebinding_refused": sum(r["rebinding_status"] == 403 for r in rows),
+               "trickles_cut": statistics.median(r["trickles_cut"] / r["trickles"] for r in rows),
+               "flood_requests_per_s": statistics.median(r["flood_requests_per_s"] for r in rows),
+               "flood_dispatcher_cpu_share": statistics.median(r["flood_dispatcher_cpu_share"] for r in rows)}
     print(f"trained under attack in {summary['trained']} of {args.repeats} repeats; median memory growth "
           f"{summary['dispatcher_mib']:.0f} MiB (dispatcher), {summary['nameserver_mib']:.0f} MiB (name server); "
-          f"median share of strangers dropped within {args.wait:.0f} s: {summary['dropped']:.0%}")
+          f"median share of strangers dropped within {args.wait:.0f} s: {summary['dropped']:.0%}; status page: "
+          f"rebinding refused in {summary['rebinding_refused']} of {args.repeats}, trickled requests cut "
+          f"{summary['trickles_cut']:.0%}, flood {summary['flood_requests_per_s']:.0f} requests/s")
     if args.json:
         sys.path.insert(0, __file__.rsplit("/", 1)[0])
         from provenance import provenance
