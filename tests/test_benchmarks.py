@@ -176,3 +176,13 @@ def test_compare_anchors_runs_the_cluster_and_gensim_and_skips_what_is_missing(t
     assert set(skipped) == {"spark", "fasttext"}
     assert "apt-get install -y fasttext" in skipped["fasttext"]
     assert "pip install" in skipped["spark"] or "Java" in skipped["spark"]  # no pyspark (CI), or no Java there
+
+
+@pytest.mark.system
+def test_vocab_count_finds_gensims_vocabulary_and_times_both():
+    out = run("vocab_count.py", "--corpus", datapath("lee_background.cor"), "--repeats", "2", "--json")
+    result = json.loads(out.strip().splitlines()[-1])
+    assert len(result["rows"]) == 2 and "the same both ways" in out
+    summary = result["summary"]
+    assert summary["raw_words"] == 59890 and summary["sentences"] == 300 and summary["distinct"] == 10781
+    assert summary["ours_wall"] > 0 and summary["gensim_wall"] > 0 and summary["ratio_wall"] > 0
