@@ -62,3 +62,37 @@ def test_tls_through_pyro4s_environment(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "trained 59890" in done.stdout
     assert "plain client: 1" in done.stdout and "ClusterError: no Pyro4 name server answers" in done.stdout
+
+
+@pytest.mark.unit
+def test_a_key_file_other_users_can_read_is_warned_about(tmp_path, caplog):
+    key = tmp_path / "key"
+    key.write_text("a long random secret\n")
+    for mode, warned in ((0o644, True), (0o640, True), (0o600, False), (0o400, False)):
+        key.chmod(mode)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="gensim_distw2v.io.keys"):
+            assert transport.read_hmac_key(str(key)) == b"a long random secret"
+        said = " ".join(r.getMessage() for r in caplog.records)
+        assert (f"chmod 600 {key}" in said and "open to other users" in said) == warned, (oct(mode), said)
+
+
+@pytest.mark.cluster
+def test_a_daemon_on_loopback_without_a_key_says_every_local_user_can_reach_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in (transport.HMAC_ENV, "PYRO_HMAC_KEY")}
+    proc = ManagedProcess("unkeyed", [sys.executable, "-P", "-m", "gensim_distw2v.dispatcher", "--ns-port",
+                                      str(serving.free_port())], env=env)
+    try:
+        proc.wait_for(r"without an HMAC key: every user of this machine can drive the cluster", timeout=60)
+    finally:
+        proc.stop()
+    key = tmp_path / "key"
+    key.write_text("a long random secret\n")
+    key.chmod(0o600)
+    keyed = ManagedProcess("keyed", [sys.executable, "-P", "-m", "gensim_distw2v.dispatcher", "--ns-port",
+                                     str(serving.free_port()), "--hmac-key-file", str(key)], env=env)
+    try:
+        keyed.wait_for(r"name server|waiting", timeout=60)
+        assert not [line for line in keyed.lines if "without an HMAC key" in line or "open to other users" in line]
+    finally:
+        keyed.stop()

@@ -1,7 +1,12 @@
 """The cluster's HMAC key: where a process finds it, and the rule that binding beyond loopback needs one."""
+import logging
 import os
+import stat
+import threading
 
 from gensim_distw2v.protocol.errors import ClusterError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["HMAC_ENV", "LOOPBACK", "as_key", "check_bind", "read_hmac_key"]
 
@@ -19,9 +24,13 @@ def read_hmac_key(path=None):
     """
     if path:
         with open(path, "rb") as fin:
+            mode = os.fstat(fin.fileno()).st_mode
             key = fin.read().strip()
         if not key:
             raise ValueError(f"the HMAC key file {path!r} is empty")
+        if mode & 0o077:  # other users of the node can read (or change) the cluster's key
+            logger.warning("the HMAC key file %s is open to other users (mode %s): anyone who reads it can drive the "
+                           "cluster; chmod 600 %s", path, stat.filemode(mode), path)
         return key
     key = os.environ.get(HMAC_ENV)
     return key.encode("utf8") if key else None
@@ -34,8 +43,17 @@ def as_key(key):
     return str(key).encode("utf8") or None
 
 
+_UNKEYED_WARNED = threading.Event()  # (once a process: a shard binds its daemon and its channel)
+
+
 def check_bind(host, hmac_key):
-    """Refuse to bind a non-loopback address without an HMAC key."""
+    """Refuse to bind a non-loopback address without an HMAC key; on loopback, warn (once a
+    process) that every user of the machine can reach it."""
+    if host in LOOPBACK and not hmac_key and not _UNKEYED_WARNED.is_set():
+        _UNKEYED_WARNED.set()
+        logger.warning("listening on %s without an HMAC key: every user of this machine can drive the cluster "
+                       "through it; on a shared machine pass --hmac-key-file FILE (mode 600) or set %s", host,
+                       HMAC_ENV)
     if host not in LOOPBACK and not hmac_key:
         raise ClusterError(
             f"refusing to listen on {host} without an HMAC key: anyone who can reach the port could drive "
