@@ -55,24 +55,12 @@ def send_huge(addr, socks):
         pass  # cut off by the server
 
 
-def drip(addr, socks, stop):
+def drip(addr, socks, stop, data, every):
+    """``data`` sent a byte every ``every`` seconds on a connection of its own (until ``stop``, or cut off)."""
     sock = socket.create_connection(addr)
     socks.append(sock)
-    for byte in pyro_header(100) + b"\0" * 100:
-        if stop.wait(1.0):
-            return
-        try:
-            sock.send(bytes([byte]))
-        except OSError:
-            return
-
-
-def trickle(addr, socks, stop):
-    """A status page request sent a byte every half second (each read well within its timeout)."""
-    sock = socket.create_connection(addr)
-    socks.append(sock)
-    for byte in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"y" * 200:
-        if stop.wait(0.5):
+    for byte in data:
+        if stop.wait(every):
             return
         try:
             sock.send(bytes([byte]))
@@ -93,7 +81,9 @@ def page_attacks(cluster, wait):
         sock.sendall(b"GET /status.json HTTP/1.1\r\nHost: evil.example\r\n\r\n")
         rebinding = int(sock.recv(64).split(b" ")[1])
     socks, stop = [], threading.Event()
-    threads = [threading.Thread(target=trickle, args=(addr, socks, stop), daemon=True) for _ in range(TRICKLES)]
+    request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"y" * 200  # each byte well within the read timeout
+    threads = [threading.Thread(target=drip, args=(addr, socks, stop, request, 0.5), daemon=True)
+               for _ in range(TRICKLES)]
     started = time.monotonic()
     for thread in threads:
         thread.start()
@@ -163,7 +153,8 @@ def one(repeat, wait):
         socks, stop, threads = [], threading.Event(), []
         for addr in (targets["dispatcher"], targets["dispatcher"], targets["nameserver"], targets["nameserver"]):
             threads.append(threading.Thread(target=send_huge, args=(addr, socks), daemon=True))
-        threads.append(threading.Thread(target=drip, args=(targets["dispatcher"], socks, stop), daemon=True))
+        threads.append(threading.Thread(target=drip, args=(targets["dispatcher"], socks, stop,
+                                                           pyro_header(100) + b"\0" * 100, 1.0), daemon=True))
         attacked = time.monotonic()
         for thread in threads:
             thread.start()

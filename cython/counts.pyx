@@ -65,6 +65,15 @@ cdef inline Py_ssize_t _utf8_bad(const unsigned char *p, Py_ssize_t n) noexcept 
     return -1
 
 
+cdef inline int _resize(void **block, size_t size) noexcept nogil:
+    """``*block`` reallocated to ``size`` bytes; 1 (the block as it was) if there is no memory."""
+    cdef void *p = realloc(block[0], size)
+    if p == NULL:
+        return 1
+    block[0] = p
+    return 0
+
+
 cdef class WordCounts:
     """Distinct words (UTF-8 bytes) with their counts and first offsets, in a hash table without the GIL.
 
@@ -105,34 +114,18 @@ cdef class WordCounts:
         return self.n
 
     cdef int _grow_words(self, int64_t cap) noexcept nogil:
-        cdef void *p = realloc(self.key_at, cap * sizeof(int64_t))
-        if p == NULL:
+        if (_resize(<void **>&self.key_at, cap * sizeof(int64_t))
+                or _resize(<void **>&self.key_len, cap * sizeof(int64_t))
+                or _resize(<void **>&self.counts, cap * sizeof(int64_t))
+                or _resize(<void **>&self.firsts, cap * sizeof(int64_t))
+                or _resize(<void **>&self.hashes, cap * sizeof(uint64_t))):
             return 1
-        self.key_at = <int64_t *>p
-        p = realloc(self.key_len, cap * sizeof(int64_t))
-        if p == NULL:
-            return 1
-        self.key_len = <int64_t *>p
-        p = realloc(self.counts, cap * sizeof(int64_t))
-        if p == NULL:
-            return 1
-        self.counts = <int64_t *>p
-        p = realloc(self.firsts, cap * sizeof(int64_t))
-        if p == NULL:
-            return 1
-        self.firsts = <int64_t *>p
-        p = realloc(self.hashes, cap * sizeof(uint64_t))
-        if p == NULL:
-            return 1
-        self.hashes = <uint64_t *>p
         self.cap = cap
         return 0
 
     cdef int _grow_arena(self, int64_t cap) noexcept nogil:
-        cdef void *p = realloc(self.arena, cap)
-        if p == NULL:
+        if _resize(<void **>&self.arena, cap):
             return 1
-        self.arena = <unsigned char *>p
         self.arena_cap = cap
         return 0
 
@@ -239,15 +232,8 @@ cdef class WordCounts:
                 i = pos
                 in_piece = 0
                 while True:
-                    while i < line_end:
-                        j = _space(p, i, line_end)
-                        if j == 0:
-                            break
-                        i += j
+                    j = _token(p, i, line_end, &i)
                     if i < line_end:  # a token [i, j)
-                        j = i + 1
-                        while j < line_end and _space(p, j, line_end) == 0:
-                            j += 1
                         if self._add(p + i, j - i, 1, base + i):
                             failed = 1
                             break

@@ -153,7 +153,7 @@ def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop
     cdef cnp.int64_t[::1] ends = offsets
     cdef cnp.int64_t[::1] starts = jobs
     cdef const unsigned char *p = &buf[0] if size else NULL
-    cdef Py_ssize_t pos = first, line_end, i, j, w, n = 0, sentences = 0, n_jobs = 1, job_words = 0
+    cdef Py_ssize_t pos = first, line_end, i, j, n = 0, sentences = 0, n_jobs = 1, job_words = 0
     cdef Py_ssize_t raw = 0, in_piece = 0, length
     cdef const void *newline
     cdef cnp.int64_t found
@@ -166,15 +166,8 @@ def encode_lines(const unsigned char[::1] buf, Py_ssize_t first, Py_ssize_t stop
             i = pos
             in_piece = 0
             while True:
-                while i < line_end:
-                    w = _space(p, i, line_end)
-                    if w == 0:
-                        break
-                    i += w
+                j = _token(p, i, line_end, &i)
                 if i < line_end:  # a token [i, j)
-                    j = i + 1
-                    while j < line_end and _space(p, j, line_end) == 0:
-                        j += 1
                     found = vocab.find(p + i, j - i)
                     if found >= 0:
                         out[n] = <cnp.uint32_t>found

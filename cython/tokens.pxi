@@ -34,3 +34,20 @@ cdef inline uint64_t _hash(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     for i in range(n):
         h = (h ^ p[i]) * 1099511628211ULL
     return h
+
+
+cdef inline Py_ssize_t _token(const unsigned char *p, Py_ssize_t i, Py_ssize_t end, Py_ssize_t *start) noexcept nogil:
+    """The next token of ``p[i:end]``: ``start[0]`` is set to its first byte and its end is returned
+    (both ``end`` when only whitespace is left)."""
+    cdef Py_ssize_t w
+    while i < end:
+        w = _space(p, i, end)
+        if w == 0:
+            break
+        i += w
+    start[0] = i
+    if i < end:
+        i += 1
+        while i < end and _space(p, i, end) == 0:
+            i += 1
+    return i

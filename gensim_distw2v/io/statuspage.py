@@ -111,6 +111,15 @@ def _json_default(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+def _is_address(host):
+    """Whether ``host`` is an IP address (not a name)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_loopback(host):
     """Whether ``host`` (a name or an address) is loopback only."""
     if host == "localhost":
@@ -261,13 +270,7 @@ class _Server(http.server.ThreadingHTTPServer):
         if port and port != str(self.server_port):
             return False
         name = name.rstrip(".")
-        if name in self.names:
-            return True
-        try:
-            ipaddress.ip_address(name)
-        except ValueError:
-            return False
-        return True
+        return name in self.names or _is_address(name)
 
     def process_request(self, request, client_address):
         """Serve on a thread of its own, at most ``MAX_CONNECTIONS`` at once: beyond them a
@@ -384,7 +387,7 @@ class StatusPage:
             raise RuntimeError("the status page is already started")
         host = self.host.strip("[]")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        names = self.names if _is_loopback(host) or self._is_address(host) else self.names + (host,)
+        names = self.names if _is_loopback(host) or _is_address(host) else self.names + (host,)
         server = _Server((host, self._requested_port), self.snapshot, family, names)
         self._server = server
         self.port = server.server_address[1]
@@ -399,14 +402,6 @@ class StatusPage:
         else:
             logger.info("status page at %s", self.url)
         return self
-
-    @staticmethod
-    def _is_address(host):
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            return False
-        return True
 
     def stop(self):
         """Stop serving and close the socket (requests in progress finish on their own threads).
