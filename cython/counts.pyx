@@ -277,6 +277,57 @@ cdef class WordCounts:
         if failed:
             raise MemoryError("add: out of memory for the word table")
 
+    def nbytes(self):
+        """Bytes the table holds (its words, their counts, offsets and hashes, its slots)."""
+        return int(self.arena_cap + 5 * 8 * self.cap + 8 * (self.mask + 1))
+
+    def split(self, int parts):
+        """The words in ``parts`` groups by a hash of each word (a word is in the same group on every
+        node, whatever else a table holds): a list of ``parts`` tuples ``(words, offsets, counts,
+        firsts)`` as :meth:`arrays` gives (each group in the table's order, not first-occurrence)."""
+        if not 1 <= parts <= 65536:
+            raise ValueError(f"split: parts must be in [1, 65536], got {parts}")
+        cdef int64_t n = self.n, i, p, length
+        cdef uint64_t many = <uint64_t>parts
+        sizes = np.zeros(parts + 1, dtype=np.int64)  # words per group, then where each group starts
+        spans = np.zeros(parts + 1, dtype=np.int64)  # bytes per group, then where each group's start
+        group = np.empty(n, dtype=np.int64)
+        cdef int64_t[::1] g = group, ws = sizes, bs = spans
+        with nogil:
+            for i in range(n):
+                p = <int64_t>((self.hashes[i] >> 32) % many)  # the slots use the low bits
+                g[i] = p
+                ws[p + 1] += 1
+                bs[p + 1] += self.key_len[i]
+            for p in range(parts):
+                ws[p + 1] += ws[p]
+                bs[p + 1] += bs[p]
+        words = np.empty(self.arena_len, dtype=np.uint8)
+        lengths = np.empty(n, dtype=np.int64)
+        counts = np.empty(n, dtype=np.int64)
+        firsts = np.empty(n, dtype=np.int64)
+        word_at, byte_at = sizes[:-1].copy(), spans[:-1].copy()  # each group's cursor
+        cdef unsigned char[::1] w = words
+        cdef int64_t[::1] ln = lengths, c = counts, f = firsts, wa = word_at, ba = byte_at
+        cdef int64_t k
+        with nogil:
+            for i in range(n):
+                p = g[i]
+                k = wa[p]
+                length = self.key_len[i]
+                if length:
+                    memcpy(&w[ba[p]], self.arena + self.key_at[i], length)
+                ba[p] += length
+                ln[k], c[k], f[k] = length, self.counts[i], self.firsts[i]
+                wa[p] = k + 1
+        out = []
+        for p in range(parts):
+            lo, hi = sizes[p], sizes[p + 1]
+            offsets = np.zeros(hi - lo + 1, dtype=np.int64)
+            np.cumsum(lengths[lo:hi], out=offsets[1:])
+            out.append((words[spans[p]:spans[p + 1]], offsets, counts[lo:hi], firsts[lo:hi]))
+        return out
+
     def arrays(self):
         """``(words, offsets, counts, firsts)``: the words' UTF-8 bytes back to back (uint8), their
         ``n + 1`` offsets, counts and first offsets (int64), in the order the words first occur."""

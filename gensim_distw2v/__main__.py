@@ -135,7 +135,6 @@ def train(args):
         sys.exit("error: --status-port starts the local cluster's status page; a running cluster's dispatcher "
                  "serves its own (python -m gensim_distw2v.dispatcher --status-port N)")
     sentences = LineSentence(args.corpus)
-    start = time.perf_counter()
     settings = {name: getattr(args, name) for name in Settings.names()}
     settings["tensorboard_quality"] = bool(args.tensorboard_quality or (args.evaluate and args.tensorboard_dir))
     if args.resume:
@@ -146,13 +145,6 @@ def train(args):
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, **settings)
     resume = {"resume_from": args.checkpoint_dir} if args.resume else {}
-    if args.corpus_file:
-        model.build_vocab(corpus_file=args.corpus)
-    else:
-        model.build_vocab(sentences)
-    if not len(model.wv):
-        sys.exit(f"error: no word of {args.corpus!r} occurs {args.min_count} times or more; lower --min-count")
-    vocab_seconds = time.perf_counter() - start
     cluster = None
     try:
         if args.no_cluster:
@@ -173,6 +165,14 @@ def train(args):
             model.ns_conf = cluster.ns_conf
             where = (f"a local cluster of {args.local_workers} workers x {args.threads_per_worker} threads and "
                      f"{args.local_shards} shards")
+        start = time.perf_counter()  # the vocabulary: counted on the cluster (a plain text file), else here
+        if args.corpus_file:
+            model.build_vocab(corpus_file=args.corpus)
+        else:
+            model.build_vocab(sentences)
+        if not len(model.wv):
+            sys.exit(f"error: no word of {args.corpus!r} occurs {args.min_count} times or more; lower --min-count")
+        vocab_seconds = time.perf_counter() - start
         start = time.perf_counter()
         if args.corpus_file:
             effective, raw = model.train(corpus_file=os.path.abspath(args.corpus), total_examples=model.corpus_count,

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import os
 
 import gensim.models
 
@@ -23,7 +24,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Word2Vec"]
 
 # Attributes this class adds to gensim's model; never written to disk (ns_conf may hold a key).
-_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "settings", "cluster_stats")
+_DISTRIBUTED_ATTRS = ("distributed", "ns_conf", "settings", "cluster_stats", "vocab_stats")
 
 
 def _setting(field):
@@ -98,7 +99,46 @@ class Word2Vec(gensim.models.Word2Vec):
         self.distributed = bool(distributed)
         self.ns_conf = dict(ns_conf or {})
         self.cluster_stats = {}
+        self.vocab_stats = {}  # the last count on the cluster's (gensim_distw2v.client.vocab.Counts.stats)
         super().__init__(*args, **kwargs)
+
+    def scan_vocab(self, corpus_iterable=None, corpus_file=None, progress_per=10000, workers=None, trim_rule=None):
+        """Count the corpus's words as :meth:`gensim.models.Word2Vec.scan_vocab` does (``build_vocab``
+        calls it); a distributed model counts a ``corpus_file``, or a ``LineSentence`` /
+        ``PathLineSentences`` the workers can read, on the cluster
+        (:mod:`gensim_distw2v.client.vocab`: the same ``raw_vocab``, in the same order, the same
+        ``corpus_count`` and raw words; ``max_vocab_size`` prunes once the words are counted).
+
+        Returns
+        -------
+        (int, int)
+            Raw words and sentences of the corpus.
+        """
+        if not getattr(self, "distributed", False):
+            return super().scan_vocab(corpus_iterable=corpus_iterable, corpus_file=corpus_file,
+                                      progress_per=progress_per, workers=workers, trim_rule=trim_rule)
+        from gensim_distw2v.client import readable, vocab
+
+        paths = corpus_file
+        if corpus_file is None:
+            paths, why = readable.readable_paths(corpus_iterable) if self.settings.workers_read else \
+                (None, "the workers do not read iterables (workers_read is off)")
+            if paths is None:
+                logger.info("the vocabulary is counted on this machine: %s", why or "the workers cannot read an "
+                            "iterable of sentences (give build_vocab corpus_file, or a LineSentence of a file)")
+                return super().scan_vocab(corpus_iterable=corpus_iterable, progress_per=progress_per, workers=workers,
+                                          trim_rule=trim_rule)
+            paths = paths[0] if len(paths) == 1 else paths
+        paths = os.path.abspath(paths) if isinstance(paths, (str, os.PathLike)) else [os.path.abspath(p) for p in paths]
+        if self.max_vocab_size:
+            logger.warning("max_vocab_size=%i: the cluster counts every word exactly, then prunes the vocabulary as "
+                           "gensim does until it fits (gensim prunes while it scans, so its counts and words can "
+                           "differ; docs/corpus_file.rst)", self.max_vocab_size)
+        found = vocab.ClusterCount(self.ns_conf, self.settings.cluster_timeout).count(paths)
+        vocab.prune_like_gensim(found.raw_vocab, self.max_vocab_size, trim_rule)
+        self.raw_vocab = found.raw_vocab
+        self.vocab_stats = found.stats
+        return found.total_words, found.corpus_count
 
     def train(self, corpus_iterable=None, corpus_file=None, total_examples=None, total_words=None,
               epochs=None, start_alpha=None, end_alpha=None, word_count=0, queue_factor=2, report_delay=1.0,
@@ -202,7 +242,7 @@ class Word2Vec(gensim.models.Word2Vec):
         if not isinstance(model, cls):
             model.__class__ = cls
         model.distributed, model.ns_conf = bool(distributed), dict(ns_conf or {})
-        model.settings, model.cluster_stats = settings, {}
+        model.settings, model.cluster_stats, model.vocab_stats = settings, {}, {}
         return model
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures (gensim's own test corpus, small and real; freezing a busy worker) and the lanes.
+"""Shared fixtures (gensim's own test corpus, small and real; freezing a busy worker; a worker that
+sees another filesystem) and the lanes.
 
 Every test runs in exactly one lane, a marker registered in pyproject.toml:
 
@@ -18,11 +19,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 from gensim.models.word2vec import LineSentence
 from gensim.test.utils import datapath
+
+from gensim_distw2v.client.cluster import ManagedProcess
 
 LANES = ("unit", "cluster", "system")
 
@@ -111,8 +115,23 @@ def _awkward_text(rng, lines=200):
     return "\n".join(out) + rng.choice(["", "\r\n"])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def awkward_text():
     """``awkward_text(rng, lines=200)``: a corpus file's text that gensim's ``LineSentence`` must
     split with care (:func:`_awkward_text`)."""
     return _awkward_text
+
+
+@pytest.fixture
+def start_namespaced_worker():
+    """``start(cluster, name, setup)``: a worker of ``cluster`` in a mount namespace of its own, where
+    ``setup`` (shell, e.g. a tmpfs mounted over the corpus's folder) changed what it sees, as on
+    another host; its registered name."""
+    def start(cluster, name, setup):
+        port = cluster.ns_conf["port"]
+        command = f"{setup} && exec {sys.executable} -P -m gensim_distw2v.worker --ns-port {port} --threads 1"
+        proc = ManagedProcess(name, ["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
+                              env=cluster._env())
+        cluster.processes[name] = proc
+        return proc.wait_for(r"gensim_distw2v\.worker (\S+) ready at", timeout=60).group(1)
+    return start

@@ -186,3 +186,19 @@ def test_vocab_count_finds_gensims_vocabulary_and_times_both():
     summary = result["summary"]
     assert summary["raw_words"] == 59890 and summary["sentences"] == 300 and summary["distinct"] == 10781
     assert summary["ours_wall"] > 0 and summary["gensim_wall"] > 0 and summary["ratio_wall"] > 0
+
+
+@pytest.mark.system
+def test_vocab_cluster_counts_gensims_vocabulary_on_the_cluster_and_projects(tmp_path):
+    trained = tmp_path / "scaling.json"  # a scaling.py projection's points, as the counting's projection reads them
+    trained.write_text(json.dumps({"projection": [{"K": 8, "threads": 16, "link_gbit": 10.0, "cluster_wps": 5e7}]}))
+    out = run("vocab_cluster.py", "--corpus", datapath("lee_background.cor"), "--repeats", "2", "--epochs", "1",
+              "--vector-size", "10", "--check-settings", "--training-projection", str(trained), "--json")
+    result = json.loads(out.strip().splitlines()[-1])
+    assert len(result["rows"]) == 2 and out.count("the same vocabulary") == 2 + 3  # the repeats, the settings
+    assert len(result["checked_settings"]) == 3
+    summary = result["summary"]
+    assert summary["raw_words"] == 59890 and summary["distinct"] == 10781 and summary["count_worker_us"] > 0
+    assert summary["gensim"]["vocab_s"] > 0 and summary["cluster"]["end_to_end_s"] > summary["cluster"]["vocab_s"]
+    point = result["projection"]["points"][0]
+    assert point["K"] == 8 and 0 < point["count_share"] < 1 and point["train_s"] == pytest.approx(5 * 3e9 / 5e7)

@@ -30,7 +30,6 @@ from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
 from gensim_distw2v._lines import encode_lines
 from gensim_distw2v.client.training import find_dispatcher
-from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.client.readable import readable_file
 from gensim_distw2v import protocol
 from gensim_distw2v.io.corpusfile import (RangeReader, check_file, check_files, fingerprint, fingerprint_files,
@@ -394,7 +393,7 @@ def test_worker_killed_mid_epoch_its_ranges_are_read_again(counted_file, freeze_
 
 NEEDS_UNSHARE = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
-    reason="a worker with another view of the filesystem needs Linux, root and unshare")
+    reason="a worker with another view of the filesystem needs Linux, root and unshare")  # (root: .ci/run's)
 
 
 def lee_in_shared(tmp_path):
@@ -406,20 +405,10 @@ def lee_in_shared(tmp_path):
     return shared, path
 
 
-def start_namespaced_worker(cluster, name, setup):
-    """A worker in a mount namespace of its own, where ``setup`` (shell) changed what it sees."""
-    port = cluster.ns_conf["port"]
-    command = f"{setup} && exec {sys.executable} -P -m gensim_distw2v.worker --ns-port {port} --threads 1"
-    proc = ManagedProcess(name, ["unshare", "--mount", "--propagation", "private", "sh", "-c", command],
-                          env=cluster._env())
-    cluster.processes[name] = proc
-    return proc.wait_for(r"gensim_distw2v\.worker (\S+) ready at", timeout=60).group(1)
-
-
 @NEEDS_UNSHARE
 @pytest.mark.parametrize("view", ["missing", "other"])
 @pytest.mark.system
-def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus):
+def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus, start_namespaced_worker):
     shared, path = lee_in_shared(tmp_path)
     other = tmp_path / "other.txt"  # same size, one word changed
     data = path.read_bytes()
@@ -448,7 +437,7 @@ def test_worker_that_does_not_see_the_file_is_refused(tmp_path, view, lee_corpus
 
 @NEEDS_UNSHARE
 @pytest.mark.system
-def test_line_sentence_a_worker_does_not_see_is_streamed(tmp_path, lee_corpus, caplog):
+def test_line_sentence_a_worker_does_not_see_is_streamed(tmp_path, lee_corpus, caplog, start_namespaced_worker):
     shared, path = lee_in_shared(tmp_path)
     with LocalCluster(n_workers=1) as cluster:
         blind = start_namespaced_worker(cluster, "worker-blind", f"mount -t tmpfs none {shared}")

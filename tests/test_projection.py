@@ -335,3 +335,27 @@ def test_the_gil_shares_are_the_runs_measured_ones_unless_given():
     # held at the nearest measured K, never fitted as a power of K (a share stays a share)
     runs = [dict(costs, K=8, worker_gil_share=0.4), dict(costs, K=16, worker_gil_share=0.8)]
     assert projection.costs_at(runs, 32)[0]["worker_gil_share"] == 0.8
+
+
+# ---------------------------------------------------------------------------------------------- counting
+COUNT = {"count_worker_us": 0.04, "count_shard_us": 0.01, "count_bytes_per_word": 1.0, "tail_us_per_distinct": 1.0,
+         "file_bytes_per_word": 6.0}
+
+
+def test_counting_projection_names_its_limits_and_their_formulas():
+    words, k, threads = 3e9, 8, 16
+    got = projection.count_projection(COUNT, words, 1e7, k, threads, 10.0)
+    share = words / k
+    cores = share * 0.05e-6 / (threads * projection.efficiency(threads))
+    assert got["limits"]["node cores"] == pytest.approx(cores)
+    assert got["limits"]["shard lock"] == pytest.approx(share * 0.01e-6)
+    assert got["limits"]["node link"] == pytest.approx(share * 8 * 7 / 8 / 1e10)
+    assert got["limits"]["disk"] == pytest.approx(share * 6 / 500e6)
+    assert got["limits"]["client tail"] == pytest.approx(10.0)  # 1e7 distinct words at 1 us
+    assert got["bottleneck"] == "disk" and got["seconds"] == pytest.approx(share * 6 / 500e6 + 10.0)
+    # a slow shard binds; one node has no link to cross
+    slow = projection.count_projection(dict(COUNT, count_shard_us=1.0), words, 1e7, k, threads, 10.0)
+    assert slow["bottleneck"] == "shard lock"
+    assert projection.count_projection(COUNT, words, 1e7, 1, threads, 10.0)["limits"]["node link"] == 0.0
+    # Heaps' law through the measured corpus
+    assert projection.distinct_words(4e6, 1e6, 1000) == pytest.approx(1000 * 4 ** projection.HEAPS_BETA)

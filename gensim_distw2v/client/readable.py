@@ -18,7 +18,7 @@ from gensim.models.word2vec import LineSentence, PathLineSentences
 
 from gensim_distw2v.io.corpusfile import MAX_SENTENCE_LENGTH
 
-__all__ = ["ReadableFile", "readable_file", "COMPRESSED"]
+__all__ = ["ReadableFile", "readable_file", "readable_paths", "COMPRESSED"]
 
 # what gensim's utils.open (smart_open) decompresses by the file's extension: not readable in byte ranges
 COMPRESSED = (".bz2", ".gz", ".lz4", ".xz", ".zst")
@@ -68,6 +68,25 @@ def _source(corpus):
     return None, None  # any other iterable: nothing to say
 
 
+def readable_paths(corpus):
+    """The files the workers can read for ``corpus`` as gensim reads them (a list of paths), or
+    ``(None, why not)`` (None: ``corpus`` is no file-reading iterable at all)."""
+    paths, why = _source(corpus)
+    if paths is None:
+        return None, why
+    if corpus.limit is not None:
+        return None, f"limit={corpus.limit} reads only the first lines"
+    if corpus.max_sentence_length != MAX_SENTENCE_LENGTH:
+        return None, (f"max_sentence_length={corpus.max_sentence_length} differs from the workers' reader's "
+                      f"{MAX_SENTENCE_LENGTH}")
+    for path in paths:
+        if path.lower().endswith(COMPRESSED):
+            return None, f"{path} is compressed (byte ranges of it cannot be read apart)"
+        if "://" in path or not os.path.isfile(path):
+            return None, f"{path} is not a regular file on this machine"
+    return paths, None
+
+
 def readable_file(corpus, total_examples=None, total_words=None, corpus_count=None, corpus_total_words=None):
     """Whether the workers can read ``corpus`` themselves, as a ``corpus_file``.
 
@@ -85,19 +104,9 @@ def readable_file(corpus, total_examples=None, total_words=None, corpus_count=No
     (ReadableFile or None, str or None)
         The file, or None and why not (None: ``corpus`` is no file-reading iterable at all).
     """
-    paths, why = _source(corpus)
+    paths, why = readable_paths(corpus)
     if paths is None:
         return None, why
-    if corpus.limit is not None:
-        return None, f"limit={corpus.limit} reads only the first lines"
-    if corpus.max_sentence_length != MAX_SENTENCE_LENGTH:
-        return None, (f"max_sentence_length={corpus.max_sentence_length} differs from the workers' reader's "
-                      f"{MAX_SENTENCE_LENGTH}")
-    for path in paths:
-        if path.lower().endswith(COMPRESSED):
-            return None, f"{path} is compressed (byte ranges of it cannot be read apart)"
-        if "://" in path or not os.path.isfile(path):
-            return None, f"{path} is not a regular file on this machine"
     words = total_words
     if not words and total_examples and total_examples == corpus_count:
         words = corpus_total_words  # the vocabulary was built from this corpus: its words per epoch

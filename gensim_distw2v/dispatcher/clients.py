@@ -55,7 +55,7 @@ class ClientCalls:
                 versions=versions(),
                 workers={name: protocol.MemberStatus(
                     threads=m.threads, rank=cluster.rank(name), silent=now - m.last_seen, words=m.counts.words,
-                    in_flight=len(session.in_flight.get(name, ())) if session else 0)
+                    in_flight=len(session.in_flight.get(name, ())) if session else 0, uri=m.uri)
                     for name, m in cluster.workers.items()},
                 shards={name: protocol.ShardMemberStatus(uri=s.uri, silent=now - s.last_seen)
                         for name, s in cluster.shards.items()},

@@ -13,7 +13,8 @@ Modules, in the order they depend on each other:
 * :mod:`~gensim_distw2v.protocol.records`: :class:`Record`, the typed-record machinery;
 * :mod:`~gensim_distw2v.protocol.calls`: call tables (:class:`~gensim_distw2v.protocol.calls.Table`);
 * :mod:`~gensim_distw2v.protocol.nodes`, :mod:`~gensim_distw2v.protocol.checkpoints`,
-  :mod:`~gensim_distw2v.protocol.session`, :mod:`~gensim_distw2v.protocol.jobs`,
+  :mod:`~gensim_distw2v.protocol.session`, :mod:`~gensim_distw2v.protocol.counting`,
+  :mod:`~gensim_distw2v.protocol.jobs`,
   :mod:`~gensim_distw2v.protocol.rounds`, :mod:`~gensim_distw2v.protocol.membership`,
   :mod:`~gensim_distw2v.protocol.status`: the messages, by topic;
 * :mod:`~gensim_distw2v.protocol.tables`: every server's call table.
@@ -82,6 +83,14 @@ _WHERE = {
     "PutJobs": "session",
     "SessionRef": "session",
     "Upload": "session",
+    # counting
+    "CountChunk": "counting",
+    "CountOpen": "counting",
+    "CountPart": "counting",
+    "CountRanges": "counting",
+    "CountRef": "counting",
+    "CountTake": "counting",
+    "Counted": "counting",
     # jobs
     "Job": "jobs",
     "JobBatch": "jobs",

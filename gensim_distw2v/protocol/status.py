@@ -118,7 +118,7 @@ class Progress(Record):
 @dataclasses.dataclass
 class MemberStatus(Record):
     """A worker as the dispatcher sees it: threads, rank in the session (or None), seconds since
-    last heard, jobs in flight on it, raw words it merged in this session."""
+    last heard, jobs in flight on it, raw words it merged in this session, its URI."""
 
     WHAT: typing.ClassVar[str] = "worker status"
     threads: int
@@ -126,6 +126,7 @@ class MemberStatus(Record):
     silent: float
     in_flight: int
     words: int
+    uri: str = ""
 
 
 @dataclasses.dataclass

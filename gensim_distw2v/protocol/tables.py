@@ -5,6 +5,7 @@ docs/design.rst's call tables are generated from these (a test checks they agree
 """
 from gensim_distw2v.protocol.calls import Call, Table
 from gensim_distw2v.protocol.checkpoints import ShardCheckpointed
+from gensim_distw2v.protocol.counting import CountChunk, Counted, CountOpen, CountPart, CountRanges, CountRef, CountTake
 from gensim_distw2v.protocol.jobs import JobBatch
 from gensim_distw2v.protocol.membership import (Beat, BeginRound, FileCheck, GetJobs, Heartbeat, Hello, Join, Joined,
                                                 Leave, Opened, QuitSession, RoundDone, ShardBeat)
@@ -63,11 +64,18 @@ SHARD = Table("shard", [
     Call("channel", StatusRequest, "channel", int,
          "the port of the shard's bulk channel, which carries merges (0: none, merges go by Pyro4)"),
     Call("merge", MergePart, "merge", MergeReply, "fold a worker's merge part, answer what it lacks"),
+    # a vocabulary count's calls (gensim_distw2v.shard.counts): the client's, and count_add the workers'
+    Call("count_open", CountOpen, "counts.open", None, "hold a part of a count's words"),
+    Call("count_add", CountPart, "counts.add", bool, "add a range's words of this part (each range once)"),
+    Call("count_take", CountTake, "counts.take", CountChunk, "words of this part, merged, in first-occurrence order"),
+    Call("count_close", CountRef, "counts.close", None, "drop a count"),
 ])
 
 # ---------------------------------------------------------------------------------------------- worker
 WORKER = Table("worker", [
     Call("status", StatusRequest, "status", WorkerStatus, "what the worker is doing"),
+    Call("count", CountRanges, "counting.count", Counted,
+         "count byte ranges of a corpus, send each range's words to the shards"),
 ])
 
 TABLES = (DISPATCHER, SHARD, WORKER)  # every server's table

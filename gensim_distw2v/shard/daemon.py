@@ -26,7 +26,7 @@ def main(argv=None):
         shard = Shard(opts.ns_conf(), hmac_key=key, **opts.role_kwargs())
         served = endpoints.endpoint(Shard.TABLE, shard)
         if opts.channel_port >= 0 and channel.available() and not transport.uses_tls():  # merges as raw buffers
-            bulk = channel.ChannelServer(served.call, ["merge"], host=opts.host, port=opts.channel_port, hmac_key=key,
+            bulk = channel.ChannelServer(served.call, ["merge", "count_add"], host=opts.host, port=opts.channel_port, hmac_key=key,
                                          limits=opts.limits())
             shard.channel_port = bulk.address[1]
         elif opts.channel_port >= 0:

@@ -44,6 +44,7 @@ from gensim_distw2v.io.meter import model_bytes_limit
 from gensim_distw2v.options import ShardOptions
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import GlobalWeights, compiled_cpu
+from gensim_distw2v.shard.counts import CountTables
 from gensim_distw2v.shard.held import _Held
 from gensim_distw2v.core.schedule import row_limits
 
@@ -109,6 +110,7 @@ class Shard(Member):
         self.ordered = (None, 0)  # the last checkpoint order taken: (session, sequence)
         self.dispatcher_uri = None
         self.writing = threading.Lock()  # one checkpoint write at a time (a replaced session's may still run)
+        self.counts = CountTables(self.name, self.max_model_bytes)  # vocabulary counts (their calls: count_*)
 
     # ------------------------------------------------------------------ helpers (not remote)
     def _held(self, sid, started=True):

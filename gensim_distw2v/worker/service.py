@@ -34,6 +34,7 @@ from gensim_distw2v.io import endpoints, meter, transport
 from gensim_distw2v.member import Member
 from gensim_distw2v.options import WorkerOptions
 from gensim_distw2v.versions import versions
+from gensim_distw2v.worker.counting import Counting
 from gensim_distw2v.worker.training import SessionLost, _Training
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class Worker(Member):
         self.dispatcher_uri = None
         self.training = None
         self.trained_sessions = collections.deque(maxlen=10)
+        self.counting = Counting(self)  # its count call: vocabulary counts (gensim_distw2v.worker.counting)
 
     def status(self, _request=None):
         """What this worker is doing: a :class:`gensim_distw2v.protocol.WorkerStatus`."""

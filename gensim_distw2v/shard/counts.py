@@ -1,0 +1,123 @@
+"""A shard's part of the vocabulary counts: the words of a count that hash to it, merged.
+
+A client counting a corpus on the cluster (:mod:`gensim_distw2v.client.vocab`) opens the count on
+every shard (part ``index`` of ``parts``); the workers send each byte range's words of that part
+(:class:`gensim_distw2v.protocol.CountPart`), which the shard adds to one
+:class:`gensim_distw2v._counts.WordCounts` (counts summed, first occurrences the least, without the
+GIL), each range once: a range counted again (its first worker was lost before it said so) is not
+added twice. The client then takes the merged words in chunks, and closes the count.
+"""
+import collections
+import logging
+import threading
+import time
+
+from gensim_distw2v import protocol
+from gensim_distw2v._counts import WordCounts
+from gensim_distw2v.protocol import errors
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CountTables", "MAX_COUNTS"]
+
+MAX_COUNTS = 4  # counts held at once: opening one more drops the oldest
+
+
+class _Count:
+    """One count's part on this shard."""
+
+    def __init__(self, request):
+        self.request = request
+        self.table = WordCounts()
+        self.lock = threading.Lock()
+        self.ranges = set()  # ranges added
+        self.arrays = None  # the table in first-occurrence order, once taken
+        self.cpu = 0.0
+        self.opened = time.monotonic()
+
+
+class CountTables:
+    """The counts a shard holds (its calls ``count_open``, ``count_add``, ``count_take``, ``count_close``).
+
+    Parameters
+    ----------
+    name : str
+        The shard's name (for messages).
+    max_bytes : int
+        The most a count's table may take on this shard: a part beyond it is refused as
+        :class:`gensim_distw2v.protocol.errors.Full`, naming the limit.
+    """
+
+    def __init__(self, name, max_bytes):
+        self.name, self.max_bytes = name, int(max_bytes)
+        self.lock = threading.Lock()
+        self.held = collections.OrderedDict()  # count id -> _Count
+
+    def _count(self, count, token, what):
+        with self.lock:
+            held = self.held.get(count)
+        if held is None:
+            raise errors.SessionClosed(f"shard {self.name} holds no count {count!r} (closed, replaced by newer "
+                                       f"counts, or the shard restarted)")
+        protocol.check_token(token, held.request.token, what)
+        return held
+
+    def open(self, request):
+        """Hold part ``index`` of ``parts`` of a new count (a :class:`gensim_distw2v.protocol.CountOpen`)."""
+        with self.lock:
+            if request.count in self.held:
+                raise errors.BadRequest(f"count {request.count} is open on shard {self.name} already")
+            while len(self.held) >= MAX_COUNTS:
+                old, _held = self.held.popitem(last=False)
+                logger.warning("count %s dropped: a shard holds %i counts at most", old, MAX_COUNTS)
+            self.held[request.count] = _Count(request)
+        logger.info("count %s opened: part %i of %i", request.count, request.index, request.parts)
+
+    def add(self, part):
+        """Add a range's words of this shard's part (a :class:`gensim_distw2v.protocol.CountPart`):
+        True, or False if that range was added already."""
+        held = self._count(part.count, part.token, "count_add")
+        if part.index != held.request.index:
+            raise errors.BadRequest(f"count {part.count}: a part for index {part.index} sent to shard {self.name}, "
+                                    f"which holds index {held.request.index}")
+        began = time.thread_time()
+        with held.lock:
+            if part.range in held.ranges:
+                return False
+            if held.arrays is not None:
+                raise errors.BadRequest(f"count {part.count}: range {part.range} arrives after the count was taken")
+            held.table.add(part.words, part.offsets, part.counts, part.firsts)
+            held.ranges.add(part.range)
+            held.cpu += time.thread_time() - began
+            size = held.table.nbytes()
+        if size > self.max_bytes:
+            self.close(protocol.CountRef(count=part.count, token=part.token))
+            raise errors.Full(f"count {part.count}: shard {self.name}'s part of the vocabulary takes {size} bytes, "
+                              f"beyond its limit of {self.max_bytes} (--max-model-bytes): use more shards, or give "
+                              f"them more memory")
+        return True
+
+    def take(self, request):
+        """Words ``[lo, hi)`` of this shard's part in first-occurrence order (a
+        :class:`gensim_distw2v.protocol.CountChunk`); no range is added after the first take."""
+        held = self._count(request.count, request.token, "count_take")
+        with held.lock:
+            if held.arrays is None:
+                held.arrays = held.table.arrays()
+                held.table = None  # the arrays hold it all now
+            words, offsets, counts, firsts = held.arrays
+        total = len(counts)
+        lo, hi = min(request.lo, total), min(request.hi, total)
+        return protocol.CountChunk(words=words[offsets[lo]:offsets[hi]], offsets=offsets[lo:hi + 1] - offsets[lo],
+                                   counts=counts[lo:hi], firsts=firsts[lo:hi], total=total, ranges=len(held.ranges),
+                                   table_bytes=int(words.nbytes + 24 * total), cpu=held.cpu)
+
+    def close(self, request):
+        """Drop a count (a :class:`gensim_distw2v.protocol.CountRef`); one not held is no error."""
+        with self.lock:
+            held = self.held.get(request.count)
+            if held is None:
+                return
+            protocol.check_token(request.token, held.request.token, "count_close")
+            del self.held[request.count]
+        logger.info("count %s closed: %i ranges added, %.2f s of CPU", request.count, len(held.ranges), held.cpu)

@@ -1,0 +1,358 @@
+"""The vocabulary counted on the cluster (``build_vocab`` of a distributed model): the same model state as
+gensim's ``build_vocab`` on the same file (words, order, counts, corpus counts, ``min_count``,
+``max_final_vocab``, ``trim_rule``, ``sample``), words partitioned across shards by hash and each
+range added once, a worker killed or frozen while it counts (its ranges counted by another, the
+counts exact), a line that is not UTF-8 and a worker that does not see the file named.
+"""
+import collections
+import logging
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+
+import gensim.models
+import numpy as np
+import pytest
+from gensim import utils
+from gensim.models.word2vec import LineSentence, PathLineSentences
+from gensim.test.utils import datapath
+
+from gensim_distw2v import LocalCluster, Word2Vec, protocol
+from gensim_distw2v._counts import WordCounts
+from gensim_distw2v.client import vocab
+from gensim_distw2v.io import transport
+from gensim_distw2v.protocol import errors
+from gensim_distw2v.shard.counts import CountTables
+
+LEE = datapath("lee_background.cor")
+
+
+def table_of(text):
+    table = WordCounts()
+    data = text.encode("utf8")
+    table.count_lines(data, 0, len(data))
+    return table
+
+
+def as_dict(words, offsets, counts, firsts=None):
+    return {bytes(words[offsets[i]:offsets[i + 1]]).decode("utf8"): int(counts[i]) for i in range(len(counts))}
+
+
+# ---------------------------------------------------------------------------------------------- in-process
+@pytest.mark.unit
+def test_split_puts_each_word_in_the_same_part_on_every_table():
+    rng = random.Random(3)
+    words = [f"w{i}é" for i in range(500)] + ["日本語", "a", "bb"]
+    one = table_of("\n".join(" ".join(rng.choice(words) for _ in range(30)) for _ in range(200)))
+    two = table_of("\n".join(" ".join(rng.choice(words) for _ in range(30)) for _ in range(200)))
+    part_of = {}
+    for table in (one, two):
+        whole = as_dict(*table.arrays())
+        parts = table.split(3)
+        seen = {}
+        for index, (w, o, c, f) in enumerate(parts):
+            assert len(o) == len(c) + 1 == len(f) + 1 and o[-1] == len(w)
+            for word in as_dict(w, o, c):
+                assert part_of.setdefault(word, index) == index, word  # the same part in both tables
+            seen.update(as_dict(w, o, c))
+        assert seen == whole  # the parts are the table, each word once
+        assert all(len(p[2]) for p in parts), "500 words in 3 parts: none empty"
+    with pytest.raises(ValueError, match="parts must be"):
+        one.split(0)
+
+
+def part(table, index, parts, rid, token="t0k"):
+    w, o, c, f = table.split(parts)[index]
+    return protocol.CountPart.from_wire(protocol.CountPart(count="c1", token=token, range=rid, index=index, words=w,
+                                                           offsets=o, counts=c, firsts=f).to_wire())
+
+
+@pytest.mark.unit
+def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
+    shard = CountTables("shard-x", max_bytes=1 << 30)
+    shard.open(protocol.CountOpen(count="c1", token="t0k", index=1, parts=2))
+    first = table_of("b a c\na d\n")
+    second = WordCounts()  # a range further on: its first offsets are file offsets, after the first's
+    data = b"e a b\n"
+    second.count_lines(data, 0, len(data), base=100)
+    assert shard.add(part(first, 1, 2, rid=0)) is True
+    assert shard.add(part(first, 1, 2, rid=0)) is False  # counted again (its worker was lost): not added twice
+    assert shard.add(part(second, 1, 2, rid=1)) is True
+    with pytest.raises(errors.Forbidden):
+        shard.add(part(second, 1, 2, rid=2, token="other"))
+    with pytest.raises(errors.BadRequest, match="holds index 1"):
+        shard.add(part(second, 0, 2, rid=2))
+    expected = collections.Counter()
+    for table in (first, second):
+        expected.update(as_dict(*table.split(2)[1]))
+    chunks = [shard.take(protocol.CountTake(count="c1", token="t0k", lo=lo, hi=lo + 1)) for lo in range(6)]
+    got = {}
+    for chunk in chunks:
+        got.update(as_dict(chunk.words, chunk.offsets, chunk.counts))
+    assert got == dict(expected) and chunks[0].total == len(expected) and chunks[0].ranges == 2
+    firsts = [int(f) for chunk in chunks for f in chunk.firsts]
+    assert firsts == sorted(firsts)  # first-occurrence order
+    with pytest.raises(errors.BadRequest, match="after the count was taken"):
+        shard.add(part(second, 1, 2, rid=7))
+    shard.close(protocol.CountRef(count="c1", token="t0k"))
+    with pytest.raises(errors.SessionClosed):
+        shard.take(protocol.CountTake(count="c1", token="t0k", lo=0, hi=1))
+
+
+@pytest.mark.unit
+def test_a_shard_refuses_a_part_beyond_its_memory():
+    shard = CountTables("shard-x", max_bytes=10_000)
+    shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
+    big = table_of(" ".join(f"word{i}" for i in range(5000)))
+    with pytest.raises(errors.Full, match="beyond its limit of 10000"):
+        shard.add(part(big, 0, 1, rid=0))
+    with pytest.raises(errors.SessionClosed):  # and the count is dropped
+        shard.add(part(big, 0, 1, rid=1))
+
+
+@pytest.mark.unit
+def test_count_messages_refuse_what_does_not_fit():
+    table = table_of("a b c\n")
+    w, o, c, f = table.arrays()
+    good = protocol.CountPart(count="c", token="t", range=0, index=0, words=w, offsets=o, counts=c, firsts=f).to_wire()
+    protocol.CountPart.from_wire(dict(good))
+    with pytest.raises(ValueError, match="offsets must have one more entry"):
+        protocol.CountPart.from_wire(dict(good, offsets=protocol.pack_array(o[:-1])))
+    with pytest.raises(ValueError, match="counts must be >= 1"):
+        protocol.CountPart.from_wire(dict(good, counts=protocol.pack_array(np.zeros(3, np.int64))))
+    spec = vocab.corpus_spec(LEE)
+    request = protocol.CountRanges(count="c", token="t", corpus=spec, ranges=[[0, 0, spec.size]],
+                                   shards=[["shard-a", "PYRO:a@h:1"]]).to_wire()
+    protocol.CountRanges.from_wire(request)
+    with pytest.raises(ValueError, match="0 <= lo < hi <= the corpus' size"):
+        protocol.CountRanges.from_wire(dict(request, ranges=[[0, 0, spec.size + 1]]))
+
+
+@pytest.mark.unit
+def test_words_come_back_in_first_occurrence_order_as_gensims_dict():
+    table = table_of("zeta é 日本語 zeta\nalpha é\n")
+    parts = table.split(2)
+    words = np.concatenate([p[0] for p in parts])
+    sizes = np.cumsum([0] + [len(p[0]) for p in parts])
+    offsets = np.concatenate([[0]] + [p[1][1:] + base for p, base in zip(parts, sizes)])
+    got = vocab._vocab(words, offsets, np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
+    assert isinstance(got, collections.defaultdict)
+    assert list(got.items()) == [("zeta", 2), ("é", 2), ("日本語", 1), ("alpha", 1)]
+
+
+@pytest.mark.unit
+def test_ranges_and_pruning():
+    assert vocab.range_bytes(10, 4) == vocab.MIN_RANGE_BYTES
+    assert vocab.range_bytes(10 ** 12, 4) == vocab.MAX_RANGE_BYTES
+    assert vocab.range_bytes(64 << 20, 2) == 8 << 20  # four ranges a thread
+    counted = collections.defaultdict(int, {"a": 5, "b": 1, "c": 2, "d": 1, "e": 3})
+    # gensim's first prune drops counts below 1 (none), the next below 2, and so on
+    assert vocab.prune_like_gensim(counted, 3) == 2 and dict(counted) == {"a": 5, "c": 2, "e": 3}
+    kept = collections.defaultdict(int, {"a": 5, "b": 1, "c": 2})
+    assert vocab.prune_like_gensim(kept, 2, trim_rule=lambda w, c, m: utils.RULE_KEEP if w == "b" else
+                                   utils.RULE_DEFAULT) == 3 and dict(kept) == {"a": 5, "b": 1}
+
+
+# ---------------------------------------------------------------------------------------------- the cluster
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, n_shards=2, worker_timeout=3.0) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def awkward_file(tmp_path_factory, awkward_text):
+    path = tmp_path_factory.mktemp("vocab") / "awkward.txt"
+    path.write_text(awkward_text(random.Random(5), lines=600), encoding="utf8")
+    return str(path)
+
+
+def state(model):
+    """What build_vocab leaves in a model: the words in order, their counts and sampling, the corpus counts."""
+    return {"words": list(model.wv.index_to_key), "counts": model.wv.expandos["count"].tolist(),
+            "sample_int": model.wv.expandos["sample_int"].tolist(), "corpus_count": model.corpus_count,
+            "corpus_total_words": model.corpus_total_words, "min_count": model.effective_min_count,
+            "cum_table": model.cum_table.tolist()}
+
+
+def drop_e(word, count, min_count):
+    return utils.RULE_DISCARD if "e" in word else utils.RULE_KEEP if count == 1 and len(word) > 3 else utils.RULE_DEFAULT
+
+
+SETTINGS = [dict(min_count=1), dict(min_count=5, sample=1e-3), dict(min_count=2, max_final_vocab=300),
+            dict(min_count=3, sample=0)]
+
+
+@pytest.mark.parametrize("params", SETTINGS, ids=["min1", "min5", "max_final", "nosample"])
+@pytest.mark.parametrize("corpus", ["lee", "awkward"])
+@pytest.mark.cluster
+def test_vocabulary_is_gensims(cluster, awkward_file, corpus, params, monkeypatch):
+    path = LEE if corpus == "lee" else awkward_file
+    monkeypatch.setattr(vocab, "MIN_RANGE_BYTES", 50_000)  # many ranges, cut mid-line, on two workers
+    ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8, **params)
+    ours.build_vocab(corpus_file=path)
+    theirs = gensim.models.Word2Vec(vector_size=8, **params)
+    theirs.build_vocab(corpus_file=path)
+    assert state(ours) == state(theirs)
+    stats = ours.vocab_stats
+    assert stats["count_ranges"] == -(-os.path.getsize(path) // vocab.range_bytes(os.path.getsize(path), 2)) > 2
+    assert stats["count_workers"] == 2 and stats["count_shards"] == 2 and stats["count_recounted"] == 0
+
+
+@pytest.mark.cluster
+def test_trim_rule_and_the_iterables_the_workers_read(cluster, awkward_file, tmp_path, caplog):
+    ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8, min_count=2)
+    ours.build_vocab(corpus_file=awkward_file, trim_rule=drop_e)
+    theirs = gensim.models.Word2Vec(vector_size=8, min_count=2)
+    theirs.build_vocab(corpus_file=awkward_file, trim_rule=drop_e)
+    assert state(ours) == state(theirs) and not any("e" in w for w in ours.wv.index_to_key)
+    # a LineSentence and a PathLineSentences folder are counted by the workers too
+    ours = Word2Vec(LineSentence(LEE), distributed=True, ns_conf=cluster.ns_conf, vector_size=8, epochs=1)
+    theirs = gensim.models.Word2Vec(LineSentence(LEE), vector_size=8, epochs=1)
+    assert state(ours) == state(theirs) and ours.vocab_stats["count_ranges"] >= 1
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    text = open(awkward_file, encoding="utf8").read().split("\n")
+    for i in range(3):
+        (folder / f"part{i}.txt").write_text("\n".join(text[i::3]), encoding="utf8")
+    ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8)
+    ours.build_vocab(PathLineSentences(str(folder)))
+    theirs = gensim.models.Word2Vec(vector_size=8)
+    theirs.build_vocab(PathLineSentences(str(folder)))
+    assert state(ours) == state(theirs) and ours.vocab_stats["count_ranges"] >= 1
+    # any other iterable is counted by the client, as gensim does, saying so
+    with caplog.at_level(logging.INFO, logger="gensim_distw2v.model"):
+        ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8)
+        ours.build_vocab(list(LineSentence(LEE)))
+    assert ours.vocab_stats == {} and any("counted on this machine" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.cluster
+def test_max_vocab_size_prunes_the_exact_counts_and_says_so(cluster, caplog):
+    with caplog.at_level(logging.WARNING, logger="gensim_distw2v.model"):
+        ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8, min_count=1, max_vocab_size=2000)
+        ours.build_vocab(corpus_file=LEE)
+    assert any("max_vocab_size=2000: the cluster counts every word exactly" in r.getMessage() for r in caplog.records)
+    exact = gensim.models.Word2Vec(vector_size=8, min_count=1)
+    exact.build_vocab(corpus_file=LEE, keep_raw_vocab=True)
+    expected = collections.defaultdict(int, exact.raw_vocab)
+    assert vocab.prune_like_gensim(expected, 2000) > 0
+    reference = gensim.models.Word2Vec(vector_size=8, min_count=1)
+    reference.build_vocab_from_freq(expected)
+    assert list(ours.wv.index_to_key) == list(reference.wv.index_to_key) and len(ours.wv) <= 2000
+    assert all(ours.wv.get_vecattr(w, "count") == expected[w] for w in ours.wv.index_to_key)
+
+
+@pytest.mark.cluster
+def test_constructor_with_corpus_file_counts_on_the_cluster_and_trains(cluster, tmp_path):
+    model = Word2Vec(corpus_file=LEE, distributed=True, ns_conf=cluster.ns_conf, vector_size=16, min_count=2,
+                     epochs=1, seed=3)
+    reference = gensim.models.Word2Vec(vector_size=16, min_count=2)
+    reference.build_vocab(corpus_file=LEE)
+    assert list(model.wv.index_to_key) == list(reference.wv.index_to_key)
+    assert model.vocab_stats["count_ranges"] == 1 and model.cluster_stats["raw_words"] == reference.corpus_total_words
+    model.save(str(tmp_path / "m"))
+    loaded = gensim.models.Word2Vec.load(str(tmp_path / "m"))  # plain gensim; no count stats saved
+    assert not hasattr(loaded, "vocab_stats") and len(loaded.wv) == len(reference.wv)
+
+
+@pytest.mark.cluster
+def test_bad_input_is_named_and_the_cluster_serves_on(cluster, tmp_path):
+    bad = tmp_path / "binary.txt"
+    bad.write_bytes(b"good words here\n" * 5000 + b"a line \xff\xfe of bytes\n" + b"more words\n" * 10)
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8)
+    with pytest.raises(ValueError) as err:
+        model.build_vocab(corpus_file=str(bad))
+    message = str(err.value)
+    assert str(bad) in message and "the line at byte 80000 is not valid UTF-8" in message
+    assert re.search(r"worker gensim_distw2v\.worker\.\w+ on 127\.0\.0\.1", message), message
+    with pytest.raises(UnicodeDecodeError):  # gensim refuses it too
+        gensim.models.Word2Vec(vector_size=8).build_vocab(corpus_file=str(bad))
+    with pytest.raises(TypeError, match="nowhere.txt"):  # (gensim's own check, before any count)
+        model.build_vocab(corpus_file=str(tmp_path / "nowhere.txt"))
+    model.build_vocab(corpus_file=LEE)  # the cluster serves on
+    assert model.corpus_count == 300
+
+
+@pytest.fixture
+def big_file(tmp_path):
+    """About 6 MB of text: 120 ranges of 50 kB."""
+    rng = random.Random(9)
+    words = [f"w{i}" for i in range(20_000)]
+    path = tmp_path / "big.txt"
+    with open(path, "w") as out:
+        for _ in range(60_000):
+            out.write(" ".join(rng.choice(words) for _ in range(rng.randint(1, 30))) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("fault", ["killed", "frozen"])
+@pytest.mark.cluster
+def test_a_worker_lost_while_counting_leaves_the_counts_exact(big_file, monkeypatch, fault):
+    """A worker killed while it holds ranges fails its call at once; one frozen (a node cut off) is
+    dropped by the dispatcher after worker_timeout: either way its ranges are counted by the other
+    worker, and each range added once on the shards."""
+    monkeypatch.setattr(vocab, "MIN_RANGE_BYTES", 50_000)
+    with LocalCluster(n_workers=2, threads_per_worker=1, n_shards=2, worker_timeout=3.0) as lossy:
+        process = sorted(lossy.workers())[0]
+        victim, pid = lossy.names[process], lossy.processes[process].pid
+        os.kill(pid, signal.SIGSTOP)
+        counter = vocab.ClusterCount(lossy.ns_conf)
+        result, failed = [], []
+
+        def run():
+            try:
+                result.append(counter.count(big_file))
+            except Exception as err:  # noqa: BLE001 - reported below
+                failed.append(err)
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while victim not in counter.out and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert victim in counter.out, "the frozen worker was handed ranges"
+        if fault == "killed":
+            os.kill(pid, signal.SIGKILL)
+        thread.join(60)
+        assert not thread.is_alive() and not failed, failed
+        found = result[0]
+        assert found.stats["count_recounted"] >= 1 and victim in counter.problems
+        assert ("the dispatcher lost it" if fault == "frozen" else "lost") in counter.problems[victim]
+        os.kill(pid, signal.SIGKILL)
+    theirs = gensim.models.Word2Vec()
+    theirs.build_vocab(corpus_file=big_file, keep_raw_vocab=True)
+    assert list(found.raw_vocab.items()) == list(theirs.raw_vocab.items())
+    assert (found.total_words, found.corpus_count) == (theirs.corpus_total_words, theirs.corpus_count)
+
+
+NEEDS_UNSHARE = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a worker with another view of the filesystem needs Linux, root and unshare")  # (root: .ci/run's)
+
+
+@NEEDS_UNSHARE
+@pytest.mark.system
+def test_a_worker_that_does_not_see_the_file_is_left_out_naming_it(tmp_path, start_namespaced_worker, caplog):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    path = shared / "corpus.txt"
+    shutil.copy(LEE, path)
+    with LocalCluster(n_workers=0, n_shards=1) as alone:
+        blind = start_namespaced_worker(alone, "worker-blind", f"mount -t tmpfs none {shared}")
+        alone.processes["dispatcher"].wait_for(rf"worker {re.escape(blind)} registered", timeout=60)
+        model = Word2Vec(distributed=True, ns_conf=alone.ns_conf, vector_size=8, cluster_timeout=5.0)
+        with pytest.raises(transport.ClusterError) as err:  # the only worker cannot see it
+            model.build_vocab(corpus_file=str(path))
+        assert f"no worker could count the vocabulary of {path}" in str(err.value)
+        assert f"{blind}: worker {blind} on 127.0.0.1: no file at {path}" in str(err.value)
+        alone.add_worker()
+        with caplog.at_level(logging.WARNING, logger="gensim_distw2v.client.vocab"):
+            model.build_vocab(corpus_file=str(path))
+        assert model.corpus_count == 300 and model.vocab_stats["count_workers"] == 2
+        assert any(f"worker {blind} is out of the vocabulary count" in r.getMessage() and "no file at" in r.getMessage()
+                   for r in caplog.records)
