@@ -460,7 +460,8 @@ def count_projection(costs, words, distinct, k, threads, link_gbit, disk_mb_s=DI
     ``words / k``, at the threading efficiency of :func:`efficiency`), its shard adds its part under one
     lock (one thread), its link carries its workers' parts out and its shard's in, its disk reads its share
     of the file; the slowest of those is the counting's time. Then the client's serial tail, per distinct
-    word. Returns ``seconds``, ``limits`` (seconds per named limit) and ``bottleneck``.
+    word. Returns ``seconds``, ``limits`` (seconds per named limit) and ``bottleneck`` (the larger of the
+    tail and the slowest of the others).
     """
     share = words / k
     parallel = {
@@ -470,7 +471,7 @@ def count_projection(costs, words, distinct, k, threads, link_gbit, disk_mb_s=DI
         "node link": share * costs["count_bytes_per_word"] * 8 * (k - 1) / k / (link_gbit * 1e9) if k > 1 else 0.0,
         "disk": share * costs["file_bytes_per_word"] / (disk_mb_s * 1e6),
     }
-    bottleneck = max(parallel, key=parallel.get)
+    slowest = max(parallel, key=parallel.get)
     tail = distinct * costs["tail_us_per_distinct"] * 1e-6
-    return {"seconds": parallel[bottleneck] + tail, "limits": dict(parallel, **{"client tail": tail}),
-            "bottleneck": bottleneck}
+    return {"seconds": parallel[slowest] + tail, "limits": dict(parallel, **{"client tail": tail}),
+            "bottleneck": "client tail" if tail > parallel[slowest] else slowest}

@@ -114,10 +114,14 @@ def project(summary, args):
     for point in trained["projection"]:
         counted = projection.count_projection(costs, words, v, point["K"], point["threads"], point["link_gbit"])
         train_s = args.project_epochs * words / point["cluster_wps"]
+        many = projection.count_projection(costs, words, args.project_many_distinct, point["K"], point["threads"],
+                                           point["link_gbit"])["seconds"]  # the same with far more distinct words
         out.append({"K": point["K"], "threads": point["threads"], "link_gbit": point["link_gbit"],
                     "words": words, "distinct": v, "count_s": counted["seconds"], "count_bottleneck":
                     counted["bottleneck"], "count_limits": counted["limits"], "train_s": train_s,
-                    "count_share": counted["seconds"] / (counted["seconds"] + train_s)})
+                    "count_share": counted["seconds"] / (counted["seconds"] + train_s),
+                    "many_distinct": args.project_many_distinct, "count_s_many": many,
+                    "count_share_many": many / (many + train_s)})
     return {"costs": costs, "training_projection": args.training_projection, "points": out}
 
 
@@ -135,6 +139,8 @@ def main(argv=None):
     parser.add_argument("--training-projection", help="a scaling.py --json file: its projected words/s per point")
     parser.add_argument("--project-words", type=float, default=3e9)
     parser.add_argument("--project-epochs", type=int, default=5)
+    parser.add_argument("--project-many-distinct", type=float, default=1e7,
+                        help="the projection again with this many distinct words (Heaps' law may understate them)")
     parser.add_argument("--check-settings", action="store_true",
                         help="first check the vocabulary both ways under other settings too (min_count, "
                              "max_final_vocab, trim_rule)")
@@ -189,7 +195,8 @@ def main(argv=None):
         for p in projected["points"]:
             print(f"projected: {p['words']:.3g} words ({p['distinct']:.3g} distinct), K={p['K']} x {p['threads']} "
                   f"threads, {p['link_gbit']:g} Gbit/s: counting {p['count_s']:.0f} s ({p['count_bottleneck']}), "
-                  f"{args.project_epochs} epochs {p['train_s']:.0f} s: counting {100 * p['count_share']:.1f} % of the run")
+                  f"{args.project_epochs} epochs {p['train_s']:.0f} s: counting {100 * p['count_share']:.1f} % of the run "
+                  f"({100 * p['count_share_many']:.1f} % with {p['many_distinct']:.3g} distinct words)")
     if args.json:
         print(json.dumps({"provenance": provenance(), "args": vars(args), "rows": rows, "summary": summary,
                           "checked_settings": checked, "projection": projected}))

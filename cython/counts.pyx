@@ -19,6 +19,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp, memcpy
 
 cnp.import_array()
@@ -355,3 +356,32 @@ cdef class WordCounts:
                 c[k] = self.counts[i]
                 f[k] = self.firsts[i]
         return words, offsets, counts, firsts
+
+
+def decode_words(words, offsets, order):
+    """The words ``words[offsets[i]:offsets[i + 1]]`` for each ``i`` of ``order``, as a list of str
+    (UTF-8; :meth:`WordCounts.arrays`' or :meth:`WordCounts.split`'s arrays): one compiled loop,
+    where slicing in Python cost about 0.25 us a word.
+
+    Raises
+    ------
+    ValueError
+        Offsets or ``order`` out of range, or a word that is not UTF-8.
+    """
+    cdef const unsigned char[::1] data = np.ascontiguousarray(words, dtype=np.uint8)
+    cdef const int64_t[::1] at = np.ascontiguousarray(offsets, dtype=np.int64)
+    cdef const int64_t[::1] by = np.ascontiguousarray(order, dtype=np.int64)
+    cdef Py_ssize_t n = at.shape[0] - 1, k, i, size = data.shape[0]
+    if n < 0 or (n and (at[0] != 0 or at[n] != size)):
+        raise ValueError("decode_words: offsets must run from 0 to len(words)")
+    for k in range(n):
+        if at[k + 1] < at[k]:
+            raise ValueError("decode_words: offsets must not decrease")
+    cdef const char *p = <const char *>&data[0] if size else <const char *>b""
+    out = [None] * by.shape[0]
+    for k in range(by.shape[0]):
+        i = by[k]
+        if not 0 <= i < n:
+            raise ValueError(f"decode_words: order holds {i}, beyond the {n} words")
+        out[k] = PyUnicode_DecodeUTF8(p + at[i], at[i + 1] - at[i], "strict")
+    return out

@@ -352,7 +352,8 @@ def test_counting_projection_names_its_limits_and_their_formulas():
     assert got["limits"]["node link"] == pytest.approx(share * 8 * 7 / 8 / 1e10)
     assert got["limits"]["disk"] == pytest.approx(share * 6 / 500e6)
     assert got["limits"]["client tail"] == pytest.approx(10.0)  # 1e7 distinct words at 1 us
-    assert got["bottleneck"] == "disk" and got["seconds"] == pytest.approx(share * 6 / 500e6 + 10.0)
+    assert got["bottleneck"] == "client tail" and got["seconds"] == pytest.approx(share * 6 / 500e6 + 10.0)
+    assert projection.count_projection(COUNT, words, 1e6, k, threads, 10.0)["bottleneck"] == "disk"
     # a slow shard binds; one node has no link to cross
     slow = projection.count_projection(dict(COUNT, count_shard_us=1.0), words, 1e7, k, threads, 10.0)
     assert slow["bottleneck"] == "shard lock"

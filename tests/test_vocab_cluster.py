@@ -356,3 +356,39 @@ def test_a_worker_that_does_not_see_the_file_is_left_out_naming_it(tmp_path, sta
         assert model.corpus_count == 300 and model.vocab_stats["count_workers"] == 2
         assert any(f"worker {blind} is out of the vocabulary count" in r.getMessage() and "no file at" in r.getMessage()
                    for r in caplog.records)
+
+
+def peak_and_now(pid):
+    """A process's peak resident bytes (VmHWM) and its resident bytes now (VmRSS), from /proc."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                fields[key] = int(value.split()[0]) * 1024
+    return fields["VmHWM"], fields["VmRSS"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads a process's peak memory from /proc")
+@pytest.mark.cluster
+def test_ten_million_distinct_words_are_counted_in_the_memory_the_docs_state(tmp_path):
+    """docs/corpus_file.rst: a counting thread holds one range at a time, at most about 4 x the range's
+    bytes + 160 bytes a distinct word of the range; a shard about 160 bytes a distinct word of its part."""
+    path = tmp_path / "distinct.txt"
+    n = 10_000_000
+    with open(path, "w") as out:  # every word distinct (the worst case for a table), 100 a line
+        for start in range(0, n, 100):
+            out.write(" ".join(f"w{i:07x}" for i in range(start, start + 100)) + "\n")
+    with LocalCluster(n_workers=2, threads_per_worker=1, n_shards=2, log_level="WARNING") as big:
+        pids = {name: proc.pid for name, proc in big.processes.items() if name.startswith(("worker-", "shard-"))}
+        before = {name: peak_and_now(pid)[1] for name, pid in pids.items()}
+        found = vocab.ClusterCount(big.ns_conf).count(str(path))
+        grown = {name: peak_and_now(pid)[0] - before[name] for name, pid in pids.items()}
+    stats = found.stats
+    assert len(grown) == 4 and all(extra > 0 for extra in grown.values()), grown
+    assert len(found.raw_vocab) == found.total_words == n and found.corpus_count == n // 100
+    per_thread = 4 * stats["count_range_bytes"] + 160 * stats["count_range_max_distinct"]
+    for name, extra in grown.items():
+        limit = per_thread if name.startswith("worker-") else 160 * n / 2
+        assert extra <= limit, f"{name} grew by {extra / 1e6:.0f} MB, beyond the {limit / 1e6:.0f} MB stated"
+    assert list(found.raw_vocab)[:3] == ["w0000000", "w0000001", "w0000002"]

@@ -41,6 +41,7 @@ import numpy as np
 from gensim import utils
 
 from gensim_distw2v import protocol
+from gensim_distw2v._counts import decode_words
 from gensim_distw2v.client.links import find_dispatcher, wait_for_workers
 from gensim_distw2v.io import corpusfile, endpoints, links, transport
 from gensim_distw2v.protocol import errors, tables
@@ -329,9 +330,4 @@ def _vocab(words, offsets, counts, firsts):
     """``defaultdict(int)`` of word -> count in first-occurrence order, from merged arrays (words are
     valid UTF-8: the workers checked every line)."""
     order = np.argsort(firsts, kind="stable")
-    text = bytes(words).decode("utf-8")
-    chars = np.zeros(len(words) + 1, dtype=np.int64)  # characters before each byte (lead bytes counted)
-    np.cumsum((words & 0xC0) != 0x80, out=chars[1:])
-    at = chars[offsets]
-    starts, ends = at[:-1][order].tolist(), at[1:][order].tolist()
-    return collections.defaultdict(int, zip([text[a:b] for a, b in zip(starts, ends)], counts[order].tolist()))
+    return collections.defaultdict(int, zip(decode_words(words, offsets, order), counts[order].tolist()))
