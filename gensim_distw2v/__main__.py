@@ -76,7 +76,9 @@ def build_parser():
     train.add_argument("--probe", default=None,
                        help="comma-separated words whose nearest neighbours are printed (None: four frequent words "
                             "of the vocabulary)")
-    train.add_argument("--quiet", action="store_true", help="log warnings only")
+    train.add_argument("--verbose", action="store_true",
+                       help="log gensim's and the package's INFO lines (by default: progress bars, warnings, errors)")
+    train.add_argument("--quiet", action="store_true", help="no progress bars: warnings and errors only")
     return parser
 
 
@@ -115,7 +117,7 @@ def side_by_side(title, rows):
         print(f"{label:<{first}}{ours:<{second}}{theirs}")
 
 
-def train(args):
+def train(args, bars=None):
     from gensim.models.word2vec import LineSentence
 
     from gensim_distw2v import LocalCluster, Word2Vec
@@ -173,20 +175,23 @@ def train(args):
         if not len(model.wv):
             sys.exit(f"error: no word of {args.corpus!r} occurs {args.min_count} times or more; lower --min-count")
         vocab_seconds = time.perf_counter() - start
-        start = time.perf_counter()
+        start, client_cpu = time.perf_counter(), time.process_time()
         if args.corpus_file:
             effective, raw = model.train(corpus_file=os.path.abspath(args.corpus), total_examples=model.corpus_count,
                                          total_words=model.corpus_total_words, epochs=model.epochs, **resume)
         else:
             effective, raw = model.train(sentences, total_examples=model.corpus_count, epochs=model.epochs, **resume)
-        train_seconds = time.perf_counter() - start
+        train_seconds, client_cpu = time.perf_counter() - start, time.process_time() - client_cpu
     finally:
         if cluster is not None:
             cluster.close()
+        if bars is not None:
+            bars.close()  # (before the summary: the bars are on standard error, the summary on standard output)
     model.save(args.output)
-    print(f"trained {args.output}: vocabulary {len(model.wv)} words, {model.corpus_count} sentences, "
-          f"{raw} raw / {effective} effective words in {train_seconds:.1f} s "
-          f"({raw / train_seconds:.0f} raw words/s on {where}); vocabulary built in {vocab_seconds:.1f} s")
+    counted = " on the cluster" if getattr(model, "vocab_stats", None) else ""
+    print(f"trained {args.output}: vocabulary {len(model.wv)} words (counted{counted} in {vocab_seconds:.1f} s), "
+          f"{model.corpus_count} sentences, {model.epochs} epochs: {raw} raw / {effective} effective words in "
+          f"{train_seconds:.1f} s ({raw / train_seconds:,.0f} raw words/s on {where})")
     stats = model.cluster_stats
     if stats:
         print(f"merges: {stats['merges']} (every {stats['sync_words']} words per worker), "
@@ -196,8 +201,17 @@ def train(args):
         scores = evaluate(model.wv)
         print(f"analogy accuracy {scores['analogy']:.4f}, ws353 Spearman {scores['ws353']:.4f}, "
               f"simlex999 Spearman {scores['simlex999']:.4f}")
+    gensim_wps = None
     if args.compare_gensim:
-        compare_with_gensim(args, model, raw, train_seconds)
+        gensim_wps = compare_with_gensim(args, model, raw, train_seconds)
+    if stats:
+        from gensim_distw2v.client import summary
+
+        print()
+        for line in summary.lines(stats, where, args.threads_per_worker, stats["corpus_file"], client_cpu=client_cpu,
+                                  gensim_wps=gensim_wps,
+                                  gensim_threads=args.local_workers * args.threads_per_worker, cores=os.cpu_count()):
+            print(line)
 
 
 def compare_with_gensim(args, model, raw, train_seconds):
@@ -243,22 +257,33 @@ def compare_with_gensim(args, model, raw, train_seconds):
           f"{args.seed + 1}: {shared_neighbours(plain.wv, other.wv, frequent):.0%})")
     words = model.corpus_total_words
     if words < 10_000_000:
-        print(f"\n(a corpus of {words:,} words: the scores mean little this small, and the cosines are near 1 "
-              "(the vectors share a common direction); the shared neighbours, against gensim's own seed-to-seed "
-              "figure, say more. On a real corpus, see the docs' benchmarks.)")
+        print(f"(a corpus of {words:,} words: the analogy and similarity scores mean little this small; the shared "
+              "neighbours, against gensim's own seed-to-seed figure, say more)")
+    return plain_raw / plain_seconds
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s",
-                        level=logging.WARNING if args.quiet else logging.INFO)
+    verbose = getattr(args, "verbose", False)
+    shown = logging.StreamHandler()  # what reaches the screen: INFO with --verbose, else warnings and errors
+    shown.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", handlers=[shown],
+                        level=logging.INFO if verbose else logging.WARNING)
+    bars = None
+    if args.command == "train" and not verbose and not args.quiet:
+        from gensim_distw2v.client.progress import ProgressBars
+
+        bars = ProgressBars().attach()
     if args.command == "train":
         from gensim_distw2v.io.transport import ClusterError
 
         try:
-            train(args)
+            train(args, bars)
         except (ClusterError, ValueError) as err:  # a cluster part missing, a worker that does not see the file
             sys.exit(f"error: {err}")
+        finally:
+            if bars is not None:
+                bars.detach()
 
 
 if __name__ == "__main__":

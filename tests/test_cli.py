@@ -1,5 +1,7 @@
 """``python -m gensim_distw2v train``, end to end in a real process."""
+import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -10,9 +12,14 @@ from gensim.test.utils import datapath
 pytestmark = pytest.mark.cluster
 
 
-def run_cli(args, cwd):
-    return subprocess.run([sys.executable, "-m", "gensim_distw2v", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+def run_cli(args, cwd, text=True):
+    """The command's result; ``text=False``: its output as str without newline translation (a progress bar's
+    ``\\r`` updates stay on their line, as a terminal shows them)."""
+    out = subprocess.run([sys.executable, "-m", "gensim_distw2v", *args], capture_output=True, text=text,
+                         cwd=cwd, timeout=300)
+    if not text:
+        out.stdout, out.stderr = out.stdout.decode("utf8"), out.stderr.decode("utf8")
+    return out
 
 
 def test_train_saves_a_gensim_model(tmp_path):
@@ -30,11 +37,42 @@ def test_train_saves_a_gensim_model(tmp_path):
     table = lines[lines.index(next(line for line in lines if line.startswith("nearest"))) + 1:]
     probes = [line.split()[0] for line in table[:table.index("")]]
     assert probes == ["government", "police"], out.stdout
-    assert "the scores mean little this small" in out.stdout
+    assert "scores mean little this small" in out.stdout
     shared = re.search(r"shared with plain gensim: (\d+)% \(plain gensim with seeds 1 and 2: (\d+)%\)", out.stdout)
     assert shared and all(0 <= int(share) <= 100 for share in shared.groups()), out.stdout
     model = gensim.models.Word2Vec.load(str(output))
     assert type(model) is gensim.models.Word2Vec and model.wv.vectors.shape == (4844, 20) and model.sg == 1
+
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.rst")
+
+
+def readme_demo():
+    """The options of README's first command (the corpus, a shell substitution, left out)."""
+    with open(README, encoding="utf8") as fin:
+        line = next(row.strip() for row in fin if row.strip().startswith("python3 -m venv")
+                    and "gensim-distw2v train" in row)
+    return shlex.split(line.split("gensim-distw2v train", 1)[1])[1:]
+
+
+def test_readme_demo_fits_one_screen_with_its_summary(tmp_path):
+    """Issue 37: quiet by default (progress bars, no INFO lines), at most 60 lines, the closing summary, vectors
+    that are not degenerate, and the agreement figure beside gensim's own seed-to-seed one."""
+    args = readme_demo()
+    args[args.index("--output") + 1] = str(tmp_path / "lee.model")
+    out = run_cli(["train", datapath("lee_background.cor"), *args], tmp_path, text=False)
+    assert out.returncode == 0, out.stderr
+    lines = (out.stdout + out.stderr).count("\n")  # the lines a terminal shows (a bar redraws its own)
+    assert lines <= 60, f"{lines} lines:\n{out.stdout}{out.stderr}"
+    assert "INFO" not in out.stderr and "Skipping line" not in out.stderr, out.stderr[-2000:]
+    assert "counting the vocabulary" in out.stderr and "training" in out.stderr  # the bars
+    for part in ("per trained word: workers' kernels", "at scale (an estimate from these costs", "why slower here"):
+        assert part in out.stdout, out.stdout
+    shared = re.search(r"shared with plain gensim: (\d+)% \(plain gensim with seeds 1 and 2: (\d+)%\)", out.stdout)
+    assert shared, out.stdout
+    table = out.stdout[out.stdout.index("nearest neighbours"):]
+    cosines = [float(c) for c in re.findall(r" (0\.\d{3})", table.split("\n\n")[0])]
+    assert len(cosines) >= 16 and sum(cosines) / len(cosines) < 0.9, table  # not all alike (near 1)
 
 
 def test_train_with_workers_reading_the_file(tmp_path):

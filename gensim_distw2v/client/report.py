@@ -57,9 +57,20 @@ class Reports:
                     "bytes per word up/down: %s); %i merges, %.1f MB up, %.1f MB down; nodes (CPU, RSS): %s", epoch,
                     done, counts.effective_words / elapsed, progress.queued, progress.in_flight, len(progress.workers),
                     per_worker or "-", progress.merges, up, down,
-                    ", ".join(_node_brief(name, node) for name, node in sorted((progress.nodes or {}).items())) or "-")
+                    ", ".join(_node_brief(name, node) for name, node in sorted((progress.nodes or {}).items())) or "-",
+                    extra={"progress": self._figures(progress, epoch, share, total_words, elapsed)})
         if self.board is not None:
             self._board_point(progress, epoch, share)
+
+    def _figures(self, progress, epoch, share, total_words, elapsed):
+        """The progress as figures (a log record's ``progress``: :mod:`gensim_distw2v.client.progress`)."""
+        model = self.model
+        per_epoch = int(total_words or getattr(model, "corpus_total_words", 0) or 1)
+        raw = sum(counts.raw_words for counts in progress.epochs.values())
+        return {"stage": "train", "epoch": epoch, "epochs": int(model.epochs), "words": int((epoch + share) * per_epoch),
+                "total_words": per_epoch * int(model.epochs), "words_per_s": progress.epoch(epoch).raw_words / elapsed,
+                "merges": progress.merges,
+                "bytes_per_word": (progress.total("bytes_up") + progress.total("bytes_down")) / max(1, raw)}
 
     def _board_epoch(self, dispatcher, sid, epoch, quality):
         """TensorBoard at an epoch end: a point, and with ``quality`` the model's scores (the
@@ -126,6 +137,7 @@ class Reports:
                       "kernel_cpu": final.total("kernel_cpu"),
                       "workers": {name: w.to_wire() for name, w in final.workers.items()},
                       "effective_words": trained, "raw_words": raw,
+                      "corpus_file": config.corpus_file is not None,  # the workers read the corpus themselves
                       "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
                       "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
                       "cold_every": config.settings.cold_every,
@@ -146,7 +158,11 @@ class Reports:
                     self.stats["merge_cpu"]["workers"], len(shards), self.stats["merge_cpu"]["shards"],
                     self.stats["stall_seconds"],
                     ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
-                              for name, w in sorted(final.workers.items())) or "-")
+                              for name, w in sorted(final.workers.items())) or "-",
+                    extra={"progress": {"stage": "train", "epoch": int(self.model.epochs) - 1,
+                                        "epochs": int(self.model.epochs), "words": raw, "total_words": raw,
+                                        "words_per_s": raw / max(elapsed, 1e-9), "merges": final.merges,
+                                        "bytes_per_word": (up + down) / max(1, raw)}})
         for name, node in sorted((final.nodes or {}).items(), key=lambda item: (item[1].role, item[0])):
             logger.info("node %s", _node_line(name, node))
         if checkpoints is not None and checkpoints.count:

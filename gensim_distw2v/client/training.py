@@ -307,7 +307,8 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         raw, effective, examples = counts.raw_words, counts.effective_words, counts.examples
         model.running_training_loss = float(progress.loss)
         logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, %.0f effective words/s",
-                    epoch, raw, effective, elapsed, effective / max(elapsed, 1e-9))
+                    epoch, raw, effective, elapsed, effective / max(elapsed, 1e-9),
+                    extra={"progress": self._figures(progress, epoch, 1.0, total_words, max(elapsed, 1e-9))})
         if total_examples and total_examples != examples:
             logger.warning("EPOCH %i: supplied example count (%i) did not equal expected count (%i)", epoch,
                            examples, total_examples)

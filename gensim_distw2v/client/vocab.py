@@ -191,7 +191,13 @@ class ClusterCount:
         to the others, whether or not its call ever ends)."""
         looked = time.monotonic()
         with self.cond:
+            shown = -1
             while len(self.results) < self.total and self.fatal is None:
+                if len(self.results) != shown:
+                    shown = len(self.results)
+                    logger.debug("counted %i of %i ranges", shown, self.total, extra={"progress": {
+                        "stage": "count", "done": shown, "ranges": self.total, "workers": n_workers - len(self.problems),
+                        "words": sum(r[0] for r in self.results.values())}})
                 if len(self.problems) == n_workers:
                     reasons = "; ".join(f"{name}: {why}" for name, why in self.problems.items())
                     raise transport.ClusterError(f"no worker could count the vocabulary of {path} ({reasons})")
@@ -210,6 +216,9 @@ class ClusterCount:
                         self._out(name, "the dispatcher lost it")
             if self.fatal is not None:
                 raise self.fatal
+            logger.info("counted %i of %i ranges", len(self.results), self.total, extra={"progress": {
+                "stage": "count", "done": len(self.results), "ranges": self.total,
+                "workers": n_workers - len(self.problems), "words": sum(r[0] for r in self.results.values())}})
 
     def _take_ranges(self, name, threads):
         """Up to ``threads`` ranges for worker ``name``, waiting while others' are out; None: all counted

@@ -357,7 +357,10 @@ class _Training(MergeRounds):
             with self.lock:
                 self.drained = reply.drained if not reply.jobs else None
                 self.lock.notify_all()
-            if reply.drained is not None:
+            if reply.drained is not None and not reply.jobs:
+                # told only with no job: the epoch's last jobs come with its drained mark, and a worker that
+                # took it as told would then wait out FETCH_WAIT for the next epoch (which waits for its
+                # flush) before it learned, with no job left, that it must flush: 0.5 s an epoch
                 told = max(told, reply.drained)
         if self.error is not None:
             raise self.error

@@ -1,0 +1,71 @@
+"""The command line's closing summary: what was trained, where, how long, what each role spent per
+trained word, and what those costs project to on a real cluster (an estimate, said so).
+
+:func:`costs` turns a run's ``model.cluster_stats`` into the per-word costs of
+:mod:`gensim_distw2v.projection` (as ``benchmarks/scaling.py`` does from its measured runs, with
+the figures a single run has); :func:`lines` writes the summary.
+"""
+from gensim_distw2v import projection
+
+__all__ = ["costs", "lines", "PROJECTED"]
+
+PROJECTED = (8, 16, 10.0)  # the cluster the summary projects to: nodes, threads a node, Gbit/s links
+
+
+def costs(stats, client_cpu=0.0):
+    """Per trained raw word, the run's costs by role (:data:`gensim_distw2v.projection.COSTS`' keys, and
+    ``worker_setup_us``): from ``cluster_stats`` and the client's CPU seconds in ``train()``."""
+    raw = max(1, stats["raw_words"])
+    us = 1e6 / raw
+    by_role = {}
+    for node in stats.get("nodes", {}).values():
+        by_role[node["role"]] = by_role.get(node["role"], 0.0) + node["cpu"]
+    kernel, merge, setup = stats["kernel_cpu"] * us, stats["merge_cpu"]["workers"] * us, stats.get("setup_cpu", 0.0) * us
+    return {"kernel_us": kernel, "worker_merge_us": merge, "worker_setup_us": setup,
+            "worker_other_us": max(0.0, by_role.get("worker", 0.0) * us - kernel - merge - setup),
+            "shard_us": by_role.get("shard", 0.0) * us, "dispatcher_us": by_role.get("dispatcher", 0.0) * us,
+            "client_us": client_cpu * us, "bytes_up_per_word": stats["bytes_up"] / raw,
+            "bytes_down_per_word": stats["bytes_down"] / raw, "rounds_per_word": stats["merges"] / raw}
+
+
+def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, gensim_threads=None, cores=None):
+    """The summary's lines (after the "trained ..." line the command line prints).
+
+    Parameters
+    ----------
+    stats : dict
+        ``model.cluster_stats``.
+    where : str
+        Where it trained (for the message).
+    threads : int
+        Trainer threads of each worker.
+    corpus_file : bool
+        Whether the workers read the corpus (else the client encoded it).
+    client_cpu : float
+        The client's CPU seconds in ``train()``.
+    gensim_wps, gensim_threads : float and int, optional
+        Plain gensim's raw words/s on this machine with that many threads (``--compare-gensim``): the
+        reference the projection compares with.
+    cores : int, optional
+        This machine's cores.
+    """
+    cost = costs(stats, client_cpu)
+    out = [f"per trained word: workers' kernels {cost['kernel_us']:.3f} us, their merges {cost['worker_merge_us']:.3f} "
+           f"us, the rest of the workers {cost['worker_other_us'] + cost['worker_setup_us']:.3f} us, shards "
+           f"{cost['shard_us']:.3f} us, dispatcher {cost['dispatcher_us']:.3f} us, client {cost['client_us']:.3f} "
+           f"us; {cost['bytes_up_per_word']:.1f} bytes up and {cost['bytes_down_per_word']:.1f} down a word; a merge "
+           f"every {1 / max(cost['rounds_per_word'], 1e-12):,.0f} words"]
+    if gensim_wps:
+        k, node_threads, link = PROJECTED
+        one_thread = gensim_wps / (gensim_threads * projection.efficiency(gensim_threads))
+        point = projection.project(cost, one_thread, k, node_threads, link, kernel_threads=threads,
+                                   corpus_file=corpus_file, sync_words=stats["sync_words"])
+        out.append(f"at scale (an estimate from these costs, gensim_distw2v/projection.py; docs/scaling.rst): {k} "
+                   f"nodes of {node_threads} threads on {link:g} Gbit/s would train this corpus with these settings "
+                   f"at {point['cluster_wps'] / 1e6:.1f} M words/s, {point['speedup']:.1f}x one {node_threads}-thread "
+                   f"gensim node ({point['single_node_wps'] / 1e6:.1f} M words/s); bound by {point['bottleneck']}")
+    out.append(f"why slower here than gensim: {where} shares {cores or 'these'} cores among its workers, shards, "
+               f"dispatcher and this client, and every worker merges its updates with the shards, where gensim's "
+               f"threads share one copy of the weights in one process; the cluster gains where one machine's "
+               f"cores are the limit, at corpora of billions of words")
+    return out
