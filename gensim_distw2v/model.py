@@ -102,6 +102,60 @@ class Word2Vec(gensim.models.Word2Vec):
         self.vocab_stats = {}  # the last count on the cluster's (gensim_distw2v.client.vocab.Counts.stats)
         super().__init__(*args, **kwargs)
 
+    def build_vocab(self, corpus_iterable=None, corpus_file=None, update=False, progress_per=10000,
+                    keep_raw_vocab=False, trim_rule=None, **kwargs):
+        """Build the vocabulary as :meth:`gensim.models.Word2Vec.build_vocab` does (same arguments, same
+        result); a distributed model counts a file on the cluster (:meth:`scan_vocab`)."""
+        # what scan_vocab needs to know of the call: whether words below min_count can stay on the shards
+        self._vocab_call = dict(update=update, keep_raw_vocab=keep_raw_vocab, trim_rule=trim_rule, **kwargs)
+        try:
+            return super().build_vocab(corpus_iterable=corpus_iterable, corpus_file=corpus_file, update=update,
+                                       progress_per=progress_per, keep_raw_vocab=keep_raw_vocab, trim_rule=trim_rule,
+                                       **kwargs)
+        finally:
+            self.__dict__.pop("_vocab_call", None)
+            self.__dict__.pop("_dropped", None)
+
+    def _kept_from(self):
+        """The least count a word needs to be kept by this build_vocab call, when every rarer word can stay
+        on the shards without changing the model (a fresh vocabulary, its raw counts not kept, no trim_rule,
+        no max_vocab_size nor max_final_vocab, no dry run): else 1."""
+        call = getattr(self, "_vocab_call", None)
+        if not call or call["update"] or call["keep_raw_vocab"] or call["trim_rule"] is not None or \
+                call.get("dry_run") or self.max_vocab_size or self.max_final_vocab is not None:
+            return 1
+        return max(1, int(call.get("min_count") or self.min_count or 1))
+
+    def prepare_vocab(self, *args, **kwargs):
+        """:meth:`gensim.models.Word2Vec.prepare_vocab`; where the cluster left the words below
+        ``min_count`` on the shards, its report and its two lifecycle events about what ``min_count``
+        drops name them as gensim's would."""
+        dropped = self.__dict__.pop("_dropped", None)
+        seen = len(getattr(self, "lifecycle_events", None) or ())
+        report = super().prepare_vocab(*args, **kwargs)
+        if dropped and dropped[0]:
+            report["drop_unique"] += dropped[0]
+            self._restate_drops(seen, report, *dropped)
+        return report
+
+    def _restate_drops(self, seen, report, unique, total):
+        """gensim's two "effective_min_count=..." events of this prepare_vocab, with the words the shards kept."""
+        kept, kept_total = len(self.wv.index_to_key), report["retain_total"]
+        emc = self.effective_min_count
+        for event in self.lifecycle_events[seen:]:
+            if event.get("event") != "prepare_vocab":
+                continue
+            if event["msg"].startswith(f"effective_min_count={emc} retains "):
+                event["msg"] = (f"effective_min_count={emc} retains {kept} unique words "
+                                f"({kept * 100 / max(kept + unique, 1):.2f}% of original {kept + unique}, drops {unique})")
+            elif event["msg"].startswith(f"effective_min_count={emc} leaves "):
+                event["msg"] = (f"effective_min_count={emc} leaves {kept_total} word corpus "
+                                f"({kept_total * 100 / max(kept_total + total, 1):.2f}% of original "
+                                f"{kept_total + total}, drops {total})")
+            else:
+                continue
+            logger.info("prepare_vocab: %s (the words counted fewer times stayed on the shards)", event["msg"])
+
     def scan_vocab(self, corpus_iterable=None, corpus_file=None, progress_per=10000, workers=None, trim_rule=None):
         """Count the corpus's words as :meth:`gensim.models.Word2Vec.scan_vocab` does (``build_vocab``
         calls it); a distributed model counts a ``corpus_file``, or a ``LineSentence`` /
@@ -134,9 +188,9 @@ class Word2Vec(gensim.models.Word2Vec):
             logger.warning("max_vocab_size=%i: the cluster counts every word exactly, then prunes the vocabulary as "
                            "gensim does until it fits (gensim prunes while it scans, so its counts and words can "
                            "differ; docs/corpus_file.rst)", self.max_vocab_size)
-        found = vocab.ClusterCount(self.ns_conf, self.settings.cluster_timeout).count(paths)
+        found = vocab.ClusterCount(self.ns_conf, self.settings.cluster_timeout).count(paths, self._kept_from())
         vocab.prune_like_gensim(found.raw_vocab, self.max_vocab_size, trim_rule)
-        self.raw_vocab = found.raw_vocab
+        self.raw_vocab, self._dropped = found.raw_vocab, found.dropped
         self.vocab_stats = found.stats
         return found.total_words, found.corpus_count
 

@@ -54,9 +54,10 @@ def run(lee_corpus, tmp_path_factory):
             poller = _Poller(cluster.status_url + "status.json")
             model = Word2Vec(min_count=2, epochs=4, seed=3, distributed=True, ns_conf=cluster.ns_conf,
                              tensorboard_dir=str(board), tensorboard_quality=True, tensorboard_words=300)
-            model.build_vocab(lee_corpus)
+            corpus = lee_corpus * 8  # epochs of a few seconds: long enough for progress lines, heartbeats, snapshots
+            model.build_vocab(corpus)
             poller.start()
-            trained, raw = model.train(lee_corpus, total_examples=model.corpus_count, epochs=model.epochs,
+            trained, raw = model.train(corpus, total_examples=model.corpus_count, epochs=model.epochs,
                                        compute_loss=True, report_delay=0.05)
             poller.stop.set()
             poller.join()

@@ -105,6 +105,19 @@ def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
 
 
 @pytest.mark.unit
+def test_a_shard_sends_only_the_words_of_min_count_and_tells_of_the_others():
+    shard = CountTables("shard-x", max_bytes=1 << 30)
+    shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
+    shard.add(part(table_of("naïve b a naïve\nc 日本語 a naïve 日本語 d\n"), 0, 1, rid=0))
+    chunk = shard.take(protocol.CountTake(count="c1", token="t0k", lo=0, hi=10, min_count=2))
+    assert as_dict(chunk.words, chunk.offsets, chunk.counts) == {"naïve": 3, "a": 2, "日本語": 2}
+    assert list(chunk.firsts) == sorted(chunk.firsts) and chunk.total == 3
+    assert (chunk.dropped, chunk.dropped_total) == (3, 3)  # b, c, d once each
+    with pytest.raises(errors.BadRequest, match="taken with min_count 2 already"):
+        shard.take(protocol.CountTake(count="c1", token="t0k", lo=0, hi=10, min_count=3))
+
+
+@pytest.mark.unit
 def test_a_shard_refuses_a_part_beyond_its_memory():
     shard = CountTables("shard-x", max_bytes=10_000)
     shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
@@ -177,7 +190,8 @@ def state(model):
     return {"words": list(model.wv.index_to_key), "counts": model.wv.expandos["count"].tolist(),
             "sample_int": model.wv.expandos["sample_int"].tolist(), "corpus_count": model.corpus_count,
             "corpus_total_words": model.corpus_total_words, "min_count": model.effective_min_count,
-            "cum_table": model.cum_table.tolist()}
+            "cum_table": model.cum_table.tolist(),
+            "events": [e["msg"] for e in model.lifecycle_events if e["event"] == "prepare_vocab"]}
 
 
 def drop_e(word, count, min_count):
@@ -202,6 +216,26 @@ def test_vocabulary_is_gensims(cluster, awkward_file, corpus, params, monkeypatc
     stats = ours.vocab_stats
     assert stats["count_ranges"] == -(-os.path.getsize(path) // vocab.range_bytes(os.path.getsize(path), 2)) > 2
     assert stats["count_workers"] == 2 and stats["count_shards"] == 2 and stats["count_recounted"] == 0
+
+
+@pytest.mark.cluster
+def test_rare_words_stay_on_the_shards_unless_the_call_needs_them(cluster, awkward_file):
+    """A fresh vocabulary with min_count alone: the shards send the client only the words it keeps, and the
+    model (its lifecycle events included) is gensim's; with keep_raw_vocab, every word comes, as gensim keeps."""
+    ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8, min_count=5)
+    ours.build_vocab(corpus_file=LEE)
+    theirs = gensim.models.Word2Vec(vector_size=8, min_count=5)
+    theirs.build_vocab(corpus_file=LEE)
+    assert state(ours) == state(theirs)
+    stats = ours.vocab_stats
+    assert stats["count_sent_distinct"] == len(theirs.wv) < stats["count_distinct"] == 10781
+    assert not hasattr(ours, "_dropped") and not hasattr(ours, "_vocab_call")  # (never saved with the model)
+    ours = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8, min_count=5)
+    ours.build_vocab(corpus_file=awkward_file, keep_raw_vocab=True)
+    theirs = gensim.models.Word2Vec(vector_size=8, min_count=5)
+    theirs.build_vocab(corpus_file=awkward_file, keep_raw_vocab=True)
+    assert state(ours) == state(theirs) and list(ours.raw_vocab.items()) == list(theirs.raw_vocab.items())
+    assert ours.vocab_stats["count_sent_distinct"] == ours.vocab_stats["count_distinct"]
 
 
 @pytest.mark.cluster

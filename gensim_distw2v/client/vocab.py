@@ -78,11 +78,13 @@ def prune_like_gensim(vocab, max_vocab_size, trim_rule=None):
 
 class Counts:
     """What a count found: ``raw_vocab`` (word -> count, in first-occurrence order, a
-    ``defaultdict(int)`` as gensim's), ``total_words``, ``corpus_count`` and ``stats`` (seconds,
-    workers' CPU, bytes, ranges, ranges counted again)."""
+    ``defaultdict(int)`` as gensim's; of the words counted ``min_count`` times or more),
+    ``total_words``, ``corpus_count``, ``dropped`` (the distinct words ``min_count`` left out, and
+    their occurrences) and ``stats`` (seconds, workers' CPU, bytes, ranges, ranges counted again)."""
 
-    def __init__(self, raw_vocab, total_words, corpus_count, stats):
+    def __init__(self, raw_vocab, total_words, corpus_count, stats, dropped=(0, 0)):
         self.raw_vocab, self.total_words, self.corpus_count, self.stats = raw_vocab, total_words, corpus_count, stats
+        self.dropped = dropped
 
 
 def corpus_spec(paths):
@@ -123,9 +125,11 @@ class ClusterCount:
         self.recounted = 0
         self.cpu = self.shard_cpu = 0.0  # CPU seconds of the workers' counting and sending, of the shards' adds
         self.sent = self.shard_bytes = 0  # bytes the workers sent; the largest shard's table's bytes
+        self.dropped = (0, 0)  # distinct words the shards left out (fewer than min_count), their occurrences
 
-    def count(self, corpus):
-        """Count ``corpus`` (a path, or a list of paths read back to back): a :class:`Counts`.
+    def count(self, corpus, min_count=1):
+        """Count ``corpus`` (a path, or a list of paths read back to back): a :class:`Counts` (the shards
+        send the client only the words counted ``min_count`` times or more).
 
         Raises
         ------
@@ -138,11 +142,11 @@ class ClusterCount:
         spec = corpus_spec(corpus)
         dispatcher = find_dispatcher(self.ns_conf, self.hmac_key)
         try:
-            return self._count(spec, dispatcher, began)
+            return self._count(spec, dispatcher, began, min_count)
         finally:
             dispatcher.release()
 
-    def _count(self, spec, dispatcher, began):
+    def _count(self, spec, dispatcher, began, min_count):
         wait_for_workers(dispatcher, self.ns_conf, self.cluster_timeout)
         status = dispatcher.call("status")
         workers = {name: (m.uri or transport.lookup(self.ns_conf, name), m.threads) for name, m in status.workers.items()}
@@ -165,7 +169,7 @@ class ClusterCount:
                 helper.start()
             self._wait(dispatcher, spec.path, len(workers))
             counted = time.monotonic()
-            words, offsets, counts, firsts = self._take(held, count_id, token)
+            words, offsets, counts, firsts = self._take(held, count_id, token, min_count)
         finally:
             held.close()
             self._close(shards, count_id, token)
@@ -175,15 +179,16 @@ class ClusterCount:
         now = time.monotonic()
         stats = {"count_seconds": now - began, "count_ranges_seconds": counted - began, "count_cpu": self.cpu,
                  "count_shard_cpu": self.shard_cpu, "count_shard_bytes": self.shard_bytes, "count_bytes": self.sent,
-                 "count_distinct": len(raw_vocab), "count_ranges": n_ranges, "count_recounted": self.recounted,
+                 "count_distinct": len(raw_vocab) + self.dropped[0], "count_sent_distinct": len(raw_vocab), "count_ranges": n_ranges, "count_recounted": self.recounted,
                  "count_workers": len(workers), "count_threads": threads, "count_shards": len(shards),
                  "count_range_bytes": step, "count_range_words": sum(r[2] for r in self.results.values()),
                  "count_range_max_distinct": max((r[2] for r in self.results.values()), default=0)}
         logger.info("collected %i word types from a corpus of %i raw words and %i sentences on the cluster in %.1f s "
-                    "(%.0f words/s; %i ranges, %i counted again, %.1f bytes sent a word)", len(raw_vocab),
-                    total_words, sentences, stats["count_seconds"], total_words / max(stats["count_seconds"], 1e-9),
-                    n_ranges, self.recounted, self.sent / max(1, total_words))
-        return Counts(raw_vocab, total_words, sentences, stats)
+                    "(%.0f words/s; %i ranges, %i counted again, %.1f bytes sent a word; %i word types counted fewer "
+                    "than %i times kept on the shards)", stats["count_distinct"], total_words, sentences,
+                    stats["count_seconds"], total_words / max(stats["count_seconds"], 1e-9), n_ranges, self.recounted,
+                    self.sent / max(1, total_words), self.dropped[0], min_count)
+        return Counts(raw_vocab, total_words, sentences, stats, self.dropped)
 
     # ------------------------------------------------------------------ the ranges
     def _wait(self, dispatcher, path, n_workers):
@@ -300,13 +305,14 @@ class ClusterCount:
             self.cond.notify_all()
 
     # ------------------------------------------------------------------ the words
-    def _take(self, held, count_id, token):
-        """Every shard's words, merged: ``(words, offsets, counts, firsts)`` of all, shard after shard."""
+    def _take(self, held, count_id, token, min_count):
+        """Every shard's words, merged, of ``min_count`` or more: ``(words, offsets, counts, firsts)`` of all,
+        shard after shard (``self.dropped``: the others' number and occurrences)."""
         def take(shard):
             chunks, lo, total = [], 0, None
             while total is None or lo < total:
                 chunk = held.call(shard, "count_take", protocol.CountTake(
-                    count=count_id, token=token, lo=lo, hi=lo + MAX_TAKE_WORDS))
+                    count=count_id, token=token, lo=lo, hi=lo + MAX_TAKE_WORDS, min_count=min_count))
                 chunks.append(chunk)
                 total, lo = chunk.total, lo + len(chunk.counts)
                 if not len(chunk.counts):
@@ -315,6 +321,7 @@ class ClusterCount:
         parts = held.each(take)
         self.shard_cpu = sum(part[0].cpu for part in parts)  # (every chunk of a shard tells the same)
         self.shard_bytes = max(part[0].table_bytes for part in parts)
+        self.dropped = (sum(part[0].dropped for part in parts), sum(part[0].dropped_total for part in parts))
         chunks = [chunk for part in parts for chunk in part]
         sizes = np.cumsum([0] + [len(c.words) for c in chunks])
         words = np.concatenate([c.words for c in chunks]) if chunks else np.zeros(0, np.uint8)

@@ -99,16 +99,20 @@ class CountPart(Record):
 
 @dataclasses.dataclass
 class CountTake(Record):
-    """Words ``[lo, hi)`` of a shard's part of a count, in first-occurrence order (client -> shard)."""
+    """Words ``[lo, hi)`` of a shard's part of a count, in first-occurrence order (client -> shard); those
+    counted fewer than ``min_count`` times are left out (every take of a count names the same)."""
 
     WHAT: typing.ClassVar[str] = "count take"
     count: str
     token: str
     lo: int
     hi: int
+    min_count: int = 1
 
     def check(self):
         _check_ids(self)
+        if self.min_count < 1:
+            raise ValueError(f"count take: min_count must be >= 1, got {self.min_count}")
         if not 0 <= self.lo <= self.hi or self.hi - self.lo > MAX_TAKE_WORDS:
             raise ValueError(f"count take: [lo, hi) must be a range of at most {MAX_TAKE_WORDS} words, got "
                              f"[{self.lo}, {self.hi})")
@@ -117,8 +121,9 @@ class CountTake(Record):
 @dataclasses.dataclass
 class CountChunk(Record):
     """A shard's answer to :class:`CountTake`: the words (as :class:`CountPart`'s), the words its
-    part holds in all (``total``), the ranges added to it, the bytes its table takes and the CPU
-    seconds it spent adding the ranges."""
+    part holds in all (``total``; of at least the take's ``min_count``), the ranges added to it, the bytes
+    its table takes, the CPU seconds it spent adding the ranges, and the distinct words the take's
+    ``min_count`` left out and their occurrences (``dropped``, ``dropped_total``)."""
 
     WHAT: typing.ClassVar[str] = "count chunk"
     words: dict
@@ -129,9 +134,11 @@ class CountChunk(Record):
     ranges: int
     table_bytes: int
     cpu: float = 0.0
+    dropped: int = 0
+    dropped_total: int = 0
 
     def check(self):
-        _non_negative(self, "total", "ranges", "table_bytes", "cpu")
+        _non_negative(self, "total", "ranges", "table_bytes", "cpu", "dropped", "dropped_total")
         _check_words(self)
 
 

@@ -5,12 +5,15 @@ every shard (part ``index`` of ``parts``); the workers send each byte range's wo
 (:class:`gensim_distw2v.protocol.CountPart`), which the shard adds to one
 :class:`gensim_distw2v._counts.WordCounts` (counts summed, first occurrences the least, without the
 GIL), each range once: a range counted again (its first worker was lost before it said so) is not
-added twice. The client then takes the merged words in chunks, and closes the count.
+added twice. The client then takes the merged words in chunks (those counted at least ``min_count``
+times: the others' number and occurrences only), and closes the count.
 """
 import collections
 import logging
 import threading
 import time
+
+import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v._counts import WordCounts
@@ -31,9 +34,24 @@ class _Count:
         self.table = WordCounts()
         self.lock = threading.Lock()
         self.ranges = set()  # ranges added
-        self.arrays = None  # the table in first-occurrence order, once taken
+        self.arrays = None  # the table in first-occurrence order, once taken (of at least min_count)
+        self.min_count, self.dropped = 1, (0, 0)  # the takes' min_count; the words it left out, their occurrences
         self.cpu = 0.0
         self.opened = time.monotonic()
+
+
+def _at_least(arrays, min_count):
+    """``(arrays of the words counted min_count times or more, (words left out, their occurrences))``."""
+    words, offsets, counts, firsts = arrays
+    if min_count <= 1:
+        return arrays, (0, 0)
+    keep = counts >= min_count
+    dropped = (int(len(counts) - keep.sum()), int(counts[~keep].sum()))
+    lengths = np.diff(offsets)[keep]
+    kept_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=kept_offsets[1:])
+    byte_keep = np.repeat(keep, np.diff(offsets))
+    return (words[byte_keep], kept_offsets, counts[keep], firsts[keep]), dropped
 
 
 class CountTables:
@@ -103,14 +121,18 @@ class CountTables:
         held = self._count(request.count, request.token, "count_take")
         with held.lock:
             if held.arrays is None:
-                held.arrays = held.table.arrays()
-                held.table = None  # the arrays hold it all now
+                held.arrays, held.dropped = _at_least(held.table.arrays(), request.min_count)
+                held.min_count, held.table = request.min_count, None  # the arrays hold what is taken now
+            elif request.min_count != held.min_count:
+                raise errors.BadRequest(f"count {request.count}: taken with min_count {held.min_count} already, "
+                                        f"not {request.min_count}")
             words, offsets, counts, firsts = held.arrays
         total = len(counts)
         lo, hi = min(request.lo, total), min(request.hi, total)
         return protocol.CountChunk(words=words[offsets[lo]:offsets[hi]], offsets=offsets[lo:hi + 1] - offsets[lo],
                                    counts=counts[lo:hi], firsts=firsts[lo:hi], total=total, ranges=len(held.ranges),
-                                   table_bytes=int(words.nbytes + 24 * total), cpu=held.cpu)
+                                   table_bytes=int(words.nbytes + 24 * total), cpu=held.cpu,
+                                   dropped=held.dropped[0], dropped_total=held.dropped[1])
 
     def close(self, request):
         """Drop a count (a :class:`gensim_distw2v.protocol.CountRef`); one not held is no error."""
