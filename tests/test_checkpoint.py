@@ -82,6 +82,64 @@ def test_a_damaged_checkpoint_is_skipped_for_the_previous_one(tmp_path, caplog, 
         store.read(2)
 
 
+def _forge(folder, fname, entry):
+    """Put ``fname`` in a checkpoint's manifest as ``entry`` (the manifest carries no key: anyone who can
+    write the folder can rewrite it; docs/security.rst, threat model d)."""
+    with open(os.path.join(folder, "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    manifest["files"][fname] = entry
+    with open(os.path.join(folder, "MANIFEST.json"), "w") as f:
+        json.dump(manifest, f)
+
+
+def _entry(path, **extra):
+    from gensim_distw2v.io.store import _digest
+    return {"size": os.path.getsize(path), "digest": _digest(path), **extra}
+
+
+@pytest.mark.parametrize("craft", ["name-empty", "name-dot", "name-dotdot", "zip", "meta-json", "symlink", "fifo"])
+def test_a_crafted_checkpoint_is_refused_as_unreadable_and_skipped(tmp_path, caplog, craft):
+    """Issue 38, item 6 (and 2's regular files): manifest names "", "." and "..", a .npy that is a zip
+    archive, metadata that is not JSON, a symlink and a FIFO: each a CheckpointError naming it (the
+    folder falls back to the previous checkpoint), never another exception nor a blocked read."""
+    store = CheckpointStore(tmp_path, "shard-1-of-2")
+    store.write(meta(1), arrays(1))
+    store.write(meta(2), arrays(2))
+    folder = store.path(2)
+    npy = os.path.join(folder, "syn0.npy")
+    spec = {"array": {"dtype": "<f4", "shape": [50, 8]}}
+    if craft.startswith("name-"):
+        name = {"name-empty": "", "name-dot": ".", "name-dotdot": ".."}[craft]
+        _forge(folder, name, {"size": 4096, "digest": "0" * 32, **spec})
+        expected = "names a file it may not"
+    elif craft == "zip":
+        os.remove(npy)
+        np.savez(os.path.join(folder, "zipped.npz"), syn0=arrays(2)["syn0"])
+        os.rename(os.path.join(folder, "zipped.npz"), npy)
+        _forge(folder, "syn0.npy", _entry(npy, **spec))
+        expected = "is not a numpy array file"
+    elif craft == "meta-json":
+        path = os.path.join(folder, "meta.json")
+        with open(path, "w") as f:
+            f.write("{not json")
+        _forge(folder, "meta.json", _entry(path))
+        expected = "meta.json is not JSON metadata"
+    elif craft == "symlink":
+        real = os.path.join(str(tmp_path), "elsewhere.npy")
+        os.rename(npy, real)
+        os.symlink(real, npy)
+        expected = "syn0.npy is not a regular file"
+    else:
+        os.remove(npy)
+        os.mkfifo(npy)
+        _forge(folder, "syn0.npy", {"size": 0, "digest": "0" * 32, **spec})
+        expected = "syn0.npy is not a regular file"
+    with pytest.raises(CheckpointError, match=expected):
+        store.read(2)
+    with caplog.at_level(logging.WARNING, logger="gensim_distw2v.io.store"):
+        assert store.latest()[0] == 1
+
+
 def test_a_checkpoint_of_another_run_is_refused_by_name(tmp_path):
     store = CheckpointStore(tmp_path, "dispatcher")
     store.write(meta(1), {})

@@ -20,12 +20,14 @@ The dispatcher keeps its progress records in one store, each shard its rows in a
 (:mod:`gensim_distw2v.dispatcher`, :mod:`gensim_distw2v.shard`): a cluster checkpoint is the
 dispatcher's record of number ``n`` and every shard's checkpoint ``n``, the record written last.
 """
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import stat
 import uuid
 
 import numpy as np
@@ -53,10 +55,38 @@ class OtherRunError(CheckpointError):
     CODE = errors.Code.OTHER_RUN
 
 
+MAX_META_BYTES = 1 << 20  # a checkpoint's manifest and metadata are small JSON files: read no more
+
+
+def _open_regular(path):
+    """``path`` opened for reading if it is a regular file, not through a symlink (a FIFO would block
+    the reader, a device or a symlink to one never end it); OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_json(path, what):
+    """A small JSON file's value; CheckpointError naming ``what`` if it is not one."""
+    try:
+        with _open_regular(path) as fin:
+            data = fin.read(MAX_META_BYTES + 1)
+        if len(data) > MAX_META_BYTES:
+            raise ValueError(f"more than {MAX_META_BYTES} bytes")
+        return json.loads(data.decode("utf8"))
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{what} ({err})") from None
+
+
 def _digest(path):
-    """BLAKE2b (16 bytes) of a file, hex."""
+    """BLAKE2b (16 bytes) of a regular file, hex."""
     h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as fin:
+    with _open_regular(path) as fin:
         for block in iter(lambda: fin.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -207,39 +237,45 @@ class CheckpointStore:
         """
         folder = self.path(sequence)
         where = f"checkpoint {folder}"
-        try:
-            with open(os.path.join(folder, MANIFEST), "rb") as fin:
-                manifest = json.loads(fin.read().decode("utf8"))
-        except (OSError, ValueError) as err:
-            raise CheckpointError(f"{where}: no readable {MANIFEST} ({err})") from None
+        manifest = _read_json(os.path.join(folder, MANIFEST), f"{where}: no readable {MANIFEST}")
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("sequence") != sequence \
                 or not isinstance(manifest.get("files"), dict) or META not in manifest["files"]:
             raise CheckpointError(f"{where}: {MANIFEST} is not a format-{FORMAT} manifest of checkpoint {sequence}")
         arrays, meta = {}, None
         for fname, entry in manifest["files"].items():
-            path = os.path.join(folder, fname)
-            if not isinstance(fname, str) or os.path.basename(fname) != fname or not isinstance(entry, dict):
+            if not isinstance(fname, str) or fname in ("", ".", "..") or os.path.basename(fname) != fname \
+                    or not isinstance(entry, dict):
                 raise CheckpointError(f"{where}: {MANIFEST} names a file it may not ({fname!r})")
+            path = os.path.join(folder, fname)
             try:
-                size = os.path.getsize(path)
+                found = os.lstat(path)
             except OSError:
                 raise CheckpointError(f"{where}: {fname} is missing") from None
-            if size != entry.get("size"):
-                raise CheckpointError(f"{where}: {fname} has {size} bytes, its manifest says {entry.get('size')} "
-                                      f"(cut short or altered)")
-            if _digest(path) != entry.get("digest"):
+            if not stat.S_ISREG(found.st_mode):
+                raise CheckpointError(f"{where}: {fname} is not a regular file (a symlink, a FIFO, a device or a "
+                                      f"folder): refused")
+            if found.st_size != entry.get("size"):
+                raise CheckpointError(f"{where}: {fname} has {found.st_size} bytes, its manifest says "
+                                      f"{entry.get('size')} (cut short or altered)")
+            try:
+                digest = _digest(path)
+            except OSError as err:
+                raise CheckpointError(f"{where}: {fname} cannot be read ({err})") from None
+            if digest != entry.get("digest"):
                 raise CheckpointError(f"{where}: {fname} does not match its digest (altered on disk)")
             if fname == META:
-                with open(path, "rb") as fin:
-                    meta = json.loads(fin.read().decode("utf8"))
+                meta = _read_json(path, f"{where}: {fname} is not JSON metadata")
                 continue
             spec = entry.get("array")
             if not fname.endswith(".npy") or not isinstance(spec, dict):
                 raise CheckpointError(f"{where}: {fname} is not an array file of the manifest")
             try:
-                array = np.load(path, allow_pickle=False)
-            except ValueError as err:
+                with _open_regular(path) as fin:
+                    array = np.load(fin, allow_pickle=False)
+            except (OSError, ValueError, EOFError) as err:
                 raise CheckpointError(f"{where}: {fname} is not a numpy array file ({err})") from None
+            if not isinstance(array, np.ndarray):  # a zip archive (.npz) loads as an NpzFile
+                raise CheckpointError(f"{where}: {fname} is not a numpy array file (a {type(array).__name__})")
             if array.dtype.str != spec.get("dtype") or list(array.shape) != spec.get("shape"):
                 raise CheckpointError(f"{where}: {fname} is {array.dtype.str} {list(array.shape)}, its manifest says "
                                       f"{spec.get('dtype')} {spec.get('shape')}")
