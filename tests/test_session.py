@@ -1,10 +1,13 @@
 """The session state machine in-process: no sockets, no dispatcher, no clock."""
+import math
+
 import numpy as np
 import pytest
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.session import Session
 from gensim_distw2v.protocol import errors
+from gensim_distw2v.protocol.rounds import MAX_LOSS_PER_WORD
 from gensim_distw2v.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -477,3 +480,24 @@ def test_a_restored_file_epoch_never_hands_out_a_trained_range():
     assert [(m["lo"], m["hi"]) for m in out] == [(300, 600), (900, 1000)] and drained == 0
     restored.round_done("w1", report([[m["id"], 40, 60, 3] for m in out], flush=0))
     assert restored.epochs() == counts(4, 4, 240, 160, 12) and restored.epoch_done(0)
+
+
+def test_reported_values_are_bounded_so_that_the_totals_stay_finite():
+    """Issue 38, item 5: a member's report is checked against bounds, not only for being finite (two reports of
+    a loss of 1.7e308 made the session's total infinite, and every progress reply after it failed)."""
+    wire = report([[0, 50]], loss=120.0).to_wire()
+    protocol.RoundReport.from_wire(wire)  # a real round's loss: a few per word
+    for changes, problem in [({"loss": 1.7e308}, "loss must be in"), ({"loss": -1.0}, "loss must be in"),
+                             ({"merge_cpu": 1e300}, "merge_cpu must be at most"),
+                             ({"bytes_up": 2 ** 60}, "bytes must be below"),
+                             ({"jobs": [[0, 2 ** 50]]}, "ints in \\[0, 2\\*\\*40\\)")]:
+        with pytest.raises(ValueError, match=problem):
+            protocol.RoundReport.from_wire(dict(wire, **changes))
+    session = running()
+    session.put_jobs([job(0), job(1)])
+    session.join("w1")
+    session.hand_out("w1", 2)
+    for job_id in (0, 1):  # the largest losses a report may carry: the total stays finite
+        biggest = dict(wire, jobs=[[job_id, 50]], loss=MAX_LOSS_PER_WORD * 1_000_000)
+        session.round_done("w1", protocol.RoundReport.from_wire(biggest))
+    assert math.isfinite(session.loss)

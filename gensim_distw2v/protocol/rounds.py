@@ -9,6 +9,14 @@ from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative
 
 MAX_RANK = 2 ** 31  # a worker's rank in a session is below it
+# bounds on what a worker reports of a round (a member holding the key is not trusted beyond them):
+# gensim's loss is -log(sigmoid) of a clipped dot (at most about 6) per context pair and sample, some
+# tens of pairs and samples per word; 10,000 a word is far above any real run, and keeps the
+# session's total finite (two reports of 1.7e308 made it infinite, and every progress reply after it fail)
+MAX_LOSS_PER_WORD = 1e4
+MAX_REPORT_WORDS = 2 ** 40  # words of one report's job at most
+MAX_REPORT_BYTES = 2 ** 50  # bytes of one report at most
+MAX_REPORT_SECONDS = 1e9  # CPU or wall seconds a worker can have spent (totals so far)
 
 
 @dataclasses.dataclass
@@ -201,6 +209,20 @@ class RoundReport(Record):
                        "flush_cpu", "setup_cpu", "routine_nogil_cpu")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
-                    or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in entry)):
+                    or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_REPORT_WORDS
+                               for x in entry)):
                 raise ValueError(f"round report: jobs must be [id, effective_words] or [id, effective_words, "
-                                 f"raw_words, examples], got {entry!r}")
+                                 f"raw_words, examples], ints in [0, 2**40), got {entry!r}"[:300])
+        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu",
+                     "routine_nogil_cpu"):
+            if getattr(self, name) > MAX_REPORT_SECONDS:
+                raise ValueError(f"round report: {name} must be at most {MAX_REPORT_SECONDS:g} s, got "
+                                 f"{getattr(self, name)}")
+        if self.bytes_up > MAX_REPORT_BYTES or self.bytes_down > MAX_REPORT_BYTES or self.rounds > MAX_REPORT_WORDS:
+            raise ValueError("round report: bytes must be below 2**50 and rounds below 2**40")
+        # (a round may carry the loss of pieces of jobs it does not list yet: at most an interval's words,
+        # counted generously)
+        words = sum(entry[1] for entry in self.jobs)
+        if not 0.0 <= self.loss <= MAX_LOSS_PER_WORD * max(words, 1_000_000):
+            raise ValueError(f"round report: loss must be in [0, {MAX_LOSS_PER_WORD:g} a word] for its {words} "
+                             f"effective words, got {self.loss:.6g}")
