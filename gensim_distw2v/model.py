@@ -147,7 +147,8 @@ class Word2Vec(gensim.models.Word2Vec):
                 continue
             if event["msg"].startswith(f"effective_min_count={emc} retains "):
                 event["msg"] = (f"effective_min_count={emc} retains {kept} unique words "
-                                f"({kept * 100 / max(kept + unique, 1):.2f}% of original {kept + unique}, drops {unique})")
+                                f"({kept * 100 / max(kept + unique, 1):.2f}% of original {kept + unique}, "
+                                f"drops {unique})")
             elif event["msg"].startswith(f"effective_min_count={emc} leaves "):
                 event["msg"] = (f"effective_min_count={emc} leaves {kept_total} word corpus "
                                 f"({kept_total * 100 / max(kept_total + total, 1):.2f}% of original "

@@ -439,7 +439,8 @@ def this_machine(run, cores=2, **options):
 #: each range's words), the shards' CPU (adding the ranges' parts, one lock a shard) and the bytes the
 #: workers send; per distinct word, the client's serial tail (taking the shards' words, ordering them,
 #: gensim's own ``prepare_vocab`` and ``prepare_weights``); the corpus's bytes per word
-COUNT_COSTS = ("count_worker_us", "count_shard_us", "count_bytes_per_word", "tail_us_per_distinct", "file_bytes_per_word")
+COUNT_COSTS = ("count_worker_us", "count_shard_us", "count_bytes_per_word", "tail_us_per_distinct",
+               "file_bytes_per_word")
 #: Heaps' law exponent for the distinct words of a larger corpus, ``V(N) = V0 (N / N0)^beta``: 0.6 is at
 #: the high end of what English web text shows (so the client's tail is not underestimated)
 HEAPS_BETA = 0.6

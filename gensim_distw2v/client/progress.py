@@ -13,7 +13,8 @@ from tqdm import tqdm
 
 __all__ = ["ProgressBars", "LOGGERS"]
 
-LOGGERS = ("gensim_distw2v.client.report", "gensim_distw2v.client.training", "gensim_distw2v.client.vocab")  # (with progress)
+# the loggers whose records carry progress
+LOGGERS = ("gensim_distw2v.client.report", "gensim_distw2v.client.training", "gensim_distw2v.client.vocab")
 
 
 class ProgressBars(logging.Handler):

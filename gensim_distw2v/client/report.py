@@ -67,7 +67,8 @@ class Reports:
         model = self.model
         per_epoch = int(total_words or getattr(model, "corpus_total_words", 0) or 1)
         raw = sum(counts.raw_words for counts in progress.epochs.values())
-        return {"stage": "train", "epoch": epoch, "epochs": int(model.epochs), "words": int((epoch + share) * per_epoch),
+        return {"stage": "train", "epoch": epoch, "epochs": int(model.epochs),
+                "words": int((epoch + share) * per_epoch),
                 "total_words": per_epoch * int(model.epochs), "words_per_s": progress.epoch(epoch).raw_words / elapsed,
                 "merges": progress.merges,
                 "bytes_per_word": (progress.total("bytes_up") + progress.total("bytes_down")) / max(1, raw)}

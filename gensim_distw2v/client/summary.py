@@ -20,7 +20,8 @@ def costs(stats, client_cpu=0.0):
     by_role = {}
     for node in stats.get("nodes", {}).values():
         by_role[node["role"]] = by_role.get(node["role"], 0.0) + node["cpu"]
-    kernel, merge, setup = stats["kernel_cpu"] * us, stats["merge_cpu"]["workers"] * us, stats.get("setup_cpu", 0.0) * us
+    kernel, merge = stats["kernel_cpu"] * us, stats["merge_cpu"]["workers"] * us
+    setup = stats.get("setup_cpu", 0.0) * us
     return {"kernel_us": kernel, "worker_merge_us": merge, "worker_setup_us": setup,
             "worker_other_us": max(0.0, by_role.get("worker", 0.0) * us - kernel - merge - setup),
             "shard_us": by_role.get("shard", 0.0) * us, "dispatcher_us": by_role.get("dispatcher", 0.0) * us,

@@ -149,7 +149,8 @@ class ClusterCount:
     def _count(self, spec, dispatcher, began, min_count):
         wait_for_workers(dispatcher, self.ns_conf, self.cluster_timeout)
         status = dispatcher.call("status")
-        workers = {name: (m.uri or transport.lookup(self.ns_conf, name), m.threads) for name, m in status.workers.items()}
+        workers = {name: (m.uri or transport.lookup(self.ns_conf, name), m.threads)
+                   for name, m in status.workers.items()}
         shards = sorted([name, s.uri] for name, s in status.shards.items())
         threads = sum(t for _uri, t in workers.values())
         step = range_bytes(spec.size, threads)
@@ -171,15 +172,15 @@ class ClusterCount:
             counted = time.monotonic()
             words, offsets, counts, firsts = self._take(held, count_id, token, min_count)
         finally:
-            held.close()
-            self._close(shards, count_id, token)
+            self._close(held, count_id, token)
         raw_vocab = _vocab(words, offsets, counts, firsts)
         total_words = sum(r[0] for r in self.results.values())
         sentences = sum(r[1] for r in self.results.values())
         now = time.monotonic()
         stats = {"count_seconds": now - began, "count_ranges_seconds": counted - began, "count_cpu": self.cpu,
                  "count_shard_cpu": self.shard_cpu, "count_shard_bytes": self.shard_bytes, "count_bytes": self.sent,
-                 "count_distinct": len(raw_vocab) + self.dropped[0], "count_sent_distinct": len(raw_vocab), "count_ranges": n_ranges, "count_recounted": self.recounted,
+                 "count_distinct": len(raw_vocab) + self.dropped[0], "count_sent_distinct": len(raw_vocab),
+                 "count_ranges": n_ranges, "count_recounted": self.recounted,
                  "count_workers": len(workers), "count_threads": threads, "count_shards": len(shards),
                  "count_range_bytes": step, "count_range_words": sum(r[2] for r in self.results.values()),
                  "count_range_max_distinct": max((r[2] for r in self.results.values()), default=0)}
@@ -200,9 +201,7 @@ class ClusterCount:
             while len(self.results) < self.total and self.fatal is None:
                 if len(self.results) != shown:
                     shown = len(self.results)
-                    logger.debug("counted %i of %i ranges", shown, self.total, extra={"progress": {
-                        "stage": "count", "done": shown, "ranges": self.total, "workers": n_workers - len(self.problems),
-                        "words": sum(r[0] for r in self.results.values())}})
+                    self._progress(logging.DEBUG, n_workers)
                 if len(self.problems) == n_workers:
                     reasons = "; ".join(f"{name}: {why}" for name, why in self.problems.items())
                     raise transport.ClusterError(f"no worker could count the vocabulary of {path} ({reasons})")
@@ -221,9 +220,13 @@ class ClusterCount:
                         self._out(name, "the dispatcher lost it")
             if self.fatal is not None:
                 raise self.fatal
-            logger.info("counted %i of %i ranges", len(self.results), self.total, extra={"progress": {
-                "stage": "count", "done": len(self.results), "ranges": self.total,
-                "workers": n_workers - len(self.problems), "words": sum(r[0] for r in self.results.values())}})
+            self._progress(logging.INFO, n_workers)
+
+    def _progress(self, level, n_workers):
+        """Log the ranges counted so far, with the figures as ``progress`` (gensim_distw2v.client.progress)."""
+        logger.log(level, "counted %i of %i ranges", len(self.results), self.total, extra={"progress": {
+            "stage": "count", "done": len(self.results), "ranges": self.total,
+            "workers": n_workers - len(self.problems), "words": sum(r[0] for r in self.results.values())}})
 
     def _take_ranges(self, name, threads):
         """Up to ``threads`` ranges for worker ``name``, waiting while others' are out; None: all counted
@@ -330,14 +333,15 @@ class ClusterCount:
         firsts = np.concatenate([c.firsts for c in chunks]) if chunks else np.zeros(0, np.int64)
         return words, offsets, counts, firsts
 
-    def _close(self, shards, count_id, token):
-        held = links.ShardLinks(shards, self.hmac_key, self.ns_conf, token, timeout=links.CLOSE_TIMEOUT)
+    @staticmethod
+    def _close(held, count_id, token):
+        """Drop the count on every shard (best effort), then the links."""
         try:
-            for shard in range(len(shards)):
+            for shard in range(len(held)):
                 try:
                     held.call(shard, "count_close", protocol.CountRef(count=count_id, token=token))
                 except (errors.ShardLost, ValueError) as err:
-                    logger.warning("could not close count %s on shard %s: %s", count_id, shards[shard][0], err)
+                    logger.warning("could not close count %s on shard %s: %s", count_id, held.shards[shard][0], err)
         finally:
             held.close()
 
