@@ -364,6 +364,17 @@ def test_a_worker_lost_while_counting_leaves_the_counts_exact(big_file, monkeypa
     assert (found.total_words, found.corpus_count) == (theirs.corpus_total_words, theirs.corpus_count)
 
 
+@pytest.mark.cluster
+def test_a_shard_lost_before_the_count_is_named_and_nothing_hangs(tmp_path):
+    with LocalCluster(n_workers=1, threads_per_worker=1, n_shards=2, log_level="WARNING") as broken:
+        broken.processes["shard-1"].kill()  # the dispatcher still lists it (until its heartbeats are missed)
+        model = Word2Vec(distributed=True, ns_conf=broken.ns_conf, vector_size=8)
+        began = time.monotonic()
+        with pytest.raises(errors.ShardLost, match=r"lost parameter shard gensim_distw2v\.shard\.\w+ at .*restart it"):
+            model.build_vocab(corpus_file=LEE)
+        assert time.monotonic() - began < 30
+
+
 NEEDS_UNSHARE = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0 or shutil.which("unshare") is None,
     reason="a worker with another view of the filesystem needs Linux, root and unshare")  # (root: .ci/run's)
@@ -419,6 +430,9 @@ def test_ten_million_distinct_words_are_counted_in_the_memory_the_docs_state(tmp
         found = vocab.ClusterCount(big.ns_conf).count(str(path))
         grown = {name: peak_and_now(pid)[0] - before[name] for name, pid in pids.items()}
     stats = found.stats
+    print(f"peak memory grown while counting, MB: {', '.join(f'{n} {g / 1e6:.0f}' for n, g in sorted(grown.items()))};"
+          f" ranges of {stats['count_range_bytes'] / 1e6:.1f} MB, {stats['count_range_max_distinct']:,} distinct words "
+          f"in the largest")  # (docs/corpus_file.rst quotes them: pytest -s -k ten_million)
     assert len(grown) == 4 and all(extra > 0 for extra in grown.values()), grown
     assert len(found.raw_vocab) == found.total_words == n and found.corpus_count == n // 100
     per_thread = 4 * stats["count_range_bytes"] + 160 * stats["count_range_max_distinct"]
