@@ -10,7 +10,10 @@ training succeeded and its wall time against the undisturbed one, the dispatcher
 server's memory growth, how many of the strangers' connections the servers had closed within
 ``--wait`` seconds of the attack's start, the status page's answer to the rebinding request, how many
 trickled requests it cut within ``--wait`` seconds, and the flood's requests a second against the
-dispatcher's CPU meanwhile. Run it on a checkout before and after a change::
+dispatcher's CPU meanwhile. Then a member holding the key and a crafted checkpoint folder attack a
+keyed client's run (``benchmarks/insiders.py``: each attack's answer, whether the run still trained
+every word, how long the crafted resume took to be answered). Run it on a checkout before and after
+a change::
 
     python benchmarks/attacks.py --repeats 3 --json
 """
@@ -23,7 +26,10 @@ import sys
 import threading
 import time
 
+from insiders import insider_attacks  # (benchmarks/ is on sys.path when this file is run)
+
 IDLE_DISPATCHER, IDLE_NS, HUGE = 70, 45, 200 * 1024 * 1024
+INSIDER_CALLS = ("forged_heartbeat", "shard_open_with_workers_token", "takeover_by_resume", "forged_leave")
 TRICKLES, FLOOD_THREADS, FLOOD_SECONDS = 16, 4, 3.0
 
 
@@ -186,10 +192,11 @@ def one(repeat, wait):
             sock.close()
         transport.release(dispatcher)
         page = page_attacks(cluster, wait)
+        insiders = insider_attacks(cluster, corpus, params)
     dropped = [d for d in drops if d is not None]
     return {"status_seconds": status, "trained": trained is not None, "train_seconds": trained, "clean_seconds": clean,
             "error": error, "dispatcher_mib": grown["dispatcher"], "nameserver_mib": grown["nameserver"],
-            "dropped": len(dropped), "strangers": len(drops), **page}
+            "dropped": len(dropped), "strangers": len(drops), **page, "insiders": insiders}
 
 
 def main(argv=None):
@@ -206,6 +213,8 @@ def main(argv=None):
               f"{row['strangers']}; status page: rebinding request {row['rebinding_status']}, trickled requests cut "
               f"{row['trickles_cut']} of {row['trickles']}, flood {row['flood_requests_per_s']:.0f} requests/s at "
               f"{row['flood_dispatcher_cpu_share']:.0%} of a core of the dispatcher", flush=True)
+        print("  insiders: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in row["insiders"].items()),
+              flush=True)
     summary = {"repeats": args.repeats, "trained": sum(r["trained"] for r in rows),
                "dispatcher_mib": statistics.median(r["dispatcher_mib"] for r in rows),
                "nameserver_mib": statistics.median(r["nameserver_mib"] for r in rows),
@@ -215,12 +224,19 @@ def main(argv=None):
                "rebinding_refused": sum(r["rebinding_status"] == 403 for r in rows),
                "trickles_cut": statistics.median(r["trickles_cut"] / r["trickles"] for r in rows),
                "flood_requests_per_s": statistics.median(r["flood_requests_per_s"] for r in rows),
-               "flood_dispatcher_cpu_share": statistics.median(r["flood_dispatcher_cpu_share"] for r in rows)}
+               "flood_dispatcher_cpu_share": statistics.median(r["flood_dispatcher_cpu_share"] for r in rows),
+               "insider_refused": {key: sum(r["insiders"][key].startswith("refused") for r in rows)
+                                   for key in INSIDER_CALLS},
+               "insider_runs_trained": sum(r["insiders"]["keyed_training"] == "trained every word" for r in rows),
+               "crafted_answered": sum(r["insiders"]["crafted_resume_seconds"] is not None for r in rows)}
     print(f"trained under attack in {summary['trained']} of {args.repeats} repeats; median memory growth "
           f"{summary['dispatcher_mib']:.0f} MiB (dispatcher), {summary['nameserver_mib']:.0f} MiB (name server); "
           f"median share of strangers dropped within {args.wait:.0f} s: {summary['dropped']:.0%}; status page: "
           f"rebinding refused in {summary['rebinding_refused']} of {args.repeats}, trickled requests cut "
-          f"{summary['trickles_cut']:.0%}, flood {summary['flood_requests_per_s']:.0f} requests/s")
+          f"{summary['trickles_cut']:.0%}, flood {summary['flood_requests_per_s']:.0f} requests/s; insiders: "
+          + ", ".join(f"{k} refused {n} of {args.repeats}" for k, n in summary["insider_refused"].items())
+          + f"; the run under their attacks trained in {summary['insider_runs_trained']} of {args.repeats}; a crafted "
+          f"resume answered in {summary['crafted_answered']} of {args.repeats}")
     if args.json:
         sys.path.insert(0, __file__.rsplit("/", 1)[0])
         from provenance import provenance

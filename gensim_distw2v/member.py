@@ -34,6 +34,7 @@ class Member:
 
     ROLE = None  # "worker" or "shard"
     dispatcher_uri = None  # the dispatcher's URI once found
+    secret = ""  # the dispatcher's answer to its last hello: its calls naming it carry it
 
     # ------------------------------------------------------------------ hooks
     def hello_request(self):
@@ -42,7 +43,7 @@ class Member:
 
     def beat_request(self):
         """Its next heartbeat (a :class:`gensim_distw2v.protocol.Heartbeat`)."""
-        return protocol.Heartbeat(name=self.name, wait=self.heartbeat_every, metrics=self.metrics())
+        return protocol.Heartbeat(name=self.name, wait=self.heartbeat_every, metrics=self.metrics(), secret=self.secret)
 
     def found(self, uri):
         """The dispatcher at ``uri`` took its hello."""
@@ -76,7 +77,7 @@ class Member:
                 if uri:
                     link = endpoints.link(uri, tables.DISPATCHER, self.hmac_key, timeout=30.0)
                     try:
-                        link.call(OPS[self.ROLE][0], self.hello_request())
+                        self.secret = link.call(OPS[self.ROLE][0], self.hello_request())
                     except BaseException:
                         link.release()
                         raise
@@ -106,7 +107,7 @@ class Member:
         try:
             link = endpoints.link(uri, tables.DISPATCHER, self.hmac_key, timeout=GOODBYE_TIMEOUT)
             try:
-                link.call(OPS[self.ROLE][2], name=self.name)
+                link.call(OPS[self.ROLE][2], name=self.name, secret=self.secret)
             finally:
                 link.release()
         except (transport.ClusterError, transport.PyroError, ValueError, OSError) as err:
@@ -138,7 +139,7 @@ class Member:
                 link = self._drop(link, asked=False)
         if link is not None:
             try:
-                link.call(OPS[self.ROLE][2], name=self.name)
+                link.call(OPS[self.ROLE][2], name=self.name, secret=self.secret)
             except (transport.PyroError, ValueError):
                 pass
             link.release()

@@ -16,7 +16,7 @@ import dataclasses
 import typing
 
 from gensim_distw2v import fields
-from gensim_distw2v.fields import Choice, Count, Real, Text, option
+from gensim_distw2v.fields import Choice, Count, Flag, Real, Text, option
 from gensim_distw2v.io import transport
 from gensim_distw2v.protocol.constants import LONG_POLL
 
@@ -36,6 +36,12 @@ def _host(flags=()):
 
 def _max_model_bytes(what):
     return option(None, f"{what}, in bytes (None: half this machine's memory)", Count(1, optional=True), role=True)
+
+
+def _sign_checkpoints():
+    return option(True, "sign checkpoints' manifests with the cluster's HMAC key, and read back only those it "
+                        "signed (a resume needs the same key); off for a key made afresh for each cluster, as "
+                        "LocalCluster's own", Flag(), role=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +100,11 @@ class DispatcherOptions(ServerOptions):
         120.0, "seconds a worker may hold jobs without merging them (and at least ten typical rounds) before it is "
                "dropped and its jobs re-queued", Real(0.0, low_open=True, unit="seconds"), role=True)
     max_model_bytes: typing.Optional[int] = _max_model_bytes("the largest session's arrays this dispatcher holds")
+    sign_checkpoints: bool = _sign_checkpoints()
+    allow_takeover: bool = option(
+        False, "let a client that resumes a run replace the run's running session at once (its client died, say); "
+               "without it, the resume waits for that session to end (client_timeout after its client's last call): "
+               "a member holding the key cannot take over a live client's session", Flag(), role=True)
     status_port: typing.Optional[int] = option(
         None, "serve a read-only HTTP status page (and /status.json) on this port (0: any free port; None: none)",
         Count(0, 65535, optional=True))
@@ -116,6 +127,7 @@ class ShardOptions(_MemberOptions):
     """``python -m gensim_distw2v.shard``'s options."""
 
     max_model_bytes: typing.Optional[int] = _max_model_bytes("the most a session's rows may take on this shard")
+    sign_checkpoints: bool = _sign_checkpoints()
     channel_port: int = option(0, "port of the bulk channel that carries merge rounds, beside Pyro4's (0: any free "
                                   "port; -1: none, merges go by Pyro4)", Count(-1, 65535))
 

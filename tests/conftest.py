@@ -69,6 +69,21 @@ def _unit_stays_in_process(request, monkeypatch):
     yield
 
 
+def _grant(shard, sid, owner, **fields):
+    """The dispatcher's word to an in-process shard: it runs session ``sid``, whose owner's secret is
+    ``owner`` (the shard then lets that owner open it)."""
+    from gensim_distw2v import protocol
+
+    shard.on_beat(None, shard.beat_request(), protocol.ShardBeat(session=sid, ranks=[], next_rank=0, hello=False,
+                                                                 owner=protocol.owner_digest(owner), **fields))
+
+
+@pytest.fixture
+def grant():
+    """:func:`_grant`: tell an in-process shard who owns a session."""
+    return _grant
+
+
 @pytest.fixture(scope="session")
 def lee_corpus():
     """``lee_background.cor`` from gensim's test data: 300 documents, about 60,000 words."""

@@ -151,15 +151,18 @@ def dispatcher():
     out.shutdown()
 
 
+S = {}  # the members' secrets (their hellos' replies)
+
+
 def _opened(link):
     """A worker and a shard registered, a session opened, uploaded and started: its Opened."""
-    link.call("hello", name=WORKER, uri="PYRO:w@127.0.0.1:1", versions=versions(), threads=2)
-    link.call("shard_hello", name=SHARD, uri="PYRO:s@127.0.0.1:2", versions=versions())
+    S[WORKER] = link.call("hello", name=WORKER, uri="PYRO:w@127.0.0.1:1", versions=versions(), threads=2)
+    S[SHARD] = link.call("shard_hello", name=SHARD, uri="PYRO:s@127.0.0.1:2", versions=versions())
     opened = link.call("open_session", _config())
     for name, dtype in (("lockf", np.float32), ("cum_table", np.uint32)):
-        link.call("upload", session=opened.session, name=name, lo=0, token=opened.token,
+        link.call("upload", session=opened.session, name=name, lo=0, token=opened.owner,
                   array=protocol.pack_array(np.arange(1, 11).astype(dtype)))
-    assert link.call("start", session=opened.session) == 1
+    assert link.call("start", session=opened.session, token=opened.owner) == 1
     return opened
 
 
@@ -168,24 +171,24 @@ def test_the_dispatcher_serves_a_session_in_process_through_its_table(dispatcher
     link = dispatcher.local()
     opened = _opened(link)
     sid = opened.session
-    assert link.call("heartbeat", name=WORKER, known=None, wait=0.0) == protocol.Beat(session=sid, hello=False)
-    joined = link.call("join", name=WORKER, session=sid)
+    assert link.call("heartbeat", name=WORKER, secret=S[WORKER], known=None, wait=0.0) == protocol.Beat(session=sid, hello=False)
+    joined = link.call("join", name=WORKER, secret=S[WORKER], session=sid)
     assert joined.rank == 0 and joined.shards == [[SHARD, "PYRO:s@127.0.0.1:2"]] and joined.token == opened.token
     job = protocol.Job(id=0, epoch=0, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
                        offsets=np.array([0, 3], np.int64), raw_words=3, examples=1)
     assert link.call("put_jobs", session=sid, jobs=[job.to_wire()]) == 1
     link.call("end_epoch", session=sid, epoch=0)
-    batch = link.call("get_jobs", name=WORKER, session=sid, max_jobs=4, wait=0.0)
+    batch = link.call("get_jobs", name=WORKER, secret=S[WORKER], session=sid, max_jobs=4, wait=0.0)
     assert [msg["id"] for msg in batch.jobs] == [0] and batch.drained == 0
-    assert link.call("begin_round", name=WORKER, session=sid, turn=[0, 0], wait=0.0) is True
-    link.call("round_done", name=WORKER, session=sid, report=_report([[0, 3]], flush=0))
-    progress = link.call("progress", session=sid, token=opened.token)
+    assert link.call("begin_round", name=WORKER, secret=S[WORKER], session=sid, turn=[0, 0], wait=0.0) is True
+    link.call("round_done", name=WORKER, secret=S[WORKER], session=sid, report=_report([[0, 3]], flush=0))
+    progress = link.call("progress", session=sid, token=opened.owner)
     assert progress.state == "running" and progress.failure is None
     assert progress.epoch(0).done == 1 and progress.flushed == 0 and progress.workers[WORKER].merges == 1
     assert link.call("status").session == protocol.SessionState(id=sid, state="running")
-    with pytest.raises(errors.Forbidden, match="close: not this session's token"):
+    with pytest.raises(errors.Forbidden, match="close: not this session's owner secret"):
         link.call("close", session=sid, token="a guess")
-    link.call("close", session=sid, token=opened.token)
+    link.call("close", session=sid, token=opened.owner)
     assert link.call("status").session is None
     with pytest.raises(errors.SessionClosed, match=f"unknown or closed session '{sid}'"):
         link.call("progress", session=sid)
@@ -200,26 +203,26 @@ def test_progress_waits_for_the_epochs_end_and_no_longer(dispatcher):
     link = dispatcher.local()
     opened = _opened(link)
     sid = opened.session
-    link.call("join", name=WORKER, session=sid)
+    link.call("join", name=WORKER, secret=S[WORKER], session=sid)
     job = protocol.Job(id=0, epoch=0, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
                        offsets=np.array([0, 3], np.int64), raw_words=3, examples=1)
     link.call("put_jobs", session=sid, jobs=[job.to_wire()])
     link.call("end_epoch", session=sid, epoch=0)
-    link.call("get_jobs", name=WORKER, session=sid, max_jobs=4, wait=0.0)
+    link.call("get_jobs", name=WORKER, secret=S[WORKER], session=sid, max_jobs=4, wait=0.0)
     began = time.monotonic()
-    progress = link.call("progress", session=sid, token=opened.token, epoch=0, wait=0.3)
+    progress = link.call("progress", session=sid, token=opened.owner, epoch=0, wait=0.3)
     assert 0.25 <= time.monotonic() - began < 2.0 and progress.epoch(0).done == 0  # not done: the wait is over
     reporter = threading.Timer(0.2, lambda: dispatcher.local().call(
-        "round_done", name=WORKER, session=sid, report=_report([[0, 3]], flush=0)))
+        "round_done", name=WORKER, secret=S[WORKER], session=sid, report=_report([[0, 3]], flush=0)))
     reporter.start()
     began = time.monotonic()
-    progress = link.call("progress", session=sid, token=opened.token, epoch=0, wait=5.0)
+    progress = link.call("progress", session=sid, token=opened.owner, epoch=0, wait=5.0)
     waited = time.monotonic() - began
     reporter.join()
     assert 0.1 <= waited < 2.0, waited  # answered by the report, not at the end of its wait
     assert progress.epoch(0).done == 1 and progress.flushed == 0
     began = time.monotonic()  # an epoch the session has not begun: no wait (and no entry made for it)
-    link.call("progress", session=sid, token=opened.token, epoch=7, wait=5.0)
+    link.call("progress", session=sid, token=opened.owner, epoch=7, wait=5.0)
     assert time.monotonic() - began < 1.0 and "7" not in link.call("progress", session=sid).epochs
     for fields, message in ((dict(epoch=0, wait=6.0), "wait must be a number of seconds in \\[0, 5\\]"),
                             (dict(wait=1.0), "a wait needs the epoch"), (dict(epoch=-1), "epoch must be >= 0")):
@@ -237,10 +240,10 @@ def test_a_shards_heartbeat_waits_while_the_dispatchers_session_is_what_it_was_t
     link = dispatcher.local()
     opened = _opened(link)
     began = time.monotonic()
-    beat = link.call("shard_beat", name=SHARD, known=None, wait=0.3)  # news: a session it was not told of
+    beat = link.call("shard_beat", name=SHARD, secret=S[SHARD], known=None, wait=0.3)  # news: a session it was not told of
     assert beat.session == opened.session and time.monotonic() - began < 0.25
     began = time.monotonic()
-    beat = link.call("shard_beat", name=SHARD, known=opened.session, wait=0.3)
+    beat = link.call("shard_beat", name=SHARD, secret=S[SHARD], known=opened.session, wait=0.3)
     assert beat.session == opened.session and time.monotonic() - began >= 0.25
     # and the shard says so: holding nothing, its heartbeat names the session it was told of
     from gensim_distw2v.shard.service import Shard
@@ -268,9 +271,9 @@ def test_the_dispatcher_refuses_with_the_code_of_each_refusal(dispatcher):
     other = protocol.WORKER_PREFIX + "w2"
     with pytest.raises(errors.UnknownMember, match=f"unknown worker '{other}': say hello first"):
         link.call("join", name=other, session=opened.session)
-    link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
+    S[other] = link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
     with pytest.raises(errors.NotInSession, match=f"worker {other} is not a member of session"):
-        link.call("get_jobs", name=other, session=opened.session, max_jobs=1, wait=0.0)
+        link.call("get_jobs", name=other, secret=S[other], session=opened.session, max_jobs=1, wait=0.0)
     with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):
         dispatcher.cluster.workers[other].connection = "another connection"
         link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
@@ -279,21 +282,53 @@ def test_the_dispatcher_refuses_with_the_code_of_each_refusal(dispatcher):
 
 
 @pytest.mark.unit
+def test_a_member_calls_for_its_own_name_only(dispatcher):
+    """A member holding the key (threat model c) cannot beat, report, quit or leave for another:
+    every call naming a member carries the secret its hello's reply gave it."""
+    link = dispatcher.local()
+    opened = _opened(link)
+    sid, other = opened.session, protocol.WORKER_PREFIX + "w2"
+    S[other] = link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
+    assert len(S[other]) >= 16 and S[other] != S[WORKER]
+    link.call("join", name=WORKER, secret=S[WORKER], session=sid)
+    forged = protocol.NodeMetrics(role="worker", session=sid, seconds=1.0, words=0, cpu=1.0, kernel_cpu=0.5,
+                                  merge_cpu=0.25, rss=10, peak_rss=20, bytes_sent=1, bytes_received=2, threads=1)
+    for op, fields in (("heartbeat", dict(known=sid, wait=0.0, metrics=forged)),
+                       ("join", dict(session=sid)), ("get_jobs", dict(session=sid, max_jobs=1, wait=0.0)),
+                       ("begin_round", dict(session=sid, turn=[0, 0], wait=0.0)),
+                       ("round_done", dict(session=sid, report=_report([[0, 3]]))),
+                       ("file_check", dict(session=sid, problem="forged")),
+                       ("quit_session", dict(session=sid, reason="forged")), ("leave", {})):
+        for secret in (S[other], "", None):
+            with pytest.raises(errors.Forbidden, match=f"names {WORKER} without its secret"):
+                link.call(op, name=WORKER, **({} if secret is None else {"secret": secret}), **fields)
+    with pytest.raises(errors.Forbidden, match=f"shard_beat names {SHARD} without its secret"):
+        link.call("shard_beat", name=SHARD, secret=S[other], known=sid, wait=0.0, poisoned={"0": "forged"})
+    with pytest.raises(errors.Forbidden, match=f"shard_leave names {SHARD} without its secret"):
+        link.call("shard_leave", name=SHARD, secret=S[WORKER])
+    assert set(dispatcher.cluster.workers) == {WORKER, other} and SHARD in dispatcher.cluster.shards
+    assert link.call("progress", session=sid, token=opened.owner).state == "running"
+    assert WORKER not in dispatcher.cluster.book.latest  # no forged metrics kept
+    link.call("leave", name=WORKER, secret=S[WORKER])  # its own: taken
+    assert set(dispatcher.cluster.workers) == {other}
+
+
+@pytest.mark.unit
 def test_a_lost_shard_fails_the_session_and_progress_says_why(dispatcher):
     link = dispatcher.local()
     opened = _opened(link)
     sid = opened.session
-    link.call("join", name=WORKER, session=sid)
-    link.call("shard_leave", name=SHARD)
-    progress = link.call("progress", session=sid, token=opened.token)
+    link.call("join", name=WORKER, secret=S[WORKER], session=sid)
+    link.call("shard_leave", name=SHARD, secret=S[SHARD])
+    progress = link.call("progress", session=sid, token=opened.owner)
     assert progress.state == "failed" and progress.failure.code == "shard_lost"
     assert progress.failure.message == f"lost parameter shard {SHARD} (it shut down)"
     assert type(progress.failure.fault()) is errors.ShardLost
     with pytest.raises(errors.ShardLost, match=f"lost parameter shard {SHARD}"):
-        link.call("get_jobs", name=WORKER, session=sid, max_jobs=1, wait=0.0)
-    assert link.call("heartbeat", name=WORKER, known=sid, wait=0.0).session is None  # workers drop it
+        link.call("get_jobs", name=WORKER, secret=S[WORKER], session=sid, max_jobs=1, wait=0.0)
+    assert link.call("heartbeat", name=WORKER, secret=S[WORKER], known=sid, wait=0.0).session is None  # workers drop it
     assert link.call("status").session.state == "failed"
-    link.call("close", session=sid, token=opened.token)
+    link.call("close", session=sid, token=opened.owner)
     assert link.call("status").session is None
 
 
@@ -302,20 +337,20 @@ def test_a_poisoned_merge_and_every_worker_quitting_fail_the_session(dispatcher)
     link = dispatcher.local()
     opened = _opened(link)
     sid = opened.session
-    link.call("join", name=WORKER, session=sid)
-    beat = link.call("shard_beat", name=SHARD, known=sid, wait=0.0, poisoned={"0": "a value beyond the bound"})
+    link.call("join", name=WORKER, secret=S[WORKER], session=sid)
+    beat = link.call("shard_beat", name=SHARD, secret=S[SHARD], known=sid, wait=0.0, poisoned={"0": "a value beyond the bound"})
     assert beat.session == sid
     failure = link.call("progress", session=sid).failure
     assert failure.code == "poisoned" and failure.message.endswith(
         f"worker {WORKER}: shard {SHARD} refused its merge: a value beyond the bound")
-    link.call("close", session=sid, token=opened.token)
+    link.call("close", session=sid, token=opened.owner)
     opened = link.call("open_session", _config())
     for name, dtype in (("lockf", np.float32), ("cum_table", np.uint32)):
-        link.call("upload", session=opened.session, name=name, lo=0, token=opened.token,
+        link.call("upload", session=opened.session, name=name, lo=0, token=opened.owner,
                   array=protocol.pack_array(np.arange(1, 11).astype(dtype)))
-    link.call("start", session=opened.session)
-    link.call("join", name=WORKER, session=opened.session)
-    link.call("quit_session", name=WORKER, session=opened.session, reason="out of memory")
+    link.call("start", session=opened.session, token=opened.owner)
+    link.call("join", name=WORKER, secret=S[WORKER], session=opened.session)
+    link.call("quit_session", name=WORKER, secret=S[WORKER], session=opened.session, reason="out of memory")
     failure = link.call("progress", session=opened.session).failure
     assert failure.code == "no_workers" and f"worker {WORKER}: out of memory" in failure.message
 

@@ -163,6 +163,121 @@ def test_arrays_that_would_need_pickle_or_unsafe_names_are_refused(tmp_path):
     assert store.sequences() == []  # nothing written by the refused calls
 
 
+# ---------------------------------------------------------------------------------------------- issue 38, item 3
+def _modes(folder):
+    """``{path: mode}`` of every file and folder under ``folder`` (itself included)."""
+    out = {folder: os.stat(folder).st_mode & 0o777}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            out[os.path.join(root, name)] = os.lstat(os.path.join(root, name)).st_mode & 0o777
+    return out
+
+
+def test_checkpoints_are_private_whatever_the_umask(tmp_path):
+    """Under umask 022 the folders were 0755 and the files 0644: every user of the node read the
+    weights. Now folders 0700, files 0600."""
+    old = os.umask(0o022)
+    try:
+        folder = str(tmp_path / "new")
+        store = CheckpointStore(folder, "shard-0-of-1", keep=None)
+        for sequence in (1, 2):
+            store.write(meta(sequence), arrays(sequence), sequence=sequence)
+        modes = _modes(folder)
+        assert len(modes) == 1 + 1 + 2 + 2 * 4  # the folder, the store's, 2 checkpoints of 4 files
+        assert {path: mode for path, mode in modes.items() if mode & 0o077} == {}
+        # an older store's folder (0755) is made private when it is used again
+        os.chmod(store.root, 0o755)
+        CheckpointStore(folder, "shard-0-of-1", keep=None)
+        assert os.stat(store.root).st_mode & 0o777 == 0o700
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("who", ["another user", "others", "its group"])
+def test_a_checkpoint_folder_someone_else_can_write_is_refused(tmp_path, who):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    if who == "another user":
+        os.chown(folder, 65534, 65534)
+        expected = r"belongs to another user \(uid 65534\): whoever owns it can read or swap"
+    else:
+        os.chmod(folder, 0o777 if who == "others" else 0o770)
+        expected = rf"is writable by {who} \(d[rwx-]+\): they could swap what is written there; chmod go-w"
+    with pytest.raises(CheckpointError, match=expected):
+        CheckpointStore(str(folder), "dispatcher")
+    assert list(folder.iterdir()) == []
+
+
+def test_no_file_is_written_through_a_planted_symlink(tmp_path):
+    from gensim_distw2v.io.store import _write_file
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    os.symlink(victim, tmp_path / "planted")
+    with pytest.raises(FileExistsError):
+        _write_file(str(tmp_path / "planted"), lambda fout: fout.write(b"overwritten"))
+    assert victim.read_bytes() == b"precious"
+    store = CheckpointStore(str(tmp_path / "ck"), "dispatcher")
+    planted = os.path.join(store.root, f".tmp-00000001-{os.getpid()}-")  # a guess at the temporary folder's name
+    os.symlink(str(tmp_path), planted)
+    store.write(meta(1), {})
+    assert os.path.islink(planted) and not os.path.exists(tmp_path / "meta.json")  # written elsewhere, safely
+
+
+def test_a_signed_checkpoint_is_refused_once_swapped_or_unsigned(tmp_path):
+    """With the cluster's key the manifest is signed: whoever can write the folder (threat model d)
+    can no longer swap a whole checkpoint for one of their own, digests and all."""
+    import shutil
+
+    key, folder = b"the cluster's key", str(tmp_path / "ck")
+    signed = CheckpointStore(folder, "dispatcher", key=key)
+    signed.write(meta(1), arrays(1))
+    assert signed.read(1)[0] == meta(1)
+    forger = CheckpointStore(str(tmp_path / "forged"), "dispatcher")  # the same layout, no key
+    forger.write(meta(1, words=666), arrays(9), sequence=1)
+    shutil.rmtree(signed.path(1))
+    shutil.copytree(forger.path(1), signed.path(1))
+    with pytest.raises(CheckpointError, match="is not signed with this cluster's key \\(it carries no signature"):
+        signed.read(1)
+    CheckpointStore(str(tmp_path / "forged"), "dispatcher", key=b"another key").write(meta(2), {}, sequence=2)
+    with pytest.raises(CheckpointError, match="a wrong signature"):
+        CheckpointStore(str(tmp_path / "forged"), "dispatcher", key=key).read(2)
+    assert signed.latest() is None  # nothing usable: the forged one is skipped
+
+
+def test_reads_are_bounded_in_size_and_time_before_a_byte_is_digested(tmp_path):
+    store = CheckpointStore(str(tmp_path), "dispatcher")
+    store.write(meta(1), arrays(1))
+    huge = os.path.join(store.path(1), "syn0.npy")
+    os.truncate(huge, 1 << 40)  # a sparse terabyte: digesting it would take hours
+    _forge(store.path(1), "syn0.npy", {"size": 1 << 40, "digest": "0" * 32,
+                                       "array": {"dtype": "<f4", "shape": [50, 8]}})
+    with pytest.raises(CheckpointError, match=r"lists files of .* more than a checkpoint of this kind holds"):
+        store.read(1, max_bytes=1 << 20)
+    import time
+
+    began = time.monotonic()
+    with pytest.raises(CheckpointError, match="past the deadline"):
+        store.read(1, deadline=time.monotonic() + 0.2)
+    assert time.monotonic() - began < 5.0
+    _forge(store.path(1), "meta.json", {"size": 1 << 30, "digest": "0" * 32})
+    with pytest.raises(CheckpointError, match="1048576 of meta.json"):
+        store.read(1)
+
+
+def test_a_resume_point_beyond_its_bounds_is_refused():
+    """``done_below=10**12`` used to expand into a list of 10**12 job ids under the dispatcher's lock."""
+    from gensim_distw2v import protocol
+
+    good = dict(checkpoint=1, epoch=0, first_job=0, done_below=10, done_jobs=[12], crc=0, epochs={}, loss=0.0,
+                head=[])
+    protocol.Resumed.from_wire(good)
+    for bad in (dict(done_below=10 ** 12), dict(first_job=5, done_below=4), dict(epoch=10 ** 7),
+                dict(done_jobs=[2 ** 60])):
+        with pytest.raises(ValueError, match="resume point"):
+            protocol.Resumed.from_wire({**good, **bad})
+
+
 def _store(tmp_path):
     return CheckpointStore(str(tmp_path), "dispatcher", keep=2)
 

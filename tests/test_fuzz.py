@@ -47,16 +47,19 @@ def cluster(lee_corpus):
         proxy = find_dispatcher(cluster.ns_conf)
         config, arrays = training._config(1, False, 1)
         sid, links, _resumed = training._open(proxy, config, arrays)
-        proxy.call("hello", name=FAKE, uri="PYRO:fuzz@127.0.0.1:1", versions=versions(), threads=1)
-        rank = proxy.call("join", name=FAKE, session=sid).rank
+        secret = proxy.call("hello", name=FAKE, uri="PYRO:fuzz@127.0.0.1:1", versions=versions(), threads=1)
+        joined = proxy.call("join", name=FAKE, secret=secret, session=sid)
+        rank = joined.rank
         shard = links.links[0]
         # the shard gives the fake worker a slot
-        shard.call("download", session=sid, name="syn1neg", lo=0, hi=1, rank=rank, token=links.token)
+        shard.call("download", session=sid, name="syn1neg", lo=0, hi=1, rank=rank, token=joined.token)
         cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size, "rank": rank,
-                           "proxy": proxy, "shard": shard, "model": model, "token": links.token}
+                           "proxy": proxy, "shard": shard, "model": model, "token": joined.token, "secret": secret,
+                           "owner": links.token}
         for _ in range(50):  # warm up (imports, caches) before the memory baseline
             refused(shard.send, "merge", {**valid_part(cluster.session), "lo": -1})
-            refused(proxy.send, "round_done", {"name": FAKE, "session": sid, "report": {**valid_report(), "flush": -2}})
+            refused(proxy.send, "round_done", {"name": FAKE, "secret": secret, "session": sid,
+                                               "report": {**valid_report(), "flush": -2}})
         cluster.session["rss"] = {role: psutil.Process(cluster.processes[role].pid).memory_info().rss
                                   for role in ("dispatcher", "shard-0")}
         yield cluster
@@ -259,7 +262,8 @@ def test_malformed_merge_parts_are_refused(cluster, data):
 @given(data=st.data())
 def test_malformed_round_reports_are_refused(cluster, data):
     s = cluster.session
-    error = refused(s["proxy"].send, "round_done", {"name": FAKE, "session": s["sid"], "report": data.draw(bad_report())})
+    error = refused(s["proxy"].send, "round_done", {"name": FAKE, "secret": s["secret"], "session": s["sid"],
+                                                    "report": data.draw(bad_report())})
     assert "round report" in str(error) or "malformed round_done: field 'report'" in str(error), error
 
 
@@ -267,13 +271,14 @@ def test_valid_parts_are_taken(cluster):
     """The valid parts and report the strategies spoil are themselves accepted: float16 and int8 values."""
     s = cluster.session
     # a non-finite part (the fuzzing sends some) barred this rank from the session: join again
-    s["rank"] = s["proxy"].call("join", name=FAKE, session=s["sid"]).rank
+    s["rank"] = s["proxy"].call("join", name=FAKE, secret=s["secret"], session=s["sid"]).rank
     s["shard"].call("download", session=s["sid"], name="syn1neg", lo=0, hi=1, rank=s["rank"], token=s["token"])
     for part in (valid_part(s), valid_int8_part(s)):
         reply = s["shard"].call("merge", protocol.MergePart.from_wire(part))
         assert isinstance(reply.matrices, dict) and isinstance(reply.values, dict)
     merges = s["proxy"].call("progress", session=s["sid"]).merges
-    s["proxy"].call("round_done", name=FAKE, session=s["sid"], report=protocol.RoundReport.from_wire(valid_report()))
+    s["proxy"].call("round_done", name=FAKE, secret=s["secret"], session=s["sid"],
+                    report=protocol.RoundReport.from_wire(valid_report()))
     assert s["proxy"].call("progress", session=s["sid"]).merges == merges + 1
 
 
@@ -370,7 +375,7 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     for role, rss in s["rss"].items():
         grown = (psutil.Process(cluster.processes[role].pid).memory_info().rss - rss) / 2 ** 20
         assert grown < 30, f"the {role}'s memory grew by {grown:.0f} MB over the fuzzing"
-    s["proxy"].call("close", session=s["sid"], token=s["token"])
+    s["proxy"].call("close", session=s["sid"], token=s["owner"])
     model = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
     assert model.cluster_stats["raw_words"] == sum(len(x) for x in lee_corpus)
 

@@ -159,8 +159,9 @@ class FakeWorker:
         while not (session := self.dispatcher.call("status").session) or session.state != "running":
             assert time.monotonic() < deadline, "no session started"
             time.sleep(0.05)
-        self.dispatcher.call("hello", name=self.NAME, uri="PYRO:mallory@127.0.0.1:1", versions=versions(), threads=1)
-        joined = self.dispatcher.call("join", name=self.NAME, session=session.id)
+        self.secret = self.dispatcher.call("hello", name=self.NAME, uri="PYRO:mallory@127.0.0.1:1",
+                                           versions=versions(), threads=1)
+        joined = self.dispatcher.call("join", name=self.NAME, secret=self.secret, session=session.id)
         self.sid, self.rank, self.config, self.token = session.id, joined.rank, joined.config, joined.token
         self.shard = endpoints.link(joined.shards[0][1], tables.SHARD, self.key, timeout=30)
         self.shard.call("download", session=self.sid, name="syn1neg", lo=0, hi=1, rank=self.rank,
@@ -210,7 +211,7 @@ def test_only_the_sessions_client_closes_it_and_names_are_not_taken_over(cluster
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert "token" not in repr(stranger.send("status", {}))
-        with pytest.raises(errors.Forbidden, match="not this session's token"):
+        with pytest.raises(errors.Forbidden, match="not this session's owner secret"):
             stranger.call("close", session=session.id, token="a guess")
         victim = cluster.names["worker-0"]
         assert victim in stranger.call("status").workers
@@ -254,12 +255,13 @@ def test_a_worker_holding_jobs_without_merging_is_dropped(strict_cluster, lee_co
     client, outcome = train_in_background(cluster, lee_corpus * 4, epochs=10, sync_words=20000)
     fake = FakeWorker(cluster).join_running_session()
     stop = threading.Event()
-    beating = threading.Thread(target=lambda: [fake.dispatcher.call("heartbeat", name=fake.NAME) for _ in iter(
+    beating = threading.Thread(target=lambda: [fake.dispatcher.call("heartbeat", name=fake.NAME, secret=fake.secret) for _ in iter(
         lambda: stop.wait(0.3), True)], daemon=True)
     try:
         taken = []
         while not taken:  # it takes jobs, keeps beating, never merges
-            taken = fake.dispatcher.call("get_jobs", name=fake.NAME, session=fake.sid, max_jobs=4, wait=1.0).jobs
+            taken = fake.dispatcher.call("get_jobs", name=fake.NAME, secret=fake.secret, session=fake.sid, max_jobs=4,
+                                         wait=1.0).jobs
         beating.start()
         cluster.processes["dispatcher"].wait_for(
             rf"worker {fake.NAME} lost \(it held {len(taken)} jobs for \d+ s without merging them", timeout=60,
@@ -284,7 +286,7 @@ def test_a_strangers_polling_keeps_no_dead_session_alive(strict_cluster, lee_cor
         config, arrays = training._config(1, False, 1)
         sid, links, _resumed = training._open(dispatcher, config, arrays)
         links.close(sid)
-        with pytest.raises(errors.Forbidden, match="not this session's token"):
+        with pytest.raises(errors.Forbidden, match="not this session's owner secret"):
             dispatcher.call("progress", session=sid, token="a guess")
         deadline = time.monotonic() + 30
         while getattr(dispatcher.call("status").session, "id", None) == sid:  # the client went silent; a stranger polls
@@ -351,15 +353,16 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
                                               r"limit of 0 MiB; start the dispatcher with --max-model-bytes N"):
             small_link.send("open_session", config)
         opened = link.send("open_session", config)
-        sid, token = opened["session"], opened["token"]
-        assert len(token) >= 32 and token not in repr(link.send("status", {}))
+        sid, token = opened["session"], opened["owner"]
+        assert len(token) >= 32 and token not in repr(link.send("status", {})) and token != opened["token"]
         with pytest.raises(errors.BadRequest, match="an empty chunk"):
             link.send("upload", {"session": sid, "name": "lockf", "lo": 0, "token": token,
                                  "array": protocol.pack_array(np.zeros(0, np.float32))})
-        with pytest.raises(errors.Forbidden, match="not this session's token"):
-            link.call("upload", session=sid, name="lockf", lo=0, array=protocol.pack_array(np.ones(3, np.float32)),
-                      token="a guess")
-        with pytest.raises(errors.Forbidden, match="not this session's token"):
+        for guess in ("a guess", opened["token"]):  # (the workers' token is not the owner's secret)
+            with pytest.raises(errors.Forbidden, match="not this session's owner secret"):
+                link.call("upload", session=sid, name="lockf", lo=0, array=protocol.pack_array(np.ones(3, np.float32)),
+                          token=guess)
+        with pytest.raises(errors.Forbidden, match="not this session's owner secret"):
             link.call("close", session=sid, token="")
         assert link.call("status").session.id == sid
         link.call("close", session=sid, token=token)
@@ -370,7 +373,7 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
 
 
 @pytest.mark.unit
-def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process():
+def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process(grant):
     from gensim_distw2v.shard import Shard
 
     size, vocab = 8, 1000
@@ -380,13 +383,14 @@ def test_a_shard_refuses_worker_slots_beyond_its_memory_in_process():
     local = calls.Caller(tables.SHARD, calls.Handlers(tables.SHARD, shard).handle)  # as over the wire, in-process
     spec = dict(session="s" * 32, index=0, count=1, vocab_size=vocab, vector_size=size, weights=["syn0", "syn1neg"],
                 merge="damp", merge_dtype="float16", damp_rows={"syn0": vocab, "syn1neg": 1000}, hot_rows=0,
-                versions=versions(), token="the token")
+                versions=versions(), token="the token", owner="the owner")
     sid = spec["session"]
+    grant(shard, sid, "the owner")
     local.send("open_session", spec)
     for name in ("syn0", "syn1neg"):
         local.call("upload", session=sid, name=name, lo=0, array=protocol.pack_array(np.zeros((vocab, size), np.float32)),
-                   token="the token")
-    local.call("start", session=sid)
+                   token="the owner")
+    local.call("start", session=sid, token="the owner")
     with pytest.raises(errors.Forbidden, match="not this session's token"):
         local.call("download", session=sid, name="syn0", lo=0, hi=1, rank=0, token="a guess")
     for rank in range(3):

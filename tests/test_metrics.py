@@ -147,20 +147,20 @@ def test_the_dispatcher_keeps_its_members_metrics_and_refuses_bad_ones():
     worker, shard = protocol.WORKER_PREFIX + "w1", protocol.SHARD_PREFIX + "s1"
     try:
         link = dispatcher.local()
-        link.call("hello", name=worker, uri="PYRO:x@127.0.0.1:1", versions=versions(), threads=2)
-        link.call("shard_hello", name=shard, uri="PYRO:y@127.0.0.1:2", versions=versions())
+        secret = link.call("hello", name=worker, uri="PYRO:x@127.0.0.1:1", versions=versions(), threads=2)
+        shard_secret = link.call("shard_hello", name=shard, uri="PYRO:y@127.0.0.1:2", versions=versions())
         with pytest.raises(ValueError, match="heartbeat: metrics must be a worker's, got role 'shard'"):
-            link.call("heartbeat", name=worker, metrics=_node(role="shard"))
+            link.call("heartbeat", name=worker, secret=secret, metrics=_node(role="shard"))
         with pytest.raises(ValueError, match="malformed node metrics: rss must be >= 0"):
-            link.send("shard_beat", {"name": shard, "metrics": dict(_node(role="shard").to_wire(), rss=-1)})
-        link.call("heartbeat", name=worker, metrics=_node(session=None, words=7))
-        link.call("shard_beat", name=shard, metrics=_node(session=None, role="shard"))
+            link.send("shard_beat", {"name": shard, "secret": shard_secret, "metrics": dict(_node(role="shard").to_wire(), rss=-1)})
+        link.call("heartbeat", name=worker, secret=secret, metrics=_node(session=None, words=7))
+        link.call("shard_beat", name=shard, secret=shard_secret, metrics=_node(session=None, role="shard"))
         nodes = {node["name"]: node for node in dispatcher.overview()["nodes"]}
         assert set(nodes) == {worker, shard}  # no session: those heard, as last heard
         assert nodes[worker]["words"] == 7 and nodes[worker]["threads"] == 1 and nodes[worker]["last_heard"] < 5
         assert nodes[shard]["cpu"] == {"kernel": 0.5, "merge": 0.25, "other": 0.25}
         assert dispatcher.overview()["session"] is None
-        link.call("leave", name=worker)
+        link.call("leave", name=worker, secret=secret)
         assert {node["name"] for node in dispatcher.overview()["nodes"]} == {shard}
     finally:
         dispatcher.shutdown()

@@ -142,6 +142,9 @@ def test_the_dispatcher_counts_its_calls_and_no_member_polls_it_in_a_loop(run): 
 @pytest.mark.cluster
 def test_tensorboard_events_read_back(run):
     model, board = run["model"], run["board"]
+    open_to_others = [(str(path), oct(path.lstat().st_mode & 0o777)) for path in board.rglob("*")
+                      if path.lstat().st_mode & 0o077]
+    assert len(list(board.rglob("*"))) >= 3 and open_to_others == []  # the events, the projector's vectors: 0600
     events = event_accumulator.EventAccumulator(str(board), size_guidance={"scalars": 0})
     events.Reload()
     tags = set(events.Tags()["scalars"])

@@ -34,8 +34,10 @@ def corpus(lee_corpus):
 @pytest.fixture(scope="module")
 def cluster():
     """Two workers and a shard, for the tests that kill only clients: each leaves the cluster idle
-    (its run finished, or refused before it began)."""
-    with LocalCluster(n_workers=2, worker_timeout=3.0) as cluster:
+    (its run finished, or refused before it began). A resume takes over the run's session of a
+    dead client at once (``--allow-takeover``; without it the resume waits for the session to end:
+    tests/test_takeover.py)."""
+    with LocalCluster(n_workers=2, worker_timeout=3.0, dispatcher_args=["--allow-takeover"]) as cluster:
         yield cluster
 
 
@@ -230,7 +232,8 @@ def test_a_dead_clients_run_resumes_from_its_last_whole_checkpoint(cluster, corp
         assert sequences == [newest, newest - 1]  # the shard refused it; the client went back one
     saved = resumed[-1][1]
     assert saved + sum(w["words"] for w in model.cluster_stats["workers"].values()) == words(corpus)
-    dispatcher.wait_for(r"session \S+ replaced: a client resumes its run", timeout=5, start=mark)
+    dispatcher.wait_for(r"session \S+ replaced: a client resumes its run from \S+ \(--allow-takeover\)", timeout=5,
+                        start=mark)
 
 
 def test_a_resume_with_another_corpus_or_vocabulary_is_refused(cluster, corpus, tmp_path):
@@ -282,6 +285,7 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(cl
     errors = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
     assert len(errors) == 2 and "shard 0 could not write checkpoint" in errors[0], errors
     cluster.processes["dispatcher"].wait_for(r"ERROR : checkpoint 1 of session \S+ failed: shard 0 could not "
-                                             r"write checkpoint 1: FileExistsError", timeout=5, start=mark)
+                                             r"write checkpoint 1: CheckpointError: checkpoint folder \S+shard-0-of-1 is "
+                                             r"not a folder of this user's", timeout=5, start=mark)
     assert model.cluster_stats["checkpoints"]["count"] == 0
     assert CheckpointStore(folder, "dispatcher").latest() is None

@@ -162,7 +162,8 @@ def test_each_daemons_command_line_is_its_options_with_their_defaults(daemon, cl
     assert set(found) == set(cls.names()), "an option not declared in gensim_distw2v.options, or one missing"
     for field in dataclasses.fields(cls):
         action = found[field.name]
-        assert action.option_strings == [*field.metadata["flags"], fields.flag(field.name)]
+        negative = ["--no-" + fields.flag(field.name)[2:]] if isinstance(field.metadata["check"], fields.Flag) else []
+        assert action.option_strings == [*field.metadata["flags"], fields.flag(field.name), *negative]
         assert action.default == field.default, field.name
         assert field.metadata["help"].replace("%", "%%") in action.help
     assert options.parse(parser, cls, []) == cls()

@@ -164,12 +164,12 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
         assert len(opened.shards) == 2
         with pytest.raises(ValueError, match="the weights go to the session's shards"):
             proxy.call("upload", session=opened.session, name="syn0", lo=0, array=protocol.pack_array(arrays["syn0"][:2]),
-                       token=opened.token)
+                       token=opened.owner)
         with pytest.raises(ValueError, match="the weights are on the session's shards"):
             proxy.call("download", session=opened.session, name="syn1neg", lo=0, hi=1)
-        links = ShardLinks(opened.shards, cluster.ns_conf["hmac_key"], cluster.ns_conf, opened.token)
+        links = ShardLinks(opened.shards, cluster.ns_conf["hmac_key"], cluster.ns_conf, opened.owner)
         links.close(opened.session)
-        proxy.call("close", session=opened.session, token=opened.token)
+        proxy.call("close", session=opened.session, token=opened.owner)
         transport.release(proxy)
 
 

@@ -70,30 +70,33 @@ def test_uploaded_parts_come_in_order_and_fit():
         transfers.check_part(np.zeros((2 ** 22, 64), np.float32), 0, 2 ** 22, "download")
 
 
-def _local_shard(**spec_fields):
+def _local_shard(grant, **spec_fields):
     from gensim_distw2v.shard import Shard
 
     shard = Shard({"port": 1})
     local = calls.Caller(tables.SHARD, calls.Handlers(tables.SHARD, shard).handle)
     spec = dict(session="s" * 32, index=0, count=1, vocab_size=50, vector_size=4, weights=["syn0", "syn1neg"],
                 merge="sum", merge_dtype="float32", damp_rows={"syn0": 0, "syn1neg": 0}, hot_rows=0,
-                versions=versions(), token="tok", max_delta=1.0)
+                versions=versions(), token="tok", max_delta=1.0, owner="own")
     spec.update(spec_fields)
+    grant(shard, spec["session"], "own")
     local.send("open_session", spec)
     return shard, local, spec["session"]
 
 
-def test_a_shard_serves_its_table_with_typed_refusals():
-    shard, local, sid = _local_shard()
+def test_a_shard_serves_its_table_with_typed_refusals(grant):
+    shard, local, sid = _local_shard(grant)
     rows = np.arange(50 * 4, dtype=np.float32).reshape(50, 4)
     for name in ("syn0", "syn1neg"):
         transfers.send_rows(rows, 4 * 4 * 16, lambda lo, part, name=name: local.call(
-            "upload", session=sid, name=name, lo=lo, array=part, token="tok"))
+            "upload", session=sid, name=name, lo=lo, array=part, token="own"))
     with pytest.raises(errors.BadRequest, match="starts at 0, expected 50"):
-        local.call("upload", session=sid, name="syn0", lo=0, array=protocol.pack_array(rows[:1]), token="tok")
+        local.call("upload", session=sid, name="syn0", lo=0, array=protocol.pack_array(rows[:1]), token="own")
     with pytest.raises(errors.BadRequest, match="is not started yet"):
         local.call("download", session=sid, name="syn0", lo=0, hi=1, rank=0, token="tok")
-    local.call("start", session=sid)
+    with pytest.raises(errors.Forbidden, match="start: not this session's owner secret"):
+        local.call("start", session=sid, token="tok")  # a worker's token is not the owner's
+    local.call("start", session=sid, token="own")
     with pytest.raises(errors.SessionClosed, match="holds no session 'other'"):
         local.call("start", session="other")
     with pytest.raises(errors.BadRequest, match="outside"):
@@ -126,13 +129,49 @@ def test_a_shard_serves_its_table_with_typed_refusals():
         # a range far past the shard's rows is refused before anything is sized by it (a mask of 2**62 rows)
         with pytest.raises(errors.BadRequest, match=r"is outside \[0, 50\)"):
             local.send("merge", {**part(0.1, rank=1).to_wire(), "hi": 2 ** 62, "wanted": wanted})
-    with pytest.raises(errors.Forbidden):
-        local.call("close", session=sid, token="a guess")
-    local.call("close", session=sid, token="tok")
+    for guess in ("a guess", "tok"):
+        with pytest.raises(errors.Forbidden):
+            local.call("close", session=sid, token=guess)
+    local.call("close", session=sid, token="own")
     assert local.call("status").session is None
     local.call("close", session=sid, token="any")  # a session not held: no error
 
 
-def test_a_shard_that_cannot_hold_a_session_says_it_is_full():
+def test_a_shard_that_cannot_hold_a_session_says_it_is_full(grant):
     with pytest.raises(errors.Full, match="start more shards"):
-        _local_shard(vocab_size=10 ** 9, vector_size=1000)
+        _local_shard(grant, vocab_size=10 ** 9, vector_size=1000)
+
+
+def test_a_shard_opens_a_session_for_its_owner_only_restoring_from_its_own_checkpoints(grant, tmp_path,
+                                                                                       monkeypatch):
+    """Issue 38, item 1: a member holding the key (it has the session's id and the workers' token)
+    cannot open the session on a shard, nor have it restore rows from another folder; rows beyond
+    the session's bound are refused on restore."""
+    from gensim_distw2v.io.store import shard_store
+    from gensim_distw2v.shard import Shard, service
+
+    monkeypatch.setattr(service, "GRANT_WAIT", 0.2)
+    shard = Shard({"port": 1})
+    local = calls.Caller(tables.SHARD, calls.Handlers(tables.SHARD, shard).handle)
+    sid, run = "s" * 32, "r" * 32
+    spec = dict(session=sid, index=0, count=1, vocab_size=50, vector_size=4, weights=["syn0", "syn1neg"],
+                merge="sum", merge_dtype="float32", damp_rows={"syn0": 0, "syn1neg": 0}, hot_rows=0,
+                versions=versions(), token="tok", max_delta=1.0, owner="own")
+    with pytest.raises(errors.SessionClosed, match=f"the dispatcher runs no session '{sid}'"):
+        local.send("open_session", spec)
+    folder, other = str(tmp_path / "run"), str(tmp_path / "another-run")
+    grant(shard, sid, "own", checkpoint_dir=folder, run=run)
+    with pytest.raises(errors.Forbidden, match="open_session: not this session's owner secret"):
+        local.send("open_session", dict(spec, owner="tok"))  # the workers' token
+    rows = {"syn0": np.ones((50, 4), np.float32), "syn1neg": np.zeros((50, 4), np.float32)}
+    about = {"run": run, "session": sid, "index": 0, "count": 1, "vocab_size": 50, "vector_size": 4}
+    for where in (folder, other):
+        shard_store(where, 0, 1).write(about, rows, sequence=1)
+    shard_store(folder, 0, 1).write(about, dict(rows, syn1neg=np.full((50, 4), 1e6, np.float32)), sequence=2)
+    with pytest.raises(errors.Forbidden, match="may restore rows from its own checkpoints only"):
+        local.send("open_session", dict(spec, restore={"dir": other, "sequence": 1, "count": 1, "run": run}))
+    with pytest.raises(errors.RestoreFailed, match="syn1neg holds weights that are not finite or larger than 100"):
+        local.send("open_session", dict(spec, restore={"dir": folder, "sequence": 2, "count": 1, "run": run}))
+    assert shard.held is None
+    local.send("open_session", dict(spec, restore={"dir": folder, "sequence": 1, "count": 1, "run": run}))
+    assert shard.held.arrays["syn0"].sum() == 200

@@ -118,7 +118,7 @@ def _report(jobs, flush=-1, merge_cpu=1.0):
 
 def _rounds():
     rounds = merger.MergeRounds()
-    rounds.worker = type("W", (), {"name": "w"})()
+    rounds.worker = type("W", (), {"name": "w", "secret": "s"})()
     rounds.sid, rounds.pending, rounds.reported = "s", None, time.monotonic()
     return rounds
 

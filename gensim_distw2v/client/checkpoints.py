@@ -168,7 +168,7 @@ class Resumes:
         """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
         (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
         started = time.monotonic()
-        sequence = self._awaiting = dispatcher.call("checkpoint", session=sid)
+        sequence = self._awaiting = dispatcher.call("checkpoint", session=sid, token=self._token)
         while True:
             progress = dispatcher.call("progress", session=sid, token=self._token)
             self._check_workers(progress)

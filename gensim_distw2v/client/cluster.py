@@ -216,8 +216,9 @@ class LocalCluster:
     hmac_key : str or bytes or False, optional
         Sign every message with this key (given to the processes through the environment). By default
         a random key, made for this cluster, which :attr:`ns_conf` carries to the client: other local
-        users cannot talk to it or register fake servers in its name server. ``False``: no key (any
-        local user can then drive the cluster; see the docs' Security page).
+        users cannot talk to it or register fake servers in its name server (checkpoints are then
+        not signed: the key is gone with the cluster, and a resume starts another). ``False``: no
+        key (any local user can then drive the cluster; see the docs' Security page).
     status_port : int, optional
         The dispatcher serves its live status page on this port of 127.0.0.1 (0: a port free now);
         :attr:`status_url` says where. None (the default): no page.
@@ -226,6 +227,8 @@ class LocalCluster:
         depends on what they log.
     shard_args : list of str
         More options of every shard's command line (``["--channel-port", "-1"]``: merges by Pyro4).
+    dispatcher_args : list of str
+        More options of the dispatcher's command line (``["--allow-takeover"]``).
 
     Attributes
     ----------
@@ -242,13 +245,17 @@ class LocalCluster:
 
     def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=DispatcherOptions.worker_timeout,
                  hmac_key=None, client_timeout=DispatcherOptions.client_timeout, n_shards=1,
-                 job_deadline=DispatcherOptions.job_deadline, status_port=None, log_level="INFO", shard_args=()):
+                 job_deadline=DispatcherOptions.job_deadline, status_port=None, log_level="INFO", shard_args=(),
+                 dispatcher_args=()):
         if n_workers < 0 or threads_per_worker < 1 or n_shards < 0:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
         self.worker_timeout, self.client_timeout, self.job_deadline = worker_timeout, client_timeout, job_deadline
         self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
-        self.log_level, self.shard_args = log_level, list(shard_args)
+        self.log_level, self.shard_args, self.dispatcher_args = log_level, list(shard_args), list(dispatcher_args)
+        if not hmac_key:  # a key of its own, gone with the cluster: checkpoints signed with it could not be resumed
+            self.shard_args.append("--no-sign-checkpoints")
+            self.dispatcher_args.append("--no-sign-checkpoints")
         self.processes, self.names = {}, {}
         self.ns_conf = None
         self.status_port, self.status_url = status_port, None
@@ -345,7 +352,7 @@ class LocalCluster:
         proc = self._spawn("dispatcher", "gensim_distw2v.dispatcher",
                            ["--ns-port", str(self.ns_conf["port"]), "--worker-timeout", str(self.worker_timeout),
                             "--client-timeout", str(self.client_timeout), "--job-deadline", str(self.job_deadline)]
-                           + page)
+                           + page + self.dispatcher_args)
         with self._name_server() as ns:
             self._wait_until(proc, lambda: self._dispatcher_status(ns))
         if page:  # it serves the page before it serves calls

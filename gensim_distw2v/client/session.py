@@ -1,6 +1,7 @@
 """A session's set-up and its weights on the client: its config, opening it, the arrays up, the weights down."""
 import logging
 import os
+import time
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from gensim_distw2v.versions import versions
 logger = logging.getLogger(__name__)
 
 __all__ = ["SessionSetup"]
+
+RESUME_WAIT = 600.0  # seconds a resume waits for the run's previous session (its client dead) to end
+RESUME_LOOK = 5.0  # seconds between its tries
 
 
 class SessionSetup:
@@ -80,29 +84,48 @@ class SessionSetup:
         config.check()
         return config, arrays
 
+    @staticmethod
+    def _open_session(dispatcher, config):
+        """``open_session``; a resume finding the dispatcher busy (with the run's session whose client
+        died, say) tries again every :data:`RESUME_LOOK` seconds for up to :data:`RESUME_WAIT`."""
+        resume = config.checkpoint is not None and config.checkpoint.resume
+        deadline, told = time.monotonic() + RESUME_WAIT, 0.0
+        while True:
+            try:
+                return dispatcher.call("open_session", config)
+            except errors.Busy as err:
+                now = time.monotonic()
+                if not resume or now + RESUME_LOOK > deadline:
+                    raise
+                if now - told >= 30.0:
+                    logger.warning("resume: %s; waiting for it (up to %.0f s more)", err, deadline - now)
+                    told = now
+                time.sleep(RESUME_LOOK)
+
     def _open(self, dispatcher, config, arrays):
         """Open a session: the dispatcher names its shards, the arrays go up (a resumed session's
         weights come from the checkpoint), shards and dispatcher start. Returns ``(session id,
         ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
-        opened = dispatcher.call("open_session", config)
-        sid, links, self._token = opened.session, None, opened.token
+        opened = self._open_session(dispatcher, config)
+        sid, links, self._token = opened.session, None, opened.owner  # (the client's own secret)
         try:
-            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, opened.token)
-            self._upload(dispatcher, sid, arrays, config, links, opened.resumed)
-            dispatcher.call("start", session=sid)
+            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, opened.owner)
+            self._upload(dispatcher, sid, arrays, config, links, opened)
+            dispatcher.call("start", session=sid, token=opened.owner)
             return sid, links, opened.resumed
         except BaseException:
             if links is not None:
                 links.close(sid)
             try:
-                dispatcher.call("close", session=sid, token=opened.token)
+                dispatcher.call("close", session=sid, token=opened.owner)
             except transport.PyroError:
                 pass
             raise
 
-    def _upload(self, dispatcher, sid, arrays, config, links, resumed=None):
+    def _upload(self, dispatcher, sid, arrays, config, links, opened):
         """The static arrays to the dispatcher, each shard's rows of the weights to that shard (or,
-        resuming, where the shards read them); start the shards."""
+        resuming, where the shards read them); start the shards (``links.token``: the owner's secret)."""
+        resumed = opened.resumed
         weights = {name: a for name, a in arrays.items() if name in protocol.WEIGHTS}
         part_bytes = self.settings.part_bytes
         for name, array in arrays.items():
@@ -117,7 +140,8 @@ class SessionSetup:
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
-                tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=links.token,
+                tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=opened.token,
+                owner=opened.owner,
                 max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec)
@@ -129,7 +153,7 @@ class SessionSetup:
                 for name, array in weights.items():
                     send_rows(links.layout.rows_of(array, shard), part_bytes, lambda lo, part, name=name: links.call(
                         shard, "upload", session=sid, name=name, lo=lo, array=part, token=links.token))
-            links.call(shard, "start", session=sid)
+            links.call(shard, "start", session=sid, token=links.token)
         links.each(give)
 
     def _download_weights(self, links, sid):
@@ -142,7 +166,7 @@ class SessionSetup:
         if model.hs:
             targets["syn1"] = model.syn1
         got = {name: np.empty_like(target) for name, target in targets.items()}
-        bound = 100 * protocol.max_delta_for(max(model.alpha, model.min_alpha), model.wv.vector_size)
+        bound = protocol.weight_bound(protocol.max_delta_for(max(model.alpha, model.min_alpha), model.wv.vector_size))
 
         def fetch(shard):
             for name, target in got.items():

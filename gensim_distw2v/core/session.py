@@ -78,7 +78,8 @@ class Session(SessionFailures, Resumable):
         self.state = "uploading"
         self.failure = None  # a failed session's protocol.Failure: its cause
         self._causes = []  # the failure's causes, as the message names them (one per shard lost, say)
-        self.token = ""  # the session's secret (the dispatcher sets it): close, uploads, the client's progress
+        self.token = ""  # the session's secret, its workers' too (the dispatcher sets it): merges, downloads
+        self.owner = ""  # its client's own secret (the dispatcher sets it): uploads, start, progress, close
         self.vocab_size, self.vector_size = config.params.vocab_size, config.params.vector_size
         # the static arrays (the weights are on the shards)
         self.arrays = {name: np.zeros(spec["shape"], dtype=spec["dtype"]) for name, spec in config.arrays.items()

@@ -19,10 +19,16 @@ logger = logging.getLogger(__name__)
 __all__ = ["Checkpointing", "start_point"]
 
 
-def start_point(spec):
+DISPATCHER_RECORD_BYTES = 4 * (1 << 20)  # a dispatcher's checkpoint record: a manifest and small JSON, no arrays
+RECORD_READ_SECONDS = 30.0  # the longest the dispatcher spends reading a checkpoint folder when a session opens
+
+
+def start_point(spec, key=None):
     """A session with checkpoints: ``(run id, resume point or None)``. Resuming, the newest committed
     checkpoint in the folder (numbered below ``spec.below``), checked to be of the same run;
-    starting afresh, a folder without an unfinished run.
+    starting afresh, a folder without an unfinished run. ``key``: the cluster's (records are signed
+    with it). Reads are bounded in size and time (:data:`DISPATCHER_RECORD_BYTES`,
+    :data:`RECORD_READ_SECONDS`); the caller holds no lock.
 
     Raises
     ------
@@ -36,7 +42,8 @@ def start_point(spec):
         Starting afresh in a folder that holds an unfinished run.
     """
     try:
-        found = CheckpointStore(spec.dir, "dispatcher").latest(below=spec.below)
+        found = CheckpointStore(spec.dir, "dispatcher", key=key).latest(
+            below=spec.below, max_bytes=DISPATCHER_RECORD_BYTES, seconds=RECORD_READ_SECONDS)
     except OSError as err:
         raise errors.CheckpointUnreadable(f"checkpoint_dir {spec.dir}: cannot use it ({err})") from None
     if not spec.resume:
@@ -109,13 +116,14 @@ class Checkpointing:
         if session.state == "running" and checkpoints.due(now, session.trained_mark()):
             self.begin(session, now)
 
-    def ask(self, sid):
+    def ask(self, sid, token=None):
         """The client asks for a checkpoint now (at an epoch end, before it goes on): its number
         (``progress``'s ``checkpoints.taken`` reaches it once every shard has copied its rows,
         ``committed`` once it is on disk)."""
         cluster = self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
+            protocol.check_token(token, session.owner, "checkpoint", owner=True)
             session.client_seen = now = time.monotonic()
             if session.checkpoints is None:
                 raise errors.BadRequest(f"checkpoint: session {sid} has no checkpoint_dir")

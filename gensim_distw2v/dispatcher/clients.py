@@ -73,8 +73,9 @@ class ClientCalls:
             Another version, arrays beyond the dispatcher's limit, no shard registered.
         NoCheckpoint, OtherRun, CheckpointUnreadable
             A resume with nothing to resume from, from another run, or from an unreadable checkpoint.
-        RuntimeError
-            Another client's session is running.
+        Busy
+            Another session is running (of this run too, unless the dispatcher allows takeovers: a
+            member holding the key must not take over a live client's run).
         """
         cluster = self.cluster
         try:
@@ -89,20 +90,28 @@ class ClientCalls:
                               f"more than its limit of {limit / 2 ** 20:.0f} MiB; start the dispatcher with "
                               f"--max-model-bytes N to raise it (default: half the machine's memory)")
         spec = config.checkpoint
+        # the checkpoint folder is read before the lock is taken (a slow or hostile folder holds up this call only)
+        run, point = (None, None) if spec is None else start_point(spec, cluster.key)
+        store = None if spec is None else CheckpointStore(spec.dir, "dispatcher", keep=2, key=cluster.key)
         with cluster.cond:
             sid = uuid.uuid4().hex
-            run, point = (sid, None) if spec is None else start_point(spec)
+            run = run or sid
             current = cluster.session
             if current is not None and current.state in ("uploading", "running", "failed"):
-                if spec is not None and spec.resume and current.config.checkpoint is not None \
-                        and current.config.checkpoint.dir == spec.dir:
-                    logger.warning("session %s replaced: a client resumes its run from %s (its own client is gone)",
+                same_run = spec is not None and spec.resume and current.config.checkpoint is not None \
+                    and current.config.checkpoint.dir == spec.dir
+                if same_run and cluster.limits.allow_takeover:
+                    logger.warning("session %s replaced: a client resumes its run from %s (--allow-takeover)",
                                    current.id, spec.dir)
                 else:
-                    raise RuntimeError(
-                        f"the dispatcher is busy with session {current.id} of another train() call; wait for it "
-                        f"to finish (or for it to time out after {cluster.limits.client_timeout:.0f} s if its "
-                        f"client died)")
+                    silent, limit = time.monotonic() - current.client_seen, cluster.limits.client_timeout
+                    raise errors.Busy(
+                        f"the dispatcher is busy with session {current.id} of " + (
+                            f"this run (its client was last heard {silent:.0f} s ago): it ends {limit:.0f} s after "
+                            f"its client's last call, then the resume can go on (a dispatcher started with "
+                            f"--allow-takeover lets a resume replace it at once)" if same_run else
+                            f"another train() call; wait for it to finish (or for it to time out after "
+                            f"{limit:.0f} s if its client died)"))
             if not cluster.shards:
                 raise errors.NoShard("no parameter shard is registered with the dispatcher: start one (on each "
                                      "worker node) with: python -m gensim_distw2v.shard")
@@ -115,12 +124,12 @@ class ClientCalls:
                                                               for name in sorted(cluster.shards)])
             cluster.meter.mark(sid)
             cluster.history = book.History()
-            session.token = secrets.token_urlsafe(24)
+            session.token = secrets.token_urlsafe(24)  # the workers have it too
+            session.owner = secrets.token_urlsafe(24)  # the client's alone
             session.client_seen = now = time.monotonic()
             if spec is not None:
                 session.run = run
-                session.checkpoints = SessionCheckpoints(spec, run, len(session.shards), now,
-                                                         CheckpointStore(spec.dir, "dispatcher", keep=2),
+                session.checkpoints = SessionCheckpoints(spec, run, len(session.shards), now, store,
                                                          committed=point.checkpoint if point else 0,
                                                          mark=session.trained_mark())
             if point is not None:
@@ -136,13 +145,15 @@ class ClientCalls:
                         config.params.hs, config.params.negative, config.settings.merge, config.damp_rows["syn0"],
                         config.damp_rows["syn1neg"], config.damp_rows.get("syn1", 0), config.settings.sync_words,
                         config.hot_rows, config.settings.cold_every)
-            return protocol.Opened(session=sid, shards=session.shards, token=session.token, resumed=point)
+            cluster.beats.notify_all()  # the shards hear at once who may open the session on them
+            return protocol.Opened(session=sid, shards=session.shards, token=session.token, resumed=point,
+                                   owner=session.owner)
 
     def upload(self, request):
         """Rows ``[lo, lo + len)`` of a static array (in order, in chunks), with the session's token."""
         with self.cluster.cond:
             session = self.cluster.session_of(request.session, ("uploading",))
-            protocol.check_token(request.token, session.token, "upload")
+            protocol.check_token(request.token, session.owner, "upload", owner=True)
             session.client_seen = time.monotonic()
             target = session.arrays.get(request.name)
             if target is None:
@@ -163,6 +174,7 @@ class ClientCalls:
         cluster = self.cluster
         with cluster.cond:
             session = cluster.session_of(request.session, ("uploading",))
+            protocol.check_token(request.token, session.owner, "start", owner=True)
             arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
             if not session.config.params.sample:
                 arrays.pop("sample_int", None)
@@ -242,7 +254,7 @@ class ClientCalls:
                 session = cluster.session_of(request.session, ("running", "failed"))
             now = time.monotonic()
             if request.token is not None:
-                protocol.check_token(request.token, session.token, "progress")
+                protocol.check_token(request.token, session.owner, "progress", owner=True)
                 session.client_seen = now
             checkpoints = None if session.checkpoints is None else session.checkpoints.status(session.trained_mark())
             return protocol.Progress(
@@ -255,8 +267,8 @@ class ClientCalls:
                 nodes=overview.nodes(cluster, session, now) if request.nodes else None)
 
     def checkpoint(self, request):
-        """The client asks for a checkpoint now: its number."""
-        return self.checkpointing.ask(request.session)
+        """The client asks for a checkpoint now (with its owner secret): its number."""
+        return self.checkpointing.ask(request.session, request.token)
 
     # ------------------------------------------------------------------ the end
     def download(self, request):
@@ -280,6 +292,6 @@ class ClientCalls:
         cluster = self.cluster
         with cluster.cond:
             if cluster.session is not None and cluster.session.id == request.session:
-                protocol.check_token(request.token, cluster.session.token, "close")
+                protocol.check_token(request.token, cluster.session.owner, "close", owner=True)
                 logger.info("session %s closed (%s)", request.session, cluster.session.state)
                 cluster.end_session()

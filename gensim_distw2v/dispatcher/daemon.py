@@ -25,7 +25,7 @@ def main(argv=None):
         # the kernel checks every session's arrays here: load it (and gensim) now, not in the first session
         build.check()
         key = transport.read_hmac_key(opts.hmac_key_file)
-        dispatcher = Dispatcher(**opts.role_kwargs())
+        dispatcher = Dispatcher(hmac_key=key, **opts.role_kwargs())
         server = transport.Server(endpoints.endpoint(Dispatcher.TABLE, dispatcher), transport.DISPATCHER_NAME,
                                   host=opts.host, port=opts.port, ns_conf=opts.ns_conf(), hmac_key=key,
                                   on_disconnect=dispatcher.connection_closed, limits=opts.limits())

@@ -133,6 +133,7 @@ class Membership:
                         f" with {request.threads} threads" if role.threads else "", len(self.members), role.name)
             cluster.workers_changed()
             cluster.wake()
+            return member.secret
 
     def heartbeat(self, request):
         """A member is alive: the reply (:meth:`answer`) once its news differs from what it knows,
@@ -151,13 +152,15 @@ class Membership:
             raise errors.BadRequest(f"{role.ops[1]}: metrics must be a {role.name}'s, got role {report.role!r}")
         deadline = time.monotonic() + request.wait
         with cluster.cond:
-            if report is not None and name in self.members:
-                cluster.book.update(name, report)
-            if name in self.members:
+            first = self.members.get(name)
+            if first is not None:
+                first.check_secret(request.secret, role.ops[1])  # no beats, metrics or news for another's name
+                if report is not None:
+                    cluster.book.update(name, report)
                 self.before_wait(name, request)
             while True:
                 member = self.members.get(name)
-                if member is None:
+                if member is None or member is not first:  # (unknown, or registered anew meanwhile)
                     return self.unknown()
                 member.last_seen = time.monotonic()
                 member.connection = transport.caller()
@@ -168,9 +171,11 @@ class Membership:
                 cluster.beats.wait(remaining)
 
     def leave(self, request):
-        """A member shuts down cleanly."""
+        """A member shuts down cleanly (given its secret: no member drops another)."""
         with self.cluster.cond:
-            if request.name in self.members:
+            member = self.members.get(request.name)
+            if member is not None:
+                member.check_secret(request.secret, self.role.ops[2])
                 self.drop(request.name, "it shut down")
 
     # ------------------------------------------------------------------ drops (the lock held)

@@ -76,16 +76,25 @@ class Dispatcher:
         :data:`JOB_DEADLINE_ROUNDS` typical rounds, is dropped and its jobs re-queued.
     max_model_bytes : int, optional
         The largest session's arrays this dispatcher holds (default: half this machine's memory).
+    allow_takeover : bool
+        Whether a client resuming a run may replace the run's running session at once (else it
+        waits for the session to end).
+    sign_checkpoints : bool
+        Whether the checkpoints' manifests are signed with ``hmac_key`` (and read back only so).
+    hmac_key : bytes, optional
+        The cluster's key.
     """
 
     TABLE = tables.DISPATCHER
 
     def __init__(self, worker_timeout=DispatcherOptions.worker_timeout, client_timeout=DispatcherOptions.client_timeout,
                  max_queue_jobs=4, job_deadline=DispatcherOptions.job_deadline,
-                 max_model_bytes=DispatcherOptions.max_model_bytes):
+                 max_model_bytes=DispatcherOptions.max_model_bytes, allow_takeover=DispatcherOptions.allow_takeover,
+                 sign_checkpoints=DispatcherOptions.sign_checkpoints, hmac_key=None):
         self.cluster = Cluster(Limits(worker_timeout=worker_timeout, client_timeout=client_timeout,
                                       max_queue_jobs=max_queue_jobs, job_deadline=job_deadline,
-                                      max_model_bytes=max_model_bytes or 0))
+                                      max_model_bytes=max_model_bytes or 0, allow_takeover=bool(allow_takeover)))
+        self.cluster.key = (hmac_key or None) if sign_checkpoints else None
         checkpointing = Checkpointing(self.cluster)
         self.clients = ClientCalls(self.cluster, checkpointing)
         self.workers = WorkerCalls(self.cluster)

@@ -36,8 +36,11 @@ class ShardCalls(Membership):
             return None
         if session is None:
             return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=False)
+        spec = session.config.checkpoint
         return protocol.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
-                                  ranks=sorted(session.ranks.values()), checkpoint=order)
+                                  ranks=sorted(session.ranks.values()), checkpoint=order,
+                                  owner=protocol.owner_digest(session.owner), run=session.run if spec else None,
+                                  checkpoint_dir=spec.dir if spec else None)
 
     def unknown(self):
         return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=True)
@@ -68,5 +71,10 @@ class ShardCalls(Membership):
 
     # ------------------------------------------------------------------ checkpoints
     def checkpointed(self, request):
-        """A shard's report (:class:`~gensim_distw2v.protocol.ShardCheckpoint`) on a checkpoint order."""
+        """A shard's report (:class:`~gensim_distw2v.protocol.ShardCheckpoint`) on a checkpoint order,
+        with its secret (no shard reports for another)."""
+        with self.cluster.cond:
+            member = self.members.get(request.name)
+            if member is not None:
+                member.check_secret(request.secret, "shard_checkpoint")
         self.checkpointing.report(request.name, request.session, request.report)

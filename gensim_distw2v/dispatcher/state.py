@@ -6,6 +6,7 @@ Every part of the dispatcher (:mod:`~gensim_distw2v.dispatcher.clients`,
 the status overview) reads and changes this object under its lock, and nothing else.
 """
 import dataclasses
+import secrets
 import threading
 import time
 
@@ -40,6 +41,8 @@ class Limits:
         :data:`JOB_DEADLINE_ROUNDS` typical rounds, is dropped and its jobs re-queued.
     max_model_bytes : int
         The largest session's arrays the dispatcher holds.
+    allow_takeover : bool
+        Whether a client resuming a run may replace its running session at once.
     """
 
     worker_timeout: float = 30.0
@@ -47,6 +50,7 @@ class Limits:
     max_queue_jobs: int = 4
     job_deadline: float = 120.0
     max_model_bytes: int = 0
+    allow_takeover: bool = False
 
 
 class Member:
@@ -58,8 +62,15 @@ class Member:
         self.name, self.uri, self.threads = name, uri, threads
         self.last_seen = time.monotonic()
         self.connection = None  # the connection its hello and heartbeats come in on
+        self.secret = secrets.token_urlsafe(16)  # given in the hello's reply: its later calls carry it
         self.session_id = None  # the session its counters below are of
         self.count_session(None)
+
+    def check_secret(self, given, what):
+        """Refuse a call naming this member that does not carry its secret (:class:`Forbidden`)."""
+        if not (isinstance(given, str) and secrets.compare_digest(given.encode("utf8"), self.secret.encode("utf8"))):
+            raise errors.Forbidden(f"{what} names {self.name} without its secret: a member may call for its own "
+                                   f"name only (the secret its hello's reply gave it)")
 
     def count_session(self, sid):
         """Start this worker's traffic and work counters afresh for session ``sid``."""
@@ -91,6 +102,7 @@ class Cluster:
         self.book = book.NodeBook()  # the workers' and shards' latest metrics (on their heartbeats)
         self.history = None  # the session's words, rate and loss over time (a book.History)
         self.uri = None  # once served (the status page shows it)
+        self.key = None  # the key checkpoint manifests are signed with (the cluster's), if any
 
     # ------------------------------------------------------------------ look-ups (the lock held)
     def session_of(self, sid, states=("running",)):
@@ -108,17 +120,19 @@ class Cluster:
         self.session.expect(*states)
         return self.session
 
-    def worker(self, name, sid=None):
-        """The registered worker ``name`` (it counts as heard from); with ``sid``, a member of that session.
+    def worker(self, name, sid=None, secret=None):
+        """The registered worker ``name`` (it counts as heard from); with ``sid``, a member of that
+        session; ``secret``: the one its hello's reply gave it (a worker calls for itself only).
 
         Raises
         ------
-        UnknownMember, NotInSession
+        UnknownMember, Forbidden, NotInSession
         """
         member = self.workers.get(name)
         if member is None:
             raise errors.UnknownMember(f"unknown worker {name!r}: say hello first (it may have been dropped after a "
                                        f"timeout)")
+        member.check_secret(secret, "a worker's call")
         member.last_seen = time.monotonic()
         if sid is not None and (self.session is None or name not in self.session.ranks):
             raise errors.NotInSession(f"worker {name} is not a member of session {sid}: join it first")

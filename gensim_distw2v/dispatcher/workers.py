@@ -66,7 +66,7 @@ class WorkerCalls(Membership):
         name, sid = request.name, request.session
         with self.cluster.cond:
             session = self.cluster.session_of(sid)
-            member = self.cluster.worker(name)
+            member = self.cluster.worker(name, secret=request.secret)
             requeued = session.release(name)  # joining again: what it had not merged goes back to the queue
             if requeued:
                 logger.info("worker %s joins session %s again; its %i unmerged jobs go back to the queue", name, sid,
@@ -85,7 +85,7 @@ class WorkerCalls(Membership):
         name, sid, cluster = request.name, request.session, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            cluster.worker(name, sid)
+            cluster.worker(name, sid, request.secret)
             deadline = time.monotonic() + request.wait
             # a long poll: until there is work, or a drained epoch the worker has not been told of; the
             # condition wakes for every round report and heartbeat of any worker, so one wake is no answer
@@ -95,7 +95,7 @@ class WorkerCalls(Membership):
                     break
                 cluster.cond.wait(left)
                 session = cluster.session_of(sid)
-                cluster.worker(name, sid)
+                cluster.worker(name, sid, request.secret)
             out, drained = session.hand_out(name, request.max_jobs)
             if out:
                 cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
@@ -111,7 +111,7 @@ class WorkerCalls(Membership):
         with cluster.cond:
             while True:
                 session = cluster.session_of(sid)
-                cluster.worker(name, sid)
+                cluster.worker(name, sid, request.secret)
                 if session.may_merge(name, request.turn):
                     return True
                 left = deadline - time.monotonic()
@@ -124,7 +124,7 @@ class WorkerCalls(Membership):
         name, sid, report, cluster = request.name, request.session, request.report, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            member = cluster.worker(name, sid)
+            member = cluster.worker(name, sid, request.secret)
             member.counts.add(report, session.round_done(name, report))
             now = time.monotonic()
             if report.node is not None and report.node.session == sid:
@@ -141,7 +141,7 @@ class WorkerCalls(Membership):
         name, sid, problem, cluster = request.name, request.session, request.problem, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            cluster.worker(name, sid)
+            cluster.worker(name, sid, request.secret)
             session.check_file(name, problem)
             if problem:
                 logger.warning("worker %s cannot train session %s: %s", name, sid, problem)
@@ -155,7 +155,7 @@ class WorkerCalls(Membership):
         name, sid, reason, cluster = request.name, request.session, request.reason, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            cluster.worker(name)
+            cluster.worker(name, secret=request.secret)
             requeued = session.quit_worker(name, reason, request.code)
             logger.warning("worker %s quit session %s (%s); %i unmerged jobs go back to the queue", name, sid,
                            reason, requeued)

@@ -22,6 +22,8 @@ the folder.
 import logging
 import time
 
+from gensim_distw2v.io.store import private_dir, tighten
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["Board", "evaluate", "node_tag"]
@@ -64,7 +66,7 @@ class Board:
     """
 
     def __init__(self, logdir):
-        self.logdir = logdir
+        self.logdir = private_dir(logdir, "tensorboard_dir")  # 0700: the events and vectors are the user's
         self.writer = _writer(logdir)
         self.last = None  # (wall, words, loss) of the last point
         self.cpu = {}  # node name -> (its seconds, its CPU seconds) at the last point
@@ -127,3 +129,4 @@ class Board:
 
     def close(self):
         self.writer.close()
+        tighten(self.logdir)  # the files tensorboardX wrote under the umask: 0600

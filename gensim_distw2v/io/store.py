@@ -16,19 +16,29 @@ arrays' dtypes and shapes, and what the caller expects of the metadata (the voca
 the vector size, ...); a checkpoint that fails a check is skipped with a warning naming what is
 wrong, and the previous one is used. The last ``keep`` checkpoints stay on disk.
 
+Checkpoints hold the model's weights: their folders are made ``0700`` and their files ``0600``
+whatever the umask, a checkpoint folder owned by another user or writable by group or others is
+refused (:func:`private_dir`), temporary folders are made by :func:`tempfile.mkdtemp` and files
+with ``O_EXCL | O_NOFOLLOW`` (nobody can plant a symlink to write through), and with the cluster's
+HMAC key the manifest is signed (``mac``): a checkpoint swapped by whoever can write to the folder
+is refused. Reads are bounded: regular files only, never through a symlink, sizes checked against
+the manifest and a limit before a byte is digested, and a deadline.
+
 The dispatcher keeps its progress records in one store, each shard its rows in another
 (:mod:`gensim_distw2v.dispatcher`, :mod:`gensim_distw2v.shard`): a cluster checkpoint is the
 dispatcher's record of number ``n`` and every shard's checkpoint ``n``, the record written last.
 """
 import errno
 import hashlib
+import hmac
 import json
 import logging
 import os
 import re
 import shutil
 import stat
-import uuid
+import tempfile
+import time
 
 import numpy as np
 
@@ -56,6 +66,68 @@ class OtherRunError(CheckpointError):
 
 
 MAX_META_BYTES = 1 << 20  # a checkpoint's manifest and metadata are small JSON files: read no more
+READ_SECONDS = 600.0  # the longest one checkpoint's read may take (a store's default deadline)
+_MAC_CONTEXT = b"gensim_distw2v checkpoint manifest 1\n"
+
+
+def private_dir(path, what="checkpoint_dir"):
+    """Make folder ``path`` (mode ``0700``, parents as the umask says) or check the one there: a
+    folder of this user's, not writable by group or others (then no one else can add, swap or
+    remove what is written in it). Returns the path.
+
+    Raises
+    ------
+    CheckpointError
+        ``path`` is not a folder, is another user's, or group or others may write to it; the
+        message names the fix.
+    """
+    path = os.fspath(path)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        found = os.stat(path)
+    except OSError as err:
+        raise CheckpointError(f"{what} {path}: cannot make or use it ({err})") from None
+    if not stat.S_ISDIR(found.st_mode):
+        raise CheckpointError(f"{what} {path} is not a folder")
+    if hasattr(os, "geteuid") and found.st_uid != os.geteuid():
+        raise CheckpointError(f"{what} {path} belongs to another user (uid {found.st_uid}): whoever owns it can read "
+                              f"or swap what is written there; give a folder of your own (or a new path)")
+    if found.st_mode & 0o022:
+        who = "others" if found.st_mode & 0o002 else "its group"
+        raise CheckpointError(f"{what} {path} is writable by {who} ({stat.filemode(found.st_mode)}): they could swap "
+                              f"what is written there; chmod go-w {path}, or give a private folder")
+    return path
+
+
+def tighten(path):
+    """Make every folder under ``path`` ``0700`` and every file ``0600`` (what a library wrote
+    there under the umask: TensorBoard's events and projector files), without following symlinks."""
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o700 if name in dirs else 0o600)
+
+
+def _own_subdir(path):
+    """Make folder ``path`` ``0700`` (an existing one, of this user's and not a symlink, is made so)."""
+    try:
+        os.mkdir(path, 0o700)
+        return
+    except FileExistsError:
+        pass
+    found = os.lstat(path)
+    if not stat.S_ISDIR(found.st_mode) or (hasattr(os, "geteuid") and found.st_uid != os.geteuid()):
+        raise CheckpointError(f"checkpoint folder {path} is not a folder of this user's (a symlink, a file, or "
+                              f"another user's): refused")
+    if found.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+def manifest_mac(key, manifest):
+    """The HMAC-SHA256 of a manifest (without its ``mac``) under the cluster's key, hex."""
+    body = json.dumps({k: v for k, v in manifest.items() if k != "mac"}, sort_keys=True).encode("utf8")
+    return hmac.new(key, _MAC_CONTEXT + body, hashlib.sha256).hexdigest()
 
 
 def _open_regular(path):
@@ -83,12 +155,14 @@ def _read_json(path, what):
         raise CheckpointError(f"{what} ({err})") from None
 
 
-def _digest(path):
-    """BLAKE2b (16 bytes) of a regular file, hex."""
+def _digest(path, deadline=None):
+    """BLAKE2b (16 bytes) of a regular file, hex; OSError past ``deadline`` (monotonic)."""
     h = hashlib.blake2b(digest_size=16)
     with _open_regular(path) as fin:
         for block in iter(lambda: fin.read(1 << 20), b""):
             h.update(block)
+            if deadline is not None and time.monotonic() > deadline:
+                raise OSError(errno.ETIMEDOUT, "reading it took past the deadline", path)
     return h.hexdigest()
 
 
@@ -102,8 +176,9 @@ def _fsync_dir(path):
 
 
 def _write_file(path, write):
-    """Write a file with ``write(fout)``, flushed to disk."""
-    with open(path, "wb") as fout:
+    """Write a new file (``0600``, never through a symlink) with ``write(fout)``, flushed to disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as fout:
         write(fout)
         fout.flush()
         os.fsync(fout.fileno())
@@ -122,23 +197,26 @@ class CheckpointStore:
         How many checkpoints to keep (at least 2: the newest may be the one a crash cut short);
         None: keep all until :meth:`prune` (a shard's checkpoints are kept as long as the
         dispatcher's records name them).
+    key : bytes, optional
+        The cluster's HMAC key: manifests are signed with it, and read back only if their
+        signature is its.
     """
 
-    def __init__(self, directory, name, keep=2):
+    def __init__(self, directory, name, keep=2, key=None):
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(f"checkpoint name must be letters, digits and _.- (at most 128), got {name!r}")
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 2):
             raise ValueError(f"keep must be an int >= 2 (the newest checkpoint may be cut short), got {keep!r}")
-        self.root = os.path.join(os.fspath(directory), name)
-        self.name, self.keep = name, keep
-        os.makedirs(self.root, exist_ok=True)
+        self.root = os.path.join(private_dir(directory), name)
+        self.name, self.keep, self.key = name, keep, key or None
+        _own_subdir(self.root)
 
     def sequences(self):
         """The sequence numbers of the checkpoints on disk, oldest first (whole or not)."""
         found = []
         for entry in os.listdir(self.root):
             match = _FOLDER.match(entry)
-            if match and os.path.isdir(os.path.join(self.root, entry)):
+            if match and stat.S_ISDIR(os.lstat(os.path.join(self.root, entry)).st_mode):  # (no symlinks)
                 found.append(int(match.group(1)))
         return sorted(found)
 
@@ -176,8 +254,7 @@ class CheckpointStore:
             sequence = (self.sequences() or [0])[-1] + 1
         elif isinstance(sequence, bool) or not isinstance(sequence, int) or not 0 < sequence < 10 ** 8:
             raise ValueError(f"checkpoint sequence must be an int in [1, 10**8), got {sequence!r}")
-        tmp = os.path.join(self.root, f".tmp-{sequence:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        os.makedirs(tmp)
+        tmp = tempfile.mkdtemp(prefix=f".tmp-{sequence:08d}-{os.getpid()}-", dir=self.root)  # 0700, new
         try:
             files = {}
             _write_file(os.path.join(tmp, META), lambda fout: fout.write(meta_bytes))
@@ -189,6 +266,8 @@ class CheckpointStore:
             manifest = {"format": FORMAT, "name": self.name, "sequence": sequence, "files": {
                 fname: {"size": os.path.getsize(os.path.join(tmp, fname)), "digest": _digest(os.path.join(tmp, fname)),
                         **({"array": spec} if spec else {})} for fname, spec in files.items()}}
+            if self.key:
+                manifest["mac"] = manifest_mac(self.key, manifest)
             _write_file(os.path.join(tmp, MANIFEST), lambda fout: fout.write(json.dumps(manifest, indent=1).encode()))
             _fsync_dir(tmp)
             if os.path.exists(self.path(sequence)):  # a leftover of the same number, never completed
@@ -218,7 +297,7 @@ class CheckpointStore:
             if entry.startswith(".tmp-") and f"-{os.getpid()}-" not in entry:
                 shutil.rmtree(os.path.join(self.root, entry), ignore_errors=True)
 
-    def read(self, sequence, expect=None):
+    def read(self, sequence, expect=None, max_bytes=None, deadline=None):
         """Checkpoint ``sequence``, checked: ``(meta, arrays)``.
 
         Parameters
@@ -227,6 +306,10 @@ class CheckpointStore:
         expect : dict, optional
             Metadata fields and the values they must have (``{"vocab_digest": ..., "vector_size":
             100}``): a checkpoint of another corpus, vocabulary or model is refused.
+        max_bytes : int, optional
+            The most its files may hold together (checked on the manifest, before reading them).
+        deadline : float, optional
+            A :func:`time.monotonic` time: reading past it fails (default: :data:`READ_SECONDS` from now).
 
         Raises
         ------
@@ -241,6 +324,18 @@ class CheckpointStore:
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("sequence") != sequence \
                 or not isinstance(manifest.get("files"), dict) or META not in manifest["files"]:
             raise CheckpointError(f"{where}: {MANIFEST} is not a format-{FORMAT} manifest of checkpoint {sequence}")
+        if self.key and not hmac.compare_digest(str(manifest.get("mac", "")), manifest_mac(self.key, manifest)):
+            raise CheckpointError(f"{where}: {MANIFEST} is not signed with this cluster's key (" + (
+                "it carries no signature: written without a key" if "mac" not in manifest else "a wrong signature")
+                + "): refused, as anyone could have written it; resume with the key it was written with")
+        deadline = time.monotonic() + READ_SECONDS if deadline is None else deadline
+        sizes = [entry.get("size") if isinstance(entry, dict) else None for entry in manifest["files"].values()]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes) \
+                or manifest["files"][META].get("size", 0) > MAX_META_BYTES \
+                or (max_bytes is not None and sum(sizes) > max_bytes):
+            raise CheckpointError(f"{where}: {MANIFEST} lists files of {sizes} bytes: more than a checkpoint of this "
+                                  f"kind holds ({max_bytes if max_bytes is not None else 'any'} bytes in all, "
+                                  f"{MAX_META_BYTES} of {META})")
         arrays, meta = {}, None
         for fname, entry in manifest["files"].items():
             if not isinstance(fname, str) or fname in ("", ".", "..") or os.path.basename(fname) != fname \
@@ -258,7 +353,7 @@ class CheckpointStore:
                 raise CheckpointError(f"{where}: {fname} has {found.st_size} bytes, its manifest says "
                                       f"{entry.get('size')} (cut short or altered)")
             try:
-                digest = _digest(path)
+                digest = _digest(path, deadline)
             except OSError as err:
                 raise CheckpointError(f"{where}: {fname} cannot be read ({err})") from None
             if digest != entry.get("digest"):
@@ -287,17 +382,19 @@ class CheckpointStore:
                                       f"(give an empty checkpoint folder, or the same corpus and settings)")
         return meta, arrays
 
-    def latest(self, expect=None, below=None):
+    def latest(self, expect=None, below=None, max_bytes=None, seconds=READ_SECONDS):
         """The newest checkpoint that passes :meth:`read`'s checks, as ``(sequence, meta, arrays)``,
         or None if there is none. Checkpoints that fail are skipped with a warning; one of another
         run (``expect``) is an error, not skipped: resuming from an older one would be wrong too.
-        ``below``: only checkpoints numbered below it (one above failed elsewhere).
+        ``below``: only checkpoints numbered below it (one above failed elsewhere); ``max_bytes``:
+        as :meth:`read`'s; ``seconds``: the deadline of the whole search.
         """
+        deadline = time.monotonic() + seconds
         for sequence in reversed(self.sequences()):
             if below is not None and sequence >= below:
                 continue
             try:
-                meta, arrays = self.read(sequence, expect)
+                meta, arrays = self.read(sequence, expect, max_bytes=max_bytes, deadline=deadline)
             except CheckpointError as err:
                 if err.code is errors.Code.OTHER_RUN:
                     raise
@@ -307,10 +404,10 @@ class CheckpointStore:
         return None
 
 
-def shard_store(directory, index, count):
+def shard_store(directory, index, count, key=None):
     """The store of shard ``index`` of ``count``'s rows (kept until the dispatcher's records no
     longer name them)."""
-    return CheckpointStore(directory, f"shard-{index}-of-{count}", keep=None)
+    return CheckpointStore(directory, f"shard-{index}-of-{count}", keep=None, key=key)
 
 
 def identity_differences(theirs, ours):

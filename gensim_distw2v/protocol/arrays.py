@@ -4,6 +4,7 @@ An array is ``{"dtype": str, "shape": [int, ...], "data": bytes}`` (C order); a 
 are ``{"rows", "values"[, "scales"]}``. Every check raises :class:`ValueError` naming what is
 wrong, and never executes or imports anything.
 """
+import hashlib
 import math
 import secrets
 
@@ -143,12 +144,20 @@ def check_turn(turn, what):
 PoisonError = Poisoned
 
 
-def check_token(given, token, what):
-    """Refuse a call on a session that does not carry the session's secret token
-    (:class:`~gensim_distw2v.protocol.errors.Forbidden`)."""
+def check_token(given, token, what, owner=False):
+    """Refuse a call on a session that does not carry the session's secret token, or with
+    ``owner``, its client's own (:class:`~gensim_distw2v.protocol.errors.Forbidden`)."""
     if not (isinstance(given, str) and isinstance(token, str) and token
             and secrets.compare_digest(given.encode("utf8"), token.encode("utf8"))):
-        raise Forbidden(f"{what}: not this session's token: only the session's client and its workers may do that")
+        raise Forbidden(f"{what}: not this session's " + ("owner secret: only the session's client may do that"
+                                                          if owner else "token: only the session's client and its "
+                                                                        "workers may do that"))
+
+
+def owner_digest(owner):
+    """What a shard is told of a session's owner secret: its SHA-256, hex (the secret itself goes to
+    no member)."""
+    return hashlib.sha256(b"gensim_distw2v session owner\n" + owner.encode("utf8")).hexdigest()
 
 
 def max_delta_for(alpha, vector_size):
@@ -161,6 +170,12 @@ def max_delta_for(alpha, vector_size):
 
 
 _ABS_BITS = {np.dtype(np.float16): (np.uint16, np.uint16(0x7FFF)), np.dtype(np.float32): (np.uint32, np.uint32(0x7FFFFFFF))}
+
+
+def weight_bound(max_delta):
+    """The largest weight a model may hold (trained weights downloaded, rows restored from a
+    checkpoint): 100 times the largest change one merge may make (:func:`max_delta_for`)."""
+    return 100.0 * float(max_delta)
 
 
 def within(values, bound):

@@ -8,6 +8,10 @@ from gensim_distw2v.protocol.jobs import EpochCounts
 from gensim_distw2v.protocol.records import Record, _non_negative, _record_map
 
 
+MAX_EPOCH_JOBS = 10 ** 7  # jobs (or byte ranges) of one epoch a resume point may name as trained (100 G words)
+MAX_EPOCHS = 1_000_000  # as SessionConfig's epochs
+
+
 def _check_dir(record, name="dir"):
     path = getattr(record, name)
     if not path.startswith("/") or len(path) > MAX_PATH or "\x00" in path:
@@ -81,7 +85,13 @@ class Resumed(Record):
 
     def check(self):
         _non_negative(self, "checkpoint", "epoch", "first_job", "done_below", "crc", "shards", "range_bytes")
-        if not all(isinstance(j, int) and not isinstance(j, bool) and j >= 0 for j in self.done_jobs):
+        if not (self.first_job <= self.done_below <= self.first_job + MAX_EPOCH_JOBS < 2 ** 53
+                and self.epoch <= MAX_EPOCHS and len(self.done_jobs) <= MAX_EPOCH_JOBS
+                and self.checkpoint < 10 ** 8 and self.crc < 2 ** 64 and len(self.epochs) <= MAX_EPOCHS + 1):
+            raise ValueError(f"resume point: out of bounds (first_job {self.first_job}, done_below {self.done_below}: "
+                             f"at most {MAX_EPOCH_JOBS} jobs apart; epoch {self.epoch}, {len(self.epochs)} epochs' "
+                             f"counts: at most {MAX_EPOCHS}; {len(self.done_jobs)} done_jobs)")
+        if not all(isinstance(j, int) and not isinstance(j, bool) and 0 <= j < 2 ** 53 for j in self.done_jobs):
             raise ValueError("resume point: done_jobs must be job ids (ints >= 0)")
         if len(self.head) > 64 or not all(isinstance(c, int) and 0 <= c < 2 ** 32 for c in self.head):
             raise ValueError("resume point: head must be at most 64 CRC-32 values")
@@ -181,3 +191,4 @@ class ShardCheckpointed(Record):
     name: str
     session: str
     report: ShardCheckpoint
+    secret: str = ""  # the shard's secret from its hello

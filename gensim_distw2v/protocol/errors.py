@@ -51,7 +51,8 @@ import enum
 
 __all__ = ["Code", "ClusterFault", "BadRequest", "Forbidden", "VersionMismatch", "UnknownMember", "NotInSession",
            "MemberConflict", "Full", "SessionClosed", "NoShard", "ShardLost", "NoWorkers", "Poisoned",
-           "NoCheckpoint", "OtherRun", "CheckpointUnreadable", "RestoreFailed", "CorpusFileMismatch", "Internal",
+           "NoCheckpoint", "OtherRun", "CheckpointUnreadable", "RestoreFailed", "CorpusFileMismatch", "Busy",
+           "Internal",
            "ClusterError", "FAULT_CLASS", "dict_to_fault", "fault", "fault_to_dict", "to_wire", "from_wire"]
 
 MAX_MESSAGE = 4000  # characters of a fault's message that travel
@@ -81,6 +82,7 @@ class Code(str, enum.Enum):
     CHECKPOINT_UNREADABLE = "checkpoint_unreadable"
     RESTORE_FAILED = "restore_failed"
     CORPUS_FILE = "corpus_file"
+    BUSY = "busy"
     INTERNAL = "internal"
 
 
@@ -128,12 +130,13 @@ CheckpointUnreadable = _subclass("CheckpointUnreadable", Code.CHECKPOINT_UNREADA
 RestoreFailed = _subclass("RestoreFailed", Code.RESTORE_FAILED, "A shard could not restore its rows.")
 CorpusFileMismatch = _subclass("CorpusFileMismatch", Code.CORPUS_FILE,
                                "A worker does not see the client's corpus file.")
+Busy = _subclass("Busy", Code.BUSY, "The dispatcher runs another session (of another call, or of this run).")
 Internal = _subclass("Internal", Code.INTERNAL, "Anything else: a bug.")
 
 _BY_CODE = {cls.CODE: cls for cls in (BadRequest, Forbidden, VersionMismatch, UnknownMember, NotInSession,
                                       MemberConflict, Full, SessionClosed, NoShard, ShardLost, NoWorkers, Poisoned,
                                       NoCheckpoint, OtherRun, CheckpointUnreadable, RestoreFailed,
-                                      CorpusFileMismatch, Internal)}
+                                      CorpusFileMismatch, Busy, Internal)}
 assert set(_BY_CODE) == set(Code), "every code has its class"
 
 

@@ -63,6 +63,7 @@ class Heartbeat(Record):
     wait: float = 0.0
     metrics: typing.Optional[NodeMetrics] = None
     poisoned: typing.Optional[dict] = None
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
     def check(self):
         _check_wait(self, "heartbeat", LONG_POLL)
@@ -78,6 +79,7 @@ class Leave(Record):
 
     WHAT: typing.ClassVar[str] = "leave"
     name: str
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
 
 # ---------------------------------------------------------------------------------------------- a worker's session
@@ -88,6 +90,7 @@ class Join(Record):
     WHAT: typing.ClassVar[str] = "join"
     name: str
     session: str
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
 
 @dataclasses.dataclass
@@ -102,6 +105,7 @@ class GetJobs(Record):
     max_jobs: int
     wait: float = 0.2
     drained: int = -1
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
     def check(self):
         if not 1 <= self.max_jobs <= 1024:
@@ -119,6 +123,7 @@ class BeginRound(Record):
     session: str
     turn: list
     wait: float = 0.5
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
     def check(self):
         try:
@@ -136,6 +141,7 @@ class RoundDone(Record):
     name: str
     session: str
     report: "RoundReport"
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
 
 @dataclasses.dataclass
@@ -147,6 +153,7 @@ class FileCheck(Record):
     name: str
     session: str
     problem: typing.Optional[str]
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
     def check(self):
         if self.problem is not None:
@@ -163,6 +170,7 @@ class QuitSession(Record):
     session: str
     reason: str
     code: typing.Optional[str] = None  # the error code of why, if it had one (shard_lost: a shard, not the worker)
+    secret: str = ""  # the member's secret from its hello: a member calls for its own name only
 
     def check(self):
         self.reason = self.reason[:1000]
@@ -184,7 +192,9 @@ class Beat(Record):
 class ShardBeat(Record):
     """The dispatcher's answer to a shard's heartbeat: the session it should hold (or None), the
     ranks of the workers in it, and ``next_rank`` (ranks below it were handed out before this
-    answer: a shard frees the slots of those not in ``ranks``). ``hello``: say hello again."""
+    answer: a shard frees the slots of those not in ``ranks``). ``hello``: say hello again.
+    ``owner``, ``checkpoint_dir`` and ``run``: who may open the session on the shard (a digest of
+    the client's secret) and the only checkpoints it may restore rows from."""
 
     WHAT: typing.ClassVar[str] = "shard heartbeat reply"
     session: typing.Optional[str]
@@ -192,6 +202,9 @@ class ShardBeat(Record):
     next_rank: int
     hello: bool
     checkpoint: typing.Optional["CheckpointOrder"] = None  # write the session's rows to a checkpoint
+    owner: typing.Optional[str] = None  # owner_digest() of the session's owner secret: who may open it on a shard
+    checkpoint_dir: typing.Optional[str] = None  # the session's checkpoint folder: the only one it may restore from
+    run: typing.Optional[str] = None  # the run its checkpoints are of
 
     def check(self):
         if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.ranks):
@@ -214,8 +227,9 @@ class Opened(Record):
     WHAT: typing.ClassVar[str] = "open_session reply"
     session: str
     shards: list
-    token: str  # the session's secret: close, uploads and merges need it (status() never shows it)
+    token: str  # the session's secret, the workers' too: their merges and downloads need it
     resumed: typing.Optional["Resumed"] = None  # a session resumed from a checkpoint: where it goes on
+    owner: str = ""  # the client's own secret (no worker has it): uploads, start, progress, close need it
 
     def check(self):
         _check_shard_list(self)

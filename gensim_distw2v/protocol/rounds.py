@@ -38,10 +38,11 @@ class ShardSpec(Record):
     damp_rows: dict
     hot_rows: int
     versions: dict
-    token: str  # the session's secret (Opened.token): uploads, merges and close need it
+    token: str  # the session's secret (Opened.token): the workers' merges and downloads need it
     tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
     restore: typing.Optional["RestoreSpec"] = None  # a resumed session: the rows come from a checkpoint
     max_delta: float = 64.0  # the largest change a merge may make to one weight (max_delta_for)
+    owner: str = ""  # the client's secret (Opened.owner): opening, uploads, start and close need it
 
     def check(self):
         if not 0 < self.max_delta <= MAX_SCALE:

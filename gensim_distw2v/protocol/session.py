@@ -195,10 +195,12 @@ class SessionConfig(Record):
 # ---------------------------------------------------------------------------------------------- a client's calls
 @dataclasses.dataclass
 class SessionRef(Record):
-    """A call about session ``session`` and nothing else (``start``, ``checkpoint``)."""
+    """A call about session ``session`` (``start``, ``checkpoint``), with the owner's secret
+    (:attr:`Opened.owner`) where the call needs it."""
 
     WHAT: typing.ClassVar[str] = "session call"
     session: str
+    token: typing.Optional[str] = None
 
 
 @dataclasses.dataclass

@@ -32,7 +32,7 @@ DISPATCHER = Table("dispatcher", [
     Call("download", Download, _C + "download", dict, "rows of a static array (an array message)"),
     Call("close", Close, _C + "close", None, "end the session"),
     # a worker's calls (gensim_distw2v.dispatcher.workers)
-    Call("hello", Hello, _W + "hello", None, "a worker registers"),
+    Call("hello", Hello, _W + "hello", str, "a worker registers: its secret (its later calls carry it)"),
     Call("heartbeat", Heartbeat, _W + "heartbeat", Beat, "a worker is alive: the session to be in (long poll)"),
     Call("leave", Leave, _W + "leave", None, "a worker shuts down"),
     Call("join", Join, _W + "join", Joined, "join the running session: config, rank, shards"),
@@ -42,7 +42,7 @@ DISPATCHER = Table("dispatcher", [
     Call("file_check", FileCheck, _W + "file_check", None, "whether the worker sees the client's corpus file"),
     Call("quit_session", QuitSession, _W + "quit_session", None, "the session failed on the worker"),
     # a shard's calls (gensim_distw2v.dispatcher.shards)
-    Call("shard_hello", Hello, _S + "hello", None, "a shard registers"),
+    Call("shard_hello", Hello, _S + "hello", str, "a shard registers: its secret (its later calls carry it)"),
     Call("shard_beat", Heartbeat, _S + "heartbeat", ShardBeat,
          "a shard is alive: its session, the session's ranks, checkpoint orders (long poll)"),
     Call("shard_leave", Leave, _S + "leave", None, "a shard shuts down"),

@@ -10,9 +10,10 @@ import time
 
 import numpy as np
 
+from gensim_distw2v.protocol.arrays import weight_bound, within
 from gensim_distw2v.protocol.errors import BadRequest, Full, RestoreFailed
 from gensim_distw2v.protocol.transfers import check_part
-from gensim_distw2v.io.store import CheckpointError, shard_store
+from gensim_distw2v.io.store import READ_SECONDS, CheckpointError, shard_store
 from gensim_distw2v.core.layout import ShardLayout
 
 logger = logging.getLogger(__name__)
@@ -66,10 +67,14 @@ class _Held:
                              f"of {max_model_bytes / 2 ** 20:.0f} MiB: start more shards, or start it with "
                              f"--max-model-bytes N")
 
-    def restore(self, restore):
+    def restore(self, restore, key=None):
         """Fill a session's rows from checkpoint ``restore.sequence`` (written by ``restore.count``
-        shards: this shard's rows are in the files of those that held them)."""
+        shards: this shard's rows are in the files of those that held them), signed with ``key``
+        (the cluster's) when there is one; each shard's files no larger than its rows, read by a
+        deadline; every row finite and within the session's :func:`~gensim_distw2v.protocol.weight_bound`."""
         spec, started = self.spec, time.monotonic()
+        deadline, bound = started + READ_SECONDS, weight_bound(spec.max_delta)
+        slack = (64 << 10) * (len(spec.weights) + 2)  # the headers of the .npy files, the manifest, the metadata
         for old in range(restore.count):
             rows = old + np.arange(ShardLayout(restore.count).count(spec.vocab_size, old), dtype=np.int64) \
                 * restore.count  # the global rows shard ``old`` held
@@ -77,9 +82,10 @@ class _Held:
             if not mine.any():
                 continue
             try:
-                _meta, arrays = shard_store(restore.dir, old, restore.count).read(
+                _meta, arrays = shard_store(restore.dir, old, restore.count, key=key).read(
                     restore.sequence, expect={"run": restore.run, "vocab_size": spec.vocab_size,
-                                              "vector_size": spec.vector_size})
+                                              "vector_size": spec.vector_size}, deadline=deadline,
+                    max_bytes=len(rows) * spec.vector_size * 4 * len(spec.weights) + slack)
             except (CheckpointError, OSError) as err:
                 raise RestoreFailed(f"restore: {err}") from None
             for name in spec.weights:
@@ -87,6 +93,10 @@ class _Held:
                 if array is None or array.dtype != np.float32 or array.shape != (len(rows), spec.vector_size):
                     raise RestoreFailed(f"restore: checkpoint {restore.sequence} of shard {old} of {restore.count} in "
                                      f"{restore.dir} has no float32 {name} of {len(rows)} rows x {spec.vector_size}")
+                if not within(array, bound):
+                    raise RestoreFailed(f"restore: checkpoint {restore.sequence} of shard {old} of {restore.count} in "
+                                        f"{restore.dir}: {name} holds weights that are not finite or larger than "
+                                        f"{bound:.3g} (the session's bound): refused")
                 self.arrays[name][rows[mine] // spec.count] = array[mine]
         self.received = {name: self.n_rows for name in spec.weights}
         logger.info("session %s: rows of shard %i of %i restored from checkpoint %i in %s (%.2f s)", spec.session,

@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Shard", "cap_malloc_arenas"]
 
 REPORT_ATTEMPTS = 5  # tries to tell the dispatcher a checkpoint's rows are written
+GRANT_WAIT = 10.0  # seconds open_session waits to hear from the dispatcher who may open a session it runs
 MALLOC_ARENAS = 2
 
 
@@ -87,18 +88,21 @@ class Shard(Member):
         Seconds between heartbeats.
     max_model_bytes : int, optional
         The most this shard's rows of a session may take (default: half this machine's memory).
+    sign_checkpoints : bool
+        Whether its checkpoints' manifests are signed with ``hmac_key`` (and read back only so).
     """
 
     ROLE = "shard"
     TABLE = tables.SHARD  # its remote calls
 
     def __init__(self, ns_conf, hmac_key=None, heartbeat=ShardOptions.heartbeat,
-                 max_model_bytes=ShardOptions.max_model_bytes):
+                 max_model_bytes=ShardOptions.max_model_bytes, sign_checkpoints=ShardOptions.sign_checkpoints):
         self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
         self.max_model_bytes = model_bytes_limit(max_model_bytes)
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.heartbeat_every = heartbeat
+        self.checkpoint_key = hmac_key if sign_checkpoints else None
         self.meter = meter.Meter("shard", calls=True)  # its calls too: merges apart from serving downloads
         self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
@@ -106,6 +110,8 @@ class Shard(Member):
         self.lock = threading.Lock()
         self.held = None
         self.told = None  # the session the dispatcher last said it runs (a heartbeat's news is what differs)
+        self.grant = None  # that session's ShardBeat: who may open it here, the checkpoints it may restore from
+        self.granted = threading.Condition(self.lock)
         self.stopped = threading.Event()
         self.ordered = (None, 0)  # the last checkpoint order taken: (session, sequence)
         self.dispatcher_uri = None
@@ -134,18 +140,38 @@ class Shard(Member):
             damped=0 if held.weights is None else held.weights.damped,
             workers=0 if held.weights is None else len(held.weights.slots)), node=self.metrics())
 
+    def _granted(self, spec):
+        """Check that ``spec`` comes from the owner of a session the dispatcher runs (waiting up to
+        :data:`GRANT_WAIT` seconds for its word), restoring from that session's checkpoints only."""
+        deadline = time.monotonic() + GRANT_WAIT
+        with self.granted:
+            while (self.grant is None or self.grant.session != spec.session) and time.monotonic() < deadline:
+                self.granted.wait(deadline - time.monotonic())
+            grant = self.grant
+        if grant is None or grant.session != spec.session:
+            raise errors.SessionClosed(f"open_session: the dispatcher runs no session {spec.session!r} (this shard "
+                                       f"heard of none within {GRANT_WAIT:.0f} s)")
+        protocol.check_token(protocol.owner_digest(spec.owner), grant.owner, "open_session", owner=True)
+        restore = spec.restore
+        if restore is not None and (restore.dir != grant.checkpoint_dir or restore.run != grant.run):
+            raise errors.Forbidden(f"open_session: session {spec.session} may restore rows from its own checkpoints "
+                                   f"only (its folder and run), not from {restore.dir[:200]!r}")
+
     def open_session(self, spec):
         """Hold a session's share of rows (any other session held is dropped): ``spec``, a
-        :class:`gensim_distw2v.protocol.ShardSpec`, says which, and where a resumed session's rows are."""
+        :class:`gensim_distw2v.protocol.ShardSpec`, says which, and where a resumed session's rows are.
+        Only the session's owner may (the client that opened it on the dispatcher), and a resumed
+        session's rows come from its own checkpoint folder only."""
         check_versions(spec.versions, "the client")
         need = ShardLayout(spec.count).count(spec.vocab_size, spec.index) * spec.vector_size * 4 * len(spec.weights)
         if need > self.max_model_bytes:
             raise errors.Full(f"open_session: this shard's rows need {need / 2 ** 20:.0f} MiB, more than its limit of "
                              f"{self.max_model_bytes / 2 ** 20:.0f} MiB; start more shards, or start this one with "
                              f"--max-model-bytes N (default: half the machine's memory)")
+        self._granted(spec)  # (sizes first: nothing is allocated before both checks)
         held = _Held(spec)
         if spec.restore is not None:
-            held.restore(spec.restore)
+            held.restore(spec.restore, self.checkpoint_key)
         with self.lock:
             if self.held is not None:
                 logger.info("session %s dropped: session %s replaces it", self.held.id, spec.session)
@@ -160,7 +186,7 @@ class Shard(Member):
         :class:`gensim_distw2v.protocol.session.Upload`, with the session's token)."""
         with self.lock:
             held = self._held(request.session, started=False)
-            protocol.check_token(request.token, held.spec.token, "upload")
+            protocol.check_token(request.token, held.spec.owner, "upload", owner=True)
             name = request.name
             target = held.array(name, 0, 0, "upload", self.name)
             try:
@@ -176,6 +202,7 @@ class Shard(Member):
         sid = request.session
         with self.lock:
             held = self._held(sid, started=False)
+            protocol.check_token(request.token, held.spec.owner, "start", owner=True)
             missing = [name for name, n in held.received.items() if n != held.n_rows]
             if missing:
                 raise errors.BadRequest(f"start: rows of {missing} not fully uploaded to shard {self.name}")
@@ -220,7 +247,7 @@ class Shard(Member):
         sid = request.session
         with self.lock:
             if self.held is not None and self.held.id == sid:
-                protocol.check_token(request.token, self.held.spec.token, "close")
+                protocol.check_token(request.token, self.held.spec.owner, "close", owner=True)
                 logger.info("session %s closed after %i merges (%.1f s of CPU in them)", sid, self.held.merges,
                             self.held.merge_cpu)
                 self.held = None
@@ -293,13 +320,17 @@ class Shard(Member):
         # known: the session held, else the one the dispatcher last told of (not None: a session it runs
         # but this shard does not hold yet is no news to answer at once, again and again, until the
         # client opens it here)
-        return protocol.Heartbeat(name=self.name, known=held.id if held else self.told, wait=self.heartbeat_every,
+        return protocol.Heartbeat(name=self.name, secret=self.secret, known=held.id if held else self.told,
+                                  wait=self.heartbeat_every,
                                   poisoned=poisoned or None, metrics=self.metrics())
 
     def on_beat(self, link, request, beat):
         if request.poisoned:
             self._asking.told.update(int(rank) for rank in request.poisoned)
         self.told = beat.session
+        with self.granted:
+            self.grant = beat if beat.session is not None else None
+            self.granted.notify_all()
         self._beat(beat, self._asked)
         if beat.checkpoint is not None:
             self._checkpoint(link, beat.session, beat.checkpoint)
@@ -336,7 +367,7 @@ class Shard(Member):
                 rows = {name: array.copy() for name, array in held.arrays.items()}
             spec = held.spec
         try:
-            proxy.call("shard_checkpoint", name=self.name, session=sid, report=protocol.ShardCheckpoint(
+            proxy.call("shard_checkpoint", name=self.name, secret=self.secret, session=sid, report=protocol.ShardCheckpoint(
                 sequence=order.sequence, stage="taken", seconds=time.monotonic() - started))
         except ValueError as err:  # the session ended meanwhile (a lost dispatcher: the beat loop sees it)
             logger.warning("checkpoint %i: could not tell the dispatcher the rows were taken: %s", order.sequence, err)
@@ -351,7 +382,7 @@ class Shard(Member):
         started = time.monotonic()
         try:
             with self.writing:
-                store = shard_store(order.dir, spec.index, spec.count)
+                store = shard_store(order.dir, spec.index, spec.count, key=self.checkpoint_key)
                 sequence = store.write({"run": order.run, "session": sid, "index": spec.index, "count": spec.count,
                                         "vocab_size": spec.vocab_size, "vector_size": spec.vector_size}, rows,
                                        sequence=order.sequence)
@@ -368,7 +399,7 @@ class Shard(Member):
             try:
                 link = endpoints.link(uri, tables.DISPATCHER, self.hmac_key, timeout=30.0)
                 try:
-                    link.call("shard_checkpoint", name=self.name, session=sid, report=report)
+                    link.call("shard_checkpoint", name=self.name, secret=self.secret, session=sid, report=report)
                 finally:
                     link.release()
                 return

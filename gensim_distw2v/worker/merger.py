@@ -40,7 +40,7 @@ class MergeRounds:
         """
         turn = list(self.turn)
         if self.sync == "bsp":
-            while not proxy.call("begin_round", name=self.worker.name, session=self.sid, turn=turn, wait=0.5):
+            while not proxy.call("begin_round", name=self.worker.name, secret=self.worker.secret, session=self.sid, turn=turn, wait=0.5):
                 self.worker.check_alive(self)
         began, cpu, compiled = time.perf_counter(), time.thread_time(), compiled_cpu()
         with self.lock:
@@ -143,10 +143,10 @@ class MergeRounds:
         elif report is not None and not now:
             self.pending = report
         if self.pending is not None and (now or time.monotonic() - self.reported >= REPORT_EVERY):
-            proxy.call("round_done", name=self.worker.name, session=self.sid, report=self.pending)
+            proxy.call("round_done", name=self.worker.name, secret=self.worker.secret, session=self.sid, report=self.pending)
             self.pending, self.reported = None, time.monotonic()
         if now and report is not None:
-            proxy.call("round_done", name=self.worker.name, session=self.sid, report=report)
+            proxy.call("round_done", name=self.worker.name, secret=self.worker.secret, session=self.sid, report=report)
             self.reported = time.monotonic()
 
 

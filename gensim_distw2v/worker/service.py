@@ -92,8 +92,8 @@ class Worker(Member):
         return protocol.Hello(name=self.name, uri=self.uri, versions=versions(), threads=self.threads)
 
     def beat_request(self):
-        return protocol.Heartbeat(name=self.name, known=self.session_wanted, wait=self.heartbeat_every,
-                                  metrics=self.metrics())
+        return protocol.Heartbeat(name=self.name, secret=self.secret, known=self.session_wanted,
+                                  wait=self.heartbeat_every, metrics=self.metrics())
 
     def found(self, uri):
         self.dispatcher_uri = uri
@@ -151,7 +151,7 @@ class Worker(Member):
         """Tell the dispatcher the session failed here, so that its jobs go to other workers and
         the client stops waiting for this one."""
         try:
-            training.proxy.call("quit_session", name=self.name, session=training.sid, reason=reason,
-                                code=None if code is None else str(getattr(code, "value", code)))
+            training.proxy.call("quit_session", name=self.name, secret=self.secret, session=training.sid,
+                                reason=reason, code=None if code is None else str(getattr(code, "value", code)))
         except (transport.PyroError, ValueError) as err:  # the session or the dispatcher is gone already
             logger.info("could not tell the dispatcher that session %s failed here: %s", training.sid, err)

@@ -76,7 +76,7 @@ class _Training(MergeRounds):
     def run(self):
         self.worker.meter.mark(self.sid)
         self._began_cpu = time.process_time()  # (setup_cpu: until the trainers start, in _run)
-        joined = self.proxy.call("join", name=self.worker.name, session=self.sid)
+        joined = self.proxy.call("join", name=self.worker.name, secret=self.worker.secret, session=self.sid)
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
         # a shard that does not answer raises ShardLost, naming it
@@ -90,7 +90,7 @@ class _Training(MergeRounds):
         self.file = config.corpus_file
         if self.file is not None:
             problem = check_files(self.file.parts())
-            self.proxy.call("file_check", name=self.worker.name, session=self.sid, problem=problem)
+            self.proxy.call("file_check", name=self.worker.name, secret=self.worker.secret, session=self.sid, problem=problem)
             if problem:
                 raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
         self.params, settings = config.params, config.settings
@@ -343,7 +343,7 @@ class _Training(MergeRounds):
                 with self.lock:
                     self.lock.wait(LOOK_AGAIN)
                 continue
-            reply = self.proxy.call("get_jobs", name=self.worker.name, session=self.sid,
+            reply = self.proxy.call("get_jobs", name=self.worker.name, secret=self.worker.secret, session=self.sid,
                                     max_jobs=prefetch - self.jobs.qsize(), wait=FETCH_WAIT, drained=told)
             for msg in reply.jobs:
                 if self.file is None:  # a job's words are rows this worker wants current values of
