@@ -1,4 +1,5 @@
-"""``python -m gensim_distw2v train CORPUS --output MODEL [options]``: train and save a model.
+"""``python -m gensim_distw2v train CORPUS --output MODEL [options]``: train and save a model;
+``python -m gensim_distw2v cluster --hosts HOST[,HOST...]``: start a cluster over SSH and keep it up.
 
 Reads a text file with one sentence per line and tokens separated by spaces (gensim's
 ``LineSentence`` format), trains ``gensim_distw2v.Word2Vec`` with gensim's options on a cluster
@@ -16,6 +17,7 @@ import time
 from gensim_distw2v import fields
 from gensim_distw2v.io.board import evaluate
 from gensim_distw2v.io.transport import HMAC_ENV
+from gensim_distw2v.launch import cli as launch_cli
 from gensim_distw2v.options import ServerOptions
 from gensim_distw2v.settings import Settings
 
@@ -79,6 +81,13 @@ def build_parser():
     train.add_argument("--verbose", action="store_true",
                        help="log gensim's and the package's INFO lines (by default: progress bars, warnings, errors)")
     train.add_argument("--quiet", action="store_true", help="no progress bars: warnings and errors only")
+    launch_cli.add_arguments(train.add_argument_group("a cluster started over SSH for the run (docs/cluster.rst)"))
+    cluster_cmd = commands.add_parser(
+        "cluster", help="start a cluster over SSH on hosts, keep it up until Ctrl-C, then stop it on every host",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    launch_cli.add_arguments(cluster_cmd)
+    cluster_cmd.add_argument("--ns-conf-file", help="write the ns_conf to use, key included, to this file (mode 0600)")
+    cluster_cmd.add_argument("--verbose", action="store_true", help="log the launcher's INFO lines")
     return parser
 
 
@@ -128,6 +137,9 @@ def train(args, bars=None):
         sys.exit("error: --local-workers, --threads-per-worker and --local-shards must be >= 1")
     if args.resume and not args.checkpoint_dir:
         sys.exit("error: --resume needs --checkpoint-dir: the folder of the run's checkpoints")
+    if (args.hosts or args.slurm) and (args.ns_host or args.ns_port or args.no_cluster or (args.hosts and args.slurm)):
+        sys.exit("error: --hosts and --slurm start a cluster for the run: give one, without --ns-host / --ns-port / "
+                 "--no-cluster")
     if args.hmac_key_file and not (args.ns_host or args.ns_port):
         sys.exit("error: --hmac-key-file is the key of a running cluster: give its --ns-host / --ns-port too")
     if args.no_cluster and (args.checkpoint_dir or args.tensorboard_dir or args.status_port is not None):
@@ -151,6 +163,19 @@ def train(args, bars=None):
     try:
         if args.no_cluster:
             where = f"{args.workers} local threads"
+        elif args.hosts:
+            cluster = launch_cli.remote_cluster(args)
+            cluster.start()
+            model.ns_conf = cluster.ns_conf
+            where = f"a cluster of {len(cluster.hosts)} hosts started over SSH"
+        elif args.slurm:
+            cluster = launch_cli.slurm_cluster(args)
+            cluster.start()
+            if cluster.rank:  # the other nodes serve rank 0's run, then stop
+                cluster.serve()
+                return
+            model.ns_conf = cluster.ns_conf
+            where = f"the {cluster.alloc.size} nodes of SLURM job {cluster.alloc.job}"
         elif args.ns_host or args.ns_port:
             from gensim_distw2v.io.transport import read_hmac_key
 
@@ -274,12 +299,15 @@ def main(argv=None):
         from gensim_distw2v.client.progress import ProgressBars
 
         bars = ProgressBars().attach()
+    if args.command == "cluster":
+        sys.exit(launch_cli.cluster_command(args))
     if args.command == "train":
         from gensim_distw2v.io.transport import ClusterError
+        from gensim_distw2v.launch.events import LaunchError
 
         try:
             train(args, bars)
-        except (ClusterError, ValueError) as err:  # a cluster part missing, a worker that does not see the file
+        except (ClusterError, ValueError, LaunchError) as err:  # a cluster part missing, a host unreachable...
             sys.exit(f"error: {err}")
         finally:
             if bars is not None:

@@ -1,0 +1,222 @@
+"""``python -m gensim_distw2v.launch.agent``: what a launcher runs on each host (over SSH, or as a
+SLURM task) to start this host's part of a cluster, and to stop it.
+
+It reads one line of JSON on its standard input: the cluster's HMAC key and the versions the
+launcher runs (the key so never shows on a command line nor in a file); it checks this host runs
+the same versions and that the name server's port is free, then starts its roles as child
+processes (the name server and the dispatcher on the scheduler's host, a parameter shard and a
+worker on every host), each with the key in its environment only, and says so on its standard
+output, one JSON object a line (:class:`Event`). It stops every child, and exits, when its standard
+input closes (the launcher stopped, died, or lost the connection: ``ssh`` passes the end on), on
+SIGTERM or SIGINT, or when one of its children exits (saying which, with its last lines): nothing
+of the cluster outlives the launcher on any host.
+"""
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from gensim_distw2v.client.cluster import ManagedProcess
+from gensim_distw2v.io import transport
+from gensim_distw2v.launch.events import Event
+from gensim_distw2v.versions import versions
+
+logger = logging.getLogger(__name__)
+
+ROLES = ("nameserver", "dispatcher", "shard", "worker")
+SHARED_VERSIONS = ("gensim_distw2v", "gensim")  # the versions a host must share with the launcher
+SERVER_UP_SECONDS = 60.0  # the most the name server and the dispatcher may take to come up
+SERVER_STOP_SECONDS = 5.0  # SIGTERM, then SIGKILL after this
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m gensim_distw2v.launch.agent",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--roles", required=True, help="comma-separated: nameserver, dispatcher, shard, worker")
+    parser.add_argument("--host", required=True, help="the address this host's servers bind and are reached at")
+    parser.add_argument("--ns-host", required=True)
+    parser.add_argument("--ns-port", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=0, help="the worker's threads (0: this host's cores less one)")
+    parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--label", default=None, help="how the launcher names this host (for messages)")
+    return parser
+
+
+def say(event):
+    """One event to the launcher (standard output, a line)."""
+    sys.stdout.write(event.to_line())
+    sys.stdout.flush()
+
+
+def version_problem(expected, label):
+    """What differs between this host's versions and the launcher's (None: nothing)."""
+    here = versions()
+    differ = [f"{name} {here.get(name)} here, {expected.get(name)} on the launcher's machine" for name in SHARED_VERSIONS
+              if here.get(name) != expected.get(name)]
+    if not differ:
+        return None
+    return (f"host {label} runs other versions: {'; '.join(differ)}; install the launcher's versions there "
+            f"(pip install gensim_distw2v=={expected.get('gensim_distw2v')} gensim=={expected.get('gensim')}), "
+            f"or give --python the interpreter of a virtualenv that has them")
+
+
+def port_problem(host, port, label):
+    """Whether the name server's port is free on ``host`` (None) or why not."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            return (f"host {label}: cannot bind the name server's port {host}:{port} ({err.strerror}): another "
+                    f"process uses it (a cluster still running?); stop it, or pick another port with --ns-port")
+    return None
+
+
+class Agent:
+    """This host's servers (see the module's docstring).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command line's options.
+    key : str
+        The cluster's HMAC key.
+    """
+
+    def __init__(self, args, key):
+        self.args, self.key = args, key
+        self.label = args.label or args.host
+        self.children = []
+        self.stopped = threading.Event()
+
+    def _env(self):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env[transport.HMAC_ENV] = env["PYRO_HMAC_KEY"] = self.key
+        return env
+
+    def _start(self, role, extra):
+        args = self.args
+        proc = ManagedProcess(role, [sys.executable, "-P", "-m", f"gensim_distw2v.{role}", "--log-level",
+                                     args.log_level] + extra, env=self._env())
+        self.children.append(proc)
+        return proc
+
+    def start(self, roles):
+        """Start ``roles`` (in :data:`ROLES`' order); the name server and the dispatcher are waited for."""
+        args = self.args
+        where = ["--ns-host", args.ns_host, "--ns-port", str(args.ns_port)]
+        for role in ROLES:
+            if role not in roles:
+                continue
+            if role == "nameserver":
+                proc = self._start(role, ["-n", args.host, "-p", str(args.ns_port)])
+                self._wait(proc, lambda: transport.release(transport.locate_ns(
+                    {"host": args.ns_host, "port": args.ns_port, "hmac_key": self.key.encode("utf8")}, timeout=2.0)))
+            elif role == "dispatcher":
+                proc = self._start(role, ["--host", args.host] + where)
+                self._wait(proc, lambda: transport.lookup({"host": args.ns_host, "port": args.ns_port,
+                                                           "hmac_key": self.key.encode("utf8")},
+                                                          transport.DISPATCHER_NAME) or _not_yet())
+            elif role == "shard":
+                self._start(role, ["--host", args.host] + where)
+            else:
+                threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+                self._start(role, ["--host", args.host, "--threads", str(threads)] + where)
+
+    def _wait(self, proc, check):
+        deadline = time.monotonic() + SERVER_UP_SECONDS
+        while True:
+            try:
+                return check()
+            except (LookupError, transport.ClusterError, transport.PyroError, OSError, ValueError) as err:
+                missing = err
+            if not proc.alive():
+                raise RuntimeError(f"host {self.label}: the {proc.name} exited with code {proc.proc.returncode} "
+                                   f"before it was up ({missing}); its last lines:\n{proc.tail()}")
+            if time.monotonic() > deadline or self.stopped.is_set():
+                raise RuntimeError(f"host {self.label}: the {proc.name} did not come up within {SERVER_UP_SECONDS:.0f} s "
+                                   f"({missing}); its last lines:\n{proc.tail()}")
+            time.sleep(0.1)
+
+    def watch(self, once=False):
+        """Until stopped (``once``: now): a child that exited ends this host's part (its event)."""
+        while True:
+            for proc in self.children:
+                if not proc.alive():
+                    return Event("exited", host=self.label, role=proc.name, code=proc.proc.returncode,
+                                 message=proc.tail(20))
+            if once or self.stopped.wait(0.25):
+                return None
+
+    def stop(self):
+        """Stop every child: workers first, the name server last; SIGKILL past :data:`SERVER_STOP_SECONDS`."""
+        self.stopped.set()
+        for proc in reversed(self.children):
+            proc.terminate()
+        deadline = time.monotonic() + SERVER_STOP_SECONDS
+        for proc in reversed(self.children):
+            try:
+                proc.proc.wait(max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - TimeoutExpired: killed below
+                pass
+            proc.kill()
+
+
+def _not_yet():
+    raise LookupError("not registered in the name server yet")
+
+
+def _read_hello():
+    """The launcher's first line: ``{"key": str, "versions": dict}``."""
+    line = sys.stdin.readline()
+    try:
+        hello = json.loads(line)
+        if not isinstance(hello.get("key"), str) or not hello["key"] or not isinstance(hello.get("versions"), dict):
+            raise ValueError("no key or versions")
+        return hello
+    except (ValueError, AttributeError) as err:
+        raise SystemExit(f"the first line on standard input must be the launcher's JSON hello ({err})") from None
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=args.log_level)
+    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    label = args.label or args.host
+    if not roles or set(roles) - set(ROLES):
+        say(Event("error", host=label, message=f"--roles must be among {', '.join(ROLES)}, got {args.roles!r}"))
+        return 2
+    hello = _read_hello()
+    problem = version_problem(hello["versions"], label) or (
+        port_problem(args.host, args.ns_port, label) if "nameserver" in roles else None)
+    if problem:
+        say(Event("error", host=label, message=problem))
+        return 2
+    agent = Agent(args, hello["key"])
+
+    def end(*_ignored):
+        agent.stopped.set()
+    signal.signal(signal.SIGTERM, end)
+    signal.signal(signal.SIGINT, end)
+    threading.Thread(target=lambda: (sys.stdin.read(), end()), name="stdin", daemon=True).start()
+    try:
+        agent.start(roles)
+        say(Event("ready", host=label, roles=roles, pids={p.name: p.pid for p in agent.children}))
+        gone = agent.watch()
+        if gone is not None:
+            say(gone)
+            return 1
+        return 0
+    except RuntimeError as err:
+        say(Event("error", host=label, message=str(err)))
+        return 1
+    finally:
+        agent.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

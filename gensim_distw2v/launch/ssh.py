@@ -1,0 +1,149 @@
+"""Agents started over OpenSSH (:mod:`gensim_distw2v.launch.agent` on each host): the ``ssh``
+command line (the user's keys, agent and ``~/.ssh/config``; a port, ``-o`` options, the hosts'
+interpreter), the key sent on the agent's standard input and that input held open (its end stops
+the host's part), the agent's events read back, and what a failure means, in words naming the host
+and the fix.
+"""
+import collections
+import json
+import logging
+import queue
+import shlex
+import subprocess
+import threading
+import time
+
+from gensim_distw2v.launch.events import Event, LaunchError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AgentLink", "SshRunner"]
+
+SSH_CONNECT_TIMEOUT = 10  # seconds ssh may take to connect (a host that drops packets fails in this, not in minutes)
+ALIVE_INTERVAL = 5  # seconds between ssh's keepalives: a link cut without a word ends in 3 of them
+AGENT_STOP_SECONDS = 10.0  # an agent's time to stop its host's processes once its input closes
+
+
+class AgentLink:
+    """One host's agent, as a child process of the launcher (``ssh``, or the agent itself).
+
+    Parameters
+    ----------
+    label : str
+        The host, as messages name it.
+    argv : list of str
+        The command that runs the agent.
+    hello : dict
+        Its first line of input: ``{"key": ..., "versions": ...}``.
+    """
+
+    def __init__(self, label, argv, hello):
+        self.label, self.argv = label, argv
+        self.events = queue.Queue()
+        self.stderr = collections.deque(maxlen=40)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1, start_new_session=True)
+        self.proc.stdin.write(json.dumps(hello) + "\n")
+        self.proc.stdin.flush()
+        self._threads = [threading.Thread(target=self._read_events, daemon=True, name=f"agent-{label}"),
+                         threading.Thread(target=self._read_stderr, daemon=True, name=f"agent-{label}-stderr")]
+        for thread in self._threads:
+            thread.start()
+
+    def _read_events(self):
+        for line in self.proc.stdout:
+            try:
+                self.events.put(Event.from_line(line))
+            except ValueError:
+                self.stderr.append(line.rstrip("\n"))  # (a login banner, say)
+        self.events.put(None)  # its output closed: it exited
+
+    def _read_stderr(self):
+        for line in self.proc.stderr:
+            self.stderr.append(line.rstrip("\n"))
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait_event(self, timeout):
+        """The agent's next event; :class:`LaunchError` naming the host if it exits first (or sends
+        ``error``), or says nothing within ``timeout`` seconds."""
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            raise LaunchError(f"host {self.label}: no word from it within {timeout:.0f} s") from None
+        if event is None:
+            self.events.put(None)
+            raise LaunchError(self.why_gone())
+        if event.kind == "error":
+            raise LaunchError(event.message)
+        return event
+
+    def why_gone(self):
+        """What its end means, in words naming the host and the fix."""
+        try:
+            code = self.proc.wait(5.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        for thread in self._threads:
+            thread.join(2.0)
+        said = "\n".join(self.stderr).strip()
+        last = said.splitlines()[-1] if said else ""
+        if code == 255 and self.argv[0] == "ssh":
+            return (f"host {self.label}: cannot reach it over SSH ({last or 'ssh exited with 255'}); check the "
+                    f"address, --ssh-port, your key (--ssh-option IdentityFile=...) and that sshd runs there")
+        if "No module named" in said and "gensim_distw2v" in said:
+            return (f"host {self.label}: its Python has no gensim_distw2v ({last}); install it there (pip install "
+                    f"gensim_distw2v), or give --python the interpreter of a virtualenv that has it")
+        if code == 127:
+            return f"host {self.label}: no such interpreter there ({last}); give --python its path on that host"
+        return f"host {self.label}: its agent exited with code {code}" + (f": {said[-2000:]}" if said else "")
+
+    def stop(self, timeout=AGENT_STOP_SECONDS):
+        """Close its input (the agent stops its host's processes and exits); kill it past ``timeout``."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            logger.warning("host %s: its agent did not stop within %.0f s; killing the connection", self.label,
+                           timeout)
+            self.proc.kill()
+            self.proc.wait()
+
+
+class SshRunner:
+    """Starts agents over ``ssh``.
+
+    Parameters
+    ----------
+    port : int, optional
+        ``ssh -p``.
+    options : list of str
+        ``ssh -o`` options (``IdentityFile=...``, ``StrictHostKeyChecking=no``).
+    python : str
+        The interpreter on every host (a virtualenv's ``bin/python``).
+    """
+
+    def __init__(self, port=None, options=(), python="python3"):
+        self.port, self.options, self.python = port, list(options), python
+
+    def argv(self, destination, agent_args):
+        """The ``ssh`` command line that runs the agent with ``agent_args`` on ``destination``."""
+        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT}",
+                "-o", f"ServerAliveInterval={ALIVE_INTERVAL}", "-o", "ServerAliveCountMax=3", "-o", "LogLevel=ERROR"]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        for option in self.options:
+            argv += ["-o", option]
+        remote = [self.python, "-m", "gensim_distw2v.launch.agent"] + list(agent_args)
+        return argv + [destination, shlex.join(remote)]
+
+    def start(self, host, agent_args, hello):
+        """An :class:`AgentLink` to ``host``'s agent (a :class:`gensim_distw2v.launch.hosts.Host`)."""
+        started = time.monotonic()
+        link = AgentLink(host.label, self.argv(host.destination, agent_args), hello)
+        logger.debug("host %s: ssh started in %.2f s", host.label, time.monotonic() - started)
+        return link

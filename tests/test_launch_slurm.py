@@ -1,0 +1,117 @@
+"""The SLURM launcher with real daemons (issue 36): ``slurmctld``, two ``slurmd`` and ``munge`` on
+this machine; ``srun gensim-distw2v train ... --slurm`` trains and saves a model gensim loads, and
+``srun gensim-distw2v cluster --slurm`` serves a client until ``scancel``; nothing of the package
+is left running, and the key file is gone.
+"""
+import json
+import os
+import socket
+import stat
+import sys
+import tempfile
+import time
+
+import pytest
+from gensim.models import Word2Vec as GensimWord2Vec
+from gensim.test.utils import datapath
+
+from gensim_distw2v import Word2Vec
+
+from . import slurm
+from .sshd import package_processes
+
+pytestmark = pytest.mark.system
+
+if not sys.platform.startswith("linux") or os.geteuid() != 0 or slurm.missing():
+    pytest.skip(f"the SLURM launcher's tests need Linux, root and {', '.join(slurm.missing()) or 'SLURM'} (.ci/run "
+                f"installs slurmctld, slurmd, slurm-client and munge)", allow_module_level=True)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    folder = tempfile.mkdtemp(prefix="gdw-slurm-", dir="/tmp")  # short: munge's and slurmd's sockets live there
+    daemons = slurm.Slurm(folder)
+    yield daemons
+    daemons.stop()
+
+
+@pytest.fixture
+def nothing_left():
+    before = set(package_processes())
+    yield
+    deadline = time.monotonic() + 20
+    while True:
+        left = {pid: cmd for pid, cmd in package_processes().items() if pid not in before}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == {}, f"left running: {left}"
+
+
+def srun(*args):
+    return ["srun", "-N2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", sys.executable, "-P", "-m",
+            "gensim_distw2v", *args]
+
+
+def test_srun_train_on_two_nodes_saves_a_model_gensim_loads(cluster, tmp_path, nothing_left):
+    model = tmp_path / "lee.model"
+    out = cluster.run(srun("train", datapath("lee_background.cor"), "--slurm", "--key-dir", str(tmp_path),
+                           "--cluster-ns-port", str(free_port()), "--output", str(model), "--min-count", "2",
+                           "--epochs", "2", "--vector-size", "16", "--quiet"), timeout=300, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "on the 2 nodes of SLURM job" in out.stdout
+    assert len(GensimWord2Vec.load(str(model)).wv) > 1000
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".key")] == []  # rank 0 removed the key
+
+
+def test_srun_cluster_serves_a_client_until_scancel(cluster, tmp_path, lee_corpus, nothing_left):
+    conf_file = tmp_path / "ns_conf.json"
+    step = cluster.popen(srun("cluster", "--slurm", "--key-dir", str(tmp_path), "--cluster-ns-port",
+                              str(free_port()), "--ns-conf-file", str(conf_file)), cwd=str(tmp_path))
+    try:
+        deadline = time.monotonic() + 120
+        while not conf_file.exists() or not conf_file.read_text().endswith("\n"):
+            assert step.poll() is None and time.monotonic() < deadline, step.communicate()
+            time.sleep(0.1)
+        assert stat.S_IMODE(os.stat(conf_file).st_mode) == 0o600
+        key_files = [p for p in tmp_path.iterdir() if p.name.endswith(".key")]
+        assert len(key_files) == 1 and stat.S_IMODE(key_files[0].stat().st_mode) == 0o600
+        model = Word2Vec(distributed=True, ns_conf=json.loads(conf_file.read_text()), vector_size=16, min_count=2,
+                         seed=1, epochs=2)
+        model.build_vocab(lee_corpus)
+        counts = model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+        assert counts[1] == 2 * sum(len(s) for s in lee_corpus)
+        assert len(model.cluster_stats["workers"]) == 2
+    finally:
+        jobs = cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
+        cluster.run(["scancel", *jobs])
+        out, err = step.communicate(timeout=60)
+    assert "cluster up on 2 nodes of job" in out and "stopping this node's part" in out, out + err
+
+
+def test_the_docs_sbatch_script_trains_a_model(cluster, tmp_path, nothing_left):
+    """docs/cluster.rst's batch script, as it stands there, through ``sbatch``."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "cluster.rst")) as fin:
+        text = fin.read()
+    block = text.split(":name: sbatch-script", 1)[1].split("\n\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    script = tmp_path / "word2vec.sbatch"
+    script.write_text("\n".join(lines).strip() + "\n")
+    assert script.read_text().startswith("#!/bin/bash\n#SBATCH") and "srun" in script.read_text()
+    env = dict(PYTHON=sys.executable, CORPUS=datapath("lee_background.cor"), OUTPUT=str(tmp_path / "lee.model"),
+               HOME=str(tmp_path))
+    out = cluster.run(["sbatch", "--wait", "-o", str(tmp_path / "job.out"), str(script)], timeout=600,
+                      cwd=str(tmp_path), env=dict(cluster.env, **env))
+    log = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
+    assert out.returncode == 0, out.stderr + log[-3000:]
+    assert len(GensimWord2Vec.load(str(tmp_path / "lee.model")).wv) > 1000, log[-2000:]
