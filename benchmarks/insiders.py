@@ -116,9 +116,11 @@ def insider_attacks(cluster, corpus, params):
         len(s) for s in corpus) else f"failed ({trained.get('error', 'words missing')})"
     crafted = os.path.join(root, "crafted")
     _crafted(crafted, cluster.hmac_key)
+    resumer = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **params)
+    resumer.build_vocab(corpus)
     began = time.monotonic()
-    resume, resumed = _in_thread(lambda: Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **params).train(
-        corpus, total_examples=len(corpus), epochs=1, resume_from=crafted))
+    resume, resumed = _in_thread(lambda: resumer.train(corpus, total_examples=len(corpus), epochs=1,
+                                                       resume_from=crafted))
     time.sleep(1.0)  # the resume is being answered (or not) meanwhile
     status = _status_within(cluster, 5.0)
     resume.join(CRAFTED_WAIT)
