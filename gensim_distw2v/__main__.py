@@ -159,7 +159,7 @@ def train(args, bars=None):
         min_alpha=args.min_alpha, epochs=args.epochs, seed=args.seed, workers=args.workers,
         batch_words=args.batch_words, distributed=not args.no_cluster, **settings)
     resume = {"resume_from": args.checkpoint_dir} if args.resume else {}
-    cluster = None
+    cluster, local = None, False
     try:
         if args.no_cluster:
             where = f"{args.workers} local threads"
@@ -184,8 +184,8 @@ def train(args, bars=None):
                              "hmac_key": read_hmac_key(args.hmac_key_file)}
             where = f"the cluster at {model.ns_conf['host']}:{model.ns_conf['port']}"
         else:
-            cluster = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker,
-                                   n_shards=args.local_shards, status_port=args.status_port)
+            cluster, local = LocalCluster(n_workers=args.local_workers, threads_per_worker=args.threads_per_worker,
+                                          n_shards=args.local_shards, status_port=args.status_port), True
             cluster.start()
             if cluster.status_url:
                 print(f"status page: {cluster.status_url}", flush=True)
@@ -235,7 +235,8 @@ def train(args, bars=None):
         print()
         for line in summary.lines(stats, where, args.threads_per_worker, stats["corpus_file"], client_cpu=client_cpu,
                                   gensim_wps=gensim_wps,
-                                  gensim_threads=args.local_workers * args.threads_per_worker, cores=os.cpu_count()):
+                                  gensim_threads=args.local_workers * args.threads_per_worker, cores=os.cpu_count(),
+                                  local=local):
             print(line)
 
 

@@ -83,6 +83,7 @@ def test_train_over_ssh_saves_a_model_gensim_loads_and_leaves_nothing(keys, sshd
               "--vector-size", "16", "--quiet")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "a cluster of 2 hosts started over SSH" in out.stdout
+    assert "per trained word" in out.stdout and "why slower here" not in out.stdout  # (that line is a local one's)
     loaded = GensimWord2Vec.load(str(model))
     assert len(loaded.wv) > 1000 and loaded.wv.vector_size == 16
 

@@ -29,7 +29,8 @@ def costs(stats, client_cpu=0.0):
             "bytes_down_per_word": stats["bytes_down"] / raw, "rounds_per_word": stats["merges"] / raw}
 
 
-def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, gensim_threads=None, cores=None):
+def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, gensim_threads=None, cores=None,
+          local=True):
     """The summary's lines (after the "trained ..." line the command line prints).
 
     Parameters
@@ -49,6 +50,9 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, g
         reference the projection compares with.
     cores : int, optional
         This machine's cores.
+    local : bool
+        Whether the cluster ran on this machine (then the closing line says why it is slower than
+        gensim here).
     """
     cost = costs(stats, client_cpu)
     out = [f"per trained word: workers' kernels {cost['kernel_us']:.3f} us, their merges {cost['worker_merge_us']:.3f} "
@@ -65,6 +69,8 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, g
                    f"nodes of {node_threads} threads on {link:g} Gbit/s would train this corpus with these settings "
                    f"at {point['cluster_wps'] / 1e6:.1f} M words/s, {point['speedup']:.1f}x one {node_threads}-thread "
                    f"gensim node ({point['single_node_wps'] / 1e6:.1f} M words/s); bound by {point['bottleneck']}")
+    if not local:
+        return out
     out.append(f"why slower here than gensim: {where} shares {cores or 'these'} cores among its workers, shards, "
                f"dispatcher and this client, and every worker merges its updates with the shards, where gensim's "
                f"threads share one copy of the weights in one process; the cluster gains where one machine's "
