@@ -29,7 +29,8 @@ import time
 from insiders import insider_attacks  # (benchmarks/ is on sys.path when this file is run)
 
 IDLE_DISPATCHER, IDLE_NS, HUGE = 70, 45, 200 * 1024 * 1024
-INSIDER_CALLS = ("forged_heartbeat", "shard_open_with_workers_token", "takeover_by_resume", "forged_leave")
+INSIDER_CALLS = ("forged_heartbeat", "put_jobs_without_owner", "shard_open_with_workers_token", "takeover_by_resume",
+                 "forged_leave", "shard_name_taken_over")
 TRICKLES, FLOOD_THREADS, FLOOD_SECONDS = 16, 4, 3.0
 
 

@@ -4,8 +4,9 @@ checkpoint folder (threat model d): the attacks of issue 38, for ``benchmarks/at
 While a keyed client trains with checkpoints, an insider registers as a worker, joins the session
 (so it has what every worker is told: the session's config, checkpoint folder and identity
 included, and the workers' token), leaves it, then: sends a heartbeat in the real worker's name,
-asks a shard to open the session with the workers' token, resumes the run's checkpoint folder
-(taking the session over), and sends the real worker's ``leave``. Then a client resumes from a
+puts jobs with the workers' token, asks a shard to open the session with the workers' token,
+resumes the run's checkpoint folder (taking the session over), sends the real worker's ``leave``,
+and says hello under the live shard's name. Then a client resumes from a
 folder whose ``meta.json`` is a symlink to ``/dev/zero`` (its manifest edited to say 0 bytes, and
 signed with the key where the package signs manifests). Reports each attack's answer, whether the
 client's run still trained every word, how long the crafted resume took to be answered, and
@@ -95,6 +96,10 @@ def insider_attacks(cluster, corpus, params):
         joined = link.send("join", {"name": name, "session": sid, **mine})
         link.send("quit_session", {"name": name, "session": sid, "reason": "insider", **mine})
         out["forged_heartbeat"] = _answer(lambda: link.send("heartbeat", {"name": real, "known": sid, "wait": 0.0}))
+        # the client's calls with what a member knows: none may keep the session alive or feed it
+        out["put_jobs_without_owner"] = _answer(lambda: link.send("put_jobs", {"session": sid, "jobs": [],
+                                                                              **({"token": joined["token"]} if mine
+                                                                                 else {})}))
         config = joined["config"]
         spec = {"session": sid, "index": 0, "count": 1, "vocab_size": config["params"]["vocab_size"],
                 "vector_size": config["params"]["vector_size"], "weights": ["syn0", "syn1neg"],
@@ -109,6 +114,9 @@ def insider_attacks(cluster, corpus, params):
         config["checkpoint"]["resume"] = True
         out["takeover_by_resume"] = _answer(lambda: link.send("open_session", config))
         out["forged_leave"] = _answer(lambda: link.send("leave", {"name": real}))
+        shard_name, shard_uri = joined["shards"][0]
+        out["shard_name_taken_over"] = _answer(lambda: link.send("shard_hello", {
+            "name": shard_name, "uri": "PYRO:insider@127.0.0.1:2", "versions": versions()}))
     finally:
         transport.release(link)
     training.join(180)

@@ -86,7 +86,8 @@ def build_parser():
         "cluster", help="start a cluster over SSH on hosts, keep it up until Ctrl-C, then stop it on every host",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     launch_cli.add_arguments(cluster_cmd)
-    cluster_cmd.add_argument("--ns-conf-file", help="write the ns_conf to use, key included, to this file (mode 0600)")
+    cluster_cmd.add_argument("--ns-conf-file", help="write the ns_conf to use, key included, to this file (mode 0600; "
+                                                    "default ~/.gensim_distw2v/ns_conf.json); it is never printed")
     cluster_cmd.add_argument("--verbose", action="store_true", help="log the launcher's INFO lines")
     return parser
 
@@ -169,6 +170,9 @@ def train(args, bars=None):
             model.ns_conf = cluster.ns_conf
             where = f"a cluster of {len(cluster.hosts)} hosts started over SSH"
         elif args.slurm:
+            import signal
+
+            signal.signal(signal.SIGTERM, launch_cli.interrupt)  # scancel: stop this node's part on the way out
             cluster = launch_cli.slurm_cluster(args)
             cluster.start()
             if cluster.rank:  # the other nodes serve rank 0's run, then stop

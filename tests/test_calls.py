@@ -176,8 +176,10 @@ def test_the_dispatcher_serves_a_session_in_process_through_its_table(dispatcher
     assert joined.rank == 0 and joined.shards == [[SHARD, "PYRO:s@127.0.0.1:2"]] and joined.token == opened.token
     job = protocol.Job(id=0, epoch=0, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
                        offsets=np.array([0, 3], np.int64), raw_words=3, examples=1)
-    assert link.call("put_jobs", session=sid, jobs=[job.to_wire()]) == 1
-    link.call("end_epoch", session=sid, epoch=0)
+    with pytest.raises(errors.Forbidden, match="put_jobs: not this session's owner secret"):
+        link.call("put_jobs", session=sid, jobs=[job.to_wire()], token=joined.token)  # a member's token
+    assert link.call("put_jobs", session=sid, jobs=[job.to_wire()], token=opened.owner) == 1
+    link.call("end_epoch", session=sid, epoch=0, token=opened.owner)
     batch = link.call("get_jobs", name=WORKER, secret=S[WORKER], session=sid, max_jobs=4, wait=0.0)
     assert [msg["id"] for msg in batch.jobs] == [0] and batch.drained == 0
     assert link.call("begin_round", name=WORKER, secret=S[WORKER], session=sid, turn=[0, 0], wait=0.0) is True
@@ -206,8 +208,8 @@ def test_progress_waits_for_the_epochs_end_and_no_longer(dispatcher):
     link.call("join", name=WORKER, secret=S[WORKER], session=sid)
     job = protocol.Job(id=0, epoch=0, alpha=0.025, indices=np.arange(3, dtype=np.uint32),
                        offsets=np.array([0, 3], np.int64), raw_words=3, examples=1)
-    link.call("put_jobs", session=sid, jobs=[job.to_wire()])
-    link.call("end_epoch", session=sid, epoch=0)
+    link.call("put_jobs", session=sid, jobs=[job.to_wire()], token=opened.owner)
+    link.call("end_epoch", session=sid, epoch=0, token=opened.owner)
     link.call("get_jobs", name=WORKER, secret=S[WORKER], session=sid, max_jobs=4, wait=0.0)
     began = time.monotonic()
     progress = link.call("progress", session=sid, token=opened.owner, epoch=0, wait=0.3)
@@ -240,8 +242,12 @@ def test_a_shards_heartbeat_waits_while_the_dispatchers_session_is_what_it_was_t
     link = dispatcher.local()
     opened = _opened(link)
     began = time.monotonic()
-    beat = link.call("shard_beat", name=SHARD, secret=S[SHARD], known=None, wait=0.3)  # news: a session it was not told of
+    # news: a session it was not told of
+    beat = link.call("shard_beat", name=SHARD, secret=S[SHARD], known=None, wait=0.3)
     assert beat.session == opened.session and time.monotonic() - began < 0.25
+    # who may open the session on it: a digest of its own capability, never of the owner's secret itself
+    assert beat.owner == protocol.owner_digest(protocol.shard_capability(opened.owner, opened.session, 0))
+    assert opened.owner not in repr(beat) and beat.owner != protocol.owner_digest(opened.owner)
     began = time.monotonic()
     beat = link.call("shard_beat", name=SHARD, secret=S[SHARD], known=opened.session, wait=0.3)
     assert beat.session == opened.session and time.monotonic() - began >= 0.25
@@ -277,6 +283,9 @@ def test_the_dispatcher_refuses_with_the_code_of_each_refusal(dispatcher):
     with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):
         dispatcher.cluster.workers[other].connection = "another connection"
         link.call("hello", name=other, uri="PYRO:w@127.0.0.1:3", versions=versions(), threads=1)
+    with pytest.raises(errors.MemberConflict, match="registered and alive on another connection"):  # a shard too
+        dispatcher.cluster.shards[SHARD].connection = "another connection"
+        link.call("shard_hello", name=SHARD, uri="PYRO:s@127.0.0.1:2", versions=versions())
     with pytest.raises(errors.BadRequest, match="put_jobs: 65 jobs in one call, at most 64"):
         link.call("put_jobs", session=opened.session, jobs=[{}] * 65)
 

@@ -484,13 +484,15 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     config = record.to_wire()
     try:
         with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):
-            dispatcher.call("put_jobs", session=sid, jobs=[])
-        assert dispatcher.call("open_file_epoch", session=sid, epoch=0) == -(-config["corpus_file"]["size"]
+            dispatcher.call("put_jobs", session=sid, jobs=[], token=session._token)
+        with pytest.raises(errors.Forbidden, match="open_file_epoch: not this session's owner secret"):
+            dispatcher.call("open_file_epoch", session=sid, epoch=0)  # (a member knows the session's id)
+        assert dispatcher.call("open_file_epoch", session=sid, epoch=0, token=session._token) == -(-config["corpus_file"]["size"]
                                                                             // config["corpus_file"]["range_bytes"])
         with pytest.raises(ValueError, match="epoch 0 was opened before"):
-            dispatcher.call("open_file_epoch", session=sid, epoch=0)
+            dispatcher.call("open_file_epoch", session=sid, epoch=0, token=session._token)
         with pytest.raises(ValueError, match="is not one of the session's 1"):
-            dispatcher.call("open_file_epoch", session=sid, epoch=1)
+            dispatcher.call("open_file_epoch", session=sid, epoch=1, token=session._token)
         with pytest.raises(errors.BadRequest, match="malformed file_check: field 'problem' must be str, got int"):
             dispatcher.send("file_check", {"name": "gensim_distw2v.worker.x", "session": sid, "problem": 5})
     finally:

@@ -287,13 +287,15 @@ def test_valid_parts_are_taken(cluster):
 def test_malformed_jobs_are_refused(cluster, data):
     s = cluster.session
     job = data.draw(bad_job(s))
-    refused(s["proxy"].send, "put_jobs", {"session": s["sid"], "jobs": [valid_job(s), job]})  # one bad job: all refused
+    # one bad job: all refused
+    refused(s["proxy"].send, "put_jobs", {"session": s["sid"], "jobs": [valid_job(s), job], "token": s["owner"]})
 
 
 def test_too_many_jobs_in_one_call_are_refused_and_none_queued(cluster):
     s = cluster.session
     put = s["proxy"].call("progress", session=s["sid"]).epoch(0).put
-    error = refused(s["proxy"].send, "put_jobs", {"session": s["sid"], "jobs": [valid_job(s)] * 65})
+    error = refused(s["proxy"].send, "put_jobs", {"session": s["sid"], "jobs": [valid_job(s)] * 65,
+                                                  "token": s["owner"]})
     assert "65 jobs in one call, at most 64" in str(error), error
     assert s["proxy"].call("progress", session=s["sid"]).epoch(0).put == put
 

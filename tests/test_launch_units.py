@@ -20,7 +20,7 @@ def test_hosts_are_read_with_their_threads_users_and_repeats():
     hosts = parse_hosts("node1:16, alice@10.0.0.2,node1,[fe80::1]:4")
     assert [(h.destination, h.address, h.threads, h.label) for h in hosts] == [
         ("node1", "node1", 16, "node1"), ("alice@10.0.0.2", "10.0.0.2", 0, "10.0.0.2"),
-        ("node1", "node1", 0, "node1#2"), ("[fe80::1]", "fe80::1", 4, "fe80::1")]
+        ("node1", "node1", 0, "node1#2"), ("fe80::1", "fe80::1", 4, "fe80::1")]
     for bad in ("", " , ", "node1:0", "node1:99999", "a b", "node1:x", "-oProxyCommand=evil", "-oProxyCommand", "-x@h"):
         with pytest.raises(ValueError, match="--hosts"):
             parse_hosts(bad)

@@ -135,13 +135,17 @@ class SessionSetup:
         restore = None if resumed is None else protocol.RestoreSpec(
             dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
 
+        capabilities = [protocol.shard_capability(opened.owner, sid, shard) for shard in range(len(links.shards))]
+        links.close_tokens = capabilities  # (each shard knows its own only)
+
         def give(shard):
+            capability = capabilities[shard]
             spec = protocol.ShardSpec(
                 session=sid, index=shard, count=len(links.shards), vocab_size=config.params.vocab_size,
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
                 tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=opened.token,
-                owner=opened.owner,
+                owner=capability,
                 max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec)
@@ -152,8 +156,8 @@ class SessionSetup:
             if restore is None:
                 for name, array in weights.items():
                     send_rows(links.layout.rows_of(array, shard), part_bytes, lambda lo, part, name=name: links.call(
-                        shard, "upload", session=sid, name=name, lo=lo, array=part, token=links.token))
-            links.call(shard, "start", session=sid, token=links.token)
+                        shard, "upload", session=sid, name=name, lo=lo, array=part, token=capability))
+            links.call(shard, "start", session=sid, token=capability)
         links.each(give)
 
     def _download_weights(self, links, sid):

@@ -168,7 +168,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                     for callback in callbacks:
                         callback.on_epoch_begin(model)
                 if corpus_file is not None:
-                    dispatcher.call("open_file_epoch", session=sid, epoch=epoch)
+                    dispatcher.call("open_file_epoch", session=sid, epoch=epoch, token=self._token)
                     self._next_report = time.monotonic() + report_delay
                     self._finish_epoch(dispatcher, sid, epoch, time.monotonic(), total_examples, total_words,
                                        report_delay)
@@ -255,7 +255,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         if batch:
             self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
         self._producer_share(epoch, time.monotonic() - start)
-        dispatcher.call("end_epoch", session=sid, epoch=epoch)
+        dispatcher.call("end_epoch", session=sid, epoch=epoch, token=self._token)
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
                            "that offers restartable iteration = an iterable).")
@@ -337,7 +337,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         progress is asked for only when a report is due or the queue stays full (workers gone?)."""
         began = time.monotonic()
         while batch:
-            taken = dispatcher.call("put_jobs", session=sid, jobs=batch)
+            taken = dispatcher.call("put_jobs", session=sid, jobs=batch, token=self._token)
             batch = batch[taken:]
             if batch or time.monotonic() >= self._next_report:
                 progress = dispatcher.call("progress", session=sid, token=self._token,

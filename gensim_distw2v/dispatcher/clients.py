@@ -39,9 +39,11 @@ class ClientCalls:
     def __init__(self, cluster, checkpointing):
         self.cluster, self.checkpointing = cluster, checkpointing
 
-    def _touch(self, sid, states=("running",)):
-        """The session ``sid``, in ``states``, as word from its client (the lock held)."""
+    def _touch(self, sid, token, what, states=("running",)):
+        """The session ``sid``, in ``states``, as word from its client, given its owner's secret
+        ``token`` (the lock held)."""
         session = self.cluster.session_of(sid, states)
+        protocol.check_token(token, session.owner, what, owner=True)
         session.client_seen = time.monotonic()
         return session
 
@@ -200,6 +202,7 @@ class ClientCalls:
             raise errors.BadRequest(f"put_jobs: {len(jobs)} jobs in one call, at most {MAX_JOBS_PER_CALL}")
         with cluster.cond:
             session = cluster.session_of(sid)
+            protocol.check_token(request.token, session.owner, "put_jobs", owner=True)
             session.put_jobs([])  # refused here already if the session trains from a file
         try:
             checked = [protocol.Job.from_wire(msg, vocab_size=session.vocab_size) for msg in jobs]
@@ -215,7 +218,7 @@ class ClientCalls:
                 return session.queued() >= limit or session.queued_bytes() >= MAX_QUEUE_BYTES
             while full() and time.monotonic() < deadline and session is cluster.session:
                 cluster.cond.wait(deadline - time.monotonic())
-            session = self._touch(sid)
+            session = self._touch(sid, request.token, "put_jobs")
             if full():
                 return 0
             session.put_jobs(checked, crcs)
@@ -225,14 +228,14 @@ class ClientCalls:
     def end_epoch(self, request):
         """The client has put every job of the epoch: workers flush once they run out of jobs."""
         with self.cluster.cond:
-            self._touch(request.session).end_epoch(request.epoch)
+            self._touch(request.session, request.token, "end_epoch").end_epoch(request.epoch)
             self.cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
 
     def open_file_epoch(self, request):
         """Train an epoch over the session's corpus file: its byte ranges are handed out from now on.
         Returns the number of ranges of the epoch."""
         with self.cluster.cond:
-            ranges = self._touch(request.session).open_file_epoch(request.epoch)
+            ranges = self._touch(request.session, request.token, "open_file_epoch").open_file_epoch(request.epoch)
             self.cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return ranges
 

@@ -57,8 +57,8 @@ class Role:
 
 
 WORKER_ROLE = Role("worker", protocol.WORKER_PREFIX, ("hello", "heartbeat", "leave"), hold_name=True, threads=True)
-SHARD_ROLE = Role("shard", protocol.SHARD_PREFIX, ("shard_hello", "shard_beat", "shard_leave"), hold_name=False,
-             threads=False)
+SHARD_ROLE = Role("shard", protocol.SHARD_PREFIX, ("shard_hello", "shard_beat", "shard_leave"), hold_name=True,
+                  threads=False)  # (a live shard's name is not taken over either: its secret would go with it)
 
 
 class Membership:

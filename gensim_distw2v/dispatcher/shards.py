@@ -4,6 +4,7 @@ import logging
 import time
 
 from gensim_distw2v import protocol
+from gensim_distw2v.protocol import errors
 from gensim_distw2v.dispatcher.membership import SHARD_ROLE, Membership
 
 logger = logging.getLogger(__name__)
@@ -37,10 +38,11 @@ class ShardCalls(Membership):
         if session is None:
             return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=False)
         spec = session.config.checkpoint
+        # who may open the session here: the digest of this shard's capability (the owner's secret stays the client's)
+        owner = None if index < 0 else protocol.owner_digest(protocol.shard_capability(session.owner, session.id, index))
         return protocol.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
-                                  ranks=sorted(session.ranks.values()), checkpoint=order,
-                                  owner=protocol.owner_digest(session.owner), run=session.run if spec else None,
-                                  checkpoint_dir=spec.dir if spec else None)
+                                  ranks=sorted(session.ranks.values()), checkpoint=order, owner=owner,
+                                  run=session.run if spec else None, checkpoint_dir=spec.dir if spec else None)
 
     def unknown(self):
         return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=True)
@@ -75,6 +77,7 @@ class ShardCalls(Membership):
         with its secret (no shard reports for another)."""
         with self.cluster.cond:
             member = self.members.get(request.name)
-            if member is not None:
-                member.check_secret(request.secret, "shard_checkpoint")
+            if member is None:
+                raise errors.UnknownMember(f"shard_checkpoint: unknown shard {request.name!r}")
+            member.check_secret(request.secret, "shard_checkpoint")
         self.checkpointing.report(request.name, request.session, request.report)

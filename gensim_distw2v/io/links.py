@@ -55,6 +55,7 @@ class ShardLinks:
 
     def __init__(self, shards, hmac_key, ns_conf, token, timeout=60.0, bulk=()):
         self.shards, self.ns_conf, self.token = [tuple(s) for s in shards], ns_conf, token
+        self.close_tokens = None  # per shard, what close() shows it (else the token)
         self.links = [endpoints.link(uri, tables.SHARD, hmac_key, timeout=timeout) for _name, uri in self.shards]
         self.bulk, self.hmac_key, self.timeout = frozenset(bulk), hmac_key, timeout
         self.channels = [None] * len(self.shards)  # per shard: its channel link, False (none), None (not asked)
@@ -180,7 +181,8 @@ class ShardLinks:
             if sid is not None:
                 try:
                     link.timeout = CLOSE_TIMEOUT
-                    link.call("close", session=sid, token=self.token)
+                    token = self.close_tokens[shard] if self.close_tokens else self.token
+                    link.call("close", session=sid, token=token)
                 except (transport.PyroError, ValueError) as err:
                     logger.warning("could not close session %s on shard %s: %s", sid, self.shards[shard][0], err)
             link.release()

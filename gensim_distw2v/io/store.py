@@ -155,6 +155,45 @@ def _read_json(path, what):
         raise CheckpointError(f"{what} ({err})") from None
 
 
+def _read_whole(path, size, deadline):
+    """The ``size`` bytes of regular file ``path`` (never through a symlink), read by ``deadline``
+    (monotonic); OSError if it holds another number of bytes or reading takes longer."""
+    with _open_regular(path) as fin:
+        if os.fstat(fin.fileno()).st_size != size:
+            raise OSError(errno.EINVAL, f"it has {os.fstat(fin.fileno()).st_size} bytes, its manifest says {size} "
+                                        f"(cut short or altered)", path)
+        data = bytearray()  # (grown as read: a size the manifest claims is not allocated before it is there)
+        while len(data) < size:
+            block = fin.read(min(1 << 22, size - len(data)))
+            if not block:
+                raise OSError(errno.EINVAL, "cut short while read", path)
+            data += block
+            if time.monotonic() > deadline:
+                raise OSError(errno.ETIMEDOUT, "reading it took past the deadline", path)
+    return data
+
+
+def _npy(data, what):
+    """One numpy array of numbers from a ``.npy`` file's bytes (a view of them; no pickle, no zip)."""
+    import io
+
+    stream = io.BytesIO(data)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version not in readers:
+            raise ValueError(f"format version {version}")
+        shape, fortran, dtype = readers[version](stream)
+    except (ValueError, EOFError, TypeError) as err:
+        raise CheckpointError(f"{what} is not a numpy array file ({err})") from None
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtype.kind not in _ALLOWED_KINDS or dtype.hasobject or count * dtype.itemsize != len(data) - stream.tell():
+        raise CheckpointError(f"{what} is not a numpy array file of numbers ({dtype}, {shape}, "
+                              f"{len(data) - stream.tell()} bytes of data)")
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
+    return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+
+
 def _digest(path, deadline=None):
     """BLAKE2b (16 bytes) of a regular file, hex; OSError past ``deadline`` (monotonic)."""
     h = hashlib.blake2b(digest_size=16)
@@ -216,8 +255,11 @@ class CheckpointStore:
         found = []
         for entry in os.listdir(self.root):
             match = _FOLDER.match(entry)
-            if match and stat.S_ISDIR(os.lstat(os.path.join(self.root, entry)).st_mode):  # (no symlinks)
-                found.append(int(match.group(1)))
+            try:
+                if match and stat.S_ISDIR(os.lstat(os.path.join(self.root, entry)).st_mode):  # (no symlinks)
+                    found.append(int(match.group(1)))
+            except FileNotFoundError:  # pruned meanwhile
+                continue
         return sorted(found)
 
     def path(self, sequence):
@@ -324,7 +366,11 @@ class CheckpointStore:
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("sequence") != sequence \
                 or not isinstance(manifest.get("files"), dict) or META not in manifest["files"]:
             raise CheckpointError(f"{where}: {MANIFEST} is not a format-{FORMAT} manifest of checkpoint {sequence}")
-        if self.key and not hmac.compare_digest(str(manifest.get("mac", "")), manifest_mac(self.key, manifest)):
+        if manifest.get("name") != self.name:
+            raise CheckpointError(f"{where}: {MANIFEST} is of {str(manifest.get('name'))[:80]!r}, not of {self.name} "
+                                  f"(moved from another store)")
+        if self.key and not hmac.compare_digest(str(manifest.get("mac", "")).encode("utf8"),
+                                                manifest_mac(self.key, manifest).encode("utf8")):
             raise CheckpointError(f"{where}: {MANIFEST} is not signed with this cluster's key (" + (
                 "it carries no signature: written without a key" if "mac" not in manifest else "a wrong signature")
                 + "): refused, as anyone could have written it; resume with the key it was written with")
@@ -352,25 +398,22 @@ class CheckpointStore:
             if found.st_size != entry.get("size"):
                 raise CheckpointError(f"{where}: {fname} has {found.st_size} bytes, its manifest says "
                                       f"{entry.get('size')} (cut short or altered)")
-            try:
-                digest = _digest(path, deadline)
+            try:  # read once: the bytes digested are the bytes used (a file swapped meanwhile changes nothing)
+                data = _read_whole(path, entry["size"], deadline)
             except OSError as err:
                 raise CheckpointError(f"{where}: {fname} cannot be read ({err})") from None
-            if digest != entry.get("digest"):
+            if hashlib.blake2b(data, digest_size=16).hexdigest() != entry.get("digest"):
                 raise CheckpointError(f"{where}: {fname} does not match its digest (altered on disk)")
             if fname == META:
-                meta = _read_json(path, f"{where}: {fname} is not JSON metadata")
+                try:
+                    meta = json.loads(data.decode("utf8"))
+                except ValueError as err:
+                    raise CheckpointError(f"{where}: {fname} is not JSON metadata ({err})") from None
                 continue
             spec = entry.get("array")
             if not fname.endswith(".npy") or not isinstance(spec, dict):
                 raise CheckpointError(f"{where}: {fname} is not an array file of the manifest")
-            try:
-                with _open_regular(path) as fin:
-                    array = np.load(fin, allow_pickle=False)
-            except (OSError, ValueError, EOFError) as err:
-                raise CheckpointError(f"{where}: {fname} is not a numpy array file ({err})") from None
-            if not isinstance(array, np.ndarray):  # a zip archive (.npz) loads as an NpzFile
-                raise CheckpointError(f"{where}: {fname} is not a numpy array file (a {type(array).__name__})")
+            array = _npy(data, f"{where}: {fname}")
             if array.dtype.str != spec.get("dtype") or list(array.shape) != spec.get("shape"):
                 raise CheckpointError(f"{where}: {fname} is {array.dtype.str} {list(array.shape)}, its manifest says "
                                       f"{spec.get('dtype')} {spec.get('shape')}")

@@ -68,6 +68,7 @@ def version_problem(expected, label):
 def port_problem(host, port, label):
     """Whether the name server's port is free on ``host`` (None) or why not."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the name server binds (TIME_WAIT is free)
         try:
             sock.bind((host, port))
         except OSError as err:
@@ -116,13 +117,13 @@ class Agent:
                 proc = self._start(role, ["-n", args.host, "-p", str(args.ns_port)])
                 self._wait(proc, lambda: transport.release(transport.locate_ns(
                     {"host": args.ns_host, "port": args.ns_port, "hmac_key": self.key.encode("utf8")}, timeout=2.0)))
-            elif role == "dispatcher":
-                proc = self._start(role, ["--host", args.host] + where)
+            elif role == "dispatcher":  # (its key is made for this launch: checkpoints signed with it could not be resumed)
+                proc = self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
                 self._wait(proc, lambda: transport.lookup({"host": args.ns_host, "port": args.ns_port,
                                                            "hmac_key": self.key.encode("utf8")},
                                                           transport.DISPATCHER_NAME) or _not_yet())
             elif role == "shard":
-                self._start(role, ["--host", args.host] + where)
+                self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
             else:
                 threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
                 self._start(role, ["--host", args.host, "--threads", str(threads)] + where)
@@ -137,7 +138,9 @@ class Agent:
             if not proc.alive():
                 raise RuntimeError(f"host {self.label}: the {proc.name} exited with code {proc.proc.returncode} "
                                    f"before it was up ({missing}); its last lines:\n{proc.tail()}")
-            if time.monotonic() > deadline or self.stopped.is_set():
+            if self.stopped.is_set():
+                raise RuntimeError(f"host {self.label}: stopped while its {proc.name} was starting")
+            if time.monotonic() > deadline:
                 raise RuntimeError(f"host {self.label}: the {proc.name} did not come up within {SERVER_UP_SECONDS:.0f} s "
                                    f"({missing}); its last lines:\n{proc.tail()}")
             time.sleep(0.1)

@@ -8,14 +8,17 @@ import sys
 import time
 
 from gensim_distw2v.io import transport
-from gensim_distw2v.launch.cluster import RemoteCluster
+from gensim_distw2v.io.store import private_dir
+from gensim_distw2v.launch.cluster import SCHEDULER, RemoteCluster
 from gensim_distw2v.launch.events import LaunchError
 from gensim_distw2v.launch.hosts import parse_hosts
 from gensim_distw2v.launch.ssh import SshRunner
 
 logger = logging.getLogger("gensim_distw2v.launch")
 
-__all__ = ["add_arguments", "cluster_command", "remote_cluster", "slurm_cluster", "write_private"]
+DEFAULT_FOLDER = "~/.gensim_distw2v"  # where the ns_conf goes without --ns-conf-file
+
+__all__ = ["add_arguments", "cluster_command", "interrupt", "remote_cluster", "slurm_cluster", "write_private"]
 
 
 def add_arguments(group):
@@ -63,7 +66,7 @@ def _members(status):
            f"{len(status.shards)} shards"
 
 
-def _interrupt(*_ignored):
+def interrupt(*_ignored):
     raise KeyboardInterrupt  # SIGTERM as Ctrl-C: stop everything on the way out
 
 
@@ -75,11 +78,14 @@ def slurm_cluster(args):
 
 
 def _announce(ns_conf, ns_conf_file, what):
-    """Print the cluster's ``ns_conf`` (its key only in ``ns_conf_file``, written 0600, if given)."""
-    shown = dict(ns_conf)
-    if ns_conf_file:
-        write_private(ns_conf_file, json.dumps(ns_conf) + "\n")
-        shown["hmac_key"] = f"<in {ns_conf_file}>"
+    """Print the cluster's ``ns_conf`` without its key, which goes to ``ns_conf_file`` (mode 0600;
+    default ``~/.gensim_distw2v/ns_conf.json``, in a folder of mode 0700): never to the output,
+    which a batch system writes to a file others may read."""
+    if not ns_conf_file:
+        ns_conf_file = os.path.join(private_dir(os.path.expanduser(DEFAULT_FOLDER), "the launcher's folder"),
+                                    "ns_conf.json")
+    write_private(ns_conf_file, json.dumps(ns_conf) + "\n")
+    shown = dict(ns_conf, hmac_key=f"<in {ns_conf_file}>")
     print(f"cluster up on {what}", flush=True)
     print(f"ns_conf = {json.dumps(shown)}", flush=True)
     print("Word2Vec(distributed=True, ns_conf=json.load(open(NS_CONF_FILE))) trains on it; Ctrl-C (scancel) stops "
@@ -93,7 +99,7 @@ def slurm_command(args):
     except LaunchError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     code = 0
     try:
         cluster.start()
@@ -130,7 +136,7 @@ def cluster_command(args):
     if args.slurm:
         return slurm_command(args)
     cluster = remote_cluster(args)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     code = 0
     try:
         cluster.start()
@@ -138,7 +144,7 @@ def cluster_command(args):
         last = None
         while True:
             for label, why in cluster.check().items():
-                if label == "scheduler":
+                if label == SCHEDULER:
                     raise LaunchError(f"lost the scheduler's host ({why}): the cluster cannot go on")
                 logger.error("lost %s; its processes are stopped, the others go on", why)
             members = _members(cluster.status())

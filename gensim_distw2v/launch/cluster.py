@@ -16,8 +16,9 @@ from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RemoteCluster", "JOIN_SECONDS", "wait_for_members"]
+__all__ = ["RemoteCluster", "JOIN_SECONDS", "SCHEDULER", "wait_for_members"]
 
+SCHEDULER = "(scheduler)"  # the scheduler's agent among the links (no host's label has parentheses)
 HOST_UP_SECONDS = 90.0  # the most an agent may take to start its host's servers
 JOIN_SECONDS = 120.0  # the most every member may take to join the dispatcher once started
 
@@ -73,7 +74,7 @@ class RemoteCluster:
         self.hosts, self.runner = list(hosts), runner
         self.scheduler = scheduler or self.hosts[0]
         self.ns_port, self.log_level = int(ns_port), log_level
-        self.links = {}  # label -> AgentLink; the scheduler's under "scheduler"
+        self.links = {}  # label -> AgentLink; the scheduler's under SCHEDULER
         self.ns_conf = None
         self.lost = {}  # label -> why
 
@@ -94,9 +95,9 @@ class RemoteCluster:
         key = secrets.token_urlsafe(32)
         hello = {"key": key, "versions": versions()}
         try:
-            self.links["scheduler"] = self.runner.start(self.scheduler, self._agent_args(
+            self.links[SCHEDULER] = self.runner.start(self.scheduler, self._agent_args(
                 self.scheduler, ["nameserver", "dispatcher"]), hello)
-            self.links["scheduler"].wait_event(HOST_UP_SECONDS)
+            self.links[SCHEDULER].wait_event(HOST_UP_SECONDS)
             self.ns_conf = {"host": self.scheduler.address, "port": self.ns_port, "hmac_key": key}
             for host in self.hosts:
                 self.links[host.label] = self.runner.start(host, self._agent_args(host, ["shard", "worker"]), hello)
@@ -149,7 +150,7 @@ class RemoteCluster:
 
     def close(self):
         """Stop every host's part: the hosts' agents first, the scheduler's last."""
-        for label, link in sorted(self.links.items(), key=lambda item: item[0] == "scheduler"):
+        for label, link in sorted(self.links.items(), key=lambda item: item[0] == SCHEDULER):
             link.stop()
         self.links.clear()
 

@@ -39,7 +39,7 @@ def parse_hosts(text):
             raise ValueError(f"--hosts: {entry!r} is not [user@]address[:threads] (threads from 1 to 4096), e.g. "
                              f"node1:16 or alice@10.0.0.2")
         address = match.group("address").strip("[]")
-        destination = (f"{match.group('user')}@" if match.group("user") else "") + match.group("address")
+        destination = (f"{match.group('user')}@" if match.group("user") else "") + address  # (ssh takes bare IPv6)
         seen[address] = seen.get(address, 0) + 1
         label = address if seen[address] == 1 else f"{address}#{seen[address]}"
         hosts.append(Host(destination=destination, address=address, threads=threads, label=label))

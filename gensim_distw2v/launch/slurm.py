@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 import secrets
+import stat
 import subprocess
 import time
 
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["Allocation", "SlurmCluster", "allocation"]
 
 KEY_WAIT = 120.0  # seconds the other ranks wait for rank 0's key file
-GONE_AFTER = 10.0  # seconds rank 0's name server may be unreachable before the others stop
+GONE_AFTER = 60.0  # seconds rank 0's name server may be unreachable before the others stop (a short cut is no end)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +42,17 @@ class Allocation:
     size: int
     nodes: tuple
     node: str
-    job: str
+    job: str  # the job's id, the step's and the job's restarts: ``job.step.restarts``
     cpus: int
     submit_dir: str
 
 
 def _run(argv):
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise LaunchError(f"{' '.join(argv)} failed ({err}): is this a SLURM step (srun) with SLURM's commands on "
+                          f"the PATH?") from None
     if out.returncode:
         raise LaunchError(f"{' '.join(argv)} failed ({out.stderr.strip()[-500:]}): is this a SLURM step "
                           f"(srun) with SLURM's commands on the PATH?")
@@ -62,14 +67,20 @@ def allocation(env=None):
     if missing:
         raise LaunchError(f"--slurm: {', '.join(missing)} not set: run it as one task per node of an allocation, "
                           f"e.g. srun --ntasks-per-node=1 gensim-distw2v cluster --slurm (docs/cluster.rst)")
-    nodes = tuple(_run(["scontrol", "show", "hostnames", env["SLURM_JOB_NODELIST"]]).split())
+    # the step's nodes (a step may run on part of the allocation), else the job's
+    nodes = tuple(_run(["scontrol", "show", "hostnames", env.get("SLURM_STEP_NODELIST")
+                        or env["SLURM_JOB_NODELIST"]]).split())
     size = int(env["SLURM_NTASKS"])
     if size != len(nodes):
         raise LaunchError(f"--slurm: {size} tasks on {len(nodes)} nodes: run one task per node (srun "
                           f"--ntasks-per-node=1)")
     cpus = int(env.get("SLURM_CPUS_PER_TASK") or env.get("SLURM_CPUS_ON_NODE") or os.cpu_count() or 2)
+    if (int(env["SLURM_PROCID"]) == 0) != (env["SLURMD_NODENAME"] == nodes[0]):
+        raise LaunchError(f"--slurm: rank 0 must run on the step's first node ({nodes[0]}): use SLURM's default task "
+                          f"distribution (block), one task per node")
+    step = f"{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}.{env.get('SLURM_RESTART_COUNT', '0')}"
     return Allocation(rank=int(env["SLURM_PROCID"]), size=size, nodes=nodes, node=env["SLURMD_NODENAME"],
-                      job=env["SLURM_JOB_ID"], cpus=cpus, submit_dir=env.get("SLURM_SUBMIT_DIR", os.getcwd()))
+                      job=step, cpus=cpus, submit_dir=env.get("SLURM_SUBMIT_DIR", os.getcwd()))
 
 
 def node_address(name):
@@ -97,11 +108,15 @@ def shared_key(folder, alloc):
             raise LaunchError(f"--slurm: rank 0's key file {path} did not appear within {KEY_WAIT:.0f} s: is "
                               f"--key-dir a folder every node shares?")
         time.sleep(0.2)
-    found = os.stat(path)
-    if found.st_uid != os.geteuid() or found.st_mode & 0o077:
-        raise LaunchError(f"--slurm: the key file {path} is not this user's private file: refused")
-    with open(path) as fin:
-        return fin.read().strip(), path
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as err:
+        raise LaunchError(f"--slurm: cannot read the key file {path} ({err})") from None
+    with os.fdopen(fd) as fin:
+        found = os.fstat(fin.fileno())
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o077:
+            raise LaunchError(f"--slurm: the key file {path} is not this user's private file: refused")
+        return fin.read(4096).strip(), path
 
 
 class SlurmCluster:
@@ -148,6 +163,7 @@ class SlurmCluster:
             self.agent.start(roles)
             if alloc.rank == 0:
                 wait_for_members(self.ns_conf, alloc.size, check=self._check)
+                os.remove(self.key_path)  # every node has read it (each joined with it): on disk no longer
         except BaseException:
             self.close()
             raise
@@ -189,7 +205,7 @@ class SlurmCluster:
     def close(self):
         if self.agent is not None:
             self.agent.stop()
-        if self.rank == 0 and self.key_path and os.path.exists(self.key_path):
+        if self.rank == 0 and self.key_path and os.path.lexists(self.key_path):
             os.remove(self.key_path)
 
 

@@ -43,8 +43,14 @@ class AgentLink:
         self.stderr = collections.deque(maxlen=40)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1, start_new_session=True)
-        self.proc.stdin.write(json.dumps(hello) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(hello) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it exited at once (a bad option, say): why_gone() says so, from its standard error
+        except BaseException:
+            self.proc.kill()
+            raise
         self._threads = [threading.Thread(target=self._read_events, daemon=True, name=f"agent-{label}"),
                          threading.Thread(target=self._read_stderr, daemon=True, name=f"agent-{label}-stderr")]
         for thread in self._threads:

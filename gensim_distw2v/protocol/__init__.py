@@ -51,6 +51,7 @@ _WHERE = {
     "check_damp_rows": "arrays",
     "check_token": "arrays",
     "owner_digest": "arrays",
+    "shard_capability": "arrays",
     "check_turn": "arrays",
     "max_delta_for": "arrays",
     "weight_bound": "arrays",

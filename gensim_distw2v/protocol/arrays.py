@@ -5,6 +5,7 @@ are ``{"rows", "values"[, "scales"]}``. Every check raises :class:`ValueError` n
 wrong, and never executes or imports anything.
 """
 import hashlib
+import hmac
 import math
 import secrets
 
@@ -154,10 +155,16 @@ def check_token(given, token, what, owner=False):
                                                                         "workers may do that"))
 
 
-def owner_digest(owner):
-    """What a shard is told of a session's owner secret: its SHA-256, hex (the secret itself goes to
-    no member)."""
-    return hashlib.sha256(b"gensim_distw2v session owner\n" + owner.encode("utf8")).hexdigest()
+def shard_capability(owner, session, index):
+    """What a session's owner shows shard ``index`` of it (its secret for that shard): an HMAC of the
+    owner's secret, so that no shard learns the owner's secret, nor another shard's."""
+    return hmac.new(owner.encode("utf8"), f"shard {session} {int(index)}".encode("utf8"), hashlib.sha256).hexdigest()
+
+
+def owner_digest(capability):
+    """What a shard is told of its :func:`shard_capability`: its SHA-256, hex (the dispatcher's
+    heartbeat replies carry it; the capability itself goes to that shard from the owner alone)."""
+    return hashlib.sha256(b"gensim_distw2v session owner\n" + capability.encode("utf8")).hexdigest()
 
 
 def max_delta_for(alpha, vector_size):

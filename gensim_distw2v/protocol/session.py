@@ -219,6 +219,7 @@ class EpochCall(Record):
     WHAT: typing.ClassVar[str] = "epoch call"
     session: str
     epoch: int
+    token: typing.Optional[str] = None  # the owner's secret (Opened.owner)
 
     def check(self):
         if self.epoch < 0:
@@ -261,3 +262,4 @@ class PutJobs(Record):
     WHAT: typing.ClassVar[str] = "put_jobs"
     session: str
     jobs: list
+    token: typing.Optional[str] = None  # the owner's secret (Opened.owner)
