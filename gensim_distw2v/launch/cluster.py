@@ -12,6 +12,7 @@ import time
 from gensim_distw2v.client.links import find_dispatcher
 from gensim_distw2v.io import transport
 from gensim_distw2v.launch.events import LaunchError
+from gensim_distw2v.launch.ssh import AGENT_STOP_SECONDS
 from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
@@ -149,9 +150,16 @@ class RemoteCluster:
         return found
 
     def close(self):
-        """Stop every host's part: the hosts' agents first, the scheduler's last."""
-        for label, link in sorted(self.links.items(), key=lambda item: item[0] == SCHEDULER):
-            link.stop()
+        """Stop every host's part: every host's agent told at once, then the scheduler's; one deadline
+        for all (dozens of hosts stop in the time of one)."""
+        hosts = [link for label, link in self.links.items() if label != SCHEDULER]
+        for link in hosts:
+            link.close_input()
+        deadline = time.monotonic() + AGENT_STOP_SECONDS
+        for link in hosts:
+            link.stop(deadline - time.monotonic())
+        if SCHEDULER in self.links:
+            self.links[SCHEDULER].stop()
         self.links.clear()
 
     def __enter__(self):

@@ -105,14 +105,18 @@ class AgentLink:
             return f"host {self.label}: no such interpreter there ({last}); give --python its path on that host"
         return f"host {self.label}: its agent exited with code {code}" + (f": {said[-2000:]}" if said else "")
 
-    def stop(self, timeout=AGENT_STOP_SECONDS):
-        """Close its input (the agent stops its host's processes and exits); kill it past ``timeout``."""
+    def close_input(self):
+        """Close its input: the agent stops its host's processes and exits (:meth:`stop` waits for it)."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def stop(self, timeout=AGENT_STOP_SECONDS):
+        """Close its input and wait for the agent to exit; kill it past ``timeout`` seconds."""
+        self.close_input()
         try:
-            self.proc.wait(timeout)
+            self.proc.wait(max(0.0, timeout))
         except subprocess.TimeoutExpired:
             logger.warning("host %s: its agent did not stop within %.0f s; killing the connection", self.label,
                            timeout)
