@@ -1,12 +1,16 @@
 """Real OpenSSH servers for the launcher's tests: keys made for the test, ``sshd -D -e`` on an
 address and port (in a network namespace, or not) with a config of its own (nothing under
-/etc/ssh), stopped with every session and command under it; and network namespaces joined by a
-bridge (each reaches the others and this namespace).
+/etc/ssh), stopped with every session and command under it; network namespaces joined by a
+bridge (each reaches the others and this namespace); and what every launcher test checks at its
+end (:func:`nothing_left`: no process of the package left running).
 """
 import os
 import signal
+import socket
 import subprocess
 import time
+
+import pytest
 
 SSHD = "/usr/sbin/sshd"
 
@@ -96,6 +100,26 @@ def package_processes(exclude=()):
             if "-m gensim_distw2v." in cmdline:
                 found[int(entry)] = cmdline
     return found
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def nothing_left():
+    """Every process of the package started during the test is gone at its end (within 20 s)."""
+    before = set(package_processes())
+    yield
+    deadline = time.monotonic() + 20
+    while True:
+        left = {pid: cmd for pid, cmd in package_processes().items() if pid not in before}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == {}, f"left running: {left}"
 
 
 def ip(*args):

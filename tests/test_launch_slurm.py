@@ -5,7 +5,6 @@ is left running, and the key file is gone.
 """
 import json
 import os
-import socket
 import stat
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from gensim.test.utils import datapath
 from gensim_distw2v import Word2Vec
 
 from . import slurm
-from .sshd import package_processes
+from .sshd import free_port, nothing_left  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.system
 
@@ -27,31 +26,12 @@ if not sys.platform.startswith("linux") or os.geteuid() != 0 or slurm.missing():
                 f"installs slurmctld, slurmd, slurm-client and munge)", allow_module_level=True)
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def cluster():
     folder = tempfile.mkdtemp(prefix="gdw-slurm-", dir="/tmp")  # short: munge's and slurmd's sockets live there
     daemons = slurm.Slurm(folder)
     yield daemons
     daemons.stop()
-
-
-@pytest.fixture
-def nothing_left():
-    before = set(package_processes())
-    yield
-    deadline = time.monotonic() + 20
-    while True:
-        left = {pid: cmd for pid, cmd in package_processes().items() if pid not in before}
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert left == {}, f"left running: {left}"
 
 
 def srun(*args):

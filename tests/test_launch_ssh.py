@@ -21,7 +21,7 @@ from gensim.test.utils import datapath
 
 from gensim_distw2v import Word2Vec
 
-from .sshd import Bridge, Sshd, make_keys, package_processes
+from .sshd import Bridge, Sshd, free_port, make_keys, nothing_left, package_processes  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.system
 
@@ -30,12 +30,6 @@ if not sys.platform.startswith("linux") or os.geteuid() != 0 or not os.path.exis
         or shutil.which("ssh") is None or shutil.which("ip") is None:
     pytest.skip(f"the SSH launcher's tests need {', '.join(NEEDS)} (.ci/run installs openssh-server)",
                 allow_module_level=True)
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +42,6 @@ def sshd(keys, tmp_path):
     server = Sshd(str(tmp_path), keys, "127.0.0.1", free_port())
     yield server
     server.stop()
-
-
-@pytest.fixture
-def nothing_left():
-    """Every process of the package started during the test is gone at its end (within 15 s)."""
-    before = set(package_processes())
-    yield
-    deadline = time.monotonic() + 15
-    while True:
-        left = {pid: cmd for pid, cmd in package_processes().items() if pid not in before}
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert left == {}, f"left running: {left}"
 
 
 def ssh_args(keys, port, python=sys.executable):

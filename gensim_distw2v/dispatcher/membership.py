@@ -37,9 +37,6 @@ class Role:
         Its registration names' prefix.
     ops : tuple of str
         Its hello, heartbeat and leave operations' names (for messages).
-    hold_name : bool
-        Whether a live member's name is refused to another connection for :data:`NAME_HELD_FOR`
-        seconds (else a second hello replaces the first member).
     threads : bool
         Whether its hello says how many trainer threads it has.
     """
@@ -47,7 +44,6 @@ class Role:
     name: str
     prefix: str
     ops: tuple
-    hold_name: bool
     threads: bool
 
     @property
@@ -56,9 +52,8 @@ class Role:
         return self.ops[0].replace("_", " ")
 
 
-WORKER_ROLE = Role("worker", protocol.WORKER_PREFIX, ("hello", "heartbeat", "leave"), hold_name=True, threads=True)
-SHARD_ROLE = Role("shard", protocol.SHARD_PREFIX, ("shard_hello", "shard_beat", "shard_leave"), hold_name=True,
-                  threads=False)  # (a live shard's name is not taken over either: its secret would go with it)
+WORKER_ROLE = Role("worker", protocol.WORKER_PREFIX, ("hello", "heartbeat", "leave"), threads=True)
+SHARD_ROLE = Role("shard", protocol.SHARD_PREFIX, ("shard_hello", "shard_beat", "shard_leave"), threads=False)
 
 
 class Membership:
@@ -117,7 +112,7 @@ class Membership:
             raise errors.VersionMismatch(str(err)) from None
         with cluster.cond:
             member = self.members.get(name)
-            if role.hold_name and member is not None and member.connection is not transport.caller() \
+            if member is not None and member.connection is not transport.caller() \
                     and time.monotonic() - member.last_seen < NAME_HELD_FOR:
                 raise errors.MemberConflict(
                     f"{role.what}: {role.name} {name} is registered and alive on another connection (heard from "

@@ -31,6 +31,7 @@ dispatcher's record of number ``n`` and every shard's checkpoint ``n``, the reco
 import errno
 import hashlib
 import hmac
+import io
 import json
 import logging
 import os
@@ -175,8 +176,6 @@ def _read_whole(path, size, deadline):
 
 def _npy(data, what):
     """One numpy array of numbers from a ``.npy`` file's bytes (a view of them; no pickle, no zip)."""
-    import io
-
     stream = io.BytesIO(data)
     readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
     try:

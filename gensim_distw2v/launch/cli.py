@@ -9,7 +9,7 @@ import time
 
 from gensim_distw2v.io import transport
 from gensim_distw2v.io.store import private_dir
-from gensim_distw2v.launch.cluster import SCHEDULER, RemoteCluster
+from gensim_distw2v.launch.cluster import SCHEDULER, RemoteCluster, dispatcher_status
 from gensim_distw2v.launch.events import LaunchError
 from gensim_distw2v.launch.hosts import parse_hosts
 from gensim_distw2v.launch.ssh import SshRunner
@@ -92,6 +92,25 @@ def _announce(ns_conf, ns_conf_file, what):
           "it everywhere", flush=True)
 
 
+def _foreground(cluster, serve, stopping):
+    """Start ``cluster``, then ``serve()`` until it returns, Ctrl-C or SIGTERM (``stopping`` is said
+    then), or a lost part; stop the cluster however it ends. Returns the exit code."""
+    signal.signal(signal.SIGTERM, interrupt)
+    code = 0
+    try:
+        cluster.start()
+        serve()
+    except KeyboardInterrupt:
+        print(stopping, flush=True)
+    except (LaunchError, transport.ClusterError, transport.PyroError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        code = 1
+    finally:
+        cluster.close()
+        print("stopped", flush=True)
+    return code
+
+
 def slurm_command(args):
     """``srun gensim-distw2v cluster --slurm``: this node's part; rank 0 prints the ``ns_conf``."""
     try:
@@ -99,32 +118,13 @@ def slurm_command(args):
     except LaunchError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
-    signal.signal(signal.SIGTERM, interrupt)
-    code = 0
-    try:
-        cluster.start()
+
+    def serve():
         if cluster.rank == 0:
             _announce(cluster.ns_conf, args.ns_conf_file, f"{cluster.alloc.size} nodes of job {cluster.alloc.job}: "
-                                                          f"{_members(_status(cluster.ns_conf))}")
+                                                          f"{_members(dispatcher_status(cluster.ns_conf))}")
         cluster.serve()
-    except KeyboardInterrupt:
-        print("stopping this node's part of the cluster", flush=True)
-    except (LaunchError, transport.ClusterError, transport.PyroError) as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        code = 1
-    finally:
-        cluster.close()
-    return code
-
-
-def _status(ns_conf):
-    from gensim_distw2v.client.links import find_dispatcher
-
-    link = find_dispatcher(ns_conf)
-    try:
-        return link.call("status")
-    finally:
-        transport.release(link)
+    return _foreground(cluster, serve, "stopping this node's part of the cluster")
 
 
 def cluster_command(args):
@@ -136,10 +136,8 @@ def cluster_command(args):
     if args.slurm:
         return slurm_command(args)
     cluster = remote_cluster(args)
-    signal.signal(signal.SIGTERM, interrupt)
-    code = 0
-    try:
-        cluster.start()
+
+    def serve():
         _announce(cluster.ns_conf, args.ns_conf_file, f"{len(cluster.hosts)} hosts: {_members(cluster.status())}")
         last = None
         while True:
@@ -152,12 +150,4 @@ def cluster_command(args):
                 print(f"members: {members}", flush=True)
                 last = members
             time.sleep(1.0)
-    except KeyboardInterrupt:
-        print("stopping the cluster on every host", flush=True)
-    except (LaunchError, transport.ClusterError, transport.PyroError) as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        code = 1
-    finally:
-        cluster.close()
-        print("stopped", flush=True)
-    return code
+    return _foreground(cluster, serve, "stopping the cluster on every host")

@@ -17,11 +17,20 @@ from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RemoteCluster", "JOIN_SECONDS", "SCHEDULER", "wait_for_members"]
+__all__ = ["RemoteCluster", "JOIN_SECONDS", "SCHEDULER", "dispatcher_status", "wait_for_members"]
 
 SCHEDULER = "(scheduler)"  # the scheduler's agent among the links (no host's label has parentheses)
 HOST_UP_SECONDS = 90.0  # the most an agent may take to start its host's servers
 JOIN_SECONDS = 120.0  # the most every member may take to join the dispatcher once started
+
+
+def dispatcher_status(ns_conf):
+    """The :class:`gensim_distw2v.protocol.Status` of the dispatcher of ``ns_conf`` (one call)."""
+    link = find_dispatcher(ns_conf)
+    try:
+        return link.call("status")
+    finally:
+        transport.release(link)
 
 
 def wait_for_members(ns_conf, count, check):
@@ -117,11 +126,7 @@ class RemoteCluster:
 
     def status(self):
         """The dispatcher's :class:`gensim_distw2v.protocol.Status` of the cluster."""
-        link = find_dispatcher(self.ns_conf)
-        try:
-            return link.call("status")
-        finally:
-            transport.release(link)
+        return dispatcher_status(self.ns_conf)
 
     def check(self):
         """The hosts lost since the last look, ``{label: why}``: an agent whose connection ended, or
