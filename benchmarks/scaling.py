@@ -34,7 +34,6 @@ configuration, next to the words/s measured.
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -128,13 +127,14 @@ def model_options(args):
             "round_trips": args.round_trips, "sync": args.model_sync}
 
 
-def project(run, gensim_cf_wps, k, threads, link_gbit, shards=None, **options):
+def project(run, gensim_us, k, threads, link_gbit, shards=None, **options):
     """Words/s of K nodes of ``threads`` threads on ``link_gbit`` links from one run's per-word costs
     (:func:`projection.project`; ``run["threads"]``: the trainer threads its kernel costs were
-    measured with)."""
+    measured with; ``gensim_us``: plain gensim's corpus_file CPU per word measured with as many)."""
     options.setdefault("kernel_threads", int(run.get("threads", 1)))
+    options.setdefault("gensim_threads", options["kernel_threads"])
     options.setdefault("corpus_file", bool(run.get("corpus_file", False)))
-    return projection.project(run, gensim_cf_wps, k, threads, link_gbit, shards, **options)
+    return projection.project(run, gensim_us, k, threads, link_gbit, shards, **options)
 
 
 def check_this_machine(runs, args):
@@ -164,17 +164,38 @@ def _share(given, runs, key):
         + "/".join(str(r["K"]) for r in runs) + ")"
 
 
-def print_projection(runs, gensim_cf_wps, args):
-    """The projection to K nodes of ``--threads`` threads, every K of ``--project-k``; returns its records."""
+def concurrent_threads(run, machine_cores):
+    """How many of a measured worker's trainer threads ran at once on the machine that measured it: its
+    threads, but no more than its share of the cores (eight workers of two threads on two cores ran a
+    quarter of a thread each: their threads met no other thread of their replica, so their CPU per word
+    is a one-thread cost, and gensim's is taken at one thread too)."""
+    return max(1, min(int(run.get("threads", 1)), machine_cores // max(1, int(run["K"]))))
+
+
+def print_projection(runs, gensim_us, args):
+    """The projection to K nodes of ``--threads`` threads, every K of ``--project-k``, against one node of
+    plain gensim whose threads are credited as the cluster's: ``gensim_us`` (``{"gensim_cf:N": CPU µs per
+    word}``) at as many threads as ran at once in a measured worker (:func:`concurrent_threads`), both
+    through the same efficiency curve; returns its records (None: no gensim run at that count)."""
+    at_once = min(concurrent_threads(run, args.machine_cores) for run in runs)
+    reference = gensim_us.get(f"gensim_cf:{at_once}")
+    if not reference:
+        print(f"\nno projection: it needs plain gensim in corpus_file mode at workers={at_once}")
+        return None
     print(f"\nprojection: nodes of {args.threads} threads and {args.cores or args.threads} cores, "
           f"{f'{args.project_shards} shard hosts' if args.project_shards else 'one shard per node'}, "
           f"{args.mergers} merger thread(s), {args.fold_threads} fold thread(s) a shard, GIL share "
           f"{_share(args.gil_share, runs, 'worker_gil_share')} (merges) / "
           f"{_share(args.shard_gil_share, runs, 'shard_gil_share')} (shards), {args.round_trips} round trips a round "
           f"({'rtt %g ms' % args.rtt_ms if args.rtt_ms is not None else 'rtt 0.1 ms on 10 GbE, 0.2 ms on 1 GbE'}), "
-          f"sync {args.model_sync}; plain gensim corpus_file at 1 thread {gensim_cf_wps:.0f} words/s here; "
+          f"sync {args.model_sync}; plain gensim corpus_file {reference:.3f} us of CPU a word at "
+          f"{at_once} thread(s) here, the cluster's kernel {runs[-1]['kernel_us']:.3f} us with {at_once} of its "
+          f"threads at once (both "
+          f"through e(T) = 1 - {projection.EFFICIENCY_SLOPE:g} log2 T); /node: over K worker nodes and one head "
+          f"node; "
           f"K beyond the measured: {args.extrapolate}")
-    print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'round ms':>9}{'intvl ms':>9}"
+    print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'/node':>6}{'round ms':>9}"
+          f"{'intvl ms':>9}"
           + "".join(f"{name[:11]:>12}" for name in SHOWN) + "  bottleneck; costs")
     out = []
     scaled = [projection.at_corpus(run, args.project_corpus_words, args.transport_ns_per_byte) for run in runs]
@@ -185,11 +206,14 @@ def print_projection(runs, gensim_cf_wps, args):
         at_k, label = projection.costs_at(runs, k, args.extrapolate)
         at_k["threads"], at_k["corpus_file"] = runs[-1].get("threads", 1), runs[-1].get("corpus_file", False)
         for link in [float(x) for x in args.links.split(",")]:
-            p = project(at_k, gensim_cf_wps, k, args.threads, link, args.project_shards, cores=args.cores,
-                        rtt_ms=args.rtt_ms, **model_options(args))
+            p = project(at_k, reference, k, args.threads, link, args.project_shards, cores=args.cores,
+                        rtt_ms=args.rtt_ms, kernel_threads=at_once, gensim_threads=at_once, **model_options(args))
             p["costs_from"], p["costs"] = label, {key: at_k[key] for key in projection.COSTS if key in at_k}
             out.append(p)
+            if p["above_linear"]:  # the cluster's threads run gensim's kernel: more than K x is a fault of the model
+                print(f"ERROR: K={k} projected above {k} x one node ({p['speedup']:.2f}x) with no measured mechanism")
             print(f"{k:>3}{link:>7g}{p['cluster_wps']:>13.0f}{p['single_node_wps']:>12.0f}{p['speedup']:>9.2f}"
+                  f"{p['speedup_per_node']:>6.2f}"
                   f"{1e3 * p['round_seconds']:>9.2f}{1e3 * p['interval_seconds']:>9.2f}"
                   + "".join(f"{p['limits'][n] / 1e6:>11.2f}M" if p["limits"][n] is not None else f"{'-':>12}"
                             for n in SHOWN) + f"  {p['bottleneck']}; {label}")
@@ -231,6 +255,8 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
+    parser.add_argument("--min-count", type=int, default=5,
+                        help="gensim's min_count (default 5; lower it for a larger vocabulary of the same corpus)")
     parser.add_argument("--sync-words", type=int, default=None,
                         help="merge interval of every K (default: the package's, which shrinks with K): a fixed one "
                              "separates the servers' cost per merge from the schedule's merges per word")
@@ -275,6 +301,8 @@ def parse_args(argv=None):
                              "and of the session's transfers is spread like their handlers' CPU (0: not)")
     parser.add_argument("--check", nargs="+", metavar="JSON",
                         help="run nothing: the model of this machine against the runs of these scaling JSONs")
+    parser.add_argument("--reproject", metavar="JSON",
+                        help="run nothing: project the runs of this scaling JSON (one with gensim_us) again")
     parser.add_argument("--corpus-file", action="store_true",
                         help="measure the cluster in corpus_file mode (workers read their byte ranges; the client "
                              "and dispatcher carry no corpus) rather than from an iterable")
@@ -291,8 +319,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.shards != "K" and not (args.shards.isdigit() and int(args.shards) >= 1):
         parser.error(f"--shards must be a number >= 1 or K, got {args.shards!r}")
-    if not args.check and not args.corpus:
-        parser.error("--corpus is required (unless --check)")
+    if not args.check and not args.reproject and not args.corpus:
+        parser.error("--corpus is required (unless --check or --reproject)")
     if args.threads_per_worker < 1 or args.mergers < 1 or args.fold_threads < 1:
         parser.error("--threads-per-worker, --mergers and --fold-threads must be >= 1")
     return args
@@ -311,7 +339,8 @@ def clusters(spec, threads):
 
 def measure(args, ks, shards_at):
     """Run gensim and the cluster, each run a fresh process; ``{(mode, k): [rows]}``."""
-    base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--hs", str(args.hs), "--epochs", str(args.epochs)]
+    base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--hs", str(args.hs), "--epochs", str(args.epochs),
+                 "--min-count", str(args.min_count)]
     if args.sync_words:
         base_args += ["--sync-words", str(args.sync_words)]
     if args.sync:
@@ -325,7 +354,9 @@ def measure(args, ks, shards_at):
     base_args += ["--sentences", args.sentences] + (["--no-workers-read"] if args.no_workers_read else [])
     rows = {}
     dist_mode = "dist_cf" if args.corpus_file else "dist"
-    gensim_ns = sorted({1} | {int(n) for n in args.gensim_workers.split(",") if n})
+    # gensim at workers=1, at each --gensim-workers, and with as many threads as each measured worker has (its
+    # CPU per word there is what the projection's one-node reference takes: the same kind of time, the same T)
+    gensim_ns = sorted({1} | {int(n) for n in args.gensim_workers.split(",") if n} | {t for _, t in ks})
     modes = [m for m in ("gensim", "gensim_cf") if m in args.gensim_modes.split(",")]
     with tempfile.TemporaryDirectory(prefix="scaling_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])
@@ -348,7 +379,7 @@ def measure(args, ks, shards_at):
                       f"{row['raw_wps']:.0f} raw "
                       f"words/s, analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}",
                       flush=True)
-    return rows, dist_mode, gensim_ns
+    return rows, dist_mode, gensim_ns, {"words": words, "vocabulary": vocab}
 
 
 def summarise(args, ks, rows, dist_mode, shards_at):
@@ -417,9 +448,13 @@ def summarise(args, ks, rows, dist_mode, shards_at):
 
 
 def side_by_side(args, runs, rows, gensim_ns):
-    """The cluster's words/s over plain gensim's at each ``--gensim-workers``; printed; returns the ratios."""
+    """The cluster's words/s over plain gensim's at each ``--gensim-workers``; printed. Returns gensim's
+    words/s and its CPU per raw word (its whole process), each by ``"mode:workers"``."""
     gensim_wps = {f"{mode}:{n}": statistics.fmean(r["raw_wps"] for r in rows[(mode, n)])
                   for n in gensim_ns for mode in ("gensim", "gensim_cf") if (mode, n) in rows}
+    gensim_us = {f"{mode}:{n}": statistics.fmean(1e6 * r["cpu_seconds"]["process"] / max(1.0, r["raw_wps"] * r["seconds"])
+                                                 for r in rows[(mode, n)])
+                 for n in gensim_ns for mode in ("gensim", "gensim_cf") if (mode, n) in rows}
     same = "gensim_cf" if args.corpus_file else "gensim"
     print(f"\nraw words/s, cluster against plain gensim in this run (the cluster from "
           f"{'a corpus file' if args.corpus_file else 'an iterable'}: against gensim's same mode, and corpus_file)")
@@ -433,11 +468,22 @@ def side_by_side(args, runs, rows, gensim_ns):
             print(f"  K={run['K']} x T={run['threads']}: {mine:.0f}; gensim workers={n}: "
                   + ", ".join(f"{mode} {gensim_wps[f'{mode}:{n}']:.0f} (cluster/{mode} {ratios[f'{mode}:{n}']:.2f})"
                               for mode in dict.fromkeys((same, "gensim_cf")) if f"{mode}:{n}" in gensim_wps))
-    return gensim_wps
+    print("CPU per raw word, us (whole process for gensim; the trainer threads' for the cluster's kernel): "
+          + ", ".join(f"gensim {key} {value:.3f}" for key, value in sorted(gensim_us.items()))
+          + "; " + ", ".join(f"cluster K={run['K']} x T={run['threads']} kernel {run['kernel_us']:.3f}" for run in runs))
+    for n in gensim_ns:  # the efficiency of n threads this machine shows, as CPU per word at 1 thread over at n
+        if n > 1 and f"gensim_cf:{n}" in gensim_us and "gensim_cf:1" in gensim_us:
+            print(f"gensim corpus_file: CPU per word at 1 thread / at {n} threads = "
+                  f"{gensim_us['gensim_cf:1'] / gensim_us[f'gensim_cf:{n}']:.3f} (the curve assumes "
+                  f"e({n}) = {projection.efficiency(n):.3f} for both sides)")
+    return gensim_wps, gensim_us
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.reproject:
+        reproject(args)
+        return
     if args.check:
         checked = []
         for path in args.check:
@@ -456,19 +502,40 @@ def main(argv=None):
 
     def shards_at(k):
         return k if args.shards == "K" else int(args.shards)
-    rows, dist_mode, gensim_ns = measure(args, ks, shards_at)
+    rows, dist_mode, gensim_ns, corpus = measure(args, ks, shards_at)
     runs = summarise(args, ks, rows, dist_mode, shards_at)
-    gensim_wps = side_by_side(args, runs, rows, gensim_ns)
+    gensim_wps, gensim_us = side_by_side(args, runs, rows, gensim_ns)
     gensim_cf_wps = gensim_wps.get("gensim_cf:1")
     machine = check_this_machine(runs, args)
-    # the projection: the runs of the last thread count measured (costs_at interpolates over K)
+    # the projection: the runs of the last thread count measured (costs_at interpolates over K), against
+    # gensim's corpus_file CPU per word with as many threads as their workers had
     same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
-    projected = print_projection(same_threads, gensim_cf_wps, args) if gensim_cf_wps else []
-    if not gensim_cf_wps:
-        print("\nno projection: it needs plain gensim in corpus_file mode (--gensim-modes gensim_cf)")
+    projected = print_projection(same_threads, gensim_us, args) or []
     if args.json:
-        print(json.dumps({"provenance": provenance(), "args": vars(args), "gensim_cf_wps": gensim_cf_wps,
-                          "gensim_wps": gensim_wps, "runs": runs, "this_machine": machine, "projection": projected}))
+        print(json.dumps({"provenance": provenance(), "args": vars(args), "corpus": corpus,
+                          "gensim_cf_wps": gensim_cf_wps,
+                          "gensim_wps": gensim_wps, "gensim_us": gensim_us, "runs": runs, "this_machine": machine,
+                          "projection": projected}))
+
+
+def reproject(args):
+    """``--reproject FILE``: the projection of a scaling JSON's runs (with gensim's CPU per word: this script's
+    since 2026-11-28) by today's model, under this command line's projection options; nothing is run."""
+    with open(args.reproject, encoding="utf-8") as fin:
+        data = json.load(fin)
+    if not data.get("gensim_us"):
+        sys.exit(f"{args.reproject} has no gensim_us (gensim's CPU per word): it predates the symmetric projection")
+    runs = [dict(r, threads=r.get("threads", 1)) for r in data["runs"]]
+    for key in ("project_corpus_words", "transport_ns_per_byte"):
+        if getattr(args, key) is None:
+            setattr(args, key, data["args"].get(key))
+    same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
+    projected = print_projection(same_threads, data["gensim_us"], args) or []
+    if args.json:
+        print(json.dumps({"provenance": provenance(), "source": {"file": args.reproject,
+                                                                 "provenance": data.get("provenance")},
+                          "args": vars(args), "gensim_us": data["gensim_us"], "runs": runs,
+                          "projection": projected}))
 
 
 if __name__ == "__main__":

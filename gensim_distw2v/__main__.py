@@ -230,15 +230,15 @@ def train(args, bars=None):
         scores = evaluate(model.wv)
         print(f"analogy accuracy {scores['analogy']:.4f}, ws353 Spearman {scores['ws353']:.4f}, "
               f"simlex999 Spearman {scores['simlex999']:.4f}")
-    gensim_wps = None
+    gensim_wps = gensim_us = None
     if args.compare_gensim:
-        gensim_wps = compare_with_gensim(args, model, raw, train_seconds)
+        gensim_wps, gensim_us = compare_with_gensim(args, model, raw, train_seconds)
     if stats:
         from gensim_distw2v.client import summary
 
         print()
         for line in summary.lines(stats, where, args.threads_per_worker, stats["corpus_file"], client_cpu=client_cpu,
-                                  gensim_wps=gensim_wps,
+                                  gensim_us=gensim_us,
                                   gensim_threads=args.local_workers * args.threads_per_worker, cores=os.cpu_count(),
                                   local=local):
             print(line)
@@ -261,14 +261,14 @@ def compare_with_gensim(args, model, raw, train_seconds):
             plain.build_vocab(corpus_file=args.corpus)
         else:
             plain.build_vocab(LineSentence(args.corpus))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if args.corpus_file:
             raw = plain.train(corpus_file=args.corpus, total_words=plain.corpus_total_words, epochs=plain.epochs)[1]
         else:
             raw = plain.train(LineSentence(args.corpus), total_examples=plain.corpus_count, epochs=plain.epochs)[1]
-        return plain, raw, time.perf_counter() - start
+        return plain, raw, time.perf_counter() - start, time.process_time() - cpu
 
-    plain, plain_raw, plain_seconds = train_plain(args.seed)
+    plain, plain_raw, plain_seconds, plain_cpu = train_plain(args.seed)
     ours, theirs = evaluate(model.wv), evaluate(plain.wv)
     print()
     side_by_side(f"same corpus, seed {args.seed}", [
@@ -289,7 +289,8 @@ def compare_with_gensim(args, model, raw, train_seconds):
     if words < 10_000_000:
         print(f"(a corpus of {words:,} words: the analogy and similarity scores mean little this small; the shared "
               "neighbours, against gensim's own seed-to-seed figure, say more)")
-    return plain_raw / plain_seconds
+    # its CPU per word (its process's: every thread), the projection's one-node reference
+    return plain_raw / plain_seconds, 1e6 * plain_cpu / max(1, plain_raw)
 
 
 def main(argv=None):

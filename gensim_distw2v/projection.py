@@ -34,7 +34,7 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 import math
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split",
-           "dispatcher_limit", "costs_at", "at_corpus", "limits", "project", "this_machine", "COUNT_COSTS",
+           "dispatcher_limit", "costs_at", "at_corpus", "limits", "single_node", "project", "this_machine", "COUNT_COSTS",
            "distinct_words", "count_projection"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
@@ -75,10 +75,15 @@ LOOPBACK_RTT_MS = 0.03
 DEFAULT_ROUND_TRIPS = 2
 
 
+#: the threading efficiency curve's slope: ``e(T) = 1 - EFFICIENCY_SLOPE log2 T`` (gensim's own benchmarks)
+EFFICIENCY_SLOPE = 0.08
+
+
 def efficiency(threads):
     """Threading efficiency of word2vec on one node, ``e(T) = 1 - 0.08 log2 T``: 1 at one thread,
-    0.68 at 16, 0.6 at 32 (gensim's own benchmarks), never below 0.1."""
-    return max(0.1, 1.0 - 0.08 * math.log2(max(1, threads)))
+    0.68 at 16, 0.6 at 32 (gensim's own benchmarks), never below 0.1. The cluster's trainer threads and
+    plain gensim's go through the same curve (:func:`single_node`)."""
+    return max(0.1, 1.0 - EFFICIENCY_SLOPE * math.log2(max(1, threads)))
 
 
 def default_rtt_ms(link_gbit):
@@ -381,14 +386,29 @@ def _combine(named, details, k, sync):
     return rate, bottleneck
 
 
-def project(costs, gensim_cf_wps, k, threads, link_gbit, shards=None, **options):
+def single_node(gensim_us, threads, gensim_threads=1):
+    """Words/s of one ``threads``-thread node of plain gensim, credited as the cluster's trainer threads are.
+
+    ``gensim_us`` is gensim's CPU per raw word (its whole process: trainer threads, and in iterable mode
+    its job producer) measured with ``gensim_threads`` threads, the same kind of time as the cluster's
+    ``kernel_us``; both sides go through the same efficiency curve (:func:`efficiency`): a word's CPU at
+    ``T`` threads is the measured one times ``e(T_m) / e(T)``, so ``T e(T) 1e6 / (gensim_us e(T_m))``.
+    """
+    return threads * efficiency(threads) * 1e6 / (gensim_us * efficiency(gensim_threads))
+
+
+def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads=1, **options):
     """K nodes of ``threads`` threads on ``link_gbit`` links, against one node of plain gensim.
 
+    ``gensim_us`` is plain gensim's CPU per raw word measured with ``gensim_threads`` threads
+    (:func:`single_node`: the same kind of time and the same efficiency curve as the cluster's kernel);
     ``options`` are :func:`limits`'s. Returns a record: ``K``, ``threads``, ``link_gbit``,
-    ``shards``, ``cluster_wps`` (the least limit), ``bottleneck`` (its name), ``limits`` (every
-    name of :data:`LIMITS`, None where it does not apply), ``single_node_wps`` (one ``threads``-thread
-    gensim corpus_file node: ``T e(T) gensim_cf_wps``, the latter measured at one thread),
-    ``speedup``, ``merges_per_worker_per_s``, the round (``round_seconds``, its ``round_terms``,
+    ``shards``, ``nodes`` (K worker nodes and the head node: name server, dispatcher, client),
+    ``cluster_wps`` (the least limit), ``bottleneck`` (its name), ``limits`` (every
+    name of :data:`LIMITS`, None where it does not apply), ``single_node_wps``,
+    ``speedup``, ``speedup_per_node`` (over ``nodes``), ``above_linear`` (the speed-up above K: an
+    error unless a measured mechanism is named, since the cluster's threads run gensim's kernel),
+    ``merges_per_worker_per_s``, the round (``round_seconds``, its ``round_terms``,
     ``interval_seconds``: the interval's training time at the rate of the other limits; the round
     stalls the trainers when it is the longer) and the parameters used.
     """
@@ -397,17 +417,20 @@ def project(costs, gensim_cf_wps, k, threads, link_gbit, shards=None, **options)
     named, details = limits(costs, k, threads, link_gbit, shards, **options)
     cluster, bottleneck = _combine(named, details, k, sync)
     others = min(v for name, v in named.items() if v is not None and name != "round latency")
-    single = threads * efficiency(threads) * gensim_cf_wps
+    single = single_node(gensim_us, threads, gensim_threads)
     words = details["sync_words"]
     interval = words * k / others if words else 0.0
     params = {key: value for key, value in options.items()}
     params.setdefault("cores", threads)
+    params.update(gensim_us=gensim_us, gensim_threads=gensim_threads)
     dispatcher_us = costs["dispatcher_us"]  # its CPU per word at the projected rate (split: per second spread)
     if "dispatcher_word_us" in costs and "dispatcher_member_cpu" in costs and cluster > 0:
         dispatcher_us = costs["dispatcher_word_us"] + (k + shards + 1) * costs["dispatcher_member_cpu"] * 1e6 / cluster
-    return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "cluster_wps": cluster,
-            "dispatcher_us_at_rate": dispatcher_us,
-            "single_node_wps": single, "speedup": cluster / single, "bottleneck": bottleneck, "limits": named,
+    nodes = k + 1 + (0 if shards == k else shards)  # the head node, and shard hosts of their own
+    return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "nodes": nodes,
+            "cluster_wps": cluster, "dispatcher_us_at_rate": dispatcher_us,
+            "single_node_wps": single, "speedup": cluster / single, "speedup_per_node": cluster / single / nodes,
+            "above_linear": cluster / single > k * (1 + 1e-9), "bottleneck": bottleneck, "limits": named,
             "merges_per_worker_per_s": cluster / k / words if words else 0.0,
             "interval_seconds": interval, "round_stalls": details["round_seconds"] > interval,
             **details, "params": params}

@@ -12,6 +12,8 @@ import sys
 import pytest
 from gensim.test.utils import datapath
 
+from .benchmark_modules import load
+
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 
 
@@ -57,11 +59,7 @@ def test_multihost_builds_its_network_and_removes_it():
 def test_scaling_reports_per_word_costs_and_a_projection():
     """Per-word costs of clusters of several K (and KxT), the model of this machine beside what it
     measured, and a projection listing every limit by name (the model itself: test_projection.py)."""
-    sys.path.insert(0, BENCHMARKS)
-    try:
-        import projection
-    finally:
-        sys.path.remove(BENCHMARKS)
+    projection = load("projection")
     out = run("scaling.py", "--corpus", datapath("lee_background.cor"), "--workers", "2,3x2", "--epochs", "1",
               "--shards", "2", "--project-k", "2,8", "--links", "1,10", "--gensim-workers", "2",
               "--project-corpus-words", "1e9", "--json")
@@ -202,3 +200,33 @@ def test_vocab_cluster_counts_gensims_vocabulary_on_the_cluster_and_projects(tmp
     assert summary["gensim"]["vocab_s"] > 0 and summary["cluster"]["end_to_end_s"] > summary["cluster"]["vocab_s"]
     point = result["projection"]["points"][0]
     assert point["K"] == 8 and 0 < point["count_share"] < 1 and point["train_s"] == pytest.approx(5 * 3e9 / 5e7)
+
+
+@pytest.mark.system
+def test_quality_law_runs_the_simulator_on_synthetic_corpora(tmp_path):
+    """Two small synthetic corpora, two intervals: a point per (size, interval), each with the truth list's
+    Spearman of gensim and of the simulated cluster, and the two candidate laws fitted."""
+    out = run("quality_law.py", "--sizes", "2e5,4e5", "--workers", "2", "--models", "cbow", "--scales", "0.5,1",
+              "--vector-size", "16", "--corpus-dir", str(tmp_path), "--json")
+    data = json.loads(out.strip().splitlines()[-1])
+    assert len(data["points"]) == 4 and {p["size"] for p in data["points"]} == {2e5, 4e5}
+    for p in data["points"]:
+        assert 0 < p["gensim"] <= 1 and -1 <= p["cluster"] <= 1
+        assert p["loss"] == pytest.approx(p["gensim"] - p["cluster"])
+        assert p["merges_per_epoch"] == pytest.approx(p["size"] / 2 / p["sync_words"], rel=0.01)
+    law = data["laws"]["cbow:K=2"]
+    assert law["words_per_merge"] is not None and law["merges_per_epoch"] is not None
+    assert os.path.exists(tmp_path / "synth-200000.pairs.tsv")
+
+
+@pytest.mark.system
+def test_ordered_corpus_keeps_every_line(tmp_path):
+    for order in ("sorted", "topics", "shuffled"):
+        target = tmp_path / f"{order}.txt"
+        run("ordered_corpus.py", "--corpus", datapath("lee_background.cor"), "--order", order, "--clusters", "5",
+            "--out", str(target))
+        source = open(datapath("lee_background.cor"), "rb").read().splitlines()
+        written = open(target, "rb").read().splitlines()
+        assert sorted(written) == sorted(source)
+        if order == "sorted":
+            assert written == sorted(source)

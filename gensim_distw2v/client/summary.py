@@ -29,7 +29,7 @@ def costs(stats, client_cpu=0.0):
             "bytes_down_per_word": stats["bytes_down"] / raw, "rounds_per_word": stats["merges"] / raw}
 
 
-def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, gensim_threads=None, cores=None,
+def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_us=None, gensim_threads=None, cores=None,
           local=True):
     """The summary's lines (after the "trained ..." line the command line prints).
 
@@ -45,9 +45,10 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, g
         Whether the workers read the corpus (else the client encoded it).
     client_cpu : float
         The client's CPU seconds in ``train()``.
-    gensim_wps, gensim_threads : float and int, optional
-        Plain gensim's raw words/s on this machine with that many threads (``--compare-gensim``): the
-        reference the projection compares with.
+    gensim_us, gensim_threads : float and int, optional
+        Plain gensim's CPU per raw word (its process, every thread) on this machine with that many threads
+        (``--compare-gensim``): the reference the projection compares with, its threads credited as the
+        workers' are (:func:`gensim_distw2v.projection.single_node`).
     cores : int, optional
         This machine's cores.
     local : bool
@@ -60,13 +61,16 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_wps=None, g
            f"{cost['shard_us']:.3f} us, dispatcher {cost['dispatcher_us']:.3f} us, client {cost['client_us']:.3f} "
            f"us; {cost['bytes_up_per_word']:.1f} bytes up and {cost['bytes_down_per_word']:.1f} down a word; a merge "
            f"every {1 / max(cost['rounds_per_word'], 1e-12):,.0f} words"]
-    if gensim_wps:
+    if gensim_us:
         k, node_threads, link = PROJECTED
-        one_thread = gensim_wps / (gensim_threads * projection.efficiency(gensim_threads))
-        point = projection.project(cost, one_thread, k, node_threads, link, kernel_threads=threads,
-                                   corpus_file=corpus_file, sync_words=stats["sync_words"])
+        # a worker's threads credited for as many as ran at once here (no more than its share of the cores),
+        # gensim's for its threads: both sides through the same curve (projection.single_node)
+        at_once = max(1, min(threads, (cores or threads) // max(1, len(stats.get("workers") or {}) or 1)))
+        point = projection.project(cost, gensim_us, k, node_threads, link, gensim_threads=gensim_threads,
+                                   kernel_threads=at_once, corpus_file=corpus_file, sync_words=stats["sync_words"])
         out.append(f"at scale (an estimate from these costs, gensim_distw2v/projection.py; docs/scaling.rst): {k} "
-                   f"nodes of {node_threads} threads on {link:g} Gbit/s would train this corpus with these settings "
+                   f"nodes of {node_threads} threads (and a head node) on {link:g} Gbit/s would train this corpus "
+                   f"with these settings "
                    f"at {point['cluster_wps'] / 1e6:.1f} M words/s, {point['speedup']:.1f}x one {node_threads}-thread "
                    f"gensim node ({point['single_node_wps'] / 1e6:.1f} M words/s); bound by {point['bottleneck']}")
     if not local:
