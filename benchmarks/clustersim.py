@@ -34,7 +34,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from provenance import provenance  # noqa: E402 - a sibling module
-from compare_gensim import evaluate  # noqa: E402 (a sibling script)
 
 
 def parse_args(argv=None):
@@ -75,13 +74,24 @@ def parse_args(argv=None):
                              "simulator's rounds are otherwise bsp's: in rank order, each taken in before its "
                              "worker trains on)")
     parser.add_argument("--no-baseline", action="store_true", help="skip plain gensim")
+    parser.add_argument("--pairs", default=None,
+                        help="score against this truth list (word1<TAB>word2<TAB>score: synth_corpus.py's .pairs.tsv) "
+                             "as 'truth', a Spearman correlation, instead of the analogies, ws353 and simlex")
+    parser.add_argument("--stream", action="store_true",
+                        help="read the corpus from disk every epoch (a LineSentence) instead of holding it in memory: "
+                             "for corpora of 100 M words and more")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 
 
-def load_corpus(path, max_words):
+def load_corpus(path, max_words, stream=False):
+    """The corpus's sentences: a list in memory, or with ``stream`` a ``LineSentence`` read every epoch."""
     from gensim.models.word2vec import LineSentence
 
+    if stream:
+        if max_words:
+            raise SystemExit("--stream reads the whole file: cut it to --max-words beforehand")
+        return LineSentence(path)
     sentences, words = [], 0
     for sentence in LineSentence(path):
         sentences.append(sentence)
@@ -273,6 +283,16 @@ class Simulation:
         model.wv.fill_norms(force=True)
 
 
+METRICS = ("analogy", "ws353", "simlex", "truth")
+
+
+def _scores(row, signed=False):
+    """A run's scores (or their deltas) as printed: analogies in points, correlations as they are."""
+    return " ".join(f"{key} " + (f"{100 * row[key]:+.2f} points" if key == "analogy" and signed else
+                                 f"{row[key]:+.4f}" if signed else f"{row[key]:.4f}")
+                    for key in METRICS if key in row)
+
+
 def _nbytes(deltas, below=None):
     """Bytes of one matrix's ``(rows, values, scales)`` (of its rows below ``below`` only, if given)."""
     if below is not None:
@@ -288,7 +308,14 @@ def main(argv=None):
 
     from gensim_distw2v.settings import Settings
 
-    sentences = load_corpus(args.corpus, args.max_words)
+    sentences = load_corpus(args.corpus, args.max_words, args.stream)
+    if args.pairs:  # a synthetic corpus's known answer
+        from synth_corpus import score
+
+        def evaluate(wv):  # noqa: F811 - the scores of this run
+            return {"truth": score(wv, args.pairs)}
+    else:
+        from compare_gensim import evaluate
     template = new_model(args, sentences)
     words = template.corpus_total_words * args.epochs
     print(f"corpus {template.corpus_total_words} words, vocabulary {len(template.wv)}; sg={args.sg} hs={args.hs} "
@@ -299,8 +326,7 @@ def main(argv=None):
         start = time.process_time()
         model.train(sentences, total_examples=model.corpus_count, epochs=args.epochs)
         result["gensim"] = dict(evaluate(model.wv), cpu_us=(time.process_time() - start) / words * 1e6)
-        print("  gensim workers=1: analogy {analogy:.4f} ws353 {ws353:.4f} simlex {simlex:.4f}".format(
-            **result["gensim"]), flush=True)
+        print("  gensim workers=1: " + _scores(result["gensim"]), flush=True)
     given = {key: value for key, value in (("sync_words", args.sync_words), ("merge", args.merge),
                                            ("hold_back", args.hold_back),
                                            ("cold_every", args.cold_every), ("merge_dtype", args.merge_dtype))
@@ -313,7 +339,8 @@ def main(argv=None):
         sim.local = args.local
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
-        run = dict(K=k, sync_words=sim.sync_words, hot_rows=sim.hot, tree_hot_rows=sim.tree_hot,
+        run = dict(K=k, sync_words=sim.sync_words, corpus_words=template.corpus_total_words, hot_rows=sim.hot,
+                   tree_hot_rows=sim.tree_hot,
                    damp_rows=sim.server.damp_rows,
                    seconds=time.perf_counter() - started, **evaluate(model.wv),
                    bytes_up_per_word=sim.bytes_up / words, bytes_down_per_word=sim.bytes_down / words,
@@ -322,12 +349,11 @@ def main(argv=None):
                    server_us=sim.server_cpu / words * 1e6, kernel_us=sim.kernel_cpu / words * 1e6,
                    max_abs=float(max(np.abs(w).max() for w in sim.server.weights.values())))
         if "gensim" in result:
-            run["delta"] = {key: run[key] - result["gensim"][key] for key in ("analogy", "ws353", "simlex")}
+            run["delta"] = {key: run[key] - result["gensim"][key] for key in METRICS if key in run}
         result["runs"].append(run)
         delta = run.get("delta")
-        print(f"  K={k} sync_words={sim.sync_words}: analogy {run['analogy']:.4f} ws353 {run['ws353']:.4f} simlex "
-              f"{run['simlex']:.4f}" + (f" (against gensim {100 * delta['analogy']:+.2f} points, "
-                                        f"{delta['ws353']:+.4f}, {delta['simlex']:+.4f})" if delta else "")
+        print(f"  K={k} sync_words={sim.sync_words}: {_scores(run)}"
+              + (f" (against gensim {_scores(delta, signed=True)})" if delta else "")
               + f"; {run['bytes_up_per_word']:.0f}/{run['bytes_down_per_word']:.0f} B "
               f"up/down (hot rows {run['hot_bytes_up_per_word']:.0f}/{run['hot_bytes_down_per_word']:.0f}), "
               f"{run['rounds_per_mword']:.0f} rounds/Mw; merge CPU per word {run['worker_merge_us']:.3f} us "
