@@ -283,12 +283,12 @@ class Simulation:
         model.wv.fill_norms(force=True)
 
 
-METRICS = ("analogy", "ws353", "simlex", "truth")
+METRICS = ("analogy", "ws353", "simlex", "truth", "truth_analogy")
 
 
 def _scores(row, signed=False):
     """A run's scores (or their deltas) as printed: analogies in points, correlations as they are."""
-    return " ".join(f"{key} " + (f"{100 * row[key]:+.2f} points" if key == "analogy" and signed else
+    return " ".join(f"{key} " + (f"{100 * row[key]:+.2f} points" if key.endswith("analogy") and signed else
                                  f"{row[key]:+.4f}" if signed else f"{row[key]:.4f}")
                     for key in METRICS if key in row)
 
@@ -309,11 +309,16 @@ def main(argv=None):
     from gensim_distw2v.settings import Settings
 
     sentences = load_corpus(args.corpus, args.max_words, args.stream)
-    if args.pairs:  # a synthetic corpus's known answer
-        from synth_corpus import score
+    if args.pairs:  # a synthetic corpus's known answer: its pairs' similarity, and its analogies if it has them
+        from synth_corpus import analogy_score, score
+
+        analogies = args.pairs[:-len(".pairs.tsv")] + ".analogies.txt" if args.pairs.endswith(".pairs.tsv") else None
 
         def evaluate(wv):  # noqa: F811 - the scores of this run
-            return {"truth": score(wv, args.pairs)}
+            out = {"truth": score(wv, args.pairs)}
+            if analogies and os.path.exists(analogies):
+                out["truth_analogy"] = analogy_score(wv, analogies)
+            return out
     else:
         from compare_gensim import evaluate
     template = new_model(args, sentences)

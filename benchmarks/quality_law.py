@@ -114,14 +114,17 @@ def main(argv=None):
     args = parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
     scales = [float(s) for s in args.scales.split(",")]
-    sizes = [float(s) for s in args.sizes.split(",")] if not args.corpus else [0.0]
+    sizes = [float(s) for s in args.sizes.split(",")] if not args.corpus else [float(corpus_words(args.corpus))]
     points = []
     with tempfile.TemporaryDirectory(prefix="quality_law_") as tmp:
         directory = args.corpus_dir or tmp
         os.makedirs(directory, exist_ok=True)
         for size in sizes:
             path, pairs = (args.corpus, None) if args.corpus else corpus_for(size, directory)
-            metric = "analogy" if args.corpus else "truth"  # the law's score; the others are kept too
+            # the law's score (the others are kept too): a real corpus's analogies, a synthetic one's (its finer
+            # answer) where it has them, else its pairs' similarity
+            metric = "analogy" if args.corpus else "truth_analogy" if os.path.exists(
+                os.path.splitext(path)[0] + ".analogies.txt") else "truth"
             for model in args.models.split(","):
                 baseline = {}  # gensim workers=1 of each seed: deterministic, trained once
                 for scale in scales:
@@ -135,7 +138,7 @@ def main(argv=None):
                                 runs.setdefault(run["K"], []).append((run, baseline[seed]))
                         else:  # an interval rule of its own at each K: one run a K
                             for k in ks:
-                                words = size or corpus_words(path)
+                                words = size
                                 sync = max(100, int(round(scale * default_interval(k, words, model != "cbow"))))
                                 out = simulate(args, path, pairs, model, [k], seed, sync, words=size,
                                                baseline=baseline.get(seed))
@@ -152,7 +155,8 @@ def main(argv=None):
                                  "loss": statistics.fmean(g[metric] - r[metric] for r, g in each),
                                  "metric": metric,
                                  "losses": {key: statistics.fmean(g[key] - r[key] for r, g in each)
-                                            for key in ("analogy", "ws353", "simlex", "truth") if key in run0}}
+                                            for key in ("analogy", "ws353", "simlex", "truth", "truth_analogy")
+                                            if key in run0}}
                         points.append(point)
                         print(f"{model:6} K={k:<3} {size / 1e6:7.1f} M words x{scale:<5g} interval "
                               f"{point['sync_words']:>8,} words ({point['merges_per_epoch'] or 0:8.0f} merges a worker "

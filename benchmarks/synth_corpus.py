@@ -75,11 +75,19 @@ class Model:
         Mean lines a document (one topic) lasts, with ``order`` ``documents`` or ``topics``.
     spread : float
         A topic vector's distance from its cluster's centre (noise's scale; the centres are unit).
+    roles, markers, role_focus, marker_rate : int, int, float, float
+        A second, finer structure: a topic's words of rank ``r`` play role ``(r - 1) % roles`` (each role
+        its own Zipf law over its share of the ranks); a line has a role, which ``role_focus`` of its
+        topical words play (the rest any role), and ``marker_rate`` of its function words are replaced
+        by one of the ``markers`` marker words of that role (as a syntactic context marks what a
+        word does). A word is then its topic plus its role, so analogies hold between them
+        (:meth:`analogies`: the first word of topic 1 role 1 is to topic 1 role 2 as topic 2 role 1
+        is to topic 2 role 2), a finer known answer than the topics' similarity. ``roles=1``: none.
     """
 
     def __init__(self, seed=1, topics=200, clusters=20, dim=32, topic_words=200_000, zipf=1.7, offset=3.0,
                  function_words=3000, function_zipf=1.0, function_share=0.5, drift=0.35, neighbours=8, doc_lines=12.0,
-                 spread=0.8):
+                 spread=0.8, roles=1, markers=20, role_focus=0.7, marker_rate=0.25):
         if not (1 <= clusters <= topics and topic_words >= 100 and function_words >= 10 and 0 <= drift <= 1
                 and 0 < function_share < 1 and zipf > 0 and function_zipf > 0 and neighbours >= 1):
             raise ValueError("synthetic corpus: topics >= clusters >= 1, topic_words >= 100, function_words >= 10, "
@@ -89,6 +97,12 @@ class Model:
             function_zipf
         self.offset = offset
         self.function_share, self.drift, self.doc_lines, self.spread = function_share, drift, doc_lines, spread
+        if roles < 1 or roles * markers >= function_words or not 0 <= role_focus <= 1 or not 0 <= marker_rate < 1:
+            raise ValueError("synthetic corpus: roles >= 1, roles x markers < function_words, 0 <= role_focus <= 1, "
+                             "0 <= marker_rate < 1")
+        self.roles, self.markers, self.role_focus, self.marker_rate = roles, markers, role_focus, \
+            marker_rate if roles > 1 else 0.0
+        self.role_words = -(-topic_words // roles)  # the ranks of one role's Zipf law
         rng = np.random.default_rng([seed, 0])
         centres = rng.standard_normal((clusters, dim))
         centres /= np.linalg.norm(centres, axis=1, keepdims=True)
@@ -106,7 +120,7 @@ class Model:
     def params(self):
         """The model's parameters (for the JSON sidecar)."""
         names = ("seed", "topics", "clusters", "dim", "topic_words", "zipf", "offset", "function_words", "function_zipf",
-                 "function_share", "drift", "doc_lines", "spread")
+                 "function_share", "drift", "doc_lines", "spread", "roles", "markers", "role_focus", "marker_rate")
         return {key: getattr(self, key) for key in names}
 
     # ------------------------------------------------------------------------------------- ids
@@ -123,6 +137,16 @@ class Model:
         """Each topical id's rank in its topic (0 for function words)."""
         ids = np.asarray(ids, dtype=np.int64)
         return np.where(ids < self.function_words, 0, (ids - self.function_words) // self.topics + 1)
+
+    def role_of(self, ids):
+        """Each topical id's role (and its rank within the role, from 1): ``(role, j)``."""
+        rank = self.rank_of(ids)
+        return (rank - 1) % self.roles, (rank - 1) // self.roles + 1
+
+    def marker_ids(self, role):
+        """The marker words of ``role``: the last function words' ids, ``markers`` a role."""
+        first = self.function_words - self.roles * self.markers + role * self.markers
+        return np.arange(first, first + self.markers) if self.marker_rate else np.array([], dtype=np.int64)
 
     # ------------------------------------------------------------------------------------- lines
     def lines(self, rng, n, order, state):
@@ -147,9 +171,22 @@ class Model:
             lengths, line_topic = lengths[keep], line_topic[keep]
         total = int(lengths.sum())
         topic = np.repeat(line_topic, lengths)
+        if self.roles == 1:  # (the random stream of the corpora measured before roles existed)
+            function = rng.random(total) < self.function_share
+            ids = np.where(function, zipf_ranks(rng, total, self.function_words, self.function_zipf) - 1,
+                           self.topical_id(topic, zipf_ranks(rng, total, self.topic_words, self.zipf, self.offset)))
+            return ids, lengths
+        line_role = np.repeat(rng.integers(0, self.roles, len(lengths)), lengths)
+        role = np.where(rng.random(total) < self.role_focus, line_role, rng.integers(0, self.roles, total))
+        rank = (zipf_ranks(rng, total, self.role_words, self.zipf, self.offset) - 1) * self.roles + role + 1
+        rank = np.minimum(rank, self.topic_words)
         function = rng.random(total) < self.function_share
-        ids = np.where(function, zipf_ranks(rng, total, self.function_words, self.function_zipf) - 1,
-                       self.topical_id(topic, zipf_ranks(rng, total, self.topic_words, self.zipf, self.offset)))
+        words = zipf_ranks(rng, total, self.function_words, self.function_zipf) - 1
+        if self.marker_rate:  # a share of the function words: a marker of the line's role instead
+            marked = rng.random(total) < self.marker_rate
+            first = self.function_words - self.roles * self.markers
+            words = np.where(marked, first + line_role * self.markers + rng.integers(0, self.markers, total), words)
+        ids = np.where(function, words, self.topical_id(topic, rank))
         return ids, lengths
 
     # ------------------------------------------------------------------------------------- the answer
@@ -179,12 +216,27 @@ class Model:
         ids = np.asarray(ids, dtype=np.int64)
         fn = ids < self.function_words
         out = np.empty(ids.shape, dtype=np.float64)
-        out[fn] = words * self.function_share * zipf_p(ids[fn] + 1, self.function_words, self.function_zipf)
+        out[fn] = words * self.function_share * (1 - self.marker_rate) * zipf_p(ids[fn] + 1, self.function_words,
+                                                                               self.function_zipf)
+        if self.marker_rate:
+            first = self.function_words - self.roles * self.markers
+            out[fn & (ids >= first)] += words * self.function_share * self.marker_rate / (self.roles * self.markers)
         topical = self.topic_of(ids[~fn])
         line_p = (1 - self.drift) * self.topic_p + self.drift * drift_p(self)
-        out[~fn] = words * (1 - self.function_share) * line_p[topical] * \
-            zipf_p(self.rank_of(ids[~fn]), self.topic_words, self.zipf, self.offset)
+        _, j = self.role_of(ids[~fn])
+        out[~fn] = words * (1 - self.function_share) * line_p[topical] / self.roles * \
+            zipf_p(j, self.role_words, self.zipf, self.offset)
         return out
+
+    def analogies(self, n, seed):
+        """``n`` analogy questions ``(a, b, c, d)`` of topical ids: the first words of (topic 1, role 1), (topic 1,
+        role 2), (topic 2, role 1), (topic 2, role 2), topics and roles drawn at random."""
+        rng = np.random.default_rng([self.seed, 3, seed])
+        t1, t2 = rng.integers(0, self.topics, n), rng.integers(0, self.topics, n)
+        r1, r2 = rng.integers(0, self.roles, n), rng.integers(0, self.roles, n)
+        keep = (t1 != t2) & (r1 != r2)
+        t1, t2, r1, r2 = t1[keep], t2[keep], r1[keep], r2[keep]
+        return [self.topical_id(t, r + 1) for t, r in ((t1, r1), (t1, r2), (t2, r1), (t2, r2))]
 
 
 def drift_p(model):
@@ -290,13 +342,13 @@ def expected_distinct(model, words, min_count=1):
             term = term * means / (j + 1)
         return float(np.sum(np.clip(1 - total, 0, 1)))
     ranks = np.arange(1, model.function_words + 1)
-    out = seen(words * model.function_share * zipf_p(ranks, model.function_words, model.function_zipf))
+    out = seen(model.expected_count(ranks - 1, words))
     line_p = (1 - model.drift) * model.topic_p + model.drift * drift_p(model)
     step = 200_000
-    for lo in range(1, model.topic_words + 1, step):
-        rank_p = zipf_p(np.arange(lo, min(lo + step, model.topic_words + 1)), model.topic_words, model.zipf,
-                        model.offset)
-        out += seen(words * (1 - model.function_share) * np.outer(line_p, rank_p))
+    for lo in range(1, model.role_words + 1, step):  # a role's ranks: every role alike
+        rank_p = zipf_p(np.arange(lo, min(lo + step, model.role_words + 1)), model.role_words, model.zipf,
+                        model.offset) / model.roles
+        out += model.roles * seen(words * (1 - model.function_share) * np.outer(line_p, rank_p))
     return out
 
 
@@ -325,16 +377,38 @@ def write_pairs(model, path, words, n=400, min_count=5, seed=1):
     """The truth list (``word1<TAB>word2<TAB>score``) for a corpus of ``words`` tokens: pairs of words
     whose expected count is at least 4 x ``min_count``; returns how many."""
     # the largest rank every topic's word is expected often enough at
-    ranks = np.arange(1, model.topic_words + 1)
     worst = model.topic_p.min() * (1 - model.drift)
-    counts = words * (1 - model.function_share) * worst * zipf_p(ranks, model.topic_words, model.zipf, model.offset)
-    max_rank = int(max(2, np.searchsorted(-counts, -4 * min_count)))
+    j = np.arange(1, model.role_words + 1)
+    counts = words * (1 - model.function_share) * worst / model.roles * zipf_p(j, model.role_words, model.zipf,
+                                                                              model.offset)
+    max_rank = int(max(2, np.searchsorted(-counts, -4 * min_count) * model.roles))
     a, b, sim = model.pairs(n, 1, max_rank, seed)
     with open(path, "w", encoding="utf-8") as fout:
         fout.write("# synthetic truth: cosine of the topics' latent vectors\n")
         for x, y, s in zip(words_of(a), words_of(b), sim):
             fout.write(f"{x}\t{y}\t{10 * (s + 1) / 2:.4f}\n")
     return n, max_rank
+
+
+def write_analogies(model, path, n=2000, seed=1):
+    """The analogy questions (gensim's ``questions-words.txt`` format, one section); returns how many."""
+    a, b, c, d = (words_of(x) for x in model.analogies(n, seed))
+    with open(path, "w", encoding="utf-8") as fout:
+        fout.write(": synthetic-topic-role\n")
+        for row in zip(a, b, c, d):
+            fout.write(" ".join(row) + "\n")
+    return len(a)
+
+
+def analogy_score(wv, path):
+    """Accuracy on the analogy questions (as gensim's ``evaluate_word_analogies`` scores them)."""
+    return wv.evaluate_word_analogies(path, restrict_vocab=10 ** 9)[0]
+
+
+def truth_paths(corpus_path):
+    """The truth list's and the analogies' paths beside a corpus written by this script."""
+    base = os.path.splitext(corpus_path)[0]
+    return base + ".pairs.tsv", base + ".analogies.txt"
 
 
 def score(wv, pairs_path):
@@ -383,6 +457,8 @@ def parse_args(argv=None):
     parser.add_argument("--function-share", type=float, default=0.5)
     parser.add_argument("--drift", type=float, default=0.35)
     parser.add_argument("--pairs", type=int, default=400, help="pairs in the truth list")
+    parser.add_argument("--roles", type=int, default=1,
+                        help="roles of a topic's words (default 1: none, no analogies; e.g. 8 with --zipf 2.0)")
     parser.add_argument("--expected-only", action="store_true",
                         help="write nothing: print the expected distinct words (and at min_count 5)")
     args = parser.parse_args(argv)
@@ -396,7 +472,8 @@ def parse_args(argv=None):
 def model_of(args):
     """The :class:`Model` of the command line."""
     return Model(seed=args.seed, topics=args.topics, clusters=args.clusters, topic_words=args.topic_words,
-                 zipf=args.zipf, offset=args.offset, function_share=args.function_share, drift=args.drift)
+                 zipf=args.zipf, offset=args.offset, function_share=args.function_share, drift=args.drift,
+                 roles=args.roles)
 
 
 def main(argv=None):
@@ -409,8 +486,11 @@ def main(argv=None):
         return
     tokens, lines, seconds = write(model, args.out, words, args.order)
     base = os.path.splitext(args.out)[0]
-    n, max_rank = write_pairs(model, base + ".pairs.tsv", tokens, args.pairs, seed=args.seed)
+    pairs_path, analogies_path = truth_paths(args.out)
+    n, max_rank = write_pairs(model, pairs_path, tokens, args.pairs, seed=args.seed)
+    questions = write_analogies(model, analogies_path, seed=args.seed) if model.roles > 1 else 0
     meta = {"tokens": tokens, "lines": lines, "seconds": seconds, "order": args.order, "pairs": n,
+            "analogies": questions,
             "pair_max_rank": max_rank, "expected_distinct": expected_distinct(model, tokens),
             "expected_min_count_5": expected_distinct(model, tokens, 5), "model": model.params()}
     with open(base + ".json", "w", encoding="utf-8") as fout:
@@ -418,7 +498,8 @@ def main(argv=None):
     print(f"wrote {args.out}: {tokens:,} tokens, {lines:,} lines in {seconds:.0f} s "
           f"({tokens / seconds * 60 / 1e6:.0f} M tokens a minute); expected distinct words "
           f"{meta['expected_distinct']:,.0f} ({meta['expected_min_count_5']:,.0f} at min_count 5); truth list "
-          f"{base}.pairs.tsv ({n} pairs of ranks 1-{max_rank})")
+          f"{pairs_path} ({n} pairs of ranks 1-{max_rank}); "
+          + (f"analogies {analogies_path} ({questions})" if questions else "no analogies (--roles 1)"))
 
 
 if __name__ == "__main__":

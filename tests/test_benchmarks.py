@@ -230,3 +230,18 @@ def test_ordered_corpus_keeps_every_line(tmp_path):
         assert sorted(written) == sorted(source)
         if order == "sorted":
             assert written == sorted(source)
+
+
+@pytest.mark.system
+def test_validate_projection_predicts_each_case_before_running_it():
+    out = run("validate_projection.py", "--corpus", datapath("lee_background.cor"), "--fit", "2x1,8x1",
+              "--cases", "k-between,iterable", "--sync-words", "2000", "--json")
+    data = json.loads(out.strip().splitlines()[-1])
+    assert [c["name"] for c in data["cases"]] == ["k-between", "iterable"]
+    for case in data["cases"]:
+        assert case["predicted_wps"] > 0 and case["measured_wps"] > 0
+        assert case["error"] == pytest.approx(case["predicted_wps"] / case["measured_wps"] - 1)
+        assert case["costs_from"] == "interpolated between K=2 and K=8"
+        # the prediction is printed before its run is measured
+        assert out.index(f"{case['name']}: K=4") < out.index("measured", out.index(f"{case['name']}: K=4"))
+    assert data["client_us"] > 0

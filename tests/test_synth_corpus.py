@@ -121,3 +121,38 @@ def test_a_model_trained_on_the_text_finds_the_known_structure(tmp_path):
     noise = Word2Vec([words[i:i + 15] for i in range(0, len(words), 15)], vector_size=32, window=5, min_count=5,
                      sg=0, epochs=2, workers=1, seed=1)
     assert synth_corpus.score(noise.wv, pairs) < rho - 0.25
+
+
+def test_roles_mark_lines_and_make_analogies(tmp_path):
+    """With roles, a topic's words of rank r play role (r - 1) % roles, lines carry their role's markers,
+    the counts follow the model, and the analogy questions are the first words of two topics' two roles."""
+    model, path, tokens, _ = written(tmp_path, words=300_000, roles=4, zipf=2.0)
+    counts = Counter(open(path, encoding="ascii").read().split())
+    markers = [w for role in range(4) for w in synth_corpus.words_of(model.marker_ids(role))]
+    assert len(markers) == 4 * model.markers and all(counts[w] > 0 for w in markers)
+    expected = model.expected_count([synth_corpus._parse(w) for w in markers], tokens)
+    assert sum(counts[w] for w in markers) == pytest.approx(expected.sum(), rel=0.05)
+    assert len(counts) == pytest.approx(synth_corpus.expected_distinct(model, tokens), rel=0.05)
+    top = [w for w, _ in counts.most_common(30)]
+    assert np.array([counts[w] for w in top]) == pytest.approx(
+        model.expected_count([synth_corpus._parse(w) for w in top], tokens), rel=0.15)
+    # a line's topical words mostly play the line's role, which its markers name
+    first_marker = model.function_words - 4 * model.markers
+    agree = total = 0
+    for line in open(path, encoding="ascii"):
+        ids = np.array([synth_corpus._parse(w) for w in line.split()])
+        marks = ids[(ids >= first_marker) & (ids < model.function_words)]
+        topical = ids[ids >= model.function_words]
+        if len(marks) and len(topical):
+            role = (marks[0] - first_marker) // model.markers
+            agree += int(np.sum(model.role_of(topical)[0] == role))
+            total += len(topical)
+    assert agree / total > 0.6  # role_focus 0.7, and 0.3 x 1/4 by chance
+    a, b, c, d = model.analogies(200, seed=1)
+    assert np.all(model.topic_of(a) == model.topic_of(b)) and np.all(model.topic_of(c) == model.topic_of(d))
+    assert np.all(model.role_of(a)[0] == model.role_of(c)[0]) and np.all(model.role_of(b)[0] == model.role_of(d)[0])
+    assert np.all(model.topic_of(a) != model.topic_of(c)) and np.all(model.role_of(a)[1] == 1)
+    path = str(tmp_path / "analogies.txt")
+    n = synth_corpus.write_analogies(model, path, n=100)
+    lines = open(path, encoding="utf-8").read().splitlines()
+    assert lines[0].startswith(": ") and len(lines) == n + 1 and all(len(x.split()) == 4 for x in lines[1:])
