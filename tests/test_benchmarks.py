@@ -245,3 +245,14 @@ def test_validate_projection_predicts_each_case_before_running_it():
         # the prediction is printed before its run is measured
         assert out.index(f"{case['name']}: K=4") < out.index("measured", out.index(f"{case['name']}: K=4"))
     assert data["client_us"] > 0
+
+
+@pytest.mark.unit
+def test_vocabulary_ratios_are_powers_through_the_nearest_measured_vocabularies():
+    vocab_costs = load("vocab_costs")
+    points = [(1e4, {"c": 1.0, "f": 4.0}), (1e5, {"c": 3.0, "f": 2.0}), (1e6, {"c": 30.0, "f": 1.0})]
+    assert vocab_costs.ratio(points, "c", 1e5, 1e4) == pytest.approx(3.0)
+    assert vocab_costs.ratio(points, "c", 1e6 ** 0.5 * 1e5 ** 0.5, 1e4) == pytest.approx(30.0 ** 0.5 * 3.0 ** 0.5)
+    assert vocab_costs.ratio(points, "c", 1e7, 1e4) == pytest.approx(300.0)  # beyond: through the two largest
+    assert vocab_costs.ratio(points, "f", 1e7, 1e4) == pytest.approx(0.25)  # a falling cost held beyond
+    assert vocab_costs.ratio(points, "c", 1e4, 1e4) == 1.0

@@ -1,0 +1,122 @@
+"""Per-word costs against the vocabulary's size, and the projection at a projected corpus's vocabulary.
+
+Reads ``scaling.py`` JSONs measured at one K on corpora of several vocabularies (``--runs``: e.g.
+devmix's 44 k rows and synthetic corpora of 0.5-2 M rows, ``synth_corpus.py --zipf 1.05
+--topic-words 500000 --function-share 0.3`` at ``--min-count`` 5, 3 and 2), prints each role's CPU and
+bytes per word by vocabulary, and fits each cost as a power of the vocabulary through the two
+measured vocabularies nearest the asked one (beyond the largest: through the two largest, a falling
+cost held). Then it takes the runs of ``--headline`` (a ``scaling.py`` JSON at the base vocabulary,
+the first of ``--runs``, with gensim's CPU per word: ``gensim_us``), multiplies every
+vocabulary-dependent cost and gensim's own CPU per word by its fitted ratio at ``--vocabulary`` over
+the base's, and projects them (``scaling.print_projection``): what K nodes would do at that
+vocabulary. Each cost's ratio is a measurement at one K carried to another; the corpora differ in more
+than their vocabularies (word lengths, subsampling): both are stated with the figures.
+
+    python benchmarks/vocab_costs.py --runs devmix-k4.json,mc5-k4.json,mc3-k4.json \\
+        --headline scaling-k8-16-t2-cf-1g-symmetric-2026-11-28.json --vocabulary 1.5e6 --json
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from provenance import provenance  # noqa: E402 - a sibling module
+import scaling  # noqa: E402 - the projection's printing, with its options
+
+#: the per-word costs that grow with the rows a round scans and moves (the kernel too: its rows fall out of cache)
+VOCAB_KEYS = ("kernel_us", "worker_merge_us", "worker_routine_us", "worker_flush_us", "worker_other_us",
+              "worker_setup_us", "shard_us", "shard_routine_us", "shard_flush_us", "shard_setup_us",
+              "shard_routine_call_us", "shard_flush_call_us", "shard_setup_call_us", "bytes_up_per_word",
+              "bytes_down_per_word", "flush_bytes_per_word")
+SHOWN = ("kernel_us", "worker_routine_us", "worker_flush_us", "shard_us", "dispatcher_us", "bytes_up_per_word",
+         "bytes_down_per_word")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", required=True, help="scaling JSONs at one K, comma-separated, the base vocabulary first")
+    parser.add_argument("--headline", help="a scaling JSON at the base vocabulary to project at --vocabulary")
+    parser.add_argument("--vocabulary", type=float, default=None, help="rows of the projected corpus's vocabulary")
+    parser.add_argument("--json", action="store_true")
+    # the projection's options, as scaling.py's
+    projecting = scaling.parse_args(["--reproject", "-"])
+    for key in ("threads", "cores", "links", "extrapolate", "gil_share",
+                "shard_gil_share", "job_python_us", "rtt_ms", "round_trips", "model_sync", "machine_cores",
+                "transport_ns_per_byte", "project_shards"):
+        parser.set_defaults(**{key: getattr(projecting, key)})
+    parser.add_argument("--project-k", dest="project_k", default="8,16,32")
+    parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
+    parser.add_argument("--fold-threads", type=int, default=1, help="fold threads per shard in the projection")
+    parser.add_argument("--project-corpus-words", dest="project_corpus_words", type=float, default=1e9)
+    return parser.parse_args(argv)
+
+
+def load(path, vocabulary=True):
+    """A scaling JSON, with gensim's CPU per word (and, with ``vocabulary``, its corpus's vocabulary)."""
+    with open(path, encoding="utf-8") as fin:
+        data = json.load(fin)
+    if not data.get("gensim_us") or (vocabulary and not data.get("corpus")):
+        sys.exit(f"{path}: no gensim_us{' or corpus vocabulary' if vocabulary else ''}: measured before "
+                 "scaling.py recorded them")
+    return data
+
+
+def ratio(points, key, vocabulary, base):
+    """``c(vocabulary) / c(base)`` for ``key``: a power of the vocabulary through the measured points nearest
+    it (``points``: ``[(vocabulary, costs)]`` sorted), a falling cost held beyond the largest."""
+    def at(v):
+        vs = [p[0] for p in points]
+        if v in vs:
+            return points[vs.index(v)][1][key]
+        lo = max([p for p in points if p[0] < v] or points[:1], key=lambda p: p[0])
+        hi = min([p for p in points if p[0] > v] or points[-1:], key=lambda p: p[0])
+        if lo is hi:  # beyond the measured: through the two largest (or smallest)
+            lo, hi = (points[-2], points[-1]) if v > points[-1][0] else (points[0], points[1])
+        c0, c1 = lo[1][key], hi[1][key]
+        if c0 <= 0 or c1 <= 0:
+            return max(c0, c1)
+        b = math.log(c1 / c0) / math.log(hi[0] / lo[0])
+        if v > points[-1][0] and b < 0:
+            return c1
+        return c0 * (v / lo[0]) ** b
+    base_cost = at(base)
+    return at(vocabulary) / base_cost if base_cost > 0 else 1.0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    measured = [load(path) for path in args.runs.split(",")]
+    points = []
+    print(f"{'vocabulary':>11}{'K':>3}{'T':>3}" + "".join(f"{key[:-3] if key.endswith('_us') else key[:8]:>15}"
+                                                           for key in SHOWN) + "  gensim cf us (1 thread)")
+    for data in measured:
+        run = data["runs"][0]
+        points.append((data["corpus"]["vocabulary"], dict(run, gensim_cf_us=data["gensim_us"]["gensim_cf:1"])))
+        print(f"{data['corpus']['vocabulary']:>11,}{run['K']:>3}{run['threads']:>3}"
+              + "".join(f"{run[key]:>15.3f}" for key in SHOWN) + f"  {data['gensim_us']['gensim_cf:1']:.3f}")
+    base = points[0][0]
+    points.sort(key=lambda p: p[0])
+    out = {"provenance": provenance(), "args": vars(args), "points": [{"vocabulary": v, **{key: c[key] for key in
+                                                                                           SHOWN + ("gensim_cf_us",)}}
+                                                                      for v, c in points]}
+    if args.headline and args.vocabulary:
+        head = load(args.headline, vocabulary=False)  # (at the base vocabulary: the caller's word)
+        factors = {key: ratio(points, key, args.vocabulary, base) for key in VOCAB_KEYS if all(key in c for _, c in
+                                                                                                 points)}
+        gensim_factor = ratio(points, "gensim_cf_us", args.vocabulary, base)
+        print(f"\nat {args.vocabulary:,.0f} rows against {base:,} (the headline's): "
+              + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items()) + f"; gensim's CPU x{gensim_factor:.2f}")
+        runs = [dict(r, **{key: r[key] * factors[key] for key in factors if key in r}) for r in head["runs"]]
+        gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
+        same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
+        out.update(factors=factors, gensim_factor=gensim_factor, headline=args.headline,
+                   projection=scaling.print_projection(same_threads, gensim_us, args) or [])
+    if args.json:
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
