@@ -119,8 +119,9 @@ class Model:
 
     def params(self):
         """The model's parameters (for the JSON sidecar)."""
-        names = ("seed", "topics", "clusters", "dim", "topic_words", "zipf", "offset", "function_words", "function_zipf",
-                 "function_share", "drift", "doc_lines", "spread", "roles", "markers", "role_focus", "marker_rate")
+        names = ("seed", "topics", "clusters", "dim", "topic_words", "zipf", "offset", "function_words",
+                 "function_zipf", "function_share", "drift", "doc_lines", "spread", "roles", "markers", "role_focus",
+                 "marker_rate")
         return {key: getattr(self, key) for key in names}
 
     # ------------------------------------------------------------------------------------- ids

@@ -37,7 +37,8 @@ SHOWN = ("kernel_us", "worker_routine_us", "worker_flush_us", "shard_us", "dispa
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", required=True, help="scaling JSONs at one K, comma-separated, the base vocabulary first")
+    parser.add_argument("--runs", required=True,
+                        help="scaling JSONs at one K, comma-separated, the base vocabulary first")
     parser.add_argument("--headline", help="a scaling JSON at the base vocabulary to project at --vocabulary")
     parser.add_argument("--vocabulary", type=float, default=None, help="rows of the projected corpus's vocabulary")
     parser.add_argument("--json", action="store_true")
@@ -90,8 +91,8 @@ def main(argv=None):
     args = parse_args(argv)
     measured = [load(path) for path in args.runs.split(",")]
     points = []
-    print(f"{'vocabulary':>11}{'K':>3}{'T':>3}" + "".join(f"{key[:-3] if key.endswith('_us') else key[:8]:>15}"
-                                                           for key in SHOWN) + "  gensim cf us (1 thread)")
+    names = "".join(f"{key[:-3] if key.endswith('_us') else key[:8]:>15}" for key in SHOWN)
+    print(f"{'vocabulary':>11}{'K':>3}{'T':>3}{names}  gensim cf us (1 thread)")
     for data in measured:
         run = data["runs"][0]
         points.append((data["corpus"]["vocabulary"], dict(run, gensim_cf_us=data["gensim_us"]["gensim_cf:1"])))
@@ -99,16 +100,17 @@ def main(argv=None):
               + "".join(f"{run[key]:>15.3f}" for key in SHOWN) + f"  {data['gensim_us']['gensim_cf:1']:.3f}")
     base = points[0][0]
     points.sort(key=lambda p: p[0])
-    out = {"provenance": provenance(), "args": vars(args), "points": [{"vocabulary": v, **{key: c[key] for key in
-                                                                                           SHOWN + ("gensim_cf_us",)}}
-                                                                      for v, c in points]}
+    kept = SHOWN + ("gensim_cf_us",)
+    out = {"provenance": provenance(), "args": vars(args),
+           "points": [{"vocabulary": v, **{key: c[key] for key in kept}} for v, c in points]}
     if args.headline and args.vocabulary:
         head = load(args.headline, vocabulary=False)  # (at the base vocabulary: the caller's word)
-        factors = {key: ratio(points, key, args.vocabulary, base) for key in VOCAB_KEYS if all(key in c for _, c in
-                                                                                                 points)}
+        factors = {key: ratio(points, key, args.vocabulary, base) for key in VOCAB_KEYS
+                   if all(key in c for _, c in points)}
         gensim_factor = ratio(points, "gensim_cf_us", args.vocabulary, base)
         print(f"\nat {args.vocabulary:,.0f} rows against {base:,} (the headline's): "
-              + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items()) + f"; gensim's CPU x{gensim_factor:.2f}")
+              + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items())
+              + f"; gensim's CPU x{gensim_factor:.2f}")
         runs = [dict(r, **{key: r[key] * factors[key] for key in factors if key in r}) for r in head["runs"]]
         gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
         same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]

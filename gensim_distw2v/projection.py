@@ -33,9 +33,9 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 """
 import math
 
-__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms", "dispatcher_split",
-           "dispatcher_limit", "costs_at", "at_corpus", "limits", "single_node", "project", "this_machine", "COUNT_COSTS",
-           "distinct_words", "count_projection"]
+__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency",
+           "default_rtt_ms", "dispatcher_split", "dispatcher_limit", "costs_at", "at_corpus", "limits", "single_node",
+           "project", "this_machine", "COUNT_COSTS", "distinct_words", "count_projection"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
 LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
