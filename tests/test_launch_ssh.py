@@ -143,12 +143,15 @@ def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(k
     launcher = subprocess.Popen([sys.executable, "-P", "-m", "gensim_distw2v", "cluster", "--hosts", f"{a}:1,{b}:1",
                                  *ssh_args(keys, 22), "--ns-conf-file", str(conf_file)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
-    threading.Thread(target=lambda: lines.extend(launcher.stdout), daemon=True).start()
+    lines, errs = [], []  # one reader for each stream, to the end (no second reader to split the output with)
+    readers = [threading.Thread(target=lambda: lines.extend(launcher.stdout), daemon=True),
+               threading.Thread(target=lambda: errs.extend(launcher.stderr), daemon=True)]
+    for reader in readers:
+        reader.start()
     try:
         deadline = time.monotonic() + 120
         while not any(line.startswith("ns_conf = ") for line in lines):
-            assert launcher.poll() is None and time.monotonic() < deadline, (lines, launcher.stderr.read())
+            assert launcher.poll() is None and time.monotonic() < deadline, (lines, "".join(errs))
             time.sleep(0.05)
         assert stat.S_IMODE(os.stat(conf_file).st_mode) == 0o600
         ns_conf = json.loads(conf_file.read_text())
@@ -174,7 +177,10 @@ def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(k
         time.sleep(2.0)  # (the launcher looks at its hosts every second)
     finally:
         launcher.send_signal(signal.SIGINT)
-        _out, err = launcher.communicate(timeout=60)
+        launcher.wait(timeout=60)
+        for reader in readers:
+            reader.join(10)
+    err = "".join(errs)
     assert f"lost host {b}" in err and "the others go on" in err, err[-3000:]
     assert launcher.returncode == 0 and any("stopped" in line for line in lines), (lines, err[-2000:])
 
