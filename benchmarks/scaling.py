@@ -202,13 +202,22 @@ def print_projection(runs, gensim_us, args):
     if args.project_corpus_words:
         print("epoch flushes: " + "; ".join(f"K={run['K']} {how}" for run, (_, how) in zip(runs, scaled)))
     runs = [costs for costs, _ in scaled]
-    for k in [int(x) for x in args.project_k.split(",")]:
-        at_k, label = projection.costs_at(runs, k, args.extrapolate)
+
+    def point(measured, k, link):
+        at_k, label = projection.costs_at(measured, k, args.extrapolate)
         at_k["threads"], at_k["corpus_file"] = runs[-1].get("threads", 1), runs[-1].get("corpus_file", False)
+        p = project(at_k, reference, k, args.threads, link, args.project_shards, cores=args.cores,
+                    rtt_ms=args.rtt_ms, kernel_threads=at_once, gensim_threads=at_once, **model_options(args))
+        p["costs_from"], p["costs"] = label, {key: at_k[key] for key in projection.COSTS if key in at_k}
+        return p
+    largest = max(int(run["K"]) for run in runs)
+    for k in [int(x) for x in args.project_k.split(",")]:
         for link in [float(x) for x in args.links.split(",")]:
-            p = project(at_k, reference, k, args.threads, link, args.project_shards, cores=args.cores,
-                        rtt_ms=args.rtt_ms, kernel_threads=at_once, gensim_threads=at_once, **model_options(args))
-            p["costs_from"], p["costs"] = label, {key: at_k[key] for key in projection.COSTS if key in at_k}
+            p = point(runs, k, link)
+            label = p["costs_from"]
+            if k > largest:  # an extrapolation: the same one a step lower, against what was measured there
+                p["extrapolation_check"] = extrapolation_check(runs, largest, link, point)
+                label += f" ({p['extrapolation_check']['label']})"
             out.append(p)
             if p["above_linear"]:  # the cluster's threads run gensim's kernel: more than K x is a fault of the model
                 print(f"ERROR: K={k} projected above {k} x one node ({p['speedup']:.2f}x) with no measured mechanism")
@@ -218,6 +227,22 @@ def print_projection(runs, gensim_us, args):
                   + "".join(f"{p['limits'][n] / 1e6:>11.2f}M" if p["limits"][n] is not None else f"{'-':>12}"
                             for n in SHOWN) + f"  {p['bottleneck']}; {label}")
     return out
+
+
+def extrapolation_check(runs, largest, link, point):
+    """The extrapolation beyond the measured Ks tried one step lower: the largest measured K projected from the
+    Ks below it (its costs a power of K through the two next largest), against its projection from its own
+    costs: ``{"K", "from", "speedup_extrapolated", "speedup_measured", "error", "label"}`` (with fewer than
+    three measured Ks: ``error`` None, the label says so)."""
+    below = [run for run in runs if int(run["K"]) < largest]
+    ks = sorted(int(run["K"]) for run in below)
+    if len(ks) < 2:
+        return {"K": largest, "from": ks, "error": None,
+                "label": "unchecked: measure three Ks to try this extrapolation one step lower"}
+    guessed, measured = point(below, largest, link)["speedup"], point(runs, largest, link)["speedup"]
+    error = guessed / measured - 1
+    return {"K": largest, "from": ks[-2:], "speedup_extrapolated": guessed, "speedup_measured": measured,
+            "error": error, "label": f"one step lower, K={largest} from K={ks[-2]} and {ks[-1]}: {error:+.0%}"}
 
 
 def _found_runs(data, default_cf):

@@ -385,3 +385,24 @@ def test_the_benchmark_credits_the_threads_that_ran_at_once():
     assert scaling.concurrent_threads({"K": 1, "threads": 2}, 2) == 2
     assert scaling.concurrent_threads({"K": 2, "threads": 4}, 16) == 4
     assert scaling.concurrent_threads({"K": 1}, 2) == 1
+
+
+def test_an_extrapolated_k_says_how_the_same_extrapolation_did_one_step_lower(capsys):
+    """K beyond the measured carries the check of its method one step lower: the largest measured K
+    projected from the two below it, against its projection from its own costs."""
+    scaling = load("scaling")
+    args = scaling.parse_args(["--reproject", "unused.json", "--project-k", "8,32", "--links", "10"])
+
+    def run(k, merge):
+        return dict(CHEAP, K=k, threads=2, shards=k, corpus_file=True, worker_merge_us=merge, shard_us=merge)
+    three = [run(2, 0.1), run(4, 0.2), run(8, 0.8)]  # a cost growing faster than the power through 2 and 4 says
+    points = scaling.print_projection(three, {"gensim_cf:1": 1.0}, args)
+    beyond = next(p for p in points if p["K"] == 32)
+    check = beyond["extrapolation_check"]
+    assert check["K"] == 8 and check["from"] == [2, 4]
+    assert check["error"] == pytest.approx(check["speedup_extrapolated"] / check["speedup_measured"] - 1)
+    assert check["error"] > 0  # the power through 2 and 4 underestimates K=8's cost: its speed-up comes out high
+    assert "one step lower, K=8 from K=2 and 4" in capsys.readouterr().out
+    assert "extrapolation_check" not in next(p for p in points if p["K"] == 8)
+    two = scaling.print_projection(three[1:], {"gensim_cf:1": 1.0}, args)
+    assert next(p for p in two if p["K"] == 32)["extrapolation_check"]["error"] is None
