@@ -165,11 +165,9 @@ def _share(given, runs, key):
 
 
 def concurrent_threads(run, machine_cores):
-    """How many of a measured worker's trainer threads ran at once on the machine that measured it: its
-    threads, but no more than its share of the cores (eight workers of two threads on two cores ran a
-    quarter of a thread each: their threads met no other thread of their replica, so their CPU per word
-    is a one-thread cost, and gensim's is taken at one thread too)."""
-    return max(1, min(int(run.get("threads", 1)), machine_cores // max(1, int(run["K"]))))
+    """How many of a measured run's worker threads ran at once on the machine that measured it
+    (:func:`projection.concurrent_threads` of its K workers on ``machine_cores``)."""
+    return projection.concurrent_threads(run.get("threads", 1), run["K"], machine_cores)
 
 
 def print_projection(runs, gensim_us, args):

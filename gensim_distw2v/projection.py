@@ -34,7 +34,8 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 import math
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency",
-           "default_rtt_ms", "dispatcher_split", "dispatcher_limit", "costs_at", "at_corpus", "limits", "single_node",
+           "default_rtt_ms", "dispatcher_split", "dispatcher_limit", "costs_at", "at_corpus", "limits",
+           "concurrent_threads", "single_node",
            "project", "this_machine", "COUNT_COSTS", "distinct_words", "count_projection"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
@@ -384,6 +385,18 @@ def _combine(named, details, k, sync):
     if latency is not None and latency < rate:
         return latency, "round latency"
     return rate, bottleneck
+
+
+def concurrent_threads(threads, processes=1, cores=None):
+    """How many of one process's ``threads`` trainer threads ran at once on the machine that measured them:
+    its threads, no more than its share of the ``cores`` (``processes`` of them shared those cores; None:
+    a machine of its own). Eight workers of two threads on two cores ran a quarter of a thread each: their
+    threads met no other thread of their replica, so their CPU per word is a one-thread cost; gensim's
+    ``workers=4`` on two cores ran two threads at once. The efficiency credited to a measured CPU per word
+    (:func:`single_node`, :func:`limits`' ``kernel_threads``) is that of this many threads, on both sides."""
+    if cores is None:
+        return max(1, int(threads))
+    return max(1, min(int(threads), int(cores) // max(1, int(processes))))
 
 
 def single_node(gensim_us, threads, gensim_threads=1):

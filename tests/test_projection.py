@@ -406,3 +406,11 @@ def test_an_extrapolated_k_says_how_the_same_extrapolation_did_one_step_lower(ca
     assert "extrapolation_check" not in next(p for p in points if p["K"] == 8)
     two = scaling.print_projection(three[1:], {"gensim_cf:1": 1.0}, args)
     assert next(p for p in two if p["K"] == 32)["extrapolation_check"]["error"] is None
+
+
+def test_threads_at_once_are_counted_alike_for_both_sides():
+    assert projection.concurrent_threads(2, 8, 2) == 1  # eight 2-thread workers on 2 cores
+    assert projection.concurrent_threads(4, 1, 2) == 2  # gensim workers=4 on 2 cores: two at once
+    assert projection.concurrent_threads(16, 4, 64) == 16
+    assert projection.concurrent_threads(3, 2, None) == 3  # machines of their own
+    assert projection.concurrent_threads(0, 1, 2) == 1

@@ -63,10 +63,12 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_us=None, ge
            f"every {1 / max(cost['rounds_per_word'], 1e-12):,.0f} words"]
     if gensim_us:
         k, node_threads, link = PROJECTED
-        # a worker's threads credited for as many as ran at once here (no more than its share of the cores),
-        # gensim's for its threads: both sides through the same curve (projection.single_node)
-        at_once = max(1, min(threads, (cores or threads) // max(1, len(stats.get("workers") or {}) or 1)))
-        point = projection.project(cost, gensim_us, k, node_threads, link, gensim_threads=gensim_threads,
+        # each side credited for the threads that ran at once (a local cluster's workers share this machine's
+        # cores; gensim ran alone on them): the same curve for both (projection.single_node)
+        workers = len(stats.get("workers") or {}) or 1
+        at_once = projection.concurrent_threads(threads, workers, cores if local else None)
+        point = projection.project(cost, gensim_us, k, node_threads, link,
+                                   gensim_threads=projection.concurrent_threads(gensim_threads, 1, cores),
                                    kernel_threads=at_once, corpus_file=corpus_file, sync_words=stats["sync_words"])
         out.append(f"at scale (an estimate from these costs, gensim_distw2v/projection.py; docs/scaling.rst): {k} "
                    f"nodes of {node_threads} threads (and a head node) on {link:g} Gbit/s would train this corpus "
