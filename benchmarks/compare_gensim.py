@@ -81,6 +81,9 @@ def parse_args(argv=None):
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
+    # a single run on a cluster started elsewhere (benchmarks/netlab.py): a JSON file of its name server's
+    # "host" and "port" and its processes' {"pid": "role"}; the key from GENSIM_DISTW2V_HMAC_KEY
+    parser.add_argument("--_external", metavar="JSON", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -169,18 +172,26 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         if mode in CLUSTER_MODES:
             from gensim_distw2v import LocalCluster, Word2Vec
 
-            cluster = LocalCluster(n_workers=k, threads_per_worker=args.threads_per_worker, n_shards=args.shards,
-                                   hmac_key=False if args.no_hmac else None,
-                                   # (only when asked: an install before the channel takes no shard_args)
-                                   **({"shard_args": ["--channel-port", "-1"]} if args.no_channel else {})).start()
-            model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, merge=args.merge,
+            if args._external:
+                with open(args._external) as fin:
+                    external = json.load(fin)
+                ns_conf = {"host": external["host"], "port": external["port"],
+                           "hmac_key": os.environ["GENSIM_DISTW2V_HMAC_KEY"]}
+                roles = {int(pid): role for pid, role in external["roles"].items()}
+            else:
+                cluster = LocalCluster(n_workers=k, threads_per_worker=args.threads_per_worker, n_shards=args.shards,
+                                       hmac_key=False if args.no_hmac else None,
+                                       # (only when asked: an install before the channel takes no shard_args)
+                                       **({"shard_args": ["--channel-port", "-1"]} if args.no_channel else {})).start()
+                ns_conf = cluster.ns_conf
+                roles = {p.pid: name.split("-")[0] for name, p in cluster.processes.items() if name != "nameserver"}
+            model = Word2Vec(distributed=True, ns_conf=ns_conf, merge=args.merge,
                              sync_words=args.sync_words,
                              **({} if args.hold_back is None else {"hold_back": args.hold_back}),
                              **({} if args.cold_every is None else {"cold_every": args.cold_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.sync is None else {"sync": args.sync}),
                              **({"workers_read": False} if args.no_workers_read else {}), **params)
-            roles = {p.pid: name.split("-")[0] for name, p in cluster.processes.items() if name != "nameserver"}
 
             def sample_once():
                 for pid, role in roles.items():

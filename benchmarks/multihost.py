@@ -23,7 +23,6 @@ exits 0. Every namespace it creates is deleted, also on failure or Ctrl-C.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,10 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from provenance import provenance  # noqa: E402 - a sibling module
 from compare_gensim import evaluate, head  # noqa: E402 - the benchmarks share these
-
-SUBNET = "10.233.0"
-KEY = "multihost benchmark key"
-PORT = 9090
+import netlab  # noqa: E402 - the hosts (network namespaces) and the cluster on them
 
 
 def parse_args(argv=None):
@@ -57,17 +53,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def missing_requirements():
-    if not sys.platform.startswith("linux"):
-        return "network namespaces need Linux"
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"the {tool} command is missing (Debian: apt-get install iproute2)"
-    return None
-
-
 def params(args):
     return dict(vector_size=100, min_count=5, sg=args.sg, negative=5, epochs=args.epochs, seed=args.seed)
 
@@ -79,7 +64,8 @@ def run_client(args, corpus, rule, out):
     from gensim_distw2v import Word2Vec
 
     sentences = list(LineSentence(corpus))
-    model = Word2Vec(distributed=True, ns_conf={"host": f"{SUBNET}.1", "port": PORT, "hmac_key": KEY}, merge=rule,
+    model = Word2Vec(distributed=True, ns_conf={"host": netlab.address(-1), "port": netlab.PORT, "hmac_key": netlab.KEY},
+                     merge=rule,
                      workers=1, **params(args))
     model.build_vocab(sentences)
     start = time.perf_counter()
@@ -109,119 +95,27 @@ def run_gensim(args, corpus, out):
         json.dump(evaluate(model.wv), fout)
 
 
-class Network:
-    """A switch namespace with a bridge, a head namespace and K worker namespaces, links shaped."""
-
-    def __init__(self, k, rate):
-        self.tag = f"gmh{os.getpid() % 10000}"
-        self.k, self.rate = k, rate
-        self.namespaces = []
-        self.devices = {}  # namespace -> its NIC
-
-    def ip(self, *args):
-        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-    def shape(self, ns, dev):
-        subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                        "burst", "512kb", "latency", "20ms"], check=True, capture_output=True, timeout=30)
-
-    def host(self, name, address):
-        ns = f"{self.tag}{name}"
-        self.ip("netns", "add", ns)
-        self.namespaces.append(ns)
-        inner, outer = f"{self.tag}{name}i", f"{self.tag}{name}o"
-        self.devices[ns] = inner
-        self.ip("link", "add", inner, "type", "veth", "peer", "name", outer)
-        self.ip("link", "set", inner, "netns", ns)
-        self.ip("link", "set", outer, "netns", self.switch)
-        self.ip("-n", self.switch, "link", "set", outer, "master", "br0")
-        self.ip("-n", ns, "addr", "add", f"{address}/24", "dev", inner)
-        for where, dev in ((ns, inner), (self.switch, outer)):
-            self.ip("-n", where, "link", "set", dev, "up")
-            self.shape(where, dev)  # host -> switch and switch -> host: 1 Gbit/s each way
-        self.ip("-n", ns, "link", "set", "lo", "up")
-        return ns
-
-    def counters(self, ns):
-        """``(bytes received, bytes sent)`` on a host's NIC so far."""
-        out = subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "dev", self.devices[ns]], check=True,
-                             capture_output=True, text=True, timeout=30).stdout
-        stats = json.loads(out)[0]["stats64"]
-        return stats["rx"]["bytes"], stats["tx"]["bytes"]
-
-    def __enter__(self):
-        try:
-            self.switch = f"{self.tag}sw"
-            self.ip("netns", "add", self.switch)
-            self.namespaces.append(self.switch)
-            self.ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-            self.ip("-n", self.switch, "link", "set", "br0", "up")
-            self.head = self.host("h", f"{SUBNET}.1")
-            self.workers = [self.host(f"w{i}", f"{SUBNET}.{10 + i}") for i in range(self.k)]
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def close(self):
-        for ns in reversed(self.namespaces):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)  # takes its veth ends along
-        self.namespaces = []
-
-
 def run_cluster(args, k, rule, corpus, workdir):
-    from gensim_distw2v.client.cluster import ManagedProcess
-
-    env = dict(os.environ, PYRO_HMAC_KEY=KEY, PYRO_SERIALIZERS_ACCEPTED="serpent", PYTHONUNBUFFERED="1")
-    env["GENSIM_DISTW2V_HMAC_KEY"] = KEY
-    py = [sys.executable, "-P"]
-    common = ["--ns-host", f"{SUBNET}.1", "--ns-port", str(PORT)]
-    procs = []
-    with Network(k, args.rate) as net:
-        def start(name, ns, argv, ready):
-            proc = ManagedProcess(name, ["ip", "netns", "exec", ns] + py + argv, env=env)
-            procs.append(proc)
-            proc.wait_for(ready, timeout=120)
-            return proc
-
-        try:
-            start("nameserver", net.head, ["-m", "gensim_distw2v.nameserver", "-n", f"{SUBNET}.1", "-p", str(PORT)],
-                  "gensim_distw2v.nameserver ready at")  # its key: GENSIM_DISTW2V_HMAC_KEY
-            dispatcher = start("dispatcher", net.head, ["-m", "gensim_distw2v.dispatcher", "--host", f"{SUBNET}.1"]
-                               + common, "ready at")
-            for i, ns in enumerate(net.workers):
-                for j in range(args.shards_per_host):
-                    start(f"shard-{i}.{j}", ns, ["-m", "gensim_distw2v.shard", "--host", f"{SUBNET}.{10 + i}"] + common,
-                          "ready at")
-                start(f"worker-{i}", ns, ["-m", "gensim_distw2v.worker", "--host", f"{SUBNET}.{10 + i}", "--threads",
-                                          "1"] + common, "ready at")
-            dispatcher.wait_for(rf"\({k} workers\)", timeout=120)
-            dispatcher.wait_for(rf"\({k * args.shards_per_host} shards\)", timeout=120)
-            before = {ns: net.counters(ns) for ns in [net.head] + net.workers}
-            out = os.path.join(workdir, f"client-{k}-{rule}.json")
-            client = subprocess.run(["ip", "netns", "exec", net.head] + py + [os.path.abspath(__file__), "--corpus",
-                                    corpus, "--sg", str(args.sg), "--epochs", str(args.epochs), "--seed",
-                                    str(args.seed), "--_client", corpus, rule, out],
-                                    env=env, capture_output=True, text=True, timeout=6 * 3600)
-            if client.returncode != 0:
-                raise RuntimeError(f"client failed (K={k}, {rule}):\n{client.stderr[-4000:]}")
-            with open(out) as fin:
-                result = json.load(fin)
-            moved = {ns: [after - was for after, was in zip(net.counters(ns), before[ns])] for ns in before}
-            words = max(1, result["raw_words"])
-            result["link_per_word"] = {
-                "worker_host_in": statistics.fmean(moved[ns][0] for ns in net.workers) / words,
-                "worker_host_out": statistics.fmean(moved[ns][1] for ns in net.workers) / words,
-                "head_in": moved[net.head][0] / words, "head_out": moved[net.head][1] / words}
-            result["shards"] = k * args.shards_per_host
-            return result
-        finally:
-            for proc in reversed(procs):
-                proc.stop()
+    with netlab.Network(k, args.rate) as net, netlab.Cluster(net, threads=1, shards_per_host=args.shards_per_host) \
+            as cluster:
+        before = {ns: net.counters(ns) for ns in [net.head] + net.workers}
+        out = os.path.join(workdir, f"client-{k}-{rule}.json")
+        client = subprocess.run(["ip", "netns", "exec", net.head, sys.executable, "-P", os.path.abspath(__file__),
+                                 "--corpus", corpus, "--sg", str(args.sg), "--epochs", str(args.epochs), "--seed",
+                                 str(args.seed), "--_client", corpus, rule, out],
+                                env=cluster.env, capture_output=True, text=True, timeout=6 * 3600)
+        if client.returncode != 0:
+            raise RuntimeError(f"client failed (K={k}, {rule}):\n{client.stderr[-4000:]}")
+        with open(out) as fin:
+            result = json.load(fin)
+        moved = {ns: [after - was for after, was in zip(net.counters(ns), before[ns])] for ns in before}
+        words = max(1, result["raw_words"])
+        result["link_per_word"] = {
+            "worker_host_in": statistics.fmean(moved[ns][0] for ns in net.workers) / words,
+            "worker_host_out": statistics.fmean(moved[ns][1] for ns in net.workers) / words,
+            "head_in": moved[net.head][0] / words, "head_out": moved[net.head][1] / words}
+        result["shards"] = k * args.shards_per_host
+        return result
 
 
 def main(argv=None):
@@ -230,7 +124,7 @@ def main(argv=None):
         return run_client(args, *args._client)
     if args._gensim:
         return run_gensim(args, *args._gensim)
-    why = missing_requirements()
+    why = netlab.missing()
     if why:
         print(f"multihost benchmark skipped: {why}")
         return 0

@@ -63,6 +63,8 @@ def costs(row, k, threads=1, corpus_file=False):
            "client_us": cpu["client"] * us, "stall_share": row["stall_seconds"] / max(1e-9, k * row["seconds"]),
            "bytes_up_per_word": row["bytes_up"] / max(1, raw), "bytes_down_per_word": row["bytes_down"] / max(1, raw),
            "rounds_per_word": row["rounds"] / max(1, raw), "rss_mb": row["peak_rss_mb"],
+           # a merge round's mean wall time on its worker (flushes among them: one a worker and epoch)
+           "round_ms": 1e3 * row.get("merge_seconds", 0.0) / max(1, row["rounds"]),
            "analogy": row["analogy"], "ws353": row["ws353"], "simlex": row["simlex"]}
     # of the merge CPU and bytes, the epoch flushes' (exact rounds: every row, float32): a cost per epoch and
     # worker, not per interval, so a short corpus overstates it per word; routine_* is the rest (per interval)

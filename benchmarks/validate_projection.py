@@ -12,17 +12,37 @@ runs the case and measures it. The cases (``--cases``, all by default):
 * ``iterable``: sentences from a list in memory, which the client encodes (K=4 x 2), from the
   corpus_file fit plus the client's encoding cost measured in process beforehand
   (``gensim_distw2v.core.jobs.iter_epoch_jobs`` over the corpus, CPU per word);
-* ``vocabulary``: another corpus (``--other-corpus``: another vocabulary, not fitted; K=4 x 2).
+* ``vocabulary``: another corpus (``--other-corpus``: another vocabulary, not fitted; K=4 x 2);
+* ``bandwidth``: each worker and its shard in a network namespace of its own, the name server,
+  dispatcher and client in another (``netlab.py``), every link shaped to 100 Mbit/s each way with
+  ``tc tbf`` (K=2 x 2): the link's limit, a round's time on the wire, and the session's transfers
+  and the epoch's flush, which training waits for;
+* ``latency``: the same hosts, unshaped, every TCP connection between two of them through a relay
+  that delays each direction by 2 ms (``delay_relay.py``; this kernel has no netem), the round
+  trip it gives measured before the run (K=2 x 2): a round's round trip;
+* ``bandwidth-k4``, ``latency-k4``: the same at K=4 x 2, 200 Mbit/s and 3 ms each way;
+* ``links-k3``: K=3 x 2, 150 Mbit/s and 1 ms each way, both at once.
+
+Before a shaped case runs, its links are measured as a user would measure theirs: the round trip
+(a ping-pong through the relay) and the CPU a byte costs this machine beyond loopback's (bulk
+transfers, ``netlab.cpu_per_byte``: ~30 ns a byte through tbf at 100-200 Mbit/s, which cuts the
+kernel's 64 kB segments into packets, against ~1.3 on loopback; the relay's Python, ~2 more). The
+model's link terms were revised after runs of the K=2 cases at 100 Mbit/s and 1, 2 and 4 ms
+(one round trip a round, not two; the session's transfers and the flush outside training; a
+round's CPU waiting for busy cores) and once more after a full run (a byte's CPU on these links):
+``links-k3`` is the case none of that saw.
 
 Every run trains at the same fixed interval (``--sync-words``), so the cases differ only in what
-they name. Prints predicted and measured words/s and per-role costs for each; the last line (with
-``--json``) is one JSON object with ``cases: [{name, predicted_wps, measured_wps, error}]``. The
-shaped-link cases (bandwidth with ``tc tbf`` between network namespaces, round trips added by a
-delaying relay) are not here yet: the latency and bandwidth terms are unvalidated (docs/scaling.rst).
+they name; at the default (2,500 words) a round's few milliseconds of round trips bind. Prints
+predicted and measured words/s and per-role costs for each; the last line (with ``--json``) is one
+JSON object with ``cases: [{name, predicted_wps, measured_wps, error}]``. The shaped cases need
+Linux, root, ``ip``, ``tc`` and ``nft`` (Debian: iproute2, nftables); without them they are left
+out, saying why.
 
     python benchmarks/validate_projection.py --corpus devmix.txt --max-words 3000000 --other-corpus synth.txt --json
 """
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -38,9 +58,36 @@ import compare_gensim  # noqa: E402 - the single-run machinery
 import projection  # noqa: E402 - the model
 import scaling  # noqa: E402 - the per-word costs of a run
 
-CASES = {"k-between": (4, 2, "dist_cf", False), "k-above": (12, 2, "dist_cf", False),
-         "one-thread": (4, 1, "dist_cf", False), "iterable": (4, 2, "dist", False),
-         "vocabulary": (4, 2, "dist_cf", True)}
+import netlab  # noqa: E402 - hosts in network namespaces
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A case: ``k`` workers of ``threads`` trainer threads in ``mode``, on the other corpus or not, and
+    its hosts' links, between network namespaces: ``rate`` (tc tbf's, e.g. ``"100mbit"``) and
+    ``delay_ms`` (each way, through a relay); neither: loopback."""
+
+    k: int
+    threads: int
+    mode: str
+    other: bool = False
+    rate: str = None
+    delay_ms: float = 0.0
+
+    @property
+    def shaped(self):
+        return self.rate is not None or self.delay_ms > 0
+
+    def label(self):
+        link = f", links {self.rate} each way (tc tbf)" if self.rate else ""
+        return link + (f", +{self.delay_ms:g} ms each way (delay relay)" if self.delay_ms else "")
+
+
+CASES = {"k-between": Case(4, 2, "dist_cf"), "k-above": Case(12, 2, "dist_cf"), "one-thread": Case(4, 1, "dist_cf"),
+         "iterable": Case(4, 2, "dist"), "vocabulary": Case(4, 2, "dist_cf", other=True),
+         "bandwidth": Case(2, 2, "dist_cf", rate="100mbit"), "latency": Case(2, 2, "dist_cf", delay_ms=2.0),
+         "bandwidth-k4": Case(4, 2, "dist_cf", rate="200mbit"), "latency-k4": Case(4, 2, "dist_cf", delay_ms=3.0),
+         "links-k3": Case(3, 2, "dist_cf", rate="150mbit", delay_ms=1.0)}
 SHOWN = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us")
 
 
@@ -51,7 +98,7 @@ def parse_args(argv=None):
     parser.add_argument("--max-words", type=int, default=3_000_000)
     parser.add_argument("--fit", default="2x2,8x2", help="the fitted clusters, KxT")
     parser.add_argument("--cases", default=",".join(CASES), help=f"of {','.join(CASES)}")
-    parser.add_argument("--sync-words", type=int, default=10_000, help="every run's interval")
+    parser.add_argument("--sync-words", type=int, default=2_500, help="every run's interval")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--machine-cores", type=int, default=2)
@@ -65,17 +112,34 @@ def parse_args(argv=None):
     return args
 
 
-def run(args, mode, k, threads, corpus):
-    """One cluster run in a fresh process (``compare_gensim.py``'s single-run mode); its per-word costs."""
+def run(args, mode, k, threads, corpus, net=None):
+    """One cluster run in a fresh process (``compare_gensim.py``'s single-run mode); its per-word costs.
+    With ``net`` (a :class:`netlab.Network`) the cluster runs on its hosts and the client on its head."""
     vocab, path = corpus
-    base = ["--corpus", path, "--sg", str(args.sg), "--epochs", "1", "--sync-words", str(args.sync_words),
-            "--shards", str(k), "--threads-per-worker", str(threads), "--sentences", "list"]
-    out = subprocess.run([sys.executable, compare_gensim.__file__, *base, "--_one", mode, str(k), str(args.seed),
-                          vocab, path], capture_output=True, text=True, check=False)
+    base = [compare_gensim.__file__, "--corpus", path, "--sg", str(args.sg), "--epochs", "1", "--sync-words",
+            str(args.sync_words), "--shards", str(k), "--threads-per-worker", str(threads), "--sentences", "list"]
+    if net is None:
+        out = subprocess.run([sys.executable, *base, "--_one", mode, str(k), str(args.seed), vocab, path],
+                             capture_output=True, text=True, check=False)
+    else:
+        with netlab.Cluster(net, threads) as cluster, tempfile.NamedTemporaryFile("w", suffix=".json") as conf:
+            json.dump({"host": cluster.ns_conf["host"], "port": cluster.ns_conf["port"], "roles": cluster.roles()}, conf)
+            conf.flush()
+            out = subprocess.run(["ip", "netns", "exec", net.head, sys.executable, *base, "--_external", conf.name,
+                                  "--_one", mode, str(k), str(args.seed), vocab, path], env=cluster.env,
+                                 capture_output=True, text=True, check=False)
     if out.returncode != 0:
         sys.exit(f"{mode} K={k} x {threads} failed:\n{out.stderr[-4000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
     return dict(scaling.costs(row, k, threads, mode == "dist_cf"), shards=k)
+
+
+def run_case(args, case, corpus):
+    """A case's run: on loopback, or on hosts linked as it says."""
+    if not case.shaped:
+        return run(args, case.mode, case.k, case.threads, corpus)
+    with netlab.Network(case.k, rate=case.rate, delay_ms=case.delay_ms) as net:
+        return run(args, case.mode, case.k, case.threads, corpus, net)
 
 
 def encode_cost(path, vocab_path, max_words=1_000_000):
@@ -99,57 +163,98 @@ def encode_cost(path, vocab_path, max_words=1_000_000):
     return (time.process_time() - began) * 1e6 / words
 
 
-def predict(args, fitted, k, threads, mode, client_us):
-    """Words/s of K x ``threads`` in ``mode`` on this machine, from the fitted runs."""
+def predict(args, fitted, case, client_us, link, words, model_bytes):
+    """Words/s of ``case`` on this machine, from the fitted runs (with ``link``: between namespaces,
+    each host's link of ``link["gbit"]``, a round trip of ``link["rtt_ms"]``; ``words``: the run's raw words)."""
+    k, threads = case.k, case.threads
     costs, label = projection.costs_at(fitted, k)
-    costs = dict(costs, K=k, threads=threads, shards=k, corpus_file=mode == "dist_cf")
+    costs = dict(costs, K=k, threads=threads, shards=k, corpus_file=case.mode == "dist_cf")
     if client_us is not None:
         costs["client_us"] = client_us
     measured_at = max(scaling.concurrent_threads(run, args.machine_cores) for run in fitted)
     at_once = scaling.concurrent_threads({"K": k, "threads": threads}, args.machine_cores)
     # a trainer thread's CPU per word as it was measured (its threads at once), at the case's threads at once
     costs["kernel_us"] *= projection.efficiency(measured_at) / projection.efficiency(at_once)
-    model = projection.this_machine(costs, cores=args.machine_cores, kernel_threads=threads)
+    options = {} if link["rtt_ms"] is None else {"rtt_ms": link["rtt_ms"]}
+    if case.shaped and link["gbit"] is None:  # between namespaces, unshaped: veth at memory speed
+        options.setdefault("rtt_ms", projection.LOOPBACK_RTT_MS)
+    model = projection.this_machine(costs, cores=args.machine_cores, kernel_threads=threads, link_gbit=link["gbit"],
+                                    words=words, model_bytes=model_bytes, link_ns_per_byte=link["ns_per_byte"],
+                                    **options)
     return model, costs, label
+
+
+def link_text(link):
+    """What was measured of a case's links before its run."""
+    trip = "" if link["rtt_ms"] is None else f"round trip {link['rtt_ms']:.2f} ms, "
+    return f"{trip}{link['ns_per_byte']:.1f} ns of CPU a byte beyond loopback's"
 
 
 def main(argv=None):
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="validate_") as workdir:
-        corpora = {}
+        corpora, sizes = {}, {}
         for key, path in (("main", args.corpus), ("other", args.other_corpus)):
             if path:
                 one = compare_gensim.parse_args(["--corpus", path, "--max-words", str(args.max_words)])
                 folder = os.path.join(workdir, key)
                 os.makedirs(folder)
                 vocab, cut, words, size = compare_gensim.prepare(one, folder)
-                corpora[key] = (vocab, cut)
+                corpora[key], sizes[key] = (vocab, cut), (words, size)
                 print(f"{key} corpus: {words:,} words, vocabulary {size:,}", flush=True)
         fitted = []
         for item in args.fit.split(","):
             k, t = (int(x) for x in item.split("x"))
             costs = run(args, "dist_cf", k, t, corpora["main"])
             fitted.append(costs)
-            print(f"fitted K={k} x {t}: {costs['raw_wps']:,.0f} words/s; " +
+            print(f"fitted K={k} x {t}: {costs['raw_wps']:,.0f} words/s, a round {costs['round_ms']:.2f} ms; " +
                   ", ".join(f"{key} {costs[key]:.3f}" for key in SHOWN), flush=True)
         client_us = encode_cost(corpora["main"][1], corpora["main"][0])
         print(f"the client's encoding, measured in process: {client_us:.3f} us a word", flush=True)
         cases = []
+        shaped_why = netlab.missing(delay=True)
+        loopback_ns = netlab.cpu_per_byte()  # a byte's CPU on loopback, as the fitted runs paid it
+        print(f"a byte sent on loopback: {loopback_ns:.2f} ns of CPU", flush=True)
         for name in args.cases.split(","):
-            k, t, mode, other = CASES[name]
-            model, costs, label = predict(args, fitted, k, t, mode, client_us if mode == "dist" else None)
-            print(f"\n{name}: K={k} x {t} {mode}{' (other corpus)' if other else ''}: predicted "
-                  f"{model['model_wps']:,.0f} words/s ({model['bottleneck']}; costs {label})", flush=True)
-            measured = run(args, mode, k, t, corpora["other" if other else "main"])
+            case = CASES[name]
+            if case.shaped and shaped_why:
+                print(f"\n{name}: left out: {shaped_why}", flush=True)
+                continue
+            link = {"gbit": netlab.rate_bits(case.rate) / 1e9 if case.rate else None, "rtt_ms": None,
+                    "ns_per_byte": 0.0}
+            if case.shaped:  # the links as they are, measured before the run: a round trip, a byte's CPU
+                with netlab.Network(2, rate=case.rate, delay_ms=case.delay_ms) as net:
+                    link["rtt_ms"] = net.rtt_ms()
+                    link["ns_per_byte"] = max(0.0, net.cpu_per_byte() - loopback_ns)
+            words, vocabulary = sizes["other" if case.other else "main"]
+            # the rows the client uploads and downloads (syn0 and syn1neg, float32, 100 values)
+            model, costs, label = predict(args, fitted, case, client_us if case.mode == "dist" else None, link,
+                                          words, vocabulary * 100 * 4 * 2)
+            serial = model["serial_seconds"]
+            trip = "" if not case.shaped else f" ({link_text(link)})"
+            print(f"\n{name}: K={case.k} x {case.threads} {case.mode}{' (other corpus)' if case.other else ''}"
+                  f"{case.label()}{trip}: predicted {model['model_wps']:,.0f} words/s ({model['bottleneck']}"
+                  f"{f', and {serial:.2f} s on the links outside training' if serial else ''}; costs {label})", flush=True)
+            measured = run_case(args, case, corpora["other" if case.other else "main"])
             error = model["model_wps"] / measured["raw_wps"] - 1
             print(f"  measured {measured['raw_wps']:,.0f} words/s: error {error:+.1%}")
+            print(f"  a round, predicted / measured: {model['round_seconds'] * 1e3:.2f} / {measured['round_ms']:.2f} ms ("
+                  + ", ".join(f"{term} {value * 1e3:.2f}" for term, value in model["round_terms"].items()) + ")")
             print("  per word, predicted / measured: " + ", ".join(
                 f"{key} {costs[key]:.3f} / {measured[key]:.3f}" for key in SHOWN), flush=True)
-            cases.append({"name": name, "K": k, "threads": t, "mode": mode, "other_corpus": other,
-                          "predicted_wps": model["model_wps"], "measured_wps": measured["raw_wps"], "error": error,
+            cases.append({"name": name, "K": case.k, "threads": case.threads, "mode": case.mode,
+                          "other_corpus": case.other, "rate": case.rate, "delay_ms": case.delay_ms,
+                          "link_gbit": link["gbit"],
+                          "rtt_ms": link["rtt_ms"], "link_ns_per_byte": link["ns_per_byte"], "predicted_wps": model["model_wps"],
+                          "measured_wps": measured["raw_wps"], "error": error,
                           "bottleneck": model["bottleneck"], "costs_from": label,
+                          "serial_seconds": model["serial_seconds"], "round_ms": model["round_seconds"] * 1e3, "measured_round_ms": measured["round_ms"],
+                          "round_terms_ms": {
+                              term: value * 1e3 for term, value in model["round_terms"].items()},
                           "predicted": {key: costs[key] for key in SHOWN},
-                          "measured": {key: measured[key] for key in SHOWN}})
+                          "measured": {key: measured[key] for key in SHOWN},
+                          "bytes_per_word": [measured["bytes_up_per_word"], measured["bytes_down_per_word"]],
+                          "stall_share": measured.get("stall_share")})
     worst = max(abs(c["error"]) for c in cases)
     print(f"\n{len(cases)} cases, errors " + ", ".join(f"{c['name']} {c['error']:+.1%}" for c in cases)
           + f"; within 20%: {sum(abs(c['error']) <= 0.2 for c in cases)} of {len(cases)} (worst {worst:.1%}, "

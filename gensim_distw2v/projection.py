@@ -44,7 +44,8 @@ LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads
 #: the per-word costs the model reads
 COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us",
          "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word", "dispatcher_word_us", "dispatcher_member_cpu",
-         "worker_member_cpu", "shard_member_cpu", "worker_gil_share", "shard_gil_share")
+         "worker_member_cpu", "shard_member_cpu", "worker_gil_share", "shard_gil_share",
+         "flush_bytes_per_word", "round_ms")
 #: a node's thread groups (gensim_distw2v.io.meter.THREAD_GROUPS) that work by the clock, whatever the
 #: speed: per role, their CPU is a share of a core per node, not a cost per word (a worker's Pyro4 threads
 #: serve status calls only; a shard's serve the merges, so they are not among these)
@@ -72,8 +73,11 @@ HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_
 DEFAULT_JOB_PYTHON_US = 0.01
 #: a round trip on loopback (this machine), ms
 LOOPBACK_RTT_MS = 0.03
-#: calls a routine round waits for in turn: one ``merge`` to every shard at once, then ``round_done``
-DEFAULT_ROUND_TRIPS = 2
+#: calls a routine round waits for in turn: one ``merge`` to every shard at once (``round_done`` goes a
+#: few times a second, not per round). Measured through a delaying relay (K=2 x 2, 2,500 words a round,
+#: 2026-11-28): a round took 7.0, 9.4, 10.7 and 13.9 ms at round trips of 0.05, 2.5, 4.4 and 8.6 ms,
+#: 0.8-1 round trip more per round trip added
+DEFAULT_ROUND_TRIPS = 1
 
 
 #: the threading efficiency curve's slope: ``e(T) = 1 - EFFICIENCY_SLOPE log2 T`` (gensim's own benchmarks)
@@ -262,21 +266,22 @@ def at_corpus(run, epoch_words, transport_ns_per_byte=None):
 
 
 def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads, gil_share, shard_gil_share,
-           sync_words):
-    """One routine merge round of one worker: ``(seconds, its terms, words it carries)``."""
+           sync_words, stretch=1.0):
+    """One routine merge round of one worker: ``(seconds, its terms, words it carries)``; its CPU
+    terms take ``stretch`` times their CPU time (waiting for a share of a host's cores)."""
     words = sync_words or (1.0 / costs["rounds_per_word"] if costs.get("rounds_per_word") else 0.0)
     crossing = (k - 1) / k if shards == k else 1.0  # the part for the node's own shard stays on it
     wire = 0.0 if link_gbit is None else \
         (costs["bytes_up_per_word"] + costs["bytes_down_per_word"]) * words * crossing / (link_gbit * 1e9 / 8)
-    merge = costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / mergers)
-    fold = costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share) / fold_threads)
+    merge = stretch * costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / mergers)
+    fold = stretch * costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share) / fold_threads)
     terms = {"round_trips": round_trips * rtt_ms * 1e-3, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
     return sum(terms.values()), terms, words
 
 
 def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, machine_cores=None, cores=None,
            kernel_threads=1, mergers=1, fold_threads=1, gil_share=None, shard_gil_share=None, job_python_us=None,
-           rtt_ms=None, round_trips=DEFAULT_ROUND_TRIPS, sync="ssp", sync_words=None):
+           rtt_ms=None, round_trips=DEFAULT_ROUND_TRIPS, sync="ssp", sync_words=None, round_stretch=1.0):
     """Every limit (words/s of the whole cluster) of K nodes of ``threads`` trainer threads.
 
     Parameters
@@ -318,6 +323,9 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
         ``local``: no latency limit.
     sync_words : float, optional
         The interval (default ``1 / rounds_per_word``, what the measured rounds carried).
+    round_stretch : float
+        Wall seconds a round's CPU second takes (1: a core of its own; :func:`this_machine` measures it
+        where every process shares two cores).
 
     Returns
     -------
@@ -360,12 +368,12 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
         cpu = kernel + merge + job_py + (costs["shard_us"] if shards == k else 0.0)
         out["core budget"] = _rate(k * max(0.0, cores - w_clock - (s_clock if shards == k else 0.0)) * 1e6, cpu)
     seconds, terms, words = _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads,
-                                   gil_share, shard_gil_share, sync_words)
+                                   gil_share, shard_gil_share, sync_words, round_stretch)
     if sync in ("ssp", "bsp") and words > 0:
         out["round latency"] = _rate(k * words, seconds)
     details = {"round_seconds": seconds, "round_terms": terms, "sync_words": words, "rtt_ms": rtt_ms,
                "gil_shares": {"merges": gil_share, "shards": shard_gil_share},
-               "round_trips": round_trips, "node_cpu_us_per_word": cpu, "kernel_us_at_threads": kernel,
+               "round_trips": round_trips, "round_stretch": round_stretch, "node_cpu_us_per_word": cpu, "kernel_us_at_threads": kernel,
                "job_python_us": job_py, "job_python_assumed": job_python_us is None and "worker_other_us" not in costs}
     return out, details
 
@@ -449,24 +457,83 @@ def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads
             **details, "params": params}
 
 
-def this_machine(run, cores=2, **options):
-    """The model of the host ``run`` was measured on (all of its processes on ``cores`` cores,
-    loopback), next to the words/s it measured.
+def serial_seconds(costs, words, k, link_gbit, shards=None, model_bytes=0):
+    """Seconds of a run of ``words`` raw words that its links spend outside training (0 on loopback):
+    the session's transfers (the client uploads the ``model_bytes`` of rows to the shards and
+    downloads them at the end, one after the other through the head node's link; every worker
+    downloads them when it joins, the nodes at once) and the epochs' flushes (every changed row,
+    float32, up then down, once an epoch and worker, ``flush_bytes_per_word``: each node's share
+    over its link, less what stays on it). Training waits for them; a long corpus makes them small
+    per word (:func:`at_corpus`), a short one on a slow link does not
+    (``benchmarks/validate_projection.py``'s bandwidth case)."""
+    if link_gbit is None or not words:
+        return 0.0
+    shards = k if shards is None else shards
+    link = link_gbit * 1e9 / 8
+    crossing = (k - 1) / k if shards == k else 1.0
+    session = (2 + crossing) * model_bytes / link
+    flush = costs.get("flush_bytes_per_word", 0.0) * words / k * crossing / link
+    return session + flush
+
+
+def this_machine(run, cores=2, link_gbit=None, words=None, model_bytes=0, link_ns_per_byte=0.0, **options):
+    """The model of the host ``run`` was measured on (all of its processes on ``cores`` cores;
+    loopback, or with ``link_gbit`` each "node" in a network namespace of its own behind a link of
+    that rate, as ``benchmarks/validate_projection.py`` runs them), next to the words/s it measured.
 
     ``run`` is a measured run's costs with ``K``, ``threads`` (trainer threads per worker, default 1),
-    ``shards``, ``corpus_file`` and ``raw_wps``. Returns ``K``, ``threads``, ``model_wps``,
-    ``measured_wps``, ``ratio`` (model / measured), ``bottleneck`` and ``limits``.
+    ``shards``, ``corpus_file`` and ``raw_wps``; with a link, ``words`` (the run's raw words) and
+    ``model_bytes`` add the time its links spend outside training (:func:`serial_seconds`).
+
+    A round's CPU on this machine waits for a share of its cores. With ``round_ms`` (a round's mean
+    wall time measured on loopback at this K, where the runs keep the cores busy) its CPU terms take
+    ``S`` times their CPU time, ``S`` such that at loopback's round trip the round takes that long;
+    when the cluster leaves the cores idle part of the time (waiting for its links) a round waits
+    less: ``1 + (S - 1) u``, ``u`` the share of the cores the predicted words/s keep busy, solved
+    with the words/s (:func:`limits`' ``round_stretch``). Measured through a delaying relay (K=2 x
+    2, 2026-11-28): a round's CPU part took 1.9, 2.0 and 1.6 times its CPU at cores 70, 61 and 49%
+    busy, where loopback's took 2.3 times.
+
+    Between namespaces a byte costs this machine more CPU than on loopback, where the costs were
+    measured (a tbf that cuts segments into packets, a relay in Python): ``link_ns_per_byte``, the
+    difference measured in bulk beforehand (``benchmarks/netlab.py``), is added for every byte that
+    crosses a link, half to the workers' merges and half to the shards (their sends and receives).
+
+    Returns ``K``, ``threads``, ``model_wps``, ``measured_wps``, ``ratio`` (model / measured),
+    ``bottleneck``, ``limits``, ``serial_seconds`` and :func:`limits`' details.
     """
     k, threads = int(run["K"]), int(run.get("threads", 1))
+    shards = int(run.get("shards", k))
     options.setdefault("kernel_threads", threads)
-    options.setdefault("rtt_ms", LOOPBACK_RTT_MS)
-    named, details = limits(run, k, threads, None, int(run.get("shards", k)), machine_cores=cores,
-                            corpus_file=bool(run.get("corpus_file", False)), **options)
-    model, bottleneck = _combine(named, details, k, options.get("sync", "ssp"))
+    options.setdefault("rtt_ms", LOOPBACK_RTT_MS if link_gbit is None else default_rtt_ms(link_gbit))
+    full = options.pop("round_stretch", None)
+    if full is None and run.get("round_ms"):  # the round's CPU as it waited for the busy cores here
+        _, terms, _ = _round(run, k, shards, None, LOOPBACK_RTT_MS, options.get("round_trips", DEFAULT_ROUND_TRIPS),
+                             options.get("mergers", 1), options.get("fold_threads", 1),
+                             run.get("worker_gil_share", 1.0), run.get("shard_gil_share", 1.0), None)
+        cpu = terms["merge_cpu"] + terms["shard_cpu"]
+        full = max(1.0, (run["round_ms"] * 1e-3 - terms["round_trips"]) / cpu) if cpu > 0 else 1.0
+    full, busy = full or 1.0, 1.0
+    if link_ns_per_byte:  # the links' CPU per byte beyond loopback's, at both ends of what crosses them
+        crossing = (k - 1) / k if shards == k else 1.0
+        extra = link_ns_per_byte * 1e-3 * (run["bytes_up_per_word"] + run["bytes_down_per_word"]) * crossing
+        run = dict(run, worker_merge_us=run["worker_merge_us"] + extra / 2, shard_us=run["shard_us"] + extra / 2)
+    for _ in range(50):  # the words/s and the cores' load, solved together (a damped fixed point)
+        named, details = limits(run, k, threads, link_gbit, shards, machine_cores=cores,
+                                corpus_file=bool(run.get("corpus_file", False)),
+                                round_stretch=1.0 + (full - 1.0) * busy, **options)
+        model, bottleneck = _combine(named, details, k, options.get("sync", "ssp"))
+        load = min(1.0, model * details["node_cpu_us_per_word"] * 1e-6 / cores)
+        if abs(load - busy) < 1e-4:
+            break
+        busy = (busy + load) / 2
+    serial = serial_seconds(run, words, k, link_gbit, shards, model_bytes)
+    if serial:
+        model = words / (words / model + serial)
     measured = run.get("raw_wps")
-    return {"K": k, "threads": threads, "shards": int(run.get("shards", k)), "cores": cores, "model_wps": model,
+    return {"K": k, "threads": threads, "shards": shards, "cores": cores, "model_wps": model,
             "measured_wps": measured, "ratio": model / measured if measured else None, "bottleneck": bottleneck,
-            "limits": named, **details}
+            "limits": named, "serial_seconds": serial, "cores_busy": busy, **details}
 
 
 # ---------------------------------------------------------------------------------------------- counting

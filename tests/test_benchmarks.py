@@ -52,7 +52,7 @@ def test_multihost_builds_its_network_and_removes_it():
         link = row["link_per_word"]  # counted on the NICs: the workers' hosts carry the merges
         assert row["shards"] == 2 and link["worker_host_in"] > 0 and link["worker_host_out"] > 0
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert "gmh" not in left, left
+    assert "gnl" not in left, left
 
 
 @pytest.mark.system
@@ -245,6 +245,26 @@ def test_validate_projection_predicts_each_case_before_running_it():
         # the prediction is printed before its run is measured
         assert out.index(f"{case['name']}: K=4") < out.index("measured", out.index(f"{case['name']}: K=4"))
     assert data["client_us"] > 0
+
+
+@pytest.mark.system
+def test_validate_projection_measures_a_shaped_link_then_predicts_and_runs_through_it():
+    why = load("netlab").missing(delay=True)
+    if why:
+        assert os.geteuid() != 0 or why.startswith("the ")
+        pytest.skip(why)
+    out = run("validate_projection.py", "--corpus", datapath("lee_background.cor"), "--fit", "2x1,4x1",
+              "--cases", "links-k3", "--sync-words", "2000", "--json")
+    data = json.loads(out.strip().splitlines()[-1])
+    (case,) = data["cases"]
+    assert case["name"] == "links-k3" and case["K"] == 3 and case["rate"] == "150mbit" and case["delay_ms"] == 1.0
+    assert case["rtt_ms"] >= 2.0 and case["link_ns_per_byte"] > 0 and case["link_gbit"] == pytest.approx(0.15)
+    assert case["serial_seconds"] > 0 and case["round_terms_ms"]["wire"] > 0
+    assert case["round_terms_ms"]["round_trips"] == pytest.approx(case["rtt_ms"])
+    assert case["predicted_wps"] > 0 and case["measured_wps"] > 0 and case["measured_round_ms"] > 0
+    assert out.index("links-k3: K=3") < out.index("measured", out.index("links-k3: K=3"))
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "gnl" not in left, left
 
 
 @pytest.mark.unit

@@ -171,14 +171,14 @@ def test_a_nodes_cores_are_shared_by_its_trainers_merger_and_shard():
 
 
 def test_long_rounds_bind_when_they_outlast_the_interval():
-    # a 2,000-word interval: 0.2 ms of rtt, 0.25 ms of merge CPU (8 threads), 0.025 ms of the shards'
-    # fold, 0.42 ms on the wire: 0.9 ms, where training the interval takes 0.4 ms
+    # a 2,000-word interval: a round trip of 0.1 ms, 0.25 ms of merge CPU (8 threads), 0.025 ms of the
+    # shards' fold, 0.42 ms on the wire: 0.8 ms, where training the interval takes 0.4 ms
     changes = dict(rounds_per_word=1 / 2000, worker_merge_us=1.0, shard_us=0.1, bytes_up_per_word=100.0,
                    bytes_down_per_word=200.0, gil_share=0.0, mergers=8)
     p = point(**changes)
     terms = p["round_terms"]
     assert p["sync_words"] == pytest.approx(2000)
-    assert terms["round_trips"] == pytest.approx(2 * 0.1e-3) and terms["merge_cpu"] == pytest.approx(2000 * 1e-6 / 8)
+    assert terms["round_trips"] == pytest.approx(0.1e-3) and terms["merge_cpu"] == pytest.approx(2000 * 1e-6 / 8)
     assert terms["shard_cpu"] == pytest.approx(2000 * 0.1e-6 / 8)
     assert terms["wire"] == pytest.approx(300 * 2000 * 7 / 8 / 1.25e9)
     assert p["round_seconds"] == pytest.approx(sum(terms.values()))
@@ -190,7 +190,7 @@ def test_long_rounds_bind_when_they_outlast_the_interval():
     assert q["bottleneck"] != "round latency" and not q["round_stalls"]
     # an explicit interval and round trip override the measured ones; asp has no latency limit
     r = point(**changes, sync_words=4000, rtt_ms=1.0)
-    assert r["sync_words"] == 4000 and r["round_terms"]["round_trips"] == pytest.approx(2e-3)
+    assert r["sync_words"] == 4000 and r["round_terms"]["round_trips"] == pytest.approx(1e-3)
     assert point(**changes, sync="asp")["limits"]["round latency"] is None
 
 
@@ -414,3 +414,48 @@ def test_threads_at_once_are_counted_alike_for_both_sides():
     assert projection.concurrent_threads(16, 4, 64) == 16
     assert projection.concurrent_threads(3, 2, None) == 3  # machines of their own
     assert projection.concurrent_threads(0, 1, 2) == 1
+
+
+def test_this_machine_counts_the_links_outside_training_and_the_rounds_wait_for_cores():
+    run = {"K": 2, "threads": 2, "shards": 2, "corpus_file": True, "raw_wps": 5e5, "kernel_us": 1.0,
+           "worker_merge_us": 0.8, "shard_us": 0.7, "dispatcher_us": 0.04, "client_us": 0.07,
+           "bytes_up_per_word": 70.0, "bytes_down_per_word": 60.0, "rounds_per_word": 1 / 2500,
+           "flush_bytes_per_word": 20.0, "worker_gil_share": 1.0, "shard_gil_share": 1.0}
+    # on loopback nothing is serial; on a link the session's rows (up, down, and each worker's at join)
+    # and the flushes are
+    assert projection.serial_seconds(run, 3e6, 2, None) == 0.0
+    link = 0.1e9 / 8
+    assert projection.serial_seconds(run, 3e6, 2, 0.1, model_bytes=1e7) == pytest.approx(
+        2.5 * 1e7 / link + 20.0 * 3e6 / 2 * 0.5 / link)
+    plain = projection.this_machine(run, link_gbit=0.1)
+    timed = projection.this_machine(run, link_gbit=0.1, words=3e6, model_bytes=1e7)
+    assert timed["serial_seconds"] > 0 and timed["model_wps"] == pytest.approx(
+        3e6 / (3e6 / plain["model_wps"] + timed["serial_seconds"]))
+    # a round measured at 7 ms on loopback, where its CPU is 2.0 + 0.875 ms: that CPU took 2.4x as long
+    # with the cores busy; the predicted words/s keep them busy a share u, and the round's CPU waits 1 + 1.4 u
+    cpu = 2500 * 0.8e-6 + 2500 * 0.7e-6 / 2
+    full = (7e-3 - projection.LOOPBACK_RTT_MS * 1e-3) / cpu
+    for rtt_ms in (projection.LOOPBACK_RTT_MS, 4.0):
+        p = projection.this_machine(dict(run, round_ms=7.0), rtt_ms=rtt_ms)
+        busy = p["model_wps"] * p["node_cpu_us_per_word"] * 1e-6 / 2
+        assert p["cores_busy"] == pytest.approx(min(1.0, busy), abs=1e-3)
+        assert p["round_stretch"] == pytest.approx(1 + (full - 1) * p["cores_busy"], rel=1e-6)
+        assert p["round_seconds"] == pytest.approx(rtt_ms * 1e-3 + p["round_stretch"] * cpu)
+        assert p["model_wps"] <= 2 * 2500 / p["round_seconds"] * (1 + 1e-9)
+    # through a 4 ms round trip (one call to every shard at once) the cores idle part of the time
+    delayed = projection.this_machine(dict(run, round_ms=7.0), rtt_ms=4.0)
+    assert delayed["bottleneck"] == "round latency" and 0.5 < delayed["cores_busy"] < 0.9
+    assert projection.this_machine(run)["round_stretch"] == 1.0  # unmeasured: a core of its own
+
+
+def test_this_machine_charges_the_links_cpu_per_byte_to_both_ends():
+    run = {"K": 4, "threads": 2, "shards": 4, "corpus_file": True, "kernel_us": 1.0, "worker_merge_us": 0.8,
+           "shard_us": 0.7, "dispatcher_us": 0.04, "client_us": 0.07, "bytes_up_per_word": 70.0,
+           "bytes_down_per_word": 50.0, "rounds_per_word": 1 / 2500}
+    plain = projection.this_machine(run, link_gbit=0.2)
+    costly = projection.this_machine(run, link_gbit=0.2, link_ns_per_byte=30.0)
+    extra = 30.0 * 1e-3 * 120.0 * 3 / 4  # µs a word: what crosses a link, at 30 ns a byte
+    assert costly["node_cpu_us_per_word"] == pytest.approx(plain["node_cpu_us_per_word"] + extra)
+    assert costly["round_terms"]["merge_cpu"] == pytest.approx(
+        plain["round_terms"]["merge_cpu"] * (0.8 + extra / 2) / 0.8)
+    assert costly["model_wps"] < plain["model_wps"]
