@@ -138,6 +138,9 @@ class WorkerOptions(_MemberOptions):
 
     threads: typing.Optional[int] = option(None, "trainer threads (None: this node's cores)", Count(1, optional=True),
                                            role=True)
+    merge_threads: typing.Optional[int] = option(
+        None, "threads that take and apply a merge round's rows, each on rows of its own (None: one per four "
+              "trainer threads, one to four)", Count(1, 64, optional=True), role=True)
 
 
 def parser(cls, prog, description):

@@ -80,6 +80,20 @@ LOOPBACK_RTT_MS = 0.03
 DEFAULT_ROUND_TRIPS = 1
 
 
+#: a worker's merge threads (``--merge-threads``): how many times faster M threads take and apply a
+#: round's rows than one (their compiled work), measured in process at 1.07 M rows of 100 values on
+#: this machine (``benchmarks/merge_threads.py``, 2026-11-28): 1.34 at M=2 over five routine rounds
+#: and an every-row round (1.67 and 1.24 apart: the every-row scan is memory-bound). M above 2 was not
+#: measured (two cores): held at M=2's
+MERGE_THREAD_SPEEDUP = {1: 1.0, 2: 1.34}
+
+
+def merge_speedup(mergers):
+    """How many times faster ``mergers`` merge threads do a round's compiled work than one
+    (:data:`MERGE_THREAD_SPEEDUP`, held beyond the largest measured)."""
+    return MERGE_THREAD_SPEEDUP[max(m for m in MERGE_THREAD_SPEEDUP if m <= max(1, int(mergers)))]
+
+
 #: the threading efficiency curve's slope: ``e(T) = 1 - EFFICIENCY_SLOPE log2 T`` (gensim's own benchmarks)
 EFFICIENCY_SLOPE = 0.08
 
@@ -273,7 +287,7 @@ def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threa
     crossing = (k - 1) / k if shards == k else 1.0  # the part for the node's own shard stays on it
     wire = 0.0 if link_gbit is None else \
         (costs["bytes_up_per_word"] + costs["bytes_down_per_word"]) * words * crossing / (link_gbit * 1e9 / 8)
-    merge = stretch * costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / mergers)
+    merge = stretch * costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / merge_speedup(mergers))
     fold = stretch * costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share) / fold_threads)
     terms = {"round_trips": round_trips * rtt_ms * 1e-3, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
     return sum(terms.values()), terms, words
@@ -305,7 +319,8 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     kernel_threads : int
         Trainer threads per worker of the runs that measured ``kernel_us``.
     mergers, fold_threads : int
-        M merger threads per worker, F fold threads per shard.
+        M merge threads per worker (as fast as :func:`merge_speedup` says), F fold threads per shard
+        (a projection's option: not built).
     gil_share, shard_gil_share : float, optional
         Share of a worker's merge CPU, and of a shard's CPU, that holds the GIL (default: as the run
         measured it, ``worker_gil_share`` and ``shard_gil_share``: all but the routine rounds'
@@ -345,7 +360,7 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     w_clock, s_clock = costs.get("worker_member_cpu", 0.0), costs.get("shard_member_cpu", 0.0)
     out = dict.fromkeys(LIMITS)
     out["trainer threads"] = _rate(k * threads * 1e6, kernel)
-    out["merger threads"] = _rate(k * mergers * 1e6, merge)
+    out["merger threads"] = _rate(k * merge_speedup(mergers) * 1e6, merge)
     out["worker GIL"] = _rate(k * max(0.0, 1.0 - w_clock) * 1e6, gil_share * merge + job_py)
     out["shard fold threads"] = _rate(shards * fold_threads * 1e6, costs["shard_us"])
     out["shard GIL"] = _rate(shards * max(0.0, 1.0 - s_clock) * 1e6, shard_gil_share * costs["shard_us"])

@@ -20,7 +20,7 @@ import pytest
 from gensim.test.utils import datapath
 
 from gensim_distw2v import LocalCluster, Word2Vec
-from gensim_distw2v.core import schedule
+from gensim_distw2v.core import merge, schedule
 from gensim_distw2v.io import serving, transport
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.core.kernel import train_like_gensim
@@ -494,3 +494,23 @@ def test_worker_joins_a_running_session(lee_corpus):
         trainer.join(timeout=300)
         assert result["counts"][1] == 3 * sum(len(s) for s in corpus)
         assert len(model.cluster_stats["workers"]) == 2
+
+
+@pytest.mark.cluster
+def test_merge_threads_split_the_rows_and_one_worker_still_reproduces_gensim(lee_corpus):
+    """A worker with three merge threads takes and applies each part's rows in pieces of their own
+    (10,781 rows at min_count=1: pieces of 4,096 and more, on helper threads); one worker's numbers
+    stay gensim's across routine rounds, cold rounds and flushes, and two such workers train."""
+    params = {**SMALL, **VARIANTS["sg+neg"], "min_count": 1}
+    corpus = lee_corpus * 7  # 840,000 words in two epochs: a round every 100,000 (a job is never cut there)
+    reference = gensim.models.Word2Vec(corpus, **params)
+    with LocalCluster(n_workers=1, threads_per_worker=1, worker_args=["--merge-threads", "3"]) as cluster:
+        ours = Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, sync_words=100_000, **params)
+        assert len(ours.wv) > 2 * merge.SPLIT_ROWS
+        assert ours.cluster_stats["merges"] >= 7  # > cold_every: an every-row round among them, and flushes
+        assert np.abs(reference.wv.vectors - ours.wv.vectors).max() <= 1e-6
+        assert np.abs(reference.syn1neg - ours.syn1neg).max() <= 1e-6
+    with LocalCluster(n_workers=2, threads_per_worker=1, n_shards=2, worker_args=["--merge-threads", "2"]) as cluster:
+        two = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, sync_words=5_000, **params)
+        assert two.cluster_stats["merge_cpu"]["workers"] > 0 and np.isfinite(two.wv.vectors).all()
+        assert two.wv.most_similar("government", topn=1)  # a trained model plain gensim can query

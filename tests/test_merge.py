@@ -821,3 +821,48 @@ def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back):
             np.testing.assert_array_equal(scales, ref_scales)
         np.testing.assert_array_equal(b1, b2)  # the base advanced alike
         assert hold_back == 0 or len(rows) < len(changed)
+
+
+@pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
+def test_a_replicas_merge_threads_take_and_apply_exactly_what_one_thread_does(codec):
+    rows_n = 3 * merge.SPLIT_ROWS + 123  # three threads' pieces, of unequal sizes
+    rng = np.random.default_rng(5)
+    weights = {"syn0": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32),
+               "syn1neg": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32)}
+    one, three = Replica(weights), Replica(weights, threads=3)
+    changed = np.sort(rng.choice(rows_n, rows_n // 3, replace=False))
+    for r in (one, three):
+        for name in r.replica:
+            r.replica[name][changed] += np.random.default_rng(6).standard_normal((len(changed), 8)).astype(np.float32) * 1e-3
+    a, b = one.take_delta(0, rows_n, codec), three.take_delta(0, rows_n, codec)
+    for name in weights:
+        for x, y in zip(a[name], b[name]):
+            assert (x is None and y is None) or np.array_equal(x, y)
+        np.testing.assert_array_equal(one.base[name], three.base[name])
+    reply = {name: (changed.astype(np.uint32), rng.uniform(-0.1, 0.1, (len(changed), 8)).astype(np.float32), None)
+             for name in weights}
+    one.take_in({}, reply)
+    three.take_in({}, reply)
+    for name in weights:
+        np.testing.assert_array_equal(one.replica[name], three.replica[name])
+        np.testing.assert_array_equal(one.base[name], three.base[name])
+    assert three.helper_cpu > 0 and one.helper_cpu == 0
+
+
+def test_merge_threads_join_pieces_of_different_codecs_as_the_float32_they_stand_for():
+    rows_n = 2 * merge.SPLIT_ROWS
+    weights = {"syn0": np.zeros((rows_n, 4), np.float32)}
+    r = Replica(weights, threads=2)
+    r.replica["syn0"][[5, 10]] = 0.25
+    r.replica["syn0"][rows_n - 3] = np.inf  # the second piece cannot go as int8: float32
+    before = r.base["syn0"].copy()
+    rows, values, scales = r.take_delta(0, rows_n, "int8")["syn0"]
+    assert rows.tolist() == [5, 10, rows_n - 3] and values.dtype == np.float32 and scales is None
+    # the base moved by exactly what the joined part says
+    np.testing.assert_array_equal(r.base["syn0"][rows] - before[rows], values)
+
+
+def test_merge_threads_are_validated_and_follow_the_trainers_by_default():
+    with pytest.raises(ValueError, match="threads must be an int >= 1"):
+        Replica(initial(), threads=0)
+    assert [merge.merge_threads(t) for t in (1, 2, 4, 8, 16, 32)] == [1, 1, 1, 2, 4, 4]

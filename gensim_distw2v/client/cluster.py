@@ -227,6 +227,8 @@ class LocalCluster:
         depends on what they log.
     shard_args : list of str
         More options of every shard's command line (``["--channel-port", "-1"]``: merges by Pyro4).
+    worker_args : list of str
+        More options of every worker's command line (``["--merge-threads", "2"]``).
     dispatcher_args : list of str
         More options of the dispatcher's command line (``["--allow-takeover"]``).
 
@@ -246,13 +248,14 @@ class LocalCluster:
     def __init__(self, n_workers=2, threads_per_worker=1, worker_timeout=DispatcherOptions.worker_timeout,
                  hmac_key=None, client_timeout=DispatcherOptions.client_timeout, n_shards=1,
                  job_deadline=DispatcherOptions.job_deadline, status_port=None, log_level="INFO", shard_args=(),
-                 dispatcher_args=()):
+                 dispatcher_args=(), worker_args=()):
         if n_workers < 0 or threads_per_worker < 1 or n_shards < 0:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
         self.worker_timeout, self.client_timeout, self.job_deadline = worker_timeout, client_timeout, job_deadline
         self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
         self.log_level, self.shard_args, self.dispatcher_args = log_level, list(shard_args), list(dispatcher_args)
+        self.worker_args = list(worker_args)
         if not hmac_key:  # a key of its own, gone with the cluster: checkpoints signed with it could not be resumed
             self.shard_args.append("--no-sign-checkpoints")
             self.dispatcher_args.append("--no-sign-checkpoints")
@@ -404,7 +407,8 @@ class LocalCluster:
             for role in roles:
                 number = self._next[role]
                 self._next[role] += 1
-                extra = ["--threads", str(self.threads_per_worker)] if role == "worker" else list(self.shard_args)
+                extra = ["--threads", str(self.threads_per_worker)] + list(self.worker_args) if role == "worker" \
+                    else list(self.shard_args)
                 started.append((role, self._spawn(f"{role}-{number}", f"gensim_distw2v.{role}",
                                                   ["--ns-port", str(self.ns_conf["port"])] + extra + list(args))))
             for role, proc in started:

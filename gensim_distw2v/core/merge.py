@@ -42,6 +42,7 @@ Rules (``merge=``):
 import math
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def _compiled(fn, *args):
     finally:
         _COMPILED.cpu = getattr(_COMPILED, "cpu", 0.0) + time.thread_time() - began
 
-__all__ = ["GlobalWeights", "Replica", "damp_agreeing", "row_bytes"]
+__all__ = ["GlobalWeights", "Replica", "SPLIT_ROWS", "damp_agreeing", "merge_threads", "row_bytes"]
 
 
 def row_bytes(codec, vector_size):
@@ -412,6 +413,59 @@ def damp_agreeing(delta, missed, missed_sq):
     return out
 
 
+#: the fewest rows a merge thread takes of a part (fewer: the part is not split; 4,096 rows of 100
+#: values are 1.6 MB, a millisecond of work, against a few microseconds to hand it to a thread)
+SPLIT_ROWS = 4096
+_HELPERS = {"pool": None, "size": 0, "lock": threading.Lock()}
+
+
+def _helpers(size):
+    """This process's pool of ``size`` merge helper threads (named ``merger-helper``: their CPU counts
+    with the merger's), grown when asked for more."""
+    with _HELPERS["lock"]:
+        if _HELPERS["size"] < size:
+            _HELPERS["pool"] = ThreadPoolExecutor(size, thread_name_prefix="merger-helper")
+            _HELPERS["size"] = size
+        return _HELPERS["pool"]
+
+
+def merge_threads(trainers):
+    """A worker's merge threads by default: one per four trainer threads, from one to four (the merger
+    is one thread against T trainers: at a large vocabulary its round outlasts the interval, and its
+    compiled work releases the GIL)."""
+    return max(1, min(4, int(trainers) // 4))
+
+
+def _timed(fn, *args):
+    """``(fn(*args), the CPU seconds this thread spent in it)``."""
+    began = time.thread_time()
+    out = fn(*args)
+    return out, time.thread_time() - began
+
+
+def _pieces(lo, hi, threads):
+    """``[lo, hi)`` cut into at most ``threads`` ranges of at least :data:`SPLIT_ROWS` rows."""
+    n = max(1, min(threads, (hi - lo) // SPLIT_ROWS))
+    cuts = np.linspace(lo, hi, n + 1).astype(np.int64).tolist()
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _joined(parts):
+    """One matrix's ``(rows, values, row scales or None)`` from its pieces', in row order: as they came
+    if they went in one codec, else every piece as the float32 it stands for (what the base advanced by)."""
+    parts = [p for p in parts if len(p[0])] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
+    rows = np.concatenate([p[0] for p in parts])
+    kinds = {(p[1].dtype, p[2] is None) for p in parts if len(p[0])}
+    if len(kinds) <= 1:
+        scales = None if all(p[2] is None for p in parts) else np.concatenate(
+            [p[2] if p[2] is not None else np.zeros(0, np.float32) for p in parts])
+        return rows, np.concatenate([p[1] for p in parts]), scales
+    values = [p[1].astype(np.float32) * (p[2][:, None] if p[2] is not None else np.float32(1)) for p in parts]
+    return rows, np.ascontiguousarray(np.concatenate(values), dtype=np.float32), None
+
+
 class Replica:
     """A worker's replica ``R`` of the trained matrices and its base ``B``.
 
@@ -420,11 +474,38 @@ class Replica:
     weights : dict of (str, numpy.ndarray)
         The global weights as fetched at join time; copied into ``R`` (trained in place by the
         kernel) and ``B``.
+    threads : int
+        Threads that take and apply a merge part's rows: the caller's and ``threads - 1`` helpers,
+        each on rows of its own (the compiled work releases the GIL; at least :data:`SPLIT_ROWS` rows
+        each). Measured on this 2-core machine with a 1.07 M-row matrix (2026-11-28): taking 458 k
+        changed rows 250 -> 160 ms with two threads, applying them 120 -> 82 ms (memory-bound, not
+        twice as fast). Each thread holds back (``hold_back``) its own rows' share.
+
+    Attributes
+    ----------
+    helper_cpu : float
+        CPU seconds the helper threads have spent so far (the caller's own is its thread's).
     """
 
-    def __init__(self, weights):
+    def __init__(self, weights, threads=1):
         self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
         self.base = {name: w.copy() for name, w in self.replica.items()}
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        self.threads = int(threads)
+        self.helper_cpu = 0.0
+
+    def _run(self, tasks):
+        """``[fn(*args) for fn, *args in tasks]``, the first in this thread, the others on helpers."""
+        if len(tasks) == 1:
+            fn, *args = tasks[0]
+            return [fn(*args)]
+        futures = [_helpers(self.threads - 1).submit(_timed, *task) for task in tasks[1:]]
+        fn, *args = tasks[0]
+        first = fn(*args)
+        done = [future.result() for future in futures]
+        self.helper_cpu += sum(cpu for _, cpu in done)
+        return [first] + [out for out, _ in done]
 
     def take_delta(self, lo, hi, codec="float32", hold_back=0.0, hot_rows=None):
         """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
@@ -458,8 +539,13 @@ class Replica:
         codec = check_codec(codec)
         # B advances by exactly what the server adds to G (so B == G bit for bit on rows no one else
         # touched); the rounding of the delta stays in R - B for the next round.
-        return {name: _take(replica, self.base[name], lo, _row_end(name, lo, hi, hot_rows), codec, hold_back)
-                for name, replica in self.replica.items()}
+        out = {}
+        for name, replica in self.replica.items():
+            end = _row_end(name, lo, hi, hot_rows)
+            pieces = _pieces(lo, end, self.threads)
+            out[name] = _joined(self._run([(_take, replica, self.base[name], a, b, codec, hold_back)
+                                           for a, b in pieces]))
+        return out
 
     def take_in(self, missed, values=None):
         """Take in what the server sent (:meth:`GlobalWeights.apply`'s pair): deltas of the rows
@@ -475,4 +561,6 @@ class Replica:
                 rows = np.ascontiguousarray(rows, dtype=np.uint32)
                 if not HAS_F16C and got.dtype == np.float16:
                     got = _as_float32(got)
-                _compiled(take_rows, self.replica[name], self.base[name], rows, got, row_scales, absolute)
+                self._run([(_compiled, take_rows, self.replica[name], self.base[name], rows[a:b], got[a:b],
+                            None if row_scales is None else row_scales[a:b], absolute)
+                           for a, b in _pieces(0, len(rows), self.threads)])

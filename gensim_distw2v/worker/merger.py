@@ -43,6 +43,7 @@ class MergeRounds:
             while not proxy.call("begin_round", name=self.worker.name, secret=self.worker.secret, session=self.sid, turn=turn, wait=0.5):
                 self.worker.check_alive(self)
         began, cpu, compiled = time.perf_counter(), time.thread_time(), compiled_cpu()
+        helpers = self.replica.helper_cpu  # the merge helper threads' CPU (compiled work), counted with ours
         with self.lock:
             jobs, self.done, self.done_epoch = self.done, [], -1
             loss, self.loss = self.loss, 0.0
@@ -109,11 +110,12 @@ class MergeRounds:
                 self.lock.notify_all()
         self.turn = [flush_epoch + 1, 0] if flush_epoch is not None else [turn[0], turn[1] + 1]
         self.merge_seconds += time.perf_counter() - began
-        self.merge_cpu += time.thread_time() - cpu + pool_cpu
-        if flush_epoch is None:  # of a routine round, the compiled calls' (taking and applying parts: this thread's)
-            self.routine_nogil_cpu += compiled_cpu() - compiled
+        helpers = self.replica.helper_cpu - helpers
+        self.merge_cpu += time.thread_time() - cpu + pool_cpu + helpers
+        if flush_epoch is None:  # of a routine round, the compiled calls' (taking and applying parts: ours, the helpers')
+            self.routine_nogil_cpu += compiled_cpu() - compiled + helpers
         if flush_epoch is not None:
-            self.flush_cpu += time.thread_time() - cpu + pool_cpu
+            self.flush_cpu += time.thread_time() - cpu + pool_cpu + helpers
         report = protocol.RoundReport(
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,

@@ -29,6 +29,7 @@ import threading
 import uuid
 
 from gensim_distw2v import protocol
+from gensim_distw2v.core.merge import merge_threads as default_merge_threads
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.io import endpoints, meter, transport
 from gensim_distw2v.member import Member
@@ -55,16 +56,21 @@ class Worker(Member):
         The cluster's HMAC key.
     heartbeat : float
         Seconds between heartbeats (each is a long poll: a new session is seen at once).
+    merge_threads : int, optional
+        Threads that take and apply a merge round's rows (:class:`gensim_distw2v.core.merge.Replica`);
+        default :func:`gensim_distw2v.core.merge.merge_threads` of ``threads``.
     """
 
     ROLE = "worker"
     TABLE = tables.WORKER  # its remote calls
 
-    def __init__(self, ns_conf, threads=WorkerOptions.threads, hmac_key=None, heartbeat=WorkerOptions.heartbeat):
+    def __init__(self, ns_conf, threads=WorkerOptions.threads, hmac_key=None, heartbeat=WorkerOptions.heartbeat,
+                 merge_threads=WorkerOptions.merge_threads):
         self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.threads = threads or os.cpu_count() or 1
+        self.merge_threads = merge_threads or default_merge_threads(self.threads)
         self.heartbeat_every = heartbeat
         self.meter = meter.Meter("worker", self.threads)
         self.name = transport.WORKER_PREFIX + uuid.uuid4().hex[:12]

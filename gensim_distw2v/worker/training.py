@@ -109,7 +109,8 @@ class _Training(MergeRounds):
         start = time.monotonic()
         arrays = {name: (self._download_weights if name in protocol.WEIGHTS else self._download)(name, spec)
                   for name, spec in config.arrays.items()}
-        self.replica = Replica({n: arrays.pop(n) for n in protocol.WEIGHTS if n in arrays})
+        self.replica = Replica({n: arrays.pop(n) for n in protocol.WEIGHTS if n in arrays},
+                               threads=self.worker.merge_threads)
         if not self.params.sample:
             arrays.pop("sample_int", None)
         if self.file is not None:
