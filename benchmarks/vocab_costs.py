@@ -30,7 +30,7 @@ import scaling  # noqa: E402 - the projection's printing, with its options
 VOCAB_KEYS = ("kernel_us", "worker_merge_us", "worker_routine_us", "worker_flush_us", "worker_other_us",
               "worker_setup_us", "shard_us", "shard_routine_us", "shard_flush_us", "shard_setup_us",
               "shard_routine_call_us", "shard_flush_call_us", "shard_setup_call_us", "bytes_up_per_word",
-              "bytes_down_per_word", "flush_bytes_per_word")
+              "bytes_down_per_word", "flush_bytes_per_word", "worker_routine_nogil_us", "shard_routine_nogil_us")
 SHOWN = ("kernel_us", "worker_routine_us", "worker_flush_us", "shard_us", "dispatcher_us", "bytes_up_per_word",
          "bytes_down_per_word")
 
@@ -87,6 +87,18 @@ def ratio(points, key, vocabulary, base):
     return at(vocabulary) / base_cost if base_cost > 0 else 1.0
 
 
+def regil(run):
+    """``run`` with its GIL-held shares of the routine rounds (``worker_gil_share``, ``shard_gil_share``)
+    as its scaled costs give them: the compiled (GIL-free) part grows with the rows a round scans and
+    moves, the Python around it much less (at 44 k rows about half a worker's merge CPU held the GIL,
+    at 1.07 M a quarter), so a share carried from the base vocabulary would overstate it."""
+    for role, total in (("worker", "worker_routine_us"), ("shard", "shard_routine_call_us")):
+        nogil = run.get(f"{role}_routine_nogil_us")
+        if nogil is not None and run.get(total):
+            run[f"{role}_gil_share"] = min(1.0, max(0.0, 1.0 - nogil / run[total]))
+    return run
+
+
 def main(argv=None):
     args = parse_args(argv)
     measured = [load(path) for path in args.runs.split(",")]
@@ -111,7 +123,7 @@ def main(argv=None):
         print(f"\nat {args.vocabulary:,.0f} rows against {base:,} (the headline's): "
               + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items())
               + f"; gensim's CPU x{gensim_factor:.2f}")
-        runs = [dict(r, **{key: r[key] * factors[key] for key in factors if key in r}) for r in head["runs"]]
+        runs = [regil(dict(r, **{key: r[key] * factors[key] for key in factors if key in r})) for r in head["runs"]]
         gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
         same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
         out.update(factors=factors, gensim_factor=gensim_factor, headline=args.headline,
