@@ -23,6 +23,10 @@ runs the case and measures it. The cases (``--cases``, all by default):
 * ``bandwidth-k4``, ``latency-k4``: the same at K=4 x 2, 200 Mbit/s and 3 ms each way;
 * ``links-k3``: K=3 x 2, 150 Mbit/s and 1 ms each way, both at once.
 
+With ``--repeats N`` every fitted cluster and every case runs N times (seeds ``--seed`` on): the
+fit takes each cost's median, each case its median words/s and costs (a single run on this
+machine carries about ±6% of noise). Each prediction is still printed before its case's runs.
+
 Before a shaped case runs, its links are measured as a user would measure theirs: the round trip
 (a ping-pong through the relay) and the CPU a byte costs this machine beyond loopback's (bulk
 transfers, ``netlab.cpu_per_byte``: ~30 ns a byte through tbf at 100-200 Mbit/s, which cuts the
@@ -39,7 +43,8 @@ JSON object with ``cases: [{name, predicted_wps, measured_wps, error}]``. The sh
 Linux, root, ``ip``, ``tc`` and ``nft`` (Debian: iproute2, nftables); without them they are left
 out, saying why.
 
-    python benchmarks/validate_projection.py --corpus devmix.txt --max-words 3000000 --other-corpus synth.txt --json
+    python benchmarks/validate_projection.py --corpus devmix.txt --max-words 3000000 --other-corpus synth.txt \
+        --repeats 2 --json
 """
 import argparse
 import dataclasses
@@ -101,6 +106,8 @@ def parse_args(argv=None):
     parser.add_argument("--sync-words", type=int, default=2_500, help="every run's interval")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each fitted cluster and each case (seeds --seed, --seed + 1, ...): medians")
     parser.add_argument("--machine-cores", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -132,6 +139,22 @@ def run(args, mode, k, threads, corpus, net=None):
         sys.exit(f"{mode} K={k} x {threads} failed:\n{out.stderr[-4000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
     return dict(scaling.costs(row, k, threads, mode == "dist_cf"), shards=k)
+
+
+def median_run(runs):
+    """Each numeric cost's median over repeated runs of one configuration (the rest as the first's)."""
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = statistics.median(r[key] for r in runs if isinstance(r.get(key), (int, float)))
+    out["repeats"] = len(runs)
+    return out
+
+
+def repeated(args, fn, *rest):
+    """``fn(args, *rest)`` for ``--repeats`` seeds from ``--seed``, as one run of median costs."""
+    runs = [fn(argparse.Namespace(**dict(vars(args), seed=args.seed + i)), *rest) for i in range(args.repeats)]
+    return median_run(runs)
 
 
 def run_case(args, case, corpus):
@@ -205,7 +228,7 @@ def main(argv=None):
         fitted = []
         for item in args.fit.split(","):
             k, t = (int(x) for x in item.split("x"))
-            costs = run(args, "dist_cf", k, t, corpora["main"])
+            costs = repeated(args, run, "dist_cf", k, t, corpora["main"])
             fitted.append(costs)
             print(f"fitted K={k} x {t}: {costs['raw_wps']:,.0f} words/s, a round {costs['round_ms']:.2f} ms; " +
                   ", ".join(f"{key} {costs[key]:.3f}" for key in SHOWN), flush=True)
@@ -235,7 +258,7 @@ def main(argv=None):
             print(f"\n{name}: K={case.k} x {case.threads} {case.mode}{' (other corpus)' if case.other else ''}"
                   f"{case.label()}{trip}: predicted {model['model_wps']:,.0f} words/s ({model['bottleneck']}"
                   f"{f', and {serial:.2f} s on the links outside training' if serial else ''}; costs {label})", flush=True)
-            measured = run_case(args, case, corpora["other" if case.other else "main"])
+            measured = repeated(args, run_case, case, corpora["other" if case.other else "main"])
             error = model["model_wps"] / measured["raw_wps"] - 1
             print(f"  measured {measured['raw_wps']:,.0f} words/s: error {error:+.1%}")
             print(f"  a round, predicted / measured: {model['round_seconds'] * 1e3:.2f} / {measured['round_ms']:.2f} ms ("

@@ -276,3 +276,27 @@ def test_vocabulary_ratios_are_powers_through_the_nearest_measured_vocabularies(
     assert vocab_costs.ratio(points, "c", 1e7, 1e4) == pytest.approx(300.0)  # beyond: through the two largest
     assert vocab_costs.ratio(points, "f", 1e7, 1e4) == pytest.approx(0.25)  # a falling cost held beyond
     assert vocab_costs.ratio(points, "c", 1e4, 1e4) == 1.0
+
+
+@pytest.mark.unit
+def test_debian_corpus_keeps_file_order_and_skips_markup_binaries_and_copies(tmp_path):
+    import gzip
+
+    debian_corpus = load("debian_corpus")
+    root = tmp_path / "doc"
+    for package in ("bpkg", "apkg", "cpkg"):
+        (root / package).mkdir(parents=True)
+    (root / "apkg" / "README").write_text("The first package's words come first.\nshort line\n")
+    with gzip.open(root / "apkg" / "changelog.gz", "wt") as fout:
+        fout.write("apkg (1.0) unstable; urgency=low\n")
+    (root / "bpkg" / "index.html").write_text("<div class='x'>markup is not prose at all</div>\n")
+    (root / "bpkg" / "blob").write_bytes(b"\0\1\2 binary data here")
+    (root / "bpkg" / "NEWS").write_text("B's news: it's well-known, and then some.\n")
+    (root / "cpkg" / "README").write_text("The first package's words come first.\nshort line\n")  # a copy
+    out = tmp_path / "corpus.txt"
+    assert debian_corpus.main(["--root", str(root), "--out", str(out)]) == 0
+    assert out.read_text().splitlines() == [
+        "the first package's words come first",  # apkg's README, then its changelog.gz: sorted paths, gzip read
+        "apkg unstable urgency low",
+        "b's news it's well-known and then some",  # bpkg's NEWS; its HTML and binary skipped; cpkg's copy too
+    ]
