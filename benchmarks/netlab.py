@@ -13,6 +13,7 @@ NIC counters.
 Linux and root only (``ip``, ``tc``; ``nft`` for delays): :func:`missing` says what is missing.
 Every namespace is deleted on exit, also on failure or Ctrl-C.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -94,7 +95,21 @@ def cpu_per_byte(sender=(), receiver=(), host="127.0.0.1", megabytes=256):
     return max(0.0, busy - idle * elapsed) * 1e9 / size
 
 
-class Network:
+class _Opened:
+    """A context manager of :meth:`open` and :meth:`close` (closed also when opening fails)."""
+
+    def __enter__(self):
+        with contextlib.ExitStack() as undo:
+            undo.callback(self.close)  # a failed open leaves nothing behind
+            self.open()
+            undo.pop_all()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Network(_Opened):
     """A switch namespace with a bridge, a head namespace and ``k`` host namespaces.
 
     Parameters
@@ -187,23 +202,14 @@ class Network:
         stats = json.loads(out)[0]["stats64"]
         return stats["rx"]["bytes"], stats["tx"]["bytes"]
 
-    def __enter__(self):
-        try:
-            self.switch = f"{self.tag}sw"
-            self.ip("netns", "add", self.switch)
-            self.namespaces.append(self.switch)
-            self.ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-            self.ip("-n", self.switch, "link", "set", "br0", "up")
-            self.head = self.host("h", address(-1))
-            self.workers = [self.host(f"w{i}", address(i)) for i in range(self.k)]
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+    def open(self):
+        self.switch = f"{self.tag}sw"
+        self.ip("netns", "add", self.switch)
+        self.namespaces.append(self.switch)
+        self.ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        self.ip("-n", self.switch, "link", "set", "br0", "up")
+        self.head = self.host("h", address(-1))
+        self.workers = [self.host(f"w{i}", address(i)) for i in range(self.k)]
 
     def close(self):
         for relay in self.relays:
@@ -215,7 +221,7 @@ class Network:
         self.namespaces = []
 
 
-class Cluster:
+class Cluster(_Opened):
     """A name server and a dispatcher on the head of ``net``, and on each host ``shards_per_host``
     shards and a worker of ``threads`` trainer threads; stopped on exit."""
 
@@ -238,29 +244,20 @@ class Cluster:
         """``{pid: role}`` of the dispatcher, the shards and the workers."""
         return {proc.pid: proc.name.split("-")[0] for proc in self.procs if proc.name != "nameserver"}
 
-    def __enter__(self):
+    def open(self):
         net, common = self.net, ["--ns-host", address(-1), "--ns-port", str(PORT)]
-        try:
-            self._start("nameserver", net.head, ["-m", "gensim_distw2v.nameserver", "-n", address(-1), "-p", str(PORT)],
-                        "gensim_distw2v.nameserver ready at")  # its key: GENSIM_DISTW2V_HMAC_KEY
-            dispatcher = self._start("dispatcher", net.head, ["-m", "gensim_distw2v.dispatcher", "--host", address(-1)]
-                                     + common, "ready at")
-            for i, ns in enumerate(net.workers):
-                for j in range(self.shards_per_host):
-                    self._start(f"shard-{i}.{j}", ns, ["-m", "gensim_distw2v.shard", "--host", address(i)] + common,
-                                "ready at")
-                self._start(f"worker-{i}", ns, ["-m", "gensim_distw2v.worker", "--host", address(i), "--threads",
-                                                str(self.threads)] + common, "ready at")
-            dispatcher.wait_for(rf"\({net.k} workers\)", timeout=120)
-            dispatcher.wait_for(rf"\({net.k * self.shards_per_host} shards\)", timeout=120)
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+        self._start("nameserver", net.head, ["-m", "gensim_distw2v.nameserver", "-n", address(-1), "-p", str(PORT)],
+                    "gensim_distw2v.nameserver ready at")  # its key: GENSIM_DISTW2V_HMAC_KEY
+        dispatcher = self._start("dispatcher", net.head, ["-m", "gensim_distw2v.dispatcher", "--host", address(-1)]
+                                 + common, "ready at")
+        for i, ns in enumerate(net.workers):
+            for j in range(self.shards_per_host):
+                self._start(f"shard-{i}.{j}", ns, ["-m", "gensim_distw2v.shard", "--host", address(i)] + common,
+                            "ready at")
+            self._start(f"worker-{i}", ns, ["-m", "gensim_distw2v.worker", "--host", address(i), "--threads",
+                                            str(self.threads)] + common, "ready at")
+        dispatcher.wait_for(rf"\({net.k} workers\)", timeout=120)
+        dispatcher.wait_for(rf"\({net.k * self.shards_per_host} shards\)", timeout=120)
 
     def close(self):
         for proc in reversed(self.procs):
