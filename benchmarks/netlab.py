@@ -136,7 +136,7 @@ class Network(_Opened):
         needs to reach its rate): a message leaves at the rate, as from a real NIC, where a bucket of
         512 kB let a round's 90 kB go at once after an idle moment (measured: 0.2 ms where 100 Mbit/s
         takes 7.3; with this bucket 6.4 ms, and 95 Mbit/s in bulk; at 1 Gbit/s 0.77 ms for 0.73 and
-        892 Mbit/s)."""
+        892 Mbit/s; docs/measurements/validate-projection-explore-2026-11-28.txt)."""
         burst = max(16384, int(rate_bits(self.rate) / 8 * 0.25e-3))
         subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
                         "burst", str(burst), "latency", "20ms"], check=True, capture_output=True, timeout=30)

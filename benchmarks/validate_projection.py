@@ -25,7 +25,7 @@ runs the case and measures it. The cases (``--cases``, all by default):
 
 With ``--repeats N`` every fitted cluster and every case runs N times (seeds ``--seed`` on): the
 fit takes each cost's median, each case its median words/s and costs (a single run on this
-machine carries about ±6% of noise). Each prediction is still printed before its case's runs.
+machine is off by up to about 10%). Each prediction is still printed before its case's runs.
 
 Before a shaped case runs, its links are measured as a user would measure theirs: the round trip
 (a ping-pong through the relay) and the CPU a byte costs this machine beyond loopback's (bulk
@@ -148,6 +148,7 @@ def median_run(runs):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = statistics.median(r[key] for r in runs if isinstance(r.get(key), (int, float)))
     out["repeats"] = len(runs)
+    out["runs_wps"] = [r["raw_wps"] for r in runs]  # each run's words/s: the noise beside the median
     return out
 
 
@@ -277,7 +278,7 @@ def main(argv=None):
                           "predicted": {key: costs[key] for key in SHOWN},
                           "measured": {key: measured[key] for key in SHOWN},
                           "bytes_per_word": [measured["bytes_up_per_word"], measured["bytes_down_per_word"]],
-                          "stall_share": measured.get("stall_share")})
+                          "stall_share": measured.get("stall_share"), "runs_wps": measured.get("runs_wps")})
     worst = max(abs(c["error"]) for c in cases)
     print(f"\n{len(cases)} cases, errors " + ", ".join(f"{c['name']} {c['error']:+.1%}" for c in cases)
           + f"; within 20%: {sum(abs(c['error']) <= 0.2 for c in cases)} of {len(cases)} (worst {worst:.1%}, "

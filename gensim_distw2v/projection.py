@@ -75,8 +75,8 @@ DEFAULT_JOB_PYTHON_US = 0.01
 LOOPBACK_RTT_MS = 0.03
 #: calls a routine round waits for in turn: one ``merge`` to every shard at once (``round_done`` goes a
 #: few times a second, not per round). Measured through a delaying relay (K=2 x 2, 2,500 words a round,
-#: 2026-11-28): a round took 7.0, 9.4, 10.7 and 13.9 ms at round trips of 0.05, 2.5, 4.4 and 8.6 ms,
-#: 0.8-1 round trip more per round trip added
+#: 2026-11-28, docs/measurements/validate-projection-explore-2026-11-28.txt): a round took 7.0, 9.4,
+#: 10.7 and 13.9 ms at round trips of 0.05, 2.5, 4.4 and 8.6 ms, 0.8-1 round trip more per round trip added
 DEFAULT_ROUND_TRIPS = 1
 
 
@@ -506,8 +506,9 @@ def this_machine(run, cores=2, link_gbit=None, words=None, model_bytes=0, link_n
     when the cluster leaves the cores idle part of the time (waiting for its links) a round waits
     less: ``1 + (S - 1) u``, ``u`` the share of the cores the predicted words/s keep busy, solved
     with the words/s (:func:`limits`' ``round_stretch``). Measured through a delaying relay (K=2 x
-    2, 2026-11-28): a round's CPU part took 1.9, 2.0 and 1.6 times its CPU at cores 70, 61 and 49%
-    busy, where loopback's took 2.3 times.
+    2, 2026-11-28, ``docs/measurements/validate-projection-explore-2026-11-28.txt``): a round's CPU
+    part took about 1.9, 2.0 and 1.6 times its CPU at cores about 70, 61 and 49% busy, where
+    loopback's took 2.3 times.
 
     Between namespaces a byte costs this machine more CPU than on loopback, where the costs were
     measured (a tbf that cuts segments into packets, a relay in Python): ``link_ns_per_byte``, the

@@ -424,8 +424,11 @@ def _helpers(size):
     with the merger's), grown when asked for more."""
     with _HELPERS["lock"]:
         if _HELPERS["size"] < size:
+            old = _HELPERS["pool"]
             _HELPERS["pool"] = ThreadPoolExecutor(size, thread_name_prefix="merger-helper")
             _HELPERS["size"] = size
+            if old is not None:  # its threads end once their work is done
+                old.shutdown(wait=False)
         return _HELPERS["pool"]
 
 
@@ -446,7 +449,9 @@ def _timed(fn, *args):
 def _pieces(lo, hi, threads):
     """``[lo, hi)`` cut into at most ``threads`` ranges of at least :data:`SPLIT_ROWS` rows."""
     n = max(1, min(threads, (hi - lo) // SPLIT_ROWS))
-    cuts = np.linspace(lo, hi, n + 1).astype(np.int64).tolist()
+    if n == 1:
+        return [(lo, hi)]
+    cuts = [lo + (hi - lo) * i // n for i in range(n + 1)]
     return list(zip(cuts[:-1], cuts[1:]))
 
 
@@ -477,9 +482,11 @@ class Replica:
     threads : int
         Threads that take and apply a merge part's rows: the caller's and ``threads - 1`` helpers,
         each on rows of its own (the compiled work releases the GIL; at least :data:`SPLIT_ROWS` rows
-        each). Measured on this 2-core machine with a 1.07 M-row matrix (2026-11-28): taking 458 k
-        changed rows 250 -> 160 ms with two threads, applying them 120 -> 82 ms (memory-bound, not
-        twice as fast). Each thread holds back (``hold_back``) its own rows' share.
+        each). Measured on this 2-core machine at 1.07 M rows of 100 values in two matrices
+        (``benchmarks/merge_threads.py``, 2026-11-28): a routine round's 100 k rows taken in 18.0 ->
+        11.3 ms with two threads and applied in 8.8 -> 4.8, an every-row round's 630 k in 246 -> 218
+        and 85 -> 49 (memory-bound, not twice as fast). Each thread holds back (``hold_back``) its
+        own rows' share.
 
     Attributes
     ----------
@@ -543,6 +550,9 @@ class Replica:
         for name, replica in self.replica.items():
             end = _row_end(name, lo, hi, hot_rows)
             pieces = _pieces(lo, end, self.threads)
+            if len(pieces) == 1:  # one thread, or too few rows to split: as it always was
+                out[name] = _take(replica, self.base[name], lo, end, codec, hold_back)
+                continue
             out[name] = _joined(self._run([(_take, replica, self.base[name], a, b, codec, hold_back)
                                            for a, b in pieces]))
         return out
@@ -561,6 +571,9 @@ class Replica:
                 rows = np.ascontiguousarray(rows, dtype=np.uint32)
                 if not HAS_F16C and got.dtype == np.float16:
                     got = _as_float32(got)
+                pieces = _pieces(0, len(rows), self.threads)
+                if len(pieces) == 1:
+                    _compiled(take_rows, self.replica[name], self.base[name], rows, got, row_scales, absolute)
+                    continue
                 self._run([(_compiled, take_rows, self.replica[name], self.base[name], rows[a:b], got[a:b],
-                            None if row_scales is None else row_scales[a:b], absolute)
-                           for a, b in _pieces(0, len(rows), self.threads)])
+                            None if row_scales is None else row_scales[a:b], absolute) for a, b in pieces])
