@@ -14,6 +14,7 @@ JSON object last.
 
     python benchmarks/quality_law.py --sizes 4e6,12e6,40e6,120e6 --workers 8,16 --models cbow --epochs 1
     python benchmarks/quality_law.py --sizes 4e6,12e6 --workers 2,4,8,16 --models cbow,sg,sg-hs --seeds 2
+    python benchmarks/quality_law.py --generator discourse --sizes 12e6,40e6,120e6 --workers 8,16 --epochs 1
 """
 import argparse
 import json
@@ -28,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from provenance import provenance  # noqa: E402 - a sibling module
 
+GENERATORS = {"topics": "synth_corpus.py", "discourse": "discourse_corpus.py"}
 MODELS = {"cbow": ["--sg", "0"], "sg": ["--sg", "1"], "sg-hs": ["--sg", "1", "--hs", "1"]}
 
 
@@ -37,11 +39,17 @@ def parse_args(argv=None):
     parser.add_argument("--workers", default="8,16", help="K values")
     parser.add_argument("--models", default="cbow", help=f"of {','.join(MODELS)}")
     parser.add_argument("--scales", default="1", help="intervals as multiples of the default one (e.g. 0.25,1,4)")
+    parser.add_argument("--intervals", default="",
+                        help="also fixed intervals, in words a merge, the same at every corpus size (e.g. 2222,7407): "
+                             "the law's other candidate, words per merge, measured directly")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--vector-size", type=int, default=100)
     parser.add_argument("--corpus-dir", default=None,
                         help="where the corpora are written (default: a temporary folder); one already there is reused")
+    parser.add_argument("--generator", default="topics", choices=GENERATORS,
+                        help="the synthetic corpus: synth_corpus.py's topics (a coarse answer: the truth list) or "
+                             "discourse_corpus.py's drifting discourse (an answer at the words' grain: analogies)")
     parser.add_argument("--corpus", default=None,
                         help="a real corpus instead (one size, its own; the law's score is the analogies', ws353 and "
                              "simlex kept beside it)")
@@ -53,13 +61,14 @@ def parse_args(argv=None):
     return args
 
 
-def corpus_for(size, directory):
-    """The synthetic corpus of ``size`` tokens in ``directory`` (written once); ``(path, pairs path)``."""
+def corpus_for(size, directory, generator="topics"):
+    """The synthetic corpus of ``size`` tokens in ``directory`` (written once, by ``generator``'s script);
+    ``(path, pairs path)``. A corpus already there is reused whichever wrote it: its ``.json`` says which."""
     path = os.path.join(directory, f"synth-{size:.0f}.txt")
     pairs = os.path.join(directory, f"synth-{size:.0f}.pairs.tsv")
     if not (os.path.exists(path) and os.path.exists(pairs)):
-        subprocess.run([sys.executable, os.path.join(HERE, "synth_corpus.py"), "--words", str(size), "--out", path],
-                       check=True)
+        subprocess.run([sys.executable, os.path.join(HERE, GENERATORS[generator]), "--words", str(size), "--out",
+                        path], check=True)
     return path, pairs
 
 
@@ -114,20 +123,21 @@ def main(argv=None):
     args = parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
     scales = [float(s) for s in args.scales.split(",")]
+    fixed = [int(float(w)) for w in args.intervals.split(",") if w]
     sizes = [float(s) for s in args.sizes.split(",")] if not args.corpus else [float(corpus_words(args.corpus))]
     points = []
     with tempfile.TemporaryDirectory(prefix="quality_law_") as tmp:
         directory = args.corpus_dir or tmp
         os.makedirs(directory, exist_ok=True)
         for size in sizes:
-            path, pairs = (args.corpus, None) if args.corpus else corpus_for(size, directory)
+            path, pairs = (args.corpus, None) if args.corpus else corpus_for(size, directory, args.generator)
             # the law's score (the others are kept too): a real corpus's analogies, a synthetic one's (its finer
             # answer) where it has them, else its pairs' similarity
             metric = "analogy" if args.corpus else "truth_analogy" if os.path.exists(
                 os.path.splitext(path)[0] + ".analogies.txt") else "truth"
             for model in args.models.split(","):
                 baseline = {}  # gensim workers=1 of each seed: deterministic, trained once
-                for scale in scales:
+                for scale in scales + [("words", w) for w in fixed]:
                     runs = {}
                     for seed in range(1, args.seeds + 1):
                         if scale == 1:
@@ -139,7 +149,8 @@ def main(argv=None):
                         else:  # an interval rule of its own at each K: one run a K
                             for k in ks:
                                 words = size
-                                sync = max(100, int(round(scale * default_interval(k, words, model != "cbow"))))
+                                sync = scale[1] if isinstance(scale, tuple) else \
+                                    max(100, int(round(scale * default_interval(k, words, model != "cbow"))))
                                 out = simulate(args, path, pairs, model, [k], seed, sync, words=size,
                                                baseline=baseline.get(seed))
                                 baseline.setdefault(seed, out.get("gensim"))
@@ -147,7 +158,9 @@ def main(argv=None):
                     for k, each in sorted(runs.items()):
                         run0 = each[0][0]
                         epoch_words = run0.get("corpus_words") or size
-                        point = {"model": model, "K": k, "size": size, "scale": scale, "seeds": len(each),
+                        rule = default_interval(k, size, model != "cbow")
+                        point = {"model": model, "K": k, "size": size, "seeds": len(each),
+                                 "scale": run0["sync_words"] / rule if isinstance(scale, tuple) else scale,
                                  "sync_words": run0["sync_words"], "epochs": args.epochs,
                                  "merges_per_epoch": (epoch_words / k) / run0["sync_words"] if epoch_words else None,
                                  "gensim": statistics.fmean(g[metric] for _, g in each),
@@ -158,7 +171,7 @@ def main(argv=None):
                                             for key in ("analogy", "ws353", "simlex", "truth", "truth_analogy")
                                             if key in run0}}
                         points.append(point)
-                        print(f"{model:6} K={k:<3} {size / 1e6:7.1f} M words x{scale:<5g} interval "
+                        print(f"{model:6} K={k:<3} {size / 1e6:7.1f} M words x{point['scale']:<5.3g} interval "
                               f"{point['sync_words']:>8,} words ({point['merges_per_epoch'] or 0:8.0f} merges a worker "
                               f"an epoch): {metric} gensim {point['gensim']:.4f} cluster {point['cluster']:.4f} "
                               f"loss {point['loss']:+.4f}", flush=True)

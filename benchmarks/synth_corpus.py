@@ -329,19 +329,24 @@ def render(ids, lengths):
     return out.tobytes()
 
 
+def expected_seen(means, min_count=1):
+    """How many of the words with these expected counts are seen at least ``min_count`` times (Poisson)."""
+    if min_count <= 1:
+        return float(np.sum(-np.expm1(-means)))
+    # P(X >= m) for Poisson(mean): 1 - sum_{j<m} e^-mean mean^j / j!
+    total = np.zeros_like(means)
+    term = np.exp(-means)
+    for j in range(min_count):
+        total += term
+        term = term * means / (j + 1)
+    return float(np.sum(np.clip(1 - total, 0, 1)))
+
+
 def expected_distinct(model, words, min_count=1):
     """Expected distinct words (``min_count=1``), or words seen at least ``min_count`` times (Poisson
     approximation), in a corpus of ``words`` tokens."""
     def seen(means):
-        if min_count <= 1:
-            return float(np.sum(-np.expm1(-means)))
-        # P(X >= m) for Poisson(mean): 1 - sum_{j<m} e^-mean mean^j / j!
-        total = np.zeros_like(means)
-        term = np.exp(-means)
-        for j in range(min_count):
-            total += term
-            term = term * means / (j + 1)
-        return float(np.sum(np.clip(1 - total, 0, 1)))
+        return expected_seen(means, min_count)
     ranks = np.arange(1, model.function_words + 1)
     out = seen(model.expected_count(ranks - 1, words))
     line_p = (1 - model.drift) * model.topic_p + model.drift * drift_p(model)
@@ -353,9 +358,10 @@ def expected_distinct(model, words, min_count=1):
     return out
 
 
-def write(model, path, words, order="shuffled", block_lines=50_000, progress=True):
-    """Write ``words`` tokens (whole lines: a little over) to ``path``; returns ``(tokens, lines, seconds)``."""
-    rng = np.random.default_rng([model.seed, 2, {"shuffled": 0, "documents": 1, "topics": 2}[order]])
+def write(model, path, words, order="shuffled", block_lines=50_000, progress=True, stream=2):
+    """Write ``words`` tokens (whole lines: a little over) to ``path``, ``model.lines`` a block at a time, from the
+    random stream ``[model.seed, stream, order]``; returns ``(tokens, lines, seconds)``."""
+    rng = np.random.default_rng([model.seed, stream, {"shuffled": 0, "documents": 1, "topics": 2}[order]])
     state, tokens, lines, began, told = {}, 0, 0, time.perf_counter(), 0.0
     with open(path, "wb") as fout:
         while tokens < words:
@@ -443,13 +449,40 @@ def _parse(word):
     return n - 1
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def corpus_parser(doc):
+    """An argument parser with the options every synthetic corpus's script takes (``--words``, ``--seed``,
+    ``--out``, ``--order``, ``--pairs``, ``--expected-only``); :func:`checked` checks them once parsed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--words", type=float, required=True, help="tokens to write (e.g. 1e8)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", help="the corpus file; its truth list is written beside it (.pairs.tsv) and its "
-                                      "parameters (.json)")
+    parser.add_argument("--out", help="the corpus file; its truth list (.pairs.tsv), analogies (.analogies.txt, if "
+                                      "the model has them) and parameters (.json) are written beside it")
     parser.add_argument("--order", default="shuffled", choices=("shuffled", "documents", "topics"))
+    parser.add_argument("--pairs", type=int, default=400, help="pairs in the truth list")
+    parser.add_argument("--expected-only", action="store_true",
+                        help="write nothing: print the expected distinct words (and at min_count 5)")
+    return parser
+
+
+def checked(parser, argv=None):
+    """``parser``'s arguments, the common ones checked."""
+    args = parser.parse_args(argv)
+    if not args.expected_only and not args.out:
+        parser.error("--out is required (unless --expected-only)")
+    if args.words < 1000:
+        parser.error("--words must be at least 1000")
+    return args
+
+
+def expected_only(model, words, expected=None):
+    """The JSON line ``--expected-only`` prints: distinct words expected in ``words`` tokens, and at min_count 5
+    (by ``expected``, a script's ``expected_distinct``; this one's by default)."""
+    expected = expected or expected_distinct
+    return json.dumps({"words": words, "distinct": expected(model, words), "min_count_5": expected(model, words, 5)})
+
+
+def parse_args(argv=None):
+    parser = corpus_parser(__doc__)
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--clusters", type=int, default=20)
     parser.add_argument("--topic-words", type=int, default=200_000, help="ranks of each topic's Zipf law")
@@ -457,17 +490,9 @@ def parse_args(argv=None):
     parser.add_argument("--offset", type=float, default=3.0, help="offset of each topic's Zipf-Mandelbrot law")
     parser.add_argument("--function-share", type=float, default=0.5)
     parser.add_argument("--drift", type=float, default=0.35)
-    parser.add_argument("--pairs", type=int, default=400, help="pairs in the truth list")
     parser.add_argument("--roles", type=int, default=1,
                         help="roles of a topic's words (default 1: none, no analogies; e.g. 8 with --zipf 2.0)")
-    parser.add_argument("--expected-only", action="store_true",
-                        help="write nothing: print the expected distinct words (and at min_count 5)")
-    args = parser.parse_args(argv)
-    if not args.expected_only and not args.out:
-        parser.error("--out is required (unless --expected-only)")
-    if args.words < 1000:
-        parser.error("--words must be at least 1000")
-    return args
+    return checked(parser, argv)
 
 
 def model_of(args):
@@ -482,8 +507,7 @@ def main(argv=None):
     model = model_of(args)
     words = int(args.words)
     if args.expected_only:
-        print(json.dumps({"words": words, "distinct": expected_distinct(model, words),
-                          "min_count_5": expected_distinct(model, words, 5)}))
+        print(expected_only(model, words))
         return
     tokens, lines, seconds = write(model, args.out, words, args.order)
     base = os.path.splitext(args.out)[0]

@@ -207,9 +207,13 @@ def test_quality_law_runs_the_simulator_on_synthetic_corpora(tmp_path):
     """Two small synthetic corpora, two intervals: a point per (size, interval), each with the truth list's
     Spearman of gensim and of the simulated cluster, and the two candidate laws fitted."""
     out = run("quality_law.py", "--sizes", "2e5,4e5", "--workers", "2", "--models", "cbow", "--scales", "0.5,1",
-              "--vector-size", "16", "--corpus-dir", str(tmp_path), "--json")
+              "--intervals", "700", "--vector-size", "16", "--corpus-dir", str(tmp_path), "--json")
     data = json.loads(out.strip().splitlines()[-1])
-    assert len(data["points"]) == 4 and {p["size"] for p in data["points"]} == {2e5, 4e5}
+    assert len(data["points"]) == 6 and {p["size"] for p in data["points"]} == {2e5, 4e5}
+    # a fixed interval: the same words a merge at both sizes, below the rule's (its floor, 2,200 words, here)
+    fixed = [p for p in data["points"] if p["sync_words"] == 700]
+    assert len(fixed) == 2 and {p["size"] for p in fixed} == {2e5, 4e5}
+    assert all(p["scale"] == pytest.approx(700 / 2200) for p in fixed)
     for p in data["points"]:
         assert 0 < p["gensim"] <= 1 and -1 <= p["cluster"] <= 1
         assert p["loss"] == pytest.approx(p["gensim"] - p["cluster"])

@@ -1,13 +1,13 @@
 """The synthetic corpus (``benchmarks/synth_corpus.py``): LineSentence text of the asked size, Zipf's and
 Heaps' laws as its model says, the same text for the same seed, its orders, and a truth list that a
 model trained on the text scores well on (and a model of shuffled words does not)."""
-import re
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from .benchmark_modules import load
+from .corpus_checks import assert_frequencies_follow, assert_linesentence
 
 pytestmark = pytest.mark.unit
 
@@ -30,29 +30,14 @@ def test_words_are_spelled_and_parsed_back():
 
 def test_text_is_linesentence_of_the_asked_size_and_its_lengths(tmp_path):
     model, path, tokens, lines = written(tmp_path)
-    text = open(path, encoding="ascii").read()
-    assert re.fullmatch(r"([a-z]+( [a-z]+)*\n)+", text)
-    per_line = [len(line.split()) for line in text.splitlines()]
-    assert len(per_line) == lines and sum(per_line) == tokens
-    assert 300_000 <= tokens < 300_000 + 300  # whole lines: at most one line over
-    assert min(per_line) >= 3 and max(per_line) <= 300 and 12 <= np.median(per_line) <= 18
+    assert_linesentence(path, tokens, lines, 300_000)
 
 
 def test_frequencies_follow_the_model_zipf_and_heaps(tmp_path):
     model, path, tokens, _ = written(tmp_path, words=400_000)
-    counts = Counter(open(path, encoding="ascii").read().split())
-    # distinct words as the model expects them (Heaps' law comes from the same sum)
-    assert len(counts) == pytest.approx(synth_corpus.expected_distinct(model, tokens), rel=0.05)
-    seen5 = sum(1 for c in counts.values() if c >= 5)
-    assert seen5 == pytest.approx(synth_corpus.expected_distinct(model, tokens, 5), rel=0.1)
-    # the most frequent words' counts as the model expects them
-    top = [w for w, _ in counts.most_common(30)]
-    expected = model.expected_count([synth_corpus._parse(w) for w in top], tokens)
-    assert np.array([counts[w] for w in top]) == pytest.approx(expected, rel=0.15)
-    # rank/frequency: a power law over the ranks 10..1000 (slope near -1, as text's)
-    freq = np.array(sorted(counts.values(), reverse=True)[9:1000], dtype=float)
-    slope = np.polyfit(np.log(np.arange(10, 10 + len(freq))), np.log(freq), 1)[0]
-    assert -1.4 < slope < -0.6
+    # distinct words and the most frequent words' counts as the model expects them (Heaps' law comes from the same
+    # sum); rank/frequency a power law over the ranks 10..1000 (slope near -1, as text's)
+    assert_frequencies_follow(model, path, tokens, synth_corpus.expected_distinct)
     # Heaps: the distinct words grow as a power of the corpus below 1
     small, large = synth_corpus.expected_distinct(model, 1e7), synth_corpus.expected_distinct(model, 1e9)
     beta = np.log(large / small) / np.log(100)
