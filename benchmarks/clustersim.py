@@ -53,8 +53,8 @@ def parse_args(argv=None):
     parser.add_argument("--cold-every", type=int, default=None)
     parser.add_argument("--merge-dtype", default=None)
     parser.add_argument("--damp-words", type=int, default=None,
-                        help="damp the rows a worker sees 1.5 times in this many words (default: sync_words, as the "
-                             "cluster does)")
+                        help="damp the rows a worker sees 1.5 times in this many words (default: as the cluster "
+                             "does, sync_words up to 2,200: schedule.damp_words)")
     parser.add_argument("--damp-output", type=int, default=None, metavar="ROWS",
                         help="experiment: damp this many first syn1neg rows (the cluster damps at most "
                              "merge.OUTPUT_DAMP_MOST, and no more than syn0's damped rows)")
@@ -178,7 +178,8 @@ class Simulation:
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
         from gensim_distw2v.core.merge import GlobalWeights, Replica
-        from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, tree_hot_rows
+        from gensim_distw2v.core.schedule import (damp_words as damp_clock, damped_rows, default_sync_words, hot_rows,
+                                                  tree_hot_rows)
         from gensim_distw2v.protocol.transfers import row_ranges
 
         kernel, arrays = model_arrays(model)
@@ -193,7 +194,7 @@ class Simulation:
         self.sync_words = int(settings.sync_words or default_sync_words(k, model.corpus_total_words, sg=bool(model.sg)))
         self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
         tree = node_counts(arrays["points"], arrays["code_offsets"], counts, self.n_rows) if "syn1" in arrays else None
-        damp = damped_rows(counts, damp_words or self.sync_words, tree_counts=tree)
+        damp = damped_rows(counts, damp_words or damp_clock(self.sync_words), tree_counts=tree)
         if damp_output is not None:
             damp["syn1neg"] = min(self.n_rows, damp_output)
         # hs: syn1's hot rows, as the cluster's client counts them (-1: every row, --all-tree-rows)

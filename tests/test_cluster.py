@@ -304,9 +304,10 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
         assert np.isfinite(ours.wv.vectors).all() and ours.cluster_stats["merges"] > 3
         moved[rule] = float(np.linalg.norm(ours.wv.vectors[:50] - start[:50]))
         damped[rule] = ours.cluster_stats["damped_rows"]
-        if rule == "damp":  # the rows a worker sees 1.5 times per 5,000 words: some, not all
+        if rule == "damp":  # the rows a worker sees 1.5 times per 2,200 words (not per 5,000): some, not all
             hot = ours.cluster_stats["damp_rows"]
-            assert hot == schedule.damped_rows(ours.wv.expandos["count"], 5000)
+            assert hot == schedule.damped_rows(ours.wv.expandos["count"], schedule.damp_words(5000))
+            assert hot["syn0"] < schedule.damped_rows(ours.wv.expandos["count"], 5000)["syn0"]
             assert 0 < hot["syn1neg"] == hot["syn0"] < len(ours.wv), hot
             three_workers.processes["dispatcher"].wait_for(
                 rf"merge=damp \(damp: {hot['syn0']} syn0 / {hot['syn1neg']} syn1neg / 0 syn1 rows\)", timeout=5)

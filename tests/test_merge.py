@@ -325,6 +325,16 @@ def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
             GlobalWeights(initial(), rule="damp", damp_rows=bad)
 
 
+def test_the_damp_clock_is_the_interval_up_to_2200_words():
+    """Counted per a long interval the damped rows reached the mid-frequency words that learn (docs/schedule.rst,
+    "Quality at the words' grain"): the clock stops at DAMP_WORDS, so longer intervals damp no more rows."""
+    assert schedule.damp_words(550) == 550 and schedule.damp_words(2_200) == 2_200
+    assert schedule.damp_words(17_584) == schedule.damp_words(185_185) == schedule.DAMP_WORDS == 2_200
+    zipf = 1e6 / np.arange(1, 50_001)
+    rows = [schedule.damped_rows(zipf, schedule.damp_words(s))["syn0"] for s in (550, 2_200, 17_584, 185_185)]
+    assert rows[0] < rows[1] == rows[2] == rows[3] < schedule.damped_rows(zipf, 17_584)["syn0"]
+
+
 def test_hot_rows_are_the_words_a_worker_sees_in_an_interval_whatever_k():
     counts = np.array([500, 300, 100, 60, 30, 10])  # 1,000 words
     assert schedule.hot_rows(counts, 10, sightings=1.0) == 3  # 10 words: 5, 3, 1 (just), 0.6, ... sightings

@@ -10,7 +10,7 @@ from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.io.corpusfile import fingerprint, fingerprint_files, vocab_arrays
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
-from gensim_distw2v.core.schedule import damped_rows, default_sync_words, hot_rows, tree_hot_rows
+from gensim_distw2v.core.schedule import damp_words, damped_rows, default_sync_words, hot_rows, tree_hot_rows
 from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
 from gensim_distw2v.client.checkpoints import _RestoreFailed
 from gensim_distw2v.client.links import ShardLinks
@@ -73,7 +73,8 @@ class SessionSetup:
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words),
-            damp_rows=damped_rows(counts, sync_words, tree_counts=tree), hot_rows=hot_rows(counts, sync_words),
+            damp_rows=damped_rows(counts, damp_words(sync_words), tree_counts=tree),
+            hot_rows=hot_rows(counts, sync_words),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
             compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=protocol.RngState.of(rng), workers=int(n_workers),
             total_words=int(total_words or model.corpus_total_words or 0), corpus_file=spec)

@@ -15,6 +15,12 @@ import numpy as np
 # output rows; chosen by measurement (docs/merge_rule.rst)
 DAMP_OCCURRENCES = 1.5
 OUTPUT_DAMP_MOST = 1000
+# ... counted per DAMP_WORDS words at most (:func:`damp_words`), whatever the interval: a damped row trains
+# like 1/K of the data where its workers' updates agree, and counted per a long interval the damped rows
+# became the mid-frequency words that learn, not the frequent ones that overshoot (discourse text, 40 M
+# tokens, K=8, 7,407 words a merge: -10.4 analogy points counted per interval, -0.1 per 2,222 words;
+# docs/schedule.rst, "Quality at the words' grain")
+DAMP_WORDS = 2_200
 # The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,
 # at most ONE_WORKER_SYNC_WORDS) per worker, whatever the number of workers, a routine round merges
 # the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees at least HOT_SIGHTINGS times
@@ -35,6 +41,30 @@ HOT_SIGHTINGS = 0.25
 # the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
 # busiest first as the cluster trains them (kernel.reverse_tree), with counts of their own
 BY_FREQUENCY = ("syn0", "syn1neg")
+
+
+def damp_words(sync_words):
+    """The words a worker trains in which the ``damp`` rule counts a row's sightings (:func:`damped_rows`):
+    the interval, at most :data:`DAMP_WORDS` (2,200).
+
+    Counted per interval, the damped rows grew with it: at 7,407 words a merge (a 40 M-token corpus's
+    interval at K=8) they reached the mid-frequency words, whose workers' updates agree because they
+    learn the same thing, not because they overshoot; damped, those rows trained like one worker's
+    data, and the cluster lost 10.4 analogy points to gensim (30 at K=16) where a clock of 2,222 words
+    lost 0.1 (7.8 at K=16). On devmix the same clock cut K=8's loss at four times the interval from 3.6
+    points to 2.7 (one epoch), and two workers of CBOW at their 17.6 k words kept gensim's quality over
+    three epochs (docs/schedule.rst, "Quality at the words' grain").
+
+    Parameters
+    ----------
+    sync_words : int
+        Words each worker trains between merges.
+
+    Returns
+    -------
+    int
+    """
+    return min(int(sync_words), DAMP_WORDS)
 
 
 def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES, tree_counts=None):
@@ -155,14 +185,14 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     (``400 k / K**2.5``, the old rule; -0.73 analogy points) but not for CBOW at 35 k (-1.65 points:
     CBOW moves a frequent row more per word trained), which holds at 17.6 k (docs/schedule.rst,
     "Fewer workers, longer intervals"). The evidence's range: devmix, 3-12 M words, K <= 8, three
-    epochs; synthetic text of known similarity, 12-120 M tokens, K = 8 and 16, CBOW, one epoch
-    (``benchmarks/quality_law.py``: within 0.02 Spearman of gensim at the rule's interval, with no
-    trend from 12 to 120 M; at 12 M a quarter to four times the interval cost nothing; 4 M tokens
-    at the floor lose 0.1, cause open; but that text's known answer is coarse: on devmix the same
-    intervals cost 0-3.6 analogy points, on it nothing; docs/schedule.rst, "Quality across corpus
-    sizes"). Beyond it (a 1 G-word corpus; skip-gram and
-    hs on large corpora) it is an extrapolation: pass ``sync_words`` to choose. Hierarchical softmax
-    takes its model's rule (``sg``).
+    epochs; synthetic text with analogies at the words' grain (``benchmarks/discourse_corpus.py``),
+    12-120 M tokens, K = 8 (and 16 at 40 M), CBOW, one epoch, one seed: at the rule's interval K=8
+    held gensim's analogies at 40 M tokens once the damp rule's clock stopped at 2,200 words
+    (:func:`damp_words`; -0.1 points, -10.4 before) and beat them at 120 M (22,222 words); at 12 M,
+    one epoch, it loses 4.2 points even at the floor (an undertrained run), and K=16 at 40 M 7.8
+    (docs/schedule.rst, "Quality at the words' grain"). Beyond it (a 1 G-word corpus; K=16 and
+    more; skip-gram and hs on large corpora) it is an extrapolation: pass ``sync_words`` to choose.
+    Hierarchical softmax takes its model's rule (``sg``).
 
     Parameters
     ----------
