@@ -203,14 +203,17 @@ def test_row_ranges_cover_everything_once():
     assert all(hi - lo <= 10 for lo, hi in ranges)
 
 
-def test_default_sync_words_flat_from_eight_workers_longer_below_and_grows_with_the_corpus():
+def test_default_sync_words_a_share_at_eight_workers_longer_below_shorter_above_and_grows_with_the_corpus():
     assert default_sync_words(1) >= 1_000_000  # one worker: merges only make progress durable
     assert {default_sync_words(k, sg=sg) for k in range(2, 65) for sg in (0, 1)} == {schedule.SYNC_WORDS}  # no corpus
     for words in (0, 60_000, 11_869_233, 54_000_000, 10 ** 9, 10 ** 11):
-        expected = min(1_000_000, max(2_200, round(words / 5_400)))
-        assert {default_sync_words(k, words, sg) for k in (8, 9, 64) for sg in (0, 1)} == {expected}, words
-    assert default_sync_words(8, 11_869_233) == 2_200  # devmix: the interval measured at K = 2, 4, 8
+        for k in (8, 9, 16, 64):  # from eight workers on: K x interval held (each misses as many words)
+            expected = min(1_000_000, max(2_200, round(words / 5_400 * 8 / k)))
+            assert {default_sync_words(k, words, sg) for sg in (0, 1)} == {expected}, (words, k)
+    assert default_sync_words(8, 11_869_233) == default_sync_words(16, 11_869_233) == 2_200  # devmix: the floor
     assert default_sync_words(8, 10 ** 9) == 185_185 and default_sync_words(8, 10 ** 11) == 1_000_000
+    assert default_sync_words(16, 10 ** 9) == 92_593 and default_sync_words(32, 10 ** 9) == 46_296
+    assert default_sync_words(16, 40_000_000) == 3_704  # measured: docs/schedule.rst, "Quality at the words' grain"
     # fewer workers: (8 / K) ** 1.5 (CBOW) or ** 2.5 (skip-gram) times as long: on devmix skip-gram takes the
     # old rule 400 k / K**2.5, CBOW half of it at K=2 (measured: docs/schedule.rst)
     assert default_sync_words(2, 11_869_233, sg=False) == round(11_869_233 / 5_400 * 8)
@@ -219,7 +222,7 @@ def test_default_sync_words_flat_from_eight_workers_longer_below_and_grows_with_
     assert default_sync_words(4, 11_869_233, sg=False) == round(11_869_233 / 5_400 * 2 ** 1.5)
     for words in (3_000_000, 11_869_233, 10 ** 9):
         for sg in (0, 1):
-            seq = [default_sync_words(k, words, sg) for k in range(2, 10)]
+            seq = [default_sync_words(k, words, sg) for k in range(2, 40)]
             assert seq == sorted(seq, reverse=True) and seq[0] > seq[-1] or seq[0] == 1_000_000, (words, sg, seq)
     assert default_sync_words(2, 3_000_000, sg=False) == round(3_000_000 / 5_400 * 8)  # still a share of the corpus
     assert 1_000 <= schedule.SYNC_WORDS <= 3_000  # the hot rows' clock measured at K=8 (docs/schedule.rst)

@@ -168,11 +168,17 @@ def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
 
 def default_sync_words(n_workers, corpus_words=0, sg=True):
     """Words each worker trains between merges, by default: :data:`SYNC_SHARE` of the corpus's words
-    per epoch at :data:`FEW_WORKERS` (8) workers or more, whatever their number (so the merges per
-    trained word, and their bytes and CPU, do not grow with it), and a longer share with fewer
-    workers: ``(8 / K) ** 1.5`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram (8 and 32
-    times at K=2), at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges every 1 M
-    words (its merges only make its progress durable).
+    per epoch at :data:`FEW_WORKERS` (8) workers; with more, ``8 / K`` of that, so that a worker
+    misses as many words of the others' training between its merges as one of eight does (the
+    merges per trained word, and their bytes and CPU, grow with K beyond 8); and a longer share
+    with fewer workers: ``(8 / K) ** 1.5`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram
+    (8 and 32 times at K=2); at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges
+    every 1 M words (its merges only make its progress durable).
+
+    Beyond eight workers the share was the same until 2026-11-28, when synthetic text with analogies
+    at the words' grain showed sixteen workers at it losing 7.8 analogy points to gensim at 40 M
+    tokens and 18.4 at 120 M (one epoch, CBOW, the damp clock at 2,200 words), where half of it
+    gained 2.1 points at 40 M (docs/schedule.rst, "Quality at the words' grain").
 
     The interval is the hot rows' clock (:func:`hot_rows`): quality hangs on how often the
     frequent words' rows merge, on how many workers move them meanwhile, and on how long the run
@@ -188,11 +194,12 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     epochs; synthetic text with analogies at the words' grain (``benchmarks/discourse_corpus.py``),
     12-120 M tokens, K = 8 (and 16 at 40 M), CBOW, one epoch, one seed: at the rule's interval K=8
     held gensim's analogies at 40 M tokens once the damp rule's clock stopped at 2,200 words
-    (:func:`damp_words`; -0.1 points, -10.4 before) and beat them at 120 M (22,222 words); at 12 M,
-    one epoch, it loses 4.2 points even at the floor (an undertrained run), and K=16 at 40 M 7.8
-    (docs/schedule.rst, "Quality at the words' grain"). Beyond it (a 1 G-word corpus; K=16 and
-    more; skip-gram and hs on large corpora) it is an extrapolation: pass ``sync_words`` to choose.
-    Hierarchical softmax takes its model's rule (``sg``).
+    (:func:`damp_words`; -0.1 points, -10.4 before; a second seed +2.3) and beat them at 120 M
+    (22,222 words); K=16 at ``8 / K`` of that share beat them at 40 M and 120 M; at 12 M, one epoch,
+    K=8 loses 4.2 points even at the floor (an undertrained run) (docs/schedule.rst, "Quality at
+    the words' grain"). Beyond it (a 1 G-word corpus; K=32; skip-gram and hs on large corpora) it
+    is an extrapolation: pass ``sync_words`` to choose. Hierarchical softmax takes its model's rule
+    (``sg``).
 
     Parameters
     ----------
@@ -205,7 +212,10 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     """
     if n_workers <= 1:
         return ONE_WORKER_SYNC_WORDS
-    longer = (FEW_WORKERS / min(FEW_WORKERS, n_workers)) ** (2.5 if sg else 1.5)
+    if n_workers > FEW_WORKERS:  # more workers: each misses as many words of the others' as eight do
+        longer = FEW_WORKERS / n_workers
+    else:
+        longer = (FEW_WORKERS / n_workers) ** (2.5 if sg else 1.5)
     share = SYNC_SHARE * longer * max(0, int(corpus_words or 0))
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(share))))
 
