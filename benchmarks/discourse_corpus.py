@@ -29,6 +29,13 @@ recovers the words' latent vectors (PMI of two words ~ their vectors' inner prod
   (:func:`expected_distinct`);
 * sentence lengths as ``synth_corpus.py``'s (log-normal, median 15).
 
+(``head``, ``anchors``, ``forms``, ``analogy_ranks``, ``function_words``: parameters of
+:class:`Discourse`; the command line sets ``--dim``, ``--contrast``, ``--families``, ``--concepts``,
+``--tail-zipf``.) Limits: the sampler's tables are float32, so an (anchor, word) cell below about
+1e-7 of its anchor's mass is never drawn; with ``documents`` or ``topics`` the anchors are not
+equally likely (each takes the share of the sphere nearest it), which :meth:`Discourse.expected_count`
+leaves out.
+
 Beside the corpus it writes the analogy questions (``.analogies.txt``, gensim's
 ``questions-words.txt`` format) and a truth list of word pairs (``.pairs.tsv``: the cosine of the
 two words' latent vectors; a third of the pairs among a word's 10 nearest, a third among its 100
@@ -223,11 +230,11 @@ class Discourse:
         order_ = np.argsort(by_anchor, kind="stable")
         where, by_anchor = where[order_], by_anchor[order_]
         bounds = np.searchsorted(by_anchor, np.arange(self.n_anchors + 1))
-        u = rng.random(len(where)).astype(np.float32)
+        u = rng.random(len(where)).astype(np.float32)  # (rounds to 1.0 once in ~3e7: clipped below)
         for j in range(self.n_anchors):
             lo, hi = bounds[j], bounds[j + 1]
             if hi > lo:
-                ids[where[lo:hi]] = np.searchsorted(self.cdf[j], u[lo:hi], side="right")
+                ids[where[lo:hi]] = np.minimum(np.searchsorted(self.cdf[j], u[lo:hi], side="right"), self.head - 1)
         np.minimum(ids, self.ranks - 1, out=ids)
         return ids, lengths
 
@@ -238,7 +245,8 @@ class Discourse:
         return np.einsum("ij,ij->i", va, vb) / (np.linalg.norm(va, axis=1) * np.linalg.norm(vb, axis=1))
 
     def analogies(self, n, seed):
-        """``n`` questions ``(a, b, c, d)`` (or all, if fewer): forms ``i, j`` of concepts ``x, y`` of a family."""
+        """Questions ``(a, b, c, d)``: forms ``i, j`` of concepts ``x, y`` of a family, from ``n`` draws (those of one
+        concept or one form twice left out: about half)."""
         rng = np.random.default_rng([self.seed, 13, seed])
         f = rng.integers(0, self.families, n)
         x, y = rng.integers(0, self.concepts, n), rng.integers(0, self.concepts, n)

@@ -69,6 +69,12 @@ def corpus_for(size, directory, generator="topics"):
     if not (os.path.exists(path) and os.path.exists(pairs)):
         subprocess.run([sys.executable, os.path.join(HERE, GENERATORS[generator]), "--words", str(size), "--out",
                         path], check=True)
+    meta = os.path.splitext(path)[0] + ".json"
+    if os.path.exists(meta):  # a corpus already there: written by the generator asked for?
+        with open(meta, encoding="utf-8") as fin:
+            wrote = json.load(fin).get("generator", "topics")
+        if wrote != generator:
+            sys.exit(f"{path} was written by the {wrote} generator, not {generator}: use another --corpus-dir")
     return path, pairs
 
 

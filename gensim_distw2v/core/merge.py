@@ -27,7 +27,8 @@ Rules (``merge=``):
     so nothing is lost; every row is sent again, exactly, at epoch ends.
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
-    several times per merge interval, at most 1,000 output rows) and of hs's ``syn1`` (the tree
+    several times per merge interval, or per 2,200 words if that is shorter: ``schedule.damp_words``;
+    at most 1,000 output rows) and of hs's ``syn1`` (the tree
     nodes a worker passes as often: :func:`damped_rows`):
     there a worker's delta is first reduced by what it repeats of the change it missed
     (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against ``G`` less the server's

@@ -22,7 +22,7 @@ OUTPUT_DAMP_MOST = 1000
 # docs/schedule.rst, "Quality at the words' grain")
 DAMP_WORDS = 2_200
 # The merge schedule (docs/schedule.rst): every SYNC_SHARE of an epoch's words (at least SYNC_WORDS,
-# at most ONE_WORKER_SYNC_WORDS) per worker, whatever the number of workers, a routine round merges
+# at most ONE_WORKER_SYNC_WORDS) per worker at FEW_WORKERS workers (8 / K of it with more), a routine round merges
 # the *hot* rows of ``syn0`` and ``syn1neg`` (the words a worker sees at least HOT_SIGHTINGS times
 # per interval: about the 1,000 most frequent of devmix); every
 # COLD_EVERY-th round merges every row, and epoch ends flush exactly. Down, a routine reply carries the
@@ -177,7 +177,7 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
 
     Beyond eight workers the share was the same until 2026-11-28, when synthetic text with analogies
     at the words' grain showed sixteen workers at it losing 7.8 analogy points to gensim at 40 M
-    tokens and 18.4 at 120 M (one epoch, CBOW, the damp clock at 2,200 words), where half of it
+    tokens and 18.4 at 120 M (one epoch, CBOW, the damp clock at 2,222 and 2,200 words), where half of it
     gained 2.1 points at 40 M (docs/schedule.rst, "Quality at the words' grain").
 
     The interval is the hot rows' clock (:func:`hot_rows`): quality hangs on how often the
