@@ -192,7 +192,7 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     CBOW moves a frequent row more per word trained), which holds at 17.6 k (docs/schedule.rst,
     "Fewer workers, longer intervals"). The evidence's range: devmix, 3-12 M words, K <= 8, three
     epochs; synthetic text with analogies at the words' grain (``benchmarks/discourse_corpus.py``),
-    12-120 M tokens, K = 8 (and 16 at 40 M), CBOW, one epoch, one seed: at the rule's interval K=8
+    12-120 M tokens, K = 8, 16 and 32, CBOW, one epoch, one or two seeds: at the rule's interval K=8
     held gensim's analogies at 40 M tokens once the damp rule's clock stopped at 2,200 words
     (:func:`damp_words`; -0.1 points, -10.4 before; a second seed +2.3) and beat them at 120 M
     (22,222 words); K=16 at ``8 / K`` of that share beat them at 40 M and 120 M; at 12 M, one epoch,
