@@ -30,7 +30,7 @@ with open(os.path.join(HERE, "gensim_distw2v", "_build_info.py"), "w") as fout:
 # encoder and word counter
 extensions = [
     Extension(f"gensim_distw2v.{name}", sources=[f"cython/{source}"],
-              depends=["cython/half.h", "cython/q8.h", "cython/tokens.pxi"],
+              depends=["cython/half.h", "cython/q8.h", "cython/siphash.h", "cython/tokens.pxi"],
               include_dirs=[numpy.get_include(), os.path.join(GENSIM_DIR, "models"), "cython"],
               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
     for name, source in [("_inner", "inner.pyx"), ("_rows", "rows.pyx"), ("_encode", "encode.pyx"),

@@ -17,7 +17,7 @@ The table needs no Python objects: the whole loop runs without the GIL.
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport INT64_MAX, int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp, memcpy
@@ -66,6 +66,24 @@ cdef inline Py_ssize_t _utf8_bad(const unsigned char *p, Py_ssize_t n) noexcept 
     return -1
 
 
+def siphash(const unsigned char[::1] data, uint64_t k0, uint64_t k1, int c_rounds=1, int d_rounds=3):
+    """SipHash-c-d of ``data`` under the key ``(k0, k1)``, as the word tables hash (with this process's
+    own key, which nothing outside it sees): for tests against the reference."""
+    return gdw_siphash(&data[0] if data.shape[0] else <const unsigned char *>b"", <size_t>data.shape[0], k0, k1,
+                       c_rounds, d_rounds)
+
+
+cdef inline bint _is_word(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """Whether ``p[:n]`` is one token as ``LineSentence`` splits text: not empty, no whitespace, UTF-8."""
+    cdef Py_ssize_t i
+    if n <= 0 or _utf8_bad(p, n) >= 0:
+        return False
+    for i in range(n):
+        if _space(p, i, n):
+            return False
+    return True
+
+
 cdef inline int _resize(void **block, size_t size) noexcept nogil:
     """``*block`` reallocated to ``size`` bytes; 1 (the block as it was) if there is no memory."""
     cdef void *p = realloc(block[0], size)
@@ -91,6 +109,8 @@ cdef class WordCounts:
     cdef int64_t n, cap  # words, and room for them
     cdef int64_t *slots  # a word's number, or -1
     cdef uint64_t mask
+    cdef readonly int64_t probes  # slots looked at past each word's first: how long the chains run
+    cdef readonly bint keyed  # whether the slots follow the keyed hash (after a chain of more than MAX_CHAIN)
 
     def __cinit__(self):
         self.arena = NULL
@@ -98,6 +118,8 @@ cdef class WordCounts:
         self.hashes = NULL
         self.n = self.cap = self.arena_len = self.arena_cap = 0
         self.mask = 0
+        self.probes = 0
+        self.keyed = False
         if self._grow_words(16) or self._grow_arena(256) or self._rehash(64):  # (small: a table a range)
             raise MemoryError()
 
@@ -148,22 +170,36 @@ cdef class WordCounts:
         self.slots, self.mask = slots, mask
         return 0
 
+    cdef int _rekey(self) noexcept nogil:
+        """Every word's slot again, on the keyed hash; 1 if out of memory."""
+        cdef int64_t i
+        self.keyed = True
+        for i in range(self.n):
+            self.hashes[i] = _hash(self.arena + self.key_at[i], self.key_len[i], True)
+        return self._rehash(<int64_t>self.mask + 1)
+
     cdef int _add(self, const unsigned char *p, int64_t length, int64_t count, int64_t first) noexcept nogil:
         """Count ``count`` more of the word ``p[:length]``, first seen at ``first``; 1 if out of memory."""
-        cdef uint64_t h = _hash(p, length)
+        cdef uint64_t h = _hash(p, length, self.keyed)
         cdef uint64_t at = h & self.mask
         cdef int64_t word, cap
+        cdef Py_ssize_t chain = 0
         while True:
             word = self.slots[at]
             if word < 0:
                 break
             if self.hashes[word] == h and self.key_len[word] == length and \
                     memcmp(self.arena + self.key_at[word], p, length) == 0:
-                self.counts[word] += count
+                # saturating: counts summed from many parts never wrap round to a negative
+                self.counts[word] = INT64_MAX if self.counts[word] > INT64_MAX - count else self.counts[word] + count
                 if first < self.firsts[word]:
                     self.firsts[word] = first
                 return 0
             at = (at + 1) & self.mask
+            self.probes += 1
+            chain += 1
+            if chain > _MAX_CHAIN and not self.keyed:  # words written to collide: on to the keyed hash
+                return self._rekey() or self._add(p, length, count, first)
         if self.n == self.cap and self._grow_words(2 * self.cap):
             return 1
         if self.arena_len + length > self.arena_cap:
@@ -269,6 +305,15 @@ cdef class WordCounts:
             if at[i + 1] < at[i] or c[i] < 1 or f[i] < 0:
                 raise ValueError("add: offsets must not decrease, counts must be >= 1 and firsts >= 0")
         cdef const unsigned char *p = &data[0] if data.shape[0] else <const unsigned char *>b""
+        cdef Py_ssize_t bad = -1
+        with nogil:
+            for i in range(n):
+                if not _is_word(p + at[i], at[i + 1] - at[i]):
+                    bad = i
+                    break
+        if bad >= 0:
+            raise ValueError(f"add: word {bad} ({bytes(data[at[bad]:at[bad + 1]][:40])!r}) is not a word as "
+                             "LineSentence splits text: empty, holding whitespace, or not UTF-8")
         cdef int failed = 0
         with nogil:
             for i in range(n):
@@ -295,8 +340,8 @@ cdef class WordCounts:
         group = np.empty(n, dtype=np.int64)
         cdef int64_t[::1] g = group, ws = sizes, bs = spans
         with nogil:
-            for i in range(n):
-                p = <int64_t>((self.hashes[i] >> 32) % many)  # the slots use the low bits
+            for i in range(n):  # unkeyed, so that every node puts a word in the same group
+                p = <int64_t>((_fnv1a(self.arena + self.key_at[i], self.key_len[i]) >> 32) % many)
                 g[i] = p
                 ws[p + 1] += 1
                 bs[p + 1] += self.key_len[i]

@@ -17,7 +17,7 @@ meanwhile); unknown tokens are dropped.
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memchr, memcmp
 
 cnp.import_array()
@@ -48,11 +48,15 @@ cdef class VocabTable:
     cdef const cnp.int64_t *offsets
     cdef cnp.int64_t *slots  # a word's index, or -1: an empty slot
     cdef uint64_t mask
+    cdef readonly int64_t probes  # slots looked at past each word's first while the table was built
+    cdef readonly bint keyed  # whether the slots follow the keyed hash (a chain grew past MAX_CHAIN)
 
     def __cinit__(self):
         self.slots = NULL
         self.mask = 0
         self.n_words = 0
+        self.probes = 0
+        self.keyed = False
 
     def __init__(self, vocab_bytes, vocab_offsets):
         if self.slots != NULL:
@@ -74,18 +78,33 @@ cdef class VocabTable:
         self.offsets = &offsets_view[0]
         self.slots = &slots_view[0]
         self.mask = capacity - 1
-        cdef Py_ssize_t i
+        if self._fill(words) > _MAX_CHAIN:  # words written to collide in FNV-1a: again, on the keyed hash
+            self.keyed = True
+            slots.fill(-1)
+            self.n_words = 0
+            self._fill(words)
+
+    cdef Py_ssize_t _fill(self, Py_ssize_t words):
+        """Put every word in its slot; the longest chain an insert looked along."""
+        cdef Py_ssize_t i, longest = 0
+        cdef int64_t before
         cdef uint64_t at
         for i in range(words):
-            at = self._slot(self.data + self.offsets[i], self.offsets[i + 1] - self.offsets[i])
+            before = self.probes
+            at = self._slot(self.data + self.offsets[i], self.offsets[i + 1] - self.offsets[i], &self.probes)
+            if self.probes - before > longest:
+                longest = self.probes - before
+                if longest > _MAX_CHAIN and not self.keyed:
+                    return longest
             if self.slots[at] < 0:
                 self.n_words += 1
             self.slots[at] = i  # a repeated word: the last index wins, as in a dict
+        return longest
 
-    cdef inline uint64_t _slot(self, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef inline uint64_t _slot(self, const unsigned char *p, Py_ssize_t n, int64_t *probes) noexcept nogil:
         """The slot holding these bytes, or the empty slot where they would go (the table is at
-        most half full, so there is one)."""
-        cdef uint64_t at = _hash(p, n) & self.mask
+        most half full, so there is one); ``probes[0]`` counts the slots looked at past the first."""
+        cdef uint64_t at = _hash(p, n, self.keyed) & self.mask
         cdef cnp.int64_t word
         while True:
             word = self.slots[at]
@@ -93,10 +112,12 @@ cdef class VocabTable:
                             and memcmp(self.data + self.offsets[word], p, n) == 0):
                 return at
             at = (at + 1) & self.mask
+            probes[0] += 1
 
     cdef inline cnp.int64_t find(self, const unsigned char *p, Py_ssize_t n) noexcept nogil:
         """The index of the word with these UTF-8 bytes, or -1."""
-        return self.slots[self._slot(p, n)]
+        cdef int64_t probes = 0  # (not kept: lookups run on many threads at once)
+        return self.slots[self._slot(p, n, &probes)]
 
     def get(self, bytes word):
         """The index of ``word`` (UTF-8 bytes), or None."""

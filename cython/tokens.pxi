@@ -1,6 +1,25 @@
 # Shared by lines.pyx and counts.pyx (``include``d): how gensim's ``LineSentence`` splits a line, and
-# the hash both modules' tables use.
+# the hashes both modules' tables use.
+import os as _os
+
 from libc.stdint cimport uint64_t
+
+
+cdef extern from "siphash.h":
+    uint64_t gdw_siphash(const unsigned char *p, size_t n, uint64_t k0, uint64_t k1, int c_rounds,
+                         int d_rounds) noexcept nogil
+
+
+# The word tables hash with FNV-1a, fast on short words, until one insert looks at more than MAX_CHAIN
+# slots: then the table is rebuilt once on SipHash-1-3 under a key drawn from the OS once per process
+# (per module) and never sent anywhere. Text written to collide in FNV-1a (its low bits follow its
+# state's low bits only, so chained birthday collisions give 2^k words in one slot chain) costs a table
+# one rebuild, after which its words land in slots nobody can predict; real text grows no such chain
+# and keeps FNV-1a's speed (SipHash costs counting devmix about a tenth).
+cdef uint64_t _KEY0 = int.from_bytes(_os.urandom(8), "little")
+cdef uint64_t _KEY1 = int.from_bytes(_os.urandom(8), "little")
+MAX_CHAIN = 100  # slots one insert may look at before its table is rebuilt on the keyed hash
+cdef Py_ssize_t _MAX_CHAIN = MAX_CHAIN
 
 
 cdef inline Py_ssize_t _space(const unsigned char *p, Py_ssize_t i, Py_ssize_t end) noexcept nogil:
@@ -27,13 +46,20 @@ cdef inline Py_ssize_t _space(const unsigned char *p, Py_ssize_t i, Py_ssize_t e
     return 0
 
 
-cdef inline uint64_t _hash(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    """FNV-1a, 64 bits."""
+cdef inline uint64_t _fnv1a(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """FNV-1a, 64 bits: the same on every node (which shard counts a word must agree across nodes)."""
     cdef uint64_t h = 14695981039346656037ULL
     cdef Py_ssize_t i
     for i in range(n):
         h = (h ^ p[i]) * 1099511628211ULL
     return h
+
+
+cdef inline uint64_t _hash(const unsigned char *p, Py_ssize_t n, bint keyed) noexcept nogil:
+    """A table's slot hash: SipHash-1-3 under this process's key once the table is ``keyed``, else FNV-1a."""
+    if keyed:
+        return gdw_siphash(p, <size_t>n, _KEY0, _KEY1, 1, 3)
+    return _fnv1a(p, n)
 
 
 cdef inline Py_ssize_t _token(const unsigned char *p, Py_ssize_t i, Py_ssize_t end, Py_ssize_t *start) noexcept nogil:

@@ -14,6 +14,8 @@ from gensim_distw2v import protocol
 from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.io.corpusfile import RangeReader, fingerprint_files, open_reader
 
+from .benchmark_modules import load
+
 
 def gensim_scan(sentences):
     """gensim's raw vocabulary (a dict in first-occurrence order), raw words and sentences."""
@@ -138,3 +140,122 @@ def test_many_distinct_words_grow_the_table():
     got = as_dict(table)
     assert list(got) == words and got["w0"] == 2 and got["w999"] == 2 and got["w1000"] == 1
     assert np.sum(table.arrays()[2]) == 201_000
+
+
+def _siphash_reference(data, k0, k1, c_rounds, d_rounds):
+    """SipHash-c-d as the paper writes it (Aumasson and Bernstein, 2012), in Python."""
+    mask = 0xFFFFFFFFFFFFFFFF
+
+    def rotl(x, b):
+        return ((x << b) | (x >> (64 - b))) & mask
+
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+
+    def rounds(n):
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & mask
+            v[1] = rotl(v[1], 13) ^ v[0]
+            v[0] = rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & mask
+            v[3] = rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & mask
+            v[3] = rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & mask
+            v[1] = rotl(v[1], 17) ^ v[2]
+            v[2] = rotl(v[2], 32)
+    whole = len(data) - len(data) % 8
+    blocks = [int.from_bytes(data[i:i + 8], "little") for i in range(0, whole, 8)]
+    blocks.append(int.from_bytes(data[whole:], "little") | (len(data) & 0xFF) << 56)
+    for m in blocks:
+        v[3] ^= m
+        rounds(c_rounds)
+        v[0] ^= m
+    v[2] ^= 0xFF
+    rounds(d_rounds)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+@pytest.mark.unit
+def test_the_tables_keyed_hash_is_siphash():
+    from gensim_distw2v._counts import siphash
+
+    key0, key1 = int.from_bytes(bytes(range(8)), "little"), int.from_bytes(bytes(range(8, 16)), "little")
+    # the paper's test vectors (SipHash-2-4, key 00..0f, messages 00 01 02 ...)
+    assert _siphash_reference(b"", key0, key1, 2, 4) == 0x726FDB47DD0E0E31
+    assert _siphash_reference(bytes(range(15)), key0, key1, 2, 4) == 0xA129CA6149BE45E5
+    rng = random.Random(5)
+    for n in list(range(0, 34)) + [100, 1000]:
+        data = bytes(rng.randrange(256) for _ in range(n))
+        k0, k1 = rng.getrandbits(64), rng.getrandbits(64)
+        assert siphash(data, k0, k1, 2, 4) == _siphash_reference(data, k0, k1, 2, 4)
+        assert siphash(data, k0, k1) == _siphash_reference(data, k0, k1, 1, 3)
+
+
+def _flood():
+    return load("hashflood")
+
+
+@pytest.mark.unit
+def test_words_written_to_collide_in_fnv_share_no_chain():
+    from gensim_distw2v._lines import VocabTable, encode_lines
+
+    flood = _flood()
+    words = flood.colliding_words(13)
+    assert len(set(words)) == 2 ** 13 and len({flood.fnv1a(w) & 0xFFFFFFFF for w in words}) == 1  # the attack is real
+    text = b"\n".join(words + words[:100]) + b"\n"
+    table = WordCounts()
+    assert table.count_lines(text, 0, len(text)) == (2 ** 13 + 100, 2 ** 13 + 100)
+    got = as_dict(table)
+    assert len(got) == 2 ** 13 and got[words[0].decode()] == 2 and got[words[-1].decode()] == 1
+    # one chain of MAX_CHAIN slots, then the keyed hash: about one slot past the first a word, not thousands
+    assert table.keyed and table.probes / len(words) < 3
+    data = np.frombuffer(b"".join(words), dtype=np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in words])]).astype(np.int64)
+    vocab = VocabTable(data, offsets)
+    assert len(vocab) == 2 ** 13 and vocab.keyed and vocab.probes / len(words) < 3
+    indices = encode_lines(text, 0, len(text), vocab)[0]
+    assert indices[:2 ** 13].tolist() == list(range(2 ** 13))
+
+
+@pytest.mark.unit
+def test_real_text_keeps_the_fast_hash():
+    from gensim_distw2v._lines import VocabTable
+
+    with open(datapath("lee_background.cor"), "rb") as fin:
+        text = fin.read()
+    table = WordCounts()
+    table.count_lines(text, 0, len(text))
+    words, offsets, _counts, _firsts = table.arrays()
+    assert not table.keyed and not VocabTable(words, offsets).keyed
+
+
+@pytest.mark.unit
+def test_a_word_goes_to_the_same_group_in_every_process():
+    flood = _flood()
+    table = WordCounts()
+    text = b"alpha beta gamma delta epsilon zeta eta theta iota kappa \xc3\xa9t\xc3\xa9\n"
+    table.count_lines(text, 0, len(text))
+    for parts in (1, 2, 3, 7):
+        for group, (words, offsets, _, _) in enumerate(table.split(parts)):
+            for i in range(len(offsets) - 1):  # the unkeyed hash's high half decides it, on every node alike
+                assert (flood.fnv1a(bytes(words[offsets[i]:offsets[i + 1]])) >> 32) % parts == group
+
+
+@pytest.mark.parametrize("word", [b"", b"a b", b"a\tb", b"\xff", b"a\xc2\xa0b", b"\xe3\x80\x80", b"\n"])
+@pytest.mark.unit
+def test_merging_refuses_what_linesentence_never_yields(word):
+    table = WordCounts()
+    words = np.frombuffer(b"ok" + word, dtype=np.uint8)
+    offsets = np.array([0, 2, 2 + len(word)], dtype=np.int64)
+    with pytest.raises(ValueError, match="word 1 .* is not a word as LineSentence splits text"):
+        table.add(words, offsets, np.array([1, 1]), np.array([0, 5]))
+
+
+@pytest.mark.unit
+def test_counts_saturate_rather_than_wrap():
+    table = WordCounts()
+    words, offsets = np.frombuffer(b"w", dtype=np.uint8), np.array([0, 1], dtype=np.int64)
+    big = np.iinfo(np.int64).max - 3
+    table.add(words, offsets, np.array([big]), np.array([0]))
+    table.add(words, offsets, np.array([big]), np.array([0]))
+    assert table.arrays()[2].tolist() == [np.iinfo(np.int64).max]
