@@ -229,6 +229,8 @@ def main(argv=None):
                "insider_refused": {key: sum(r["insiders"][key].startswith("refused") for r in rows)
                                    for key in INSIDER_CALLS},
                "insider_runs_trained": sum(r["insiders"]["keyed_training"] == "trained every word" for r in rows),
+               # an outsider shard's poisoned-merge report: the session must go on (older scripts: absent)
+               "poison_ignored": sum(r["insiders"].get("poison_from_outside_shard") == "ignored" for r in rows),
                "crafted_answered": sum(r["insiders"]["crafted_resume_seconds"] is not None for r in rows)}
     print(f"trained under attack in {summary['trained']} of {args.repeats} repeats; median memory growth "
           f"{summary['dispatcher_mib']:.0f} MiB (dispatcher), {summary['nameserver_mib']:.0f} MiB (name server); "
@@ -236,6 +238,7 @@ def main(argv=None):
           f"rebinding refused in {summary['rebinding_refused']} of {args.repeats}, trickled requests cut "
           f"{summary['trickles_cut']:.0%}, flood {summary['flood_requests_per_s']:.0f} requests/s; insiders: "
           + ", ".join(f"{k} refused {n} of {args.repeats}" for k, n in summary["insider_refused"].items())
+          + f"; an outsider shard's poison report ignored in {summary['poison_ignored']} of {args.repeats}"
           + f"; the run under their attacks trained in {summary['insider_runs_trained']} of {args.repeats}; a crafted "
           f"resume answered in {summary['crafted_answered']} of {args.repeats}")
     if args.json:

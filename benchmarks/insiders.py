@@ -117,6 +117,16 @@ def insider_attacks(cluster, corpus, params):
         shard_name, shard_uri = joined["shards"][0]
         out["shard_name_taken_over"] = _answer(lambda: link.send("shard_hello", {
             "name": shard_name, "uri": "PYRO:insider@127.0.0.1:2", "versions": versions()}))
+        # a shard of its own, outside the session, reporting a poisoned merge to fail it and blame a worker
+        outsider = protocol.SHARD_PREFIX + "insider"
+        shard_secret = link.send("shard_hello", {"name": outsider, "uri": "PYRO:insider@127.0.0.1:3",
+                                                 "versions": versions()})
+        link.send("shard_beat", {"name": outsider, "known": sid, "wait": 0.0, "poisoned": {"0": "forged"},
+                                 **({"secret": shard_secret} if isinstance(shard_secret, str) else {})})
+        state = link.send("progress", {"session": sid}).get("state")
+        out["poison_from_outside_shard"] = "ignored" if state == "running" else f"the session is {state}"
+        link.send("shard_leave", {"name": outsider, **({"secret": shard_secret} if isinstance(shard_secret, str)
+                                                       else {})})
     finally:
         transport.release(link)
     training.join(180)

@@ -323,6 +323,22 @@ def test_a_member_calls_for_its_own_name_only(dispatcher):
 
 
 @pytest.mark.unit
+def test_only_the_sessions_shards_can_report_a_poisoned_merge(dispatcher):
+    """A keyed member outside the session cannot fail it and blame an innocent worker."""
+    link = dispatcher.local()
+    opened = _opened(link)
+    sid, outsider = opened.session, protocol.SHARD_PREFIX + "s2"
+    link.call("join", name=WORKER, secret=S[WORKER], session=sid)
+    S[outsider] = link.call("shard_hello", name=outsider, uri="PYRO:s@127.0.0.1:4", versions=versions())
+    assert dispatcher.cluster.shard_index(dispatcher.cluster.session, outsider) < 0
+    link.call("shard_beat", name=outsider, secret=S[outsider], known=sid, wait=0.0, poisoned={"0": "forged"})
+    progress = link.call("progress", session=sid, token=opened.owner)
+    assert progress.state == "running" and progress.failure is None
+    link.call("shard_beat", name=SHARD, secret=S[SHARD], known=sid, wait=0.0, poisoned={"0": "beyond the bound"})
+    assert link.call("progress", session=sid, token=opened.owner).failure.code == "poisoned"
+
+
+@pytest.mark.unit
 def test_a_lost_shard_fails_the_session_and_progress_says_why(dispatcher):
     link = dispatcher.local()
     opened = _opened(link)

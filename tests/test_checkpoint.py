@@ -97,7 +97,8 @@ def _entry(path, **extra):
     return {"size": os.path.getsize(path), "digest": _digest(path), **extra}
 
 
-@pytest.mark.parametrize("craft", ["name-empty", "name-dot", "name-dotdot", "zip", "meta-json", "symlink", "fifo"])
+@pytest.mark.parametrize("craft", ["name-empty", "name-dot", "name-dotdot", "zip", "meta-json", "symlink", "fifo",
+                                   "meta-nested", "manifest-nested", "shape-wraps"])
 def test_a_crafted_checkpoint_is_refused_as_unreadable_and_skipped(tmp_path, caplog, craft):
     """Issue 38, item 6 (and 2's regular files): manifest names "", "." and "..", a .npy that is a zip
     archive, metadata that is not JSON, a symlink and a FIFO: each a CheckpointError naming it (the
@@ -124,6 +125,25 @@ def test_a_crafted_checkpoint_is_refused_as_unreadable_and_skipped(tmp_path, cap
             f.write("{not json")
         _forge(folder, "meta.json", _entry(path))
         expected = "meta.json is not JSON metadata"
+    elif craft == "meta-nested":  # deeper than Python's parser goes: RecursionError, not a ValueError
+        path = os.path.join(folder, "meta.json")
+        with open(path, "w") as f:
+            f.write("[" * 50_000 + "]" * 50_000)
+        _forge(folder, "meta.json", _entry(path))
+        expected = "meta.json is not JSON metadata \\(RecursionError"
+    elif craft == "manifest-nested":  # parsed before its signature could be checked
+        with open(os.path.join(folder, "MANIFEST.json")) as f:
+            text = f.read()
+        with open(os.path.join(folder, "MANIFEST.json"), "w") as f:
+            f.write(text.rstrip()[:-1] + ', "x": ' + "[" * 30_000 + "]" * 30_000 + "}")
+        expected = "no readable MANIFEST.json \\(RecursionError"
+    elif craft == "shape-wraps":  # 2^32 x 2^32 elements: 0 in int64, as many as the empty data holds
+        header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"
+        header += " " * (63 - (10 + len(header)) % 64) + "\n"
+        with open(npy, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        _forge(folder, "syn0.npy", _entry(npy, array={"dtype": "<f4", "shape": [4294967296, 4294967296]}))
+        expected = "syn0.npy is not a numpy array file of numbers"
     elif craft == "symlink":
         real = os.path.join(str(tmp_path), "elsewhere.npy")
         os.rename(npy, real)

@@ -55,7 +55,7 @@ def cluster(lee_corpus):
         shard.call("download", session=sid, name="syn1neg", lo=0, hi=1, rank=rank, token=joined.token)
         cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size, "rank": rank,
                            "proxy": proxy, "shard": shard, "model": model, "token": joined.token, "secret": secret,
-                           "owner": links.token}
+                           "owner": training._token}
         for _ in range(50):  # warm up (imports, caches) before the memory baseline
             refused(shard.send, "merge", {**valid_part(cluster.session), "lo": -1})
             refused(proxy.send, "round_done", {"name": FAKE, "secret": secret, "session": sid,

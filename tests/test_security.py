@@ -96,3 +96,51 @@ def test_a_daemon_on_loopback_without_a_key_says_every_local_user_can_reach_it(t
         assert not [line for line in keyed.lines if "without an HMAC key" in line or "open to other users" in line]
     finally:
         keyed.stop()
+
+
+@pytest.mark.unit
+def test_a_failed_open_never_shows_a_shard_the_owners_secret(monkeypatch):
+    """Issue 54, item 5: interrupted during the upload (Ctrl-C, a lost dispatcher), the client closes the
+    session on every shard with that shard's capability; the owner's secret never leaves for a shard."""
+    import types
+
+    import numpy as np
+
+    from gensim_distw2v import protocol
+    from gensim_distw2v.client.session import SessionSetup
+    from gensim_distw2v.io import endpoints
+    from gensim_distw2v.settings import Settings
+
+    seen = []
+
+    class Recorder:
+        """A shard link that keeps what it was asked."""
+
+        def __init__(self, uri):
+            self.uri, self.timeout = uri, 60.0
+
+        def call(self, op, **fields):
+            seen.append((self.uri, op, fields.get("token")))
+
+        def release(self):
+            pass
+
+    shards = [["shard-a", "PYRO:a@127.0.0.1:1"], ["shard-b", "PYRO:b@127.0.0.1:2"]]
+    opened = protocol.Opened(session="s1", shards=shards, token="workers-secret", owner="owners-secret")
+
+    class Dispatcher:
+        def call(self, op, *args, **fields):
+            if op == "open_session":
+                return opened
+            if op == "upload":
+                raise KeyboardInterrupt  # the user's Ctrl-C, the first array on its way
+            return None
+
+    monkeypatch.setattr(endpoints, "link", lambda uri, table, key, timeout=60.0: Recorder(uri))
+    setup = SessionSetup()
+    setup.hmac_key, setup.ns_conf, setup.settings = None, {"host": "127.0.0.1", "port": 1}, Settings()
+    with pytest.raises(KeyboardInterrupt):
+        setup._open(Dispatcher(), types.SimpleNamespace(checkpoint=None), {"lockf": np.zeros(3, np.float32)})
+    capabilities = {uri: protocol.shard_capability("owners-secret", "s1", i) for i, (_, uri) in enumerate(shards)}
+    assert sorted(op for _, op, _ in seen) == ["close", "close"]
+    assert all(token == capabilities[uri] and token != "owners-secret" for uri, _, token in seen)

@@ -167,7 +167,8 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
                        token=opened.owner)
         with pytest.raises(ValueError, match="the weights are on the session's shards"):
             proxy.call("download", session=opened.session, name="syn1neg", lo=0, hi=1)
-        links = ShardLinks(opened.shards, cluster.ns_conf["hmac_key"], cluster.ns_conf, opened.owner)
+        links = ShardLinks(opened.shards, cluster.ns_conf["hmac_key"], cluster.ns_conf, [
+            protocol.shard_capability(opened.owner, opened.session, i) for i in range(len(opened.shards))])
         links.close(opened.session)
         proxy.call("close", session=opened.session, token=opened.owner)
         transport.release(proxy)

@@ -27,6 +27,7 @@ from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.client import vocab
 from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
+from gensim_distw2v.shard import counts as vocab_counts
 from gensim_distw2v.shard.counts import CountTables
 
 LEE = datapath("lee_background.cor")
@@ -66,9 +67,12 @@ def test_split_puts_each_word_in_the_same_part_on_every_table():
         one.split(0)
 
 
-def part(table, index, parts, rid, token="t0k"):
+def part(table, index, parts, rid, token=None, count="c1"):
+    """Range ``rid``'s part ``index`` of ``parts`` of ``table``, carrying the range's token (of the count
+    secret "t0k") unless ``token`` is given."""
     w, o, c, f = table.split(parts)[index]
-    return protocol.CountPart.from_wire(protocol.CountPart(count="c1", token=token, range=rid, index=index, words=w,
+    token = protocol.range_token("t0k", count, rid) if token is None else token
+    return protocol.CountPart.from_wire(protocol.CountPart(count=count, token=token, range=rid, index=index, words=w,
                                                            offsets=o, counts=c, firsts=f).to_wire())
 
 
@@ -85,6 +89,10 @@ def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
     assert shard.add(part(second, 1, 2, rid=1)) is True
     with pytest.raises(errors.Forbidden):
         shard.add(part(second, 1, 2, rid=2, token="other"))
+    with pytest.raises(errors.Forbidden):  # the count's secret is not a range's token, nor one range's another's
+        shard.add(part(second, 1, 2, rid=2, token="t0k"))
+    with pytest.raises(errors.Forbidden):
+        shard.add(part(second, 1, 2, rid=2, token=protocol.range_token("t0k", "c1", 3)))
     with pytest.raises(errors.BadRequest, match="holds index 1"):
         shard.add(part(second, 0, 2, rid=2))
     expected = collections.Counter()
@@ -139,11 +147,70 @@ def test_count_messages_refuse_what_does_not_fit():
     with pytest.raises(ValueError, match="counts must be >= 1"):
         protocol.CountPart.from_wire(dict(good, counts=protocol.pack_array(np.zeros(3, np.int64))))
     spec = vocab.corpus_spec(LEE)
-    request = protocol.CountRanges(count="c", token="t", corpus=spec, ranges=[[0, 0, spec.size]],
+    request = protocol.CountRanges(count="c", tokens=["t"], corpus=spec, ranges=[[0, 0, spec.size]],
                                    shards=[["shard-a", "PYRO:a@h:1"]]).to_wire()
     protocol.CountRanges.from_wire(request)
     with pytest.raises(ValueError, match="0 <= lo < hi <= the corpus' size"):
         protocol.CountRanges.from_wire(dict(request, ranges=[[0, 0, spec.size + 1]]))
+    with pytest.raises(ValueError, match="one token of 1 to 64 characters per range"):
+        protocol.CountRanges.from_wire(dict(request, tokens=[]))
+
+
+@pytest.mark.unit
+def test_a_shard_never_drops_a_count_in_use_for_another(monkeypatch):
+    """Issue 54, item 3: a fifth count_open from a peer with the key used to drop the oldest count, live."""
+    shard = CountTables("shard-x", max_bytes=1 << 30)
+    for i in range(4):
+        shard.open(protocol.CountOpen(count=f"c{i}", token="t0k", index=0, parts=1))
+    with pytest.raises(errors.Busy, match="holds 4 vocabulary counts in use"):
+        shard.open(protocol.CountOpen(count="mallory", token="x", index=0, parts=1))
+    assert shard.add(part(table_of("a b\n"), 0, 1, rid=0, count="c0")) is True  # the live count goes on
+    shard.held["c1"].touched -= vocab_counts.IDLE_SECONDS + 1  # c1 idle for longer than a count may be
+    shard.open(protocol.CountOpen(count="c4", token="t0k", index=0, parts=1))
+    assert sorted(shard.held) == ["c0", "c2", "c3", "c4"]
+
+
+@pytest.mark.unit
+def test_a_shard_checks_its_budget_before_a_part_is_added():
+    """Issue 54, item 2: the budget covers every count a shard holds, and a part is refused before it is
+    added (not once its table has grown past the limit)."""
+    text = " ".join(f"word{i}" for i in range(3000)) + "\n"
+    one = part(table_of(text), 0, 1, rid=0, count="c0")
+    need = vocab_counts._growth(one)
+    shard = CountTables("shard-x", max_bytes=need + 20_000)
+    shard.open(protocol.CountOpen(count="c0", token="t0k", index=0, parts=1))
+    shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
+    assert shard.add(one) is True
+    with pytest.raises(errors.Full, match="counts take .* bytes, and range 0's part may take"):
+        shard.add(part(table_of(text), 0, 1, rid=0, count="c1"))
+    assert sorted(shard.held) == ["c0"]  # the count that would not fit is dropped; the other kept
+
+
+@pytest.mark.unit
+def test_the_client_stops_taking_from_a_shard_that_answers_for_ever():
+    """Issue 54, item 6: a shard claiming more words than the ranges held, or a total that moves, is an error,
+    not an endless take loop."""
+    table = table_of("a b c\n")
+    w, o, c, f = table.arrays()
+
+    class Held:
+        shards = [["shard-evil", "PYRO:e@h:1"]]
+
+        def __init__(self, totals):
+            self.totals = iter(totals)
+
+        def call(self, shard, op, request):
+            return protocol.CountChunk(words=w[:1], offsets=o[:2], counts=c[:1], firsts=f[:1], total=next(self.totals),
+                                       ranges=1, table_bytes=10)
+
+        def each(self, fn):
+            return [fn(0)]
+
+    count = vocab.ClusterCount({})
+    count.results = {0: [3, 1, 3]}
+    for totals, said in (([10 ** 9], "1000000000 words in all"), ([3, 4], "with 4 words in all \\(before: 3")):
+        with pytest.raises(transport.ClusterError, match=said):
+            count._take(Held(totals), "c1", "t0k", 1)
 
 
 @pytest.mark.unit

@@ -75,8 +75,9 @@ class ShardLinks(links.ShardLinks):
         The cluster's key.
     ns_conf : dict
         Where the name server is (for the restart command in errors).
-    token : str
-        The session's secret.
+    capabilities : list of str
+        Per shard, the capability the owner's secret gives for it (:func:`gensim_distw2v.protocol.shard_capability`):
+        what each is shown to open, start and close the session. The owner's secret itself is never sent to a shard.
     """
 
     ADVICE = ("this train() call did not finish and the model keeps the weights it had before it (or at the last "
@@ -84,6 +85,8 @@ class ShardLinks(links.ShardLinks):
               "--ns-port {port}, then call train() again")
     LOST = ShardLostError
 
-    def __init__(self, shards, hmac_key, ns_conf, token):
-        super().__init__(shards, hmac_key, ns_conf, token)
+    def __init__(self, shards, hmac_key, ns_conf, capabilities):
+        if len(capabilities) != len(shards):
+            raise ValueError(f"{len(capabilities)} capabilities for {len(shards)} shards")
+        super().__init__(shards, hmac_key, ns_conf, None, close_tokens=list(capabilities))
         self.layout = ShardLayout(len(self.shards))

@@ -29,8 +29,9 @@ class SessionSetup:
     into :class:`gensim_distw2v.client.training.DistributedTraining`)."""
 
     def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None, total_examples=None,
-                resume=False, below=None):
-        """The session's :class:`gensim_distw2v.protocol.SessionConfig` (checked) and its arrays."""
+                resume=False, below=None, threads=None):
+        """The session's :class:`gensim_distw2v.protocol.SessionConfig` (checked) and its arrays (a corpus
+        file's ranges handed out from one stretch of it per trainer thread: ``threads``, else ``n_workers``)."""
         model = self.model
         kernel, arrays = model_arrays(model)
         arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the merge rules' tiers expect
@@ -67,7 +68,8 @@ class SessionSetup:
             spec = protocol.CorpusFileSpec(
                 path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
                 range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
-                start_alpha=float(model.alpha), end_alpha=float(model.min_alpha), files=found.get("files"))
+                start_alpha=float(model.alpha), end_alpha=float(model.min_alpha), files=found.get("files"),
+                streams=max(1, min(protocol.MAX_STREAMS, int(threads or n_workers))))
         config = protocol.SessionConfig(
             versions=versions(),
             params=params,
@@ -109,8 +111,9 @@ class SessionSetup:
         ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
         opened = self._open_session(dispatcher, config)
         sid, links, self._token = opened.session, None, opened.owner  # (the client's own secret)
-        try:
-            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, opened.owner)
+        try:  # each shard is shown its own capability only, never the owner's secret (not even closing early)
+            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, [
+                protocol.shard_capability(opened.owner, sid, shard) for shard in range(len(opened.shards))])
             self._upload(dispatcher, sid, arrays, config, links, opened)
             dispatcher.call("start", session=sid, token=opened.owner)
             return sid, links, opened.resumed
@@ -125,19 +128,18 @@ class SessionSetup:
 
     def _upload(self, dispatcher, sid, arrays, config, links, opened):
         """The static arrays to the dispatcher, each shard's rows of the weights to that shard (or,
-        resuming, where the shards read them); start the shards (``links.token``: the owner's secret)."""
+        resuming, where the shards read them); start the shards (each with its capability)."""
         resumed = opened.resumed
         weights = {name: a for name, a in arrays.items() if name in protocol.WEIGHTS}
         part_bytes = self.settings.part_bytes
         for name, array in arrays.items():
             if name not in weights:
                 send_rows(array, part_bytes, lambda lo, part, name=name: dispatcher.call(
-                    "upload", session=sid, name=name, lo=lo, array=part, token=links.token))
+                    "upload", session=sid, name=name, lo=lo, array=part, token=opened.owner))
         restore = None if resumed is None else protocol.RestoreSpec(
             dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
 
-        capabilities = [protocol.shard_capability(opened.owner, sid, shard) for shard in range(len(links.shards))]
-        links.close_tokens = capabilities  # (each shard knows its own only)
+        capabilities = links.close_tokens
 
         def give(shard):
             capability = capabilities[shard]

@@ -126,6 +126,7 @@ class ClusterCount:
         self.cpu = self.shard_cpu = 0.0  # CPU seconds of the workers' counting and sending, of the shards' adds
         self.sent = self.shard_bytes = 0  # bytes the workers sent; the largest shard's table's bytes
         self.dropped = (0, 0)  # distinct words the shards left out (fewer than min_count), their occurrences
+        self.secret = None  # the count's secret (the client's and the shards'; workers get each range's token)
 
     def count(self, corpus, min_count=1):
         """Count ``corpus`` (a path, or a list of paths read back to back): a :class:`Counts` (the shards
@@ -163,7 +164,8 @@ class ClusterCount:
         try:
             held.call_all("count_open", [protocol.CountOpen(count=count_id, token=token, index=i, parts=len(shards))
                                          for i in range(len(shards))])
-            request = dict(count=count_id, token=token, corpus=spec, shards=shards)
+            request = dict(count=count_id, corpus=spec, shards=shards)  # (each range with its token, not the secret)
+            self.secret = token
             helpers = [threading.Thread(target=self._feed, args=(name, uri, t, request), daemon=True,
                                         name=f"count-{name[-6:]}") for name, (uri, t) in workers.items()]
             for helper in helpers:
@@ -252,7 +254,9 @@ class ClusterCount:
                 if ranges is None:
                     return
                 try:
-                    reply = link.call("count", protocol.CountRanges(ranges=ranges, **request))
+                    reply = link.call("count", protocol.CountRanges(
+                        ranges=ranges, tokens=[protocol.range_token(self.secret, request["count"], rid)
+                                               for rid, _lo, _hi in ranges], **request))
                 except errors.CorpusFileMismatch as err:
                     self._out(name, str(err))
                     return
@@ -311,11 +315,21 @@ class ClusterCount:
     def _take(self, held, count_id, token, min_count):
         """Every shard's words, merged, of ``min_count`` or more: ``(words, offsets, counts, firsts)`` of all,
         shard after shard (``self.dropped``: the others' number and occurrences)."""
+        # no shard's part holds more words than the ranges' tables together: a shard claiming more (or
+        # changing its total between chunks) would keep this loop taking for ever
+        most = sum(r[2] for r in self.results.values())
+
         def take(shard):
             chunks, lo, total = [], 0, None
             while total is None or lo < total:
                 chunk = held.call(shard, "count_take", protocol.CountTake(
                     count=count_id, token=token, lo=lo, hi=lo + MAX_TAKE_WORDS, min_count=min_count))
+                if chunk.total > most or (total is not None and chunk.total != total) \
+                        or len(chunk.counts) > chunk.total - lo:
+                    raise transport.ClusterError(
+                        f"shard {held.shards[shard][0]} answered count {count_id} with {chunk.total} words in all "
+                        f"(before: {total}; the ranges held {most} distinct words together) and {len(chunk.counts)} "
+                        f"from word {lo}: it is not a shard of this cluster's, or it is broken; restart it")
                 chunks.append(chunk)
                 total, lo = chunk.total, lo + len(chunk.counts)
                 if not len(chunk.counts):

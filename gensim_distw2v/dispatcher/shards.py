@@ -49,9 +49,14 @@ class ShardCalls(Membership):
 
     def before_wait(self, name, request):
         """Workers whose merges the shard refused as poison: the session fails, naming them; they
-        leave it, their jobs go back to the queue."""
+        leave it, their jobs go back to the queue. Only a shard of the session is heard: another
+        member that knows the session's id (``status()`` shows it) holds none of its rows."""
         session = self.cluster.session
         if not request.poisoned or session is None or session.id != request.known:
+            return
+        if self.cluster.shard_index(session, name) < 0:
+            logger.warning("shard %s reported poisoned merges in session %s, which it is not a shard of: ignored",
+                           name, session.id)
             return
         for rank, why in request.poisoned.items():
             worker = session.rank_names.get(int(rank), f"rank {rank}")

@@ -41,6 +41,8 @@ class ShardLinks:
     bulk : iterable of str
         Calls that go by a shard's bulk channel where it has one (a worker's: ``merge``); the
         channel is asked for and connected by :meth:`open_channels`, or at the first such call.
+    close_tokens : list of str, optional
+        Per shard, what :meth:`close` shows it (the client's: each shard's capability), else ``token``.
 
     Attributes
     ----------
@@ -53,9 +55,9 @@ class ShardLinks:
     ADVICE = RESTART
     LOST = ShardLost
 
-    def __init__(self, shards, hmac_key, ns_conf, token, timeout=60.0, bulk=()):
+    def __init__(self, shards, hmac_key, ns_conf, token, timeout=60.0, bulk=(), close_tokens=None):
         self.shards, self.ns_conf, self.token = [tuple(s) for s in shards], ns_conf, token
-        self.close_tokens = None  # per shard, what close() shows it (else the token)
+        self.close_tokens = close_tokens  # per shard, what close() shows it (else the token)
         self.links = [endpoints.link(uri, tables.SHARD, hmac_key, timeout=timeout) for _name, uri in self.shards]
         self.bulk, self.hmac_key, self.timeout = frozenset(bulk), hmac_key, timeout
         self.channels = [None] * len(self.shards)  # per shard: its channel link, False (none), None (not asked)

@@ -34,6 +34,7 @@ import hmac
 import io
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -152,8 +153,8 @@ def _read_json(path, what):
         if len(data) > MAX_META_BYTES:
             raise ValueError(f"more than {MAX_META_BYTES} bytes")
         return json.loads(data.decode("utf8"))
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"{what} ({err})") from None
+    except (OSError, ValueError, RecursionError) as err:  # (RecursionError: JSON nested deeper than Python goes)
+        raise CheckpointError(f"{what} ({type(err).__name__}: {str(err)[:200]})") from None
 
 
 def _read_whole(path, size, deadline):
@@ -185,7 +186,7 @@ def _npy(data, what):
         shape, fortran, dtype = readers[version](stream)
     except (ValueError, EOFError, TypeError) as err:
         raise CheckpointError(f"{what} is not a numpy array file ({err})") from None
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # Python's integers: a crafted shape cannot wrap round to a size that fits
     if dtype.kind not in _ALLOWED_KINDS or dtype.hasobject or count * dtype.itemsize != len(data) - stream.tell():
         raise CheckpointError(f"{what} is not a numpy array file of numbers ({dtype}, {shape}, "
                               f"{len(data) - stream.tell()} bytes of data)")
@@ -406,8 +407,9 @@ class CheckpointStore:
             if fname == META:
                 try:
                     meta = json.loads(data.decode("utf8"))
-                except ValueError as err:
-                    raise CheckpointError(f"{where}: {fname} is not JSON metadata ({err})") from None
+                except (ValueError, RecursionError) as err:
+                    raise CheckpointError(f"{where}: {fname} is not JSON metadata ({type(err).__name__}: "
+                                          f"{str(err)[:200]})") from None
                 continue
             spec = entry.get("array")
             if not fname.endswith(".npy") or not isinstance(spec, dict):

@@ -77,6 +77,7 @@ _WHERE = {
     "ShardCheckpoint": "checkpoints",
     # session
     "CorpusFileSpec": "session",
+    "MAX_STREAMS": "session",
     "RngState": "session",
     "SessionConfig": "session",
     "TrainParams": "session",
@@ -94,6 +95,7 @@ _WHERE = {
     "CountRef": "counting",
     "CountTake": "counting",
     "Counted": "counting",
+    "range_token": "counting",
     # jobs
     "Job": "jobs",
     "JobBatch": "jobs",

@@ -4,9 +4,14 @@ shards, the workers' parts, and the replies (:mod:`gensim_distw2v.client.vocab` 
 A count has an id and a secret ``token`` the client makes; the shards hold its words partitioned by
 a hash of each word (part ``index`` of ``parts``); each byte range of the corpus is counted by a
 worker, whose table of the range goes to the shards in ``parts`` pieces, each piece added once
-per range (``range``), whoever sends it.
+per range (``range``). The count's secret stays between the client and the shards (open, take,
+close); a worker is given, per range it is asked to count, that range's token
+(:func:`range_token`), which a shard checks against the range a part names: a worker can add the
+ranges it was given, no other.
 """
 import dataclasses
+import hashlib
+import hmac
 import typing
 
 import numpy as np
@@ -15,13 +20,18 @@ from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
 from gensim_distw2v.protocol.session import CorpusFileSpec
 
 __all__ = ["CountOpen", "CountRef", "CountPart", "CountTake", "CountChunk", "CountRanges", "Counted",
-           "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS"]
+           "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS", "range_token"]
 
 MAX_COUNT_PARTS = 4096  # shards of a count at most (as of a session)
 MAX_RANGES_PER_CALL = 1024  # byte ranges one worker call counts at most
 MAX_TAKE_WORDS = 1_000_000  # words one count_take answers at most
 MAX_RANGE_ID = 2 ** 40
 MAX_ID = 64  # characters of a count's id and token at most
+
+
+def range_token(secret, count, rid):
+    """The token of range ``rid`` of count ``count`` whose secret is ``secret``: what its parts carry."""
+    return hmac.new(secret.encode("utf8"), f"count-range {count} {rid}".encode("utf8"), hashlib.sha256).hexdigest()[:32]
 
 
 def _check_ids(record):
@@ -77,7 +87,8 @@ class CountRef(Record):
 class CountPart(Record):
     """A byte range's words that fall in part ``index`` of a count (worker -> shard): each word's
     UTF-8 bytes (``words``, back to back, cut by ``offsets``), its count in the range and the file
-    offset of its first occurrence there. The shard adds a range's part once."""
+    offset of its first occurrence there. The shard adds a range's part once; ``token`` is the
+    range's (:func:`range_token`)."""
 
     WHAT: typing.ClassVar[str] = "count part"
     count: str
@@ -144,19 +155,21 @@ class CountChunk(Record):
 
 @dataclasses.dataclass
 class CountRanges(Record):
-    """Count byte ranges of a corpus (client -> worker): ``ranges`` as ``[id, lo, hi]``, ``corpus``
+    """Count byte ranges of a corpus (client -> worker): ``ranges`` as ``[id, lo, hi]`` and ``tokens``
+    each range's token (:func:`range_token`: the count's secret is not given to workers), ``corpus``
     the file(s) and their fingerprint (its ``range_bytes``, ``total_words`` and learning rates are
     not used), ``shards`` the ``[name, uri]`` of the count's shards in part order."""
 
     WHAT: typing.ClassVar[str] = "count ranges"
     count: str
-    token: str
+    tokens: list
     corpus: CorpusFileSpec
     ranges: list
     shards: list
 
     def check(self):
-        _check_ids(self)
+        if not 0 < len(self.count) <= MAX_ID:
+            raise ValueError(f"malformed count ranges: count must be 1 to {MAX_ID} characters, got {len(self.count)}")
         if not 0 < len(self.ranges) <= MAX_RANGES_PER_CALL:
             raise ValueError(f"count ranges: 1 to {MAX_RANGES_PER_CALL} ranges a call, got {len(self.ranges)}")
         for entry in self.ranges:
@@ -165,6 +178,9 @@ class CountRanges(Record):
                     and 0 <= entry[0] < MAX_RANGE_ID and 0 <= entry[1] < entry[2] <= self.corpus.size):
                 raise ValueError(f"count ranges: each range must be [id, lo, hi] with 0 <= lo < hi <= the corpus' "
                                  f"size ({self.corpus.size}), got {entry!r}"[:300])
+        if len(self.tokens) != len(self.ranges) or not all(
+                isinstance(t, str) and 0 < len(t) <= MAX_ID for t in self.tokens):
+            raise ValueError(f"count ranges: one token of 1 to {MAX_ID} characters per range")
         if not 0 < len(self.shards) <= MAX_COUNT_PARTS or not all(
                 isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(v, str) for v in s)
                 for s in self.shards):

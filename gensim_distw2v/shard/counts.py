@@ -7,6 +7,12 @@ every shard (part ``index`` of ``parts``); the workers send each byte range's wo
 GIL), each range once: a range counted again (its first worker was lost before it said so) is not
 added twice. The client then takes the merged words in chunks (those counted at least ``min_count``
 times: the others' number and occurrences only), and closes the count.
+
+What a peer holding the cluster's key can do is bounded: a part is added only with its range's token
+(:func:`gensim_distw2v.protocol.range_token`, which the client gives the worker it asks to count that
+range), taken or closed only with the count's secret; every count a shard holds fits in one budget
+(``max_bytes``, checked before a part is added, not after); and a count in use is never dropped to make
+room for another (only one idle for :data:`IDLE_SECONDS`).
 """
 import collections
 import logging
@@ -23,7 +29,17 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["CountTables", "MAX_COUNTS"]
 
-MAX_COUNTS = 4  # counts held at once: opening one more drops the oldest
+MAX_COUNTS = 4  # counts held at once: opening one more drops the longest idle, if one is idle
+IDLE_SECONDS = 900.0  # a count without an add or a take for this long may be dropped for a new one
+MAX_COUNT_RANGES = 1 << 22  # ranges one count may add (4 M: a corpus of 4 TB in ranges of 1 MB)
+RANGE_BYTES = 96  # what a range id held costs (a set entry), as counted against the budget
+
+
+def _growth(part):
+    """An upper bound of the bytes adding ``part`` may take (its words all new; the table's arrays and
+    slots doubling as they grow)."""
+    words = len(part.counts)
+    return 2 * (int(part.words.nbytes) + 5 * 8 * words) + 4 * 8 * words + RANGE_BYTES
 
 
 class _Count:
@@ -37,7 +53,13 @@ class _Count:
         self.arrays = None  # the table in first-occurrence order, once taken (of at least min_count)
         self.min_count, self.dropped = 1, (0, 0)  # the takes' min_count; the words it left out, their occurrences
         self.cpu = 0.0
-        self.opened = time.monotonic()
+        self.opened = self.touched = time.monotonic()
+
+    def nbytes(self):
+        """The bytes this count holds (its table or taken arrays, and its ranges' ids)."""
+        table, arrays = self.table, self.arrays  # (a take may swap one for the other meanwhile)
+        held = table.nbytes() if table is not None else sum(int(a.nbytes) for a in arrays or ())
+        return held + RANGE_BYTES * len(self.ranges)
 
 
 def _at_least(arrays, min_count):
@@ -62,8 +84,9 @@ class CountTables:
     name : str
         The shard's name (for messages).
     max_bytes : int
-        The most a count's table may take on this shard: a part beyond it is refused as
-        :class:`gensim_distw2v.protocol.errors.Full`, naming the limit.
+        The most the counts this shard holds may take together: a part that could take them beyond
+        it is refused, before it is added, as :class:`gensim_distw2v.protocol.errors.Full`, naming the
+        limit.
     """
 
     def __init__(self, name, max_bytes):
@@ -71,30 +94,61 @@ class CountTables:
         self.lock = threading.Lock()
         self.held = collections.OrderedDict()  # count id -> _Count
 
-    def _count(self, count, token, what):
+    def _count(self, count, token=None, what=None):
+        """The count ``count``; with ``token``, checked against its secret (SessionClosed if none is held)."""
         with self.lock:
             held = self.held.get(count)
         if held is None:
-            raise errors.SessionClosed(f"shard {self.name} holds no count {count!r} (closed, replaced by newer "
-                                       f"counts, or the shard restarted)")
-        protocol.check_token(token, held.request.token, what)
+            raise errors.SessionClosed(f"shard {self.name} holds no count {count!r} (closed, dropped idle, or the "
+                                       f"shard restarted)")
+        if what is not None:
+            protocol.check_token(token, held.request.token, what)
         return held
 
     def open(self, request):
-        """Hold part ``index`` of ``parts`` of a new count (a :class:`gensim_distw2v.protocol.CountOpen`)."""
+        """Hold part ``index`` of ``parts`` of a new count (a :class:`gensim_distw2v.protocol.CountOpen`).
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.Busy
+            :data:`MAX_COUNTS` counts are held and none is idle: none in use is dropped for another.
+        """
+        now = time.monotonic()
         with self.lock:
             if request.count in self.held:
                 raise errors.BadRequest(f"count {request.count} is open on shard {self.name} already")
             while len(self.held) >= MAX_COUNTS:
-                old, _held = self.held.popitem(last=False)
-                logger.warning("count %s dropped: a shard holds %i counts at most", old, MAX_COUNTS)
+                idle = min(self.held.values(), key=lambda c: c.touched)
+                if now - idle.touched < IDLE_SECONDS:
+                    raise errors.Busy(f"shard {self.name} holds {len(self.held)} vocabulary counts in use (at most "
+                                      f"{MAX_COUNTS}; one is dropped once idle for {IDLE_SECONDS:.0f} s): try again "
+                                      f"when one ends")
+                del self.held[idle.request.count]
+                logger.warning("count %s dropped: idle for %.0f s, and a shard holds %i counts at most",
+                               idle.request.count, now - idle.touched, MAX_COUNTS)
             self.held[request.count] = _Count(request)
         logger.info("count %s opened: part %i of %i", request.count, request.index, request.parts)
 
+    def _room(self, part, held):
+        """Full unless ``part`` fits this shard's budget with every count it holds (before it is added)."""
+        with self.lock:
+            counts = list(self.held.values())
+        size = sum(c.nbytes() for c in counts)
+        need = _growth(part)
+        if size + need > self.max_bytes:
+            raise errors.Full(f"count {part.count}: shard {self.name}'s counts take {size} bytes, and range "
+                              f"{part.range}'s part may take {need} more, beyond its limit of {self.max_bytes} "
+                              f"(--max-model-bytes): use more shards, or give them more memory")
+        if len(held.ranges) >= MAX_COUNT_RANGES:
+            raise errors.Full(f"count {part.count}: {MAX_COUNT_RANGES} ranges added on shard {self.name} already, "
+                              f"the most a count takes")
+
     def add(self, part):
         """Add a range's words of this shard's part (a :class:`gensim_distw2v.protocol.CountPart`):
-        True, or False if that range was added already."""
-        held = self._count(part.count, part.token, "count_add")
+        True, or False if that range was added already. The part must carry its range's token."""
+        held = self._count(part.count)
+        protocol.check_token(part.token, protocol.range_token(held.request.token, part.count, part.range),
+                             "count_add")
         if part.index != held.request.index:
             raise errors.BadRequest(f"count {part.count}: a part for index {part.index} sent to shard {self.name}, "
                                     f"which holds index {held.request.index}")
@@ -104,21 +158,26 @@ class CountTables:
                 return False
             if held.arrays is not None:
                 raise errors.BadRequest(f"count {part.count}: range {part.range} arrives after the count was taken")
+            try:
+                self._room(part, held)
+            except errors.Full:
+                self._drop(part.count)
+                raise
             held.table.add(part.words, part.offsets, part.counts, part.firsts)
             held.ranges.add(part.range)
             held.cpu += time.thread_time() - began
-            size = held.table.nbytes()
-        if size > self.max_bytes:
-            self.close(protocol.CountRef(count=part.count, token=part.token))
-            raise errors.Full(f"count {part.count}: shard {self.name}'s part of the vocabulary takes {size} bytes, "
-                              f"beyond its limit of {self.max_bytes} (--max-model-bytes): use more shards, or give "
-                              f"them more memory")
+            held.touched = time.monotonic()
         return True
+
+    def _drop(self, count):
+        with self.lock:
+            self.held.pop(count, None)
 
     def take(self, request):
         """Words ``[lo, hi)`` of this shard's part in first-occurrence order (a
         :class:`gensim_distw2v.protocol.CountChunk`); no range is added after the first take."""
         held = self._count(request.count, request.token, "count_take")
+        held.touched = time.monotonic()
         with held.lock:
             if held.arrays is None:
                 held.arrays, held.dropped = _at_least(held.table.arrays(), request.min_count)

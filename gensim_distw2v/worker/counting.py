@@ -74,7 +74,8 @@ class Counting:
         problem = self._check(request)
         if problem is not None:
             raise errors.CorpusFileMismatch(f"{self._where()}: {problem}")
-        futures = [self.pool.submit(self._one, request, entry) for entry in request.ranges]
+        futures = [self.pool.submit(self._one, request, entry, token)
+                   for entry, token in zip(request.ranges, request.tokens)]
         done = []
         try:
             for future in futures:
@@ -89,8 +90,9 @@ class Counting:
         return protocol.Counted(ranges=[entry for entry, _cpu, _sent in done], cpu=sum(cpu for _e, cpu, _s in done),
                                 bytes_sent=sum(sent for _e, _cpu, sent in done))
 
-    def _one(self, request, entry):
-        """Count one range and send its parts: ``([id, raw, sentences, distinct], CPU seconds, bytes sent)``."""
+    def _one(self, request, entry, token):
+        """Count one range and send its parts (with the range's ``token``): ``([id, raw, sentences, distinct],
+        CPU seconds, bytes sent)``."""
         began = time.thread_time()
         rid, lo, hi = entry
         table = WordCounts()
@@ -103,12 +105,12 @@ class Counting:
         parts = table.split(len(request.shards))
         del table
         sent = 0
-        shards = links.ShardLinks(request.shards, self.worker.hmac_key, self.worker.ns_conf, request.token,
+        shards = links.ShardLinks(request.shards, self.worker.hmac_key, self.worker.ns_conf, None,
                                   bulk=("count_add",))
         try:
             for index, (words, offsets, counts, firsts) in enumerate(parts):
                 shards.call(index, "count_add", protocol.CountPart(
-                    count=request.count, token=request.token, range=rid, index=index, words=words, offsets=offsets,
+                    count=request.count, token=token, range=rid, index=index, words=words, offsets=offsets,
                     counts=counts, firsts=firsts))
                 sent += words.nbytes + offsets.nbytes + counts.nbytes + firsts.nbytes
         finally:
