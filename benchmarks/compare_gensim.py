@@ -51,6 +51,10 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, default=2, help="seeds 1..N; figures are means over them")
     parser.add_argument("--first-seed", type=int, default=1,
                         help="start at this seed: --first-seed 2 --seeds 1 runs seed 2 alone (to extend a run)")
+    parser.add_argument("--alpha", type=float, default=0.025, help="start learning rate (gensim's default)")
+    parser.add_argument("--min-alpha", type=float, default=0.0001,
+                        help="end learning rate (gensim's default; gensim's corpus_file mode with workers=K ends each "
+                             "epoch where its schedule is 1/K of the way: see docs/corpus_file.rst)")
     parser.add_argument("--vector-size", type=int, default=100)
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
@@ -78,6 +82,10 @@ def parse_args(argv=None):
                         help="an unkeyed LocalCluster (default: keyed, as LocalCluster is: every message signed)")
     parser.add_argument("--no-channel", action="store_true",
                         help="shards without the bulk channel: merges go by Pyro4 (default: by the channel)")
+    parser.add_argument("--truth", metavar="PAIRS_TSV",
+                        help="a synthetic corpus's known answer (discourse_corpus.py's .pairs.tsv; its .analogies.txt "
+                             "beside it): also score 'truth' (Spearman against the pairs) and 'truth_analogy', and "
+                             "follow the truth analogies in the per-epoch curve")
     parser.add_argument("--plots", help="directory for PNG plots (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--_one", nargs=5, metavar=("MODE", "K", "SEED", "VOCAB", "CORPUS"), help=argparse.SUPPRESS)
@@ -87,8 +95,16 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def evaluate(wv):
-    """gensim's standard scores; NaN where the model knows none of a test's words (a synthetic corpus)."""
+def truth_analogies(pairs_path):
+    """The analogy questions written beside a synthetic corpus's truth list (None: there are none)."""
+    path = pairs_path[:-len(".pairs.tsv")] + ".analogies.txt" if pairs_path.endswith(".pairs.tsv") else None
+    return path if path and os.path.exists(path) else None
+
+
+def evaluate(wv, truth=None):
+    """gensim's standard scores; NaN where the model knows none of a test's words (a synthetic corpus).
+    With ``truth`` (a synthetic corpus's ``.pairs.tsv``) also its known answer: ``truth`` (Spearman against
+    the pairs) and ``truth_analogy`` (the analogies beside it, every word of the vocabulary a candidate)."""
     from gensim.test.utils import datapath
 
     def score(test):
@@ -96,9 +112,15 @@ def evaluate(wv):
             return test()
         except (ValueError, ZeroDivisionError):  # no pair or question of the test in the vocabulary
             return float("nan")
-    return {"analogy": score(lambda: wv.evaluate_word_analogies(datapath("questions-words.txt"))[0]),
-            "ws353": score(lambda: wv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0]),
-            "simlex": score(lambda: wv.evaluate_word_pairs(datapath("simlex999.txt"))[1][0])}
+    out = {"analogy": score(lambda: wv.evaluate_word_analogies(datapath("questions-words.txt"))[0]),
+           "ws353": score(lambda: wv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0]),
+           "simlex": score(lambda: wv.evaluate_word_pairs(datapath("simlex999.txt"))[1][0])}
+    if truth:
+        out["truth"] = score(lambda: wv.evaluate_word_pairs(truth, delimiter="\t", restrict_vocab=10 ** 9)[1][0])
+        questions = truth_analogies(truth)
+        out["truth_analogy"] = score(lambda: wv.evaluate_word_analogies(questions, restrict_vocab=10 ** 9)[0]) \
+            if questions else float("nan")
+    return out
 
 
 def rss_mb(pid=None):
@@ -154,14 +176,17 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         def on_epoch_end(self, model):
             began, began_cpu = time.perf_counter(), time.process_time()
             model.wv.fill_norms(force=True)  # gensim caches norms: the weights changed since the last look
-            acc = model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
-                "questions-words.txt"), restrict_vocab=30000)[0]
+            questions = truth_analogies(args.truth) if args.truth else None
+            acc = model.wv.evaluate_word_analogies(questions, restrict_vocab=10 ** 9)[0] if questions else \
+                model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
+                    "questions-words.txt"), restrict_vocab=30000)[0]
             self.points.append({"t": began - self.start - self.paused, "loss": model.get_latest_training_loss(),
                                 "analogy": acc})
             self.paused += time.perf_counter() - began
             self.paused_cpu += time.process_time() - began_cpu
 
-    params = dict(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs,
+    params = dict(vector_size=args.vector_size, min_count=args.min_count, sg=args.sg, hs=args.hs, alpha=args.alpha,
+                  min_alpha=args.min_alpha,
                   negative=0 if args.hs else 5, epochs=args.epochs, seed=seed, workers=k)
     cluster, result = None, {"mode": mode, "k": k, "seed": seed, "sentences": None if sentences is None else
                              args.sentences}
@@ -237,7 +262,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
         else:  # gensim's threads, all in this process
             result["cpu_seconds"] = {"process": time.process_time() - client_cpu - curve.paused_cpu}
         result.update(seconds=seconds, raw_wps=raw / seconds, effective_wps=effective / seconds,
-                      effective_words=effective, curve=curve.points, **evaluate(model.wv))
+                      effective_words=effective, curve=curve.points, **evaluate(model.wv, args.truth))
         peaks["client" if mode in CLUSTER_MODES else "process"] = rss_mb()
         result["peak_rss_mb"] = peaks
         stats = getattr(model, "cluster_stats", None) or {}
@@ -316,10 +341,20 @@ def paired(rows, refs):
 
 
 def quality(rows, refs):
-    """``"analogy +0.12 points, ws353 -0.0010, simlex +0.0020"``: mean scores of ``rows`` less those of ``refs``."""
-    return (f"analogy {100 * (mean(rows, 'analogy') - mean(refs, 'analogy')):+.2f} points, "
+    """``"analogy +0.12 points, ws353 -0.0010, simlex +0.0020"``: mean scores of ``rows`` less those of ``refs``
+    (and the known answer's, ``truth analogy`` and ``truth``, where the runs scored it)."""
+    text = (f"analogy {100 * (mean(rows, 'analogy') - mean(refs, 'analogy')):+.2f} points, "
             f"ws353 {mean(rows, 'ws353') - mean(refs, 'ws353'):+.4f}, "
             f"simlex {mean(rows, 'simlex') - mean(refs, 'simlex'):+.4f}")
+    if any("truth" in r for r in rows):
+        text += (f", truth analogy {100 * (mean(rows, 'truth_analogy') - mean(refs, 'truth_analogy')):+.2f} points, "
+                 f"truth {mean(rows, 'truth') - mean(refs, 'truth'):+.4f}")
+    return text
+
+
+def results_truth(results):
+    """Whether the runs scored a synthetic corpus's known answer (their curves then follow its analogies)."""
+    return any("truth" in row for rows in results.values() for row in rows)
 
 
 def plot(results, ks, directory):
@@ -336,7 +371,8 @@ def plot(results, ks, directory):
         axes[0].plot([p["t"] for p in curve], [p["loss"] for p in curve], marker="o", label=label)
         axes[1].plot([p["t"] for p in curve], [p["analogy"] for p in curve], marker="o", label=label)
     axes[0].set(xlabel="train() seconds", ylabel="training loss (cumulative, per train call)", title="loss")
-    axes[1].set(xlabel="train() seconds", ylabel="analogy accuracy (top 30k words)", title="accuracy")
+    axes[1].set(xlabel="train() seconds", ylabel="truth analogy accuracy" if results_truth(results) else
+                "analogy accuracy (top 30k words)", title="accuracy")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(directory, "loss_accuracy_vs_time.png"), dpi=100)
@@ -384,6 +420,7 @@ def main(argv=None):
                     results.setdefault((mode, k), []).append(row)
                     print(f"  seed {seed} K={k} {mode:<9} {row['raw_wps']:>9.0f} raw words/s, {row['seconds']:.1f} s, "
                           f"analogy {row['analogy']:.4f} ws353 {row['ws353']:.4f} simlex {row['simlex']:.4f}"
+                          + (f" truth analogy {row['truth_analogy']:.4f} truth {row['truth']:.4f}" if "truth" in row else "")
                           + (f", {row['bytes_up_per_word']:.0f}/{row['bytes_down_per_word']:.0f} B/word up/down, CPU s "
                              + "/".join(f"{role} {row['cpu_seconds'].get(role, 0):.1f}"
                                         for role in ("client", "dispatcher", "shard", "worker"))
@@ -391,7 +428,8 @@ def main(argv=None):
                                f"{row['kernel_cpu']:.1f}, merge rounds {row['merge_cpu']['workers']:.1f})"
                              if mode in CLUSTER_MODES else f", CPU s {row['cpu_seconds']['process']:.1f}"), flush=True)
     header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
-              f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}")
+              f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}"
+              + (f"{'t.anal':>9}{'truth':>8}" if args.truth else ""))
     print(f"\nmeans over {args.seeds} seed(s)\n{header}")
     table = []
     for mode in modes:
@@ -404,13 +442,16 @@ def main(argv=None):
                      "merge_seconds": mean(rows, "merge_seconds"), "bytes_up_per_word": mean(rows, "bytes_up_per_word"),
                      "bytes_down_per_word": mean(rows, "bytes_down_per_word"), "peak_rss_mb": rss,
                      "analogy": mean(rows, "analogy"), "ws353": mean(rows, "ws353"), "simlex": mean(rows, "simlex")}
+            if args.truth:
+                entry.update(truth_analogy=mean(rows, "truth_analogy"), truth=mean(rows, "truth"))
             table.append(entry)
             rss_text = "/".join(f"{rss[r]:.0f}" for r in ("client", "dispatcher", "shard", "worker") if r in rss) \
                 or f"{rss.get('process', 0):.0f}"
             print(f"{mode:<10}{k:>3}{entry['seconds']:>9.1f}{entry['raw_wps']:>10.0f}{entry['effective_wps']:>10.0f}"
                   f"{entry['speedup']:>9.2f}{entry['merge_seconds']:>9.1f}{entry['bytes_up_per_word']:>8.0f}"
                   f"{entry['bytes_down_per_word']:>8.0f}{rss_text:>18}{entry['analogy']:>9.4f}{entry['ws353']:>8.4f}"
-                  f"{entry['simlex']:>8.4f}")
+                  f"{entry['simlex']:>8.4f}"
+                  + (f"{entry['truth_analogy']:>9.4f}{entry['truth']:>8.4f}" if args.truth else ""))
     print("RSS MB for dist: client/dispatcher/largest shard/largest worker; merge s: worker time in merge rounds (summed over "
           "workers, overlapping training)")
     if "dist_cf" in modes and "gensim_cf" in modes:

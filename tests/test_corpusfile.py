@@ -497,7 +497,7 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
             dispatcher.send("file_check", {"name": "gensim_distw2v.worker.x", "session": sid, "problem": 5})
     finally:
         links.close(sid)
-        dispatcher.call("close", session=sid, token=links.token)
+        dispatcher.call("close", session=sid, token=session._token)
         transport.release(dispatcher)
     bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))
     with pytest.raises(ValueError, match="range_bytes and total_words >= 1"):

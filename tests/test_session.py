@@ -158,6 +158,58 @@ def test_file_epochs_cut_ranges_lazily_and_count_the_workers_words():
     assert "w2" not in session.ranks and session.file_checks["w2"] == "no such file"
 
 
+def test_file_ranges_come_from_stretches_of_the_file_in_turn():
+    """An ordered file (by topic, date, source) is trained stretch beside stretch, one stretch per trainer
+    thread, as gensim's corpus_file mode reads it; one stretch is the file in order."""
+    spec = {"path": "/x", "size": 1000, "range_bytes": 100, "total_words": 200, "start_alpha": 0.025,
+            "end_alpha": 0.0001, "digest": "d", "streams": 3}
+    session = running(corpus_file=spec, epochs=1)
+    assert session.bounds == [0, 3, 6, 10] and session.open_file_epoch(0) == 10
+    session.join("w1")
+    session.check_file("w1", None)
+    out, _ = session.hand_out("w1", 4)
+    assert [m["lo"] for m in out] == [0, 300, 600, 100] and session.file_work_left() == 600
+    assert session.queued() == 6
+    out += session.hand_out("w1", 10)[0]
+    assert [m["lo"] // 100 for m in out] == [0, 3, 6, 1, 4, 7, 2, 5, 8, 9]  # the longest stretch ends alone
+    assert sorted(m["lo"] for m in out) == list(range(0, 1000, 100)) and session.file_work_left() == 0
+    point_trained = [out[1]["id"], out[3]["id"]]  # ranges 3 and 1
+    session.round_done("w1", report([[i, 20, 30, 2] for i in point_trained]))
+    point = session.resume_point(1)
+    assert (point.done_below, point.done_jobs) == (0, [1, 3])
+    restored = Session("s2", config(corpus_file=spec, epochs=1), [["shard-a", "PYRO:a@h:1"]])
+    restored.restore(point)
+    for name, array in restored.arrays.items():
+        restored.receive(name, 0, np.ones_like(array))
+    restored.start()
+    restored.open_file_epoch(0)
+    restored.join("w1")
+    restored.check_file("w1", None)
+    again = [m["lo"] // 100 for m in restored.hand_out("w1", 10)[0]]
+    assert again == [0, 4, 6, 2, 5, 7, 8, 9]  # 1 and 3 are trained: never handed out again
+    one = running(corpus_file=dict(spec, streams=1), epochs=1)
+    one.open_file_epoch(0)
+    one.join("w1")
+    one.check_file("w1", None)
+    assert [m["lo"] for m in one.hand_out("w1", 10)[0]] == list(range(0, 1000, 100))
+    many = running(corpus_file=dict(spec, streams=64), epochs=1)  # more stretches than ranges: one a range
+    assert many.bounds == list(range(11))
+    with pytest.raises(ValueError, match="streams must be an int in"):
+        protocol.CorpusFileSpec(**dict(spec, streams=0)).check()
+
+
+def test_bsp_file_ranges_from_stretches_take_the_rate_of_their_turn():
+    spec = {"path": "/x", "size": 1000, "range_bytes": 250, "total_words": 200, "start_alpha": 0.025,
+            "end_alpha": 0.0001, "digest": "d", "streams": 2}
+    session = bsp_session(workers=1, corpus_file=spec, epochs=1)
+    session.open_file_epoch(0)
+    session.join("a")
+    session.check_file("a", None)
+    out, _ = session.hand_out("a", 10)
+    assert [m["lo"] for m in out] == [0, 500, 250, 750]
+    assert [m["alpha"] for m in out] == pytest.approx([0.025 - 0.0249 * p for p in (0.0, 0.25, 0.5, 0.75)])
+
+
 def test_only_the_sessions_own_shards_fail_it():
     session = running()
     assert not session.lose_shard("shard-b", "gone") and session.state == "running"

@@ -149,8 +149,9 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             n_workers = wait_for_workers(dispatcher, self.ns_conf, self.settings.cluster_timeout)
             if resume:
                 self._wait_for_shards(dispatcher, getattr(self, "_shard_count", 1))
+            threads = sum(m.threads for m in dispatcher.call("status").workers.values()) if corpus_file else None
             config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words, total_examples,
-                                          resume=resume, below=below)
+                                          resume=resume, below=below, threads=threads)
             sid, links, resumed = self._open(dispatcher, config, arrays)
             self._shard_count = len(links.shards)
             logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "

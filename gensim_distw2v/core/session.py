@@ -54,6 +54,14 @@ __all__ = ["Session"]
 
 HEAD_JOBS = 8  # checkpoints keep the CRC-32 of this many of an epoch's first jobs (a resume checks its corpus)
 
+def stream_bounds(spec):
+    """``[b_0 = 0, b_1, ..., b_S]``: stretch ``s`` of a corpus file (a :class:`~gensim_distw2v.protocol.CorpusFileSpec`)
+    is its ranges ``b_s`` to ``b_(s+1)`` (at most one stretch a range)."""
+    n = -(-spec.size // spec.range_bytes)
+    streams = max(1, min(spec.streams, n))
+    return [s * n // streams for s in range(streams + 1)]
+
+
 TRANSITIONS = {"uploading": ("running", "failed", "closed"), "running": ("failed", "closed"), "failed": ("closed",),
                "closed": ()}
 
@@ -102,7 +110,12 @@ class Session(SessionFailures, Resumable):
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.file = config.corpus_file  # corpus_file training: ranges cut here, lazily
         self.file_checks = {}  # worker -> None (sees the client's file) or what is wrong
-        self.cursor = {}  # epoch -> first byte not yet cut into a range
+        # a corpus file's ranges are handed out from ``streams`` evenly spaced stretches of it in turn (as
+        # gensim's corpus_file mode gives each of its threads one stretch): range index b[s] to b[s + 1] is
+        # stretch s; per epoch, the next range index of each stretch, and the stretch whose turn it is
+        self.bounds = stream_bounds(self.file) if self.file is not None else [0, 0]
+        self.cursor = {}  # epoch -> [next range index of each stretch]
+        self.turn = {}  # epoch -> the stretch the next range is cut from (if it has one left)
         self.ranges_out = collections.Counter()  # epoch -> bytes of ranges handed out
         self.ranges_done = collections.Counter()  # epoch -> bytes of ranges merged
         self.next_job = 0
@@ -295,7 +308,7 @@ class Session(SessionFailures, Resumable):
         if epoch >= self.config.epochs or epoch in self.cursor or epoch <= self.closed_epoch:
             raise ValueError(f"open_file_epoch: epoch {epoch} was opened before, or is not one of the "
                              f"session's {self.config.epochs}")
-        self.cursor[epoch] = 0
+        self.cursor[epoch], self.turn[epoch] = list(self.bounds[:-1]), 0
         self.counts[epoch].put = -(-self.file.size // self.file.range_bytes)  # (io.corpusfile.ranges)
         self.closed_epoch = epoch  # every range of it is there to be cut
         self._skip_trained(epoch)
@@ -306,9 +319,11 @@ class Session(SessionFailures, Resumable):
 
     def file_work_left(self):
         """Bytes of the open file epoch not yet cut into ranges."""
-        if self.file is None or self.closed_epoch < 0:
+        cursor = self.cursor.get(self.closed_epoch) if self.file is not None else None
+        if cursor is None:
             return 0
-        return self.file.size - self.cursor.get(self.closed_epoch, self.file.size)
+        size, step = self.file.size, self.file.range_bytes
+        return sum(max(0, min(size, self.bounds[s + 1] * step) - min(size, at * step)) for s, at in enumerate(cursor))
 
     def has_work(self, worker=None):
         """Whether a job (queued, or a range still to cut) is waiting (for ``worker``, if given)."""
@@ -331,12 +346,20 @@ class Session(SessionFailures, Resumable):
         """The next byte range of the open epoch as a queued job, with the learning rate of the
         words trained so far in the epoch (merged words, plus those of ranges out, estimated), or
         ``by_position``, of the words before the range (in proportion to its bytes)."""
-        spec, epoch = self.file, self.closed_epoch
-        lo = self.cursor[epoch]
+        spec, epoch, bounds = self.file, self.closed_epoch, self.bounds
+        cursor, streams = self.cursor[epoch], len(self.bounds) - 1
+        stream = self.turn[epoch]
+        while cursor[stream] >= bounds[stream + 1]:  # (the callers know one has a range left)
+            stream = (stream + 1) % streams
+        index = cursor[stream]
+        cursor[stream] += 1
+        self.turn[epoch] = (stream + 1) % streams
+        lo = index * spec.range_bytes
         hi = min(spec.size, lo + spec.range_bytes)
-        self.cursor[epoch] = hi
+        # its place in the order the stretches are cut in turn (one stretch: its place in the file)
+        position = ((index - bounds[stream]) * streams + stream) * spec.range_bytes
         pending = self.ranges_out[epoch] - self.ranges_done[epoch]
-        words = lo * spec.total_words / max(1, spec.size) if by_position else \
+        words = position * spec.total_words / max(1, spec.size) if by_position else \
             self.counts[epoch].raw_words + pending * spec.total_words / max(1, spec.size)
         alpha = next_alpha(spec.start_alpha, spec.end_alpha, epoch, self.config.epochs,
                            min(1.0, words / spec.total_words))
@@ -347,12 +370,14 @@ class Session(SessionFailures, Resumable):
         return job
 
     def _skip_trained(self, epoch):
-        """Move the epoch's cursor past ranges trained before a resume."""
+        """Move the epoch's stretches past ranges trained before a resume."""
         skip = self.skip.get(epoch)
         if skip:
-            size, step = self.file.size, self.file.range_bytes
-            while self.cursor[epoch] < size and self.cursor[epoch] // step in skip:
-                self.cursor[epoch] = min(size, self.cursor[epoch] + step)
+            cursor = self.cursor[epoch]
+            for stream, at in enumerate(cursor):
+                while at < self.bounds[stream + 1] and at in skip:
+                    at += 1
+                cursor[stream] = at
 
     def hand_out(self, worker, max_jobs):
         """Up to ``max_jobs`` jobs for a worker of the session, in flight on it from now on.

@@ -14,6 +14,7 @@ from gensim_distw2v.settings import Settings
 
 
 MAX_CORPUS_FILES = 100_000  # files of one corpus (a PathLineSentences folder) at most
+MAX_STREAMS = 65_536  # stretches a corpus file's ranges are handed out from at most (trainer threads)
 
 # ---------------------------------------------------------------------------------------------- session
 @dataclasses.dataclass
@@ -89,6 +90,10 @@ class CorpusFileSpec(Record):
     ``files`` (a ``PathLineSentences`` of several files): ``[path, size, digest]`` of each, in
     order; the ranges are cut over them back to back (``size`` is their sum, ``path`` their folder,
     ``digest`` one over theirs), a file's end always ending its last line. None: ``path`` is the file.
+
+    ``streams``: the ranges are handed out from this many evenly spaced stretches of the file in turn
+    (the cluster's trainer threads, as gensim's ``corpus_file`` mode reads one stretch a thread), so
+    that an ordered file (by topic, date, source) is trained stretch beside stretch, not front to back.
     """
 
     WHAT: typing.ClassVar[str] = "corpus_file"
@@ -100,11 +105,14 @@ class CorpusFileSpec(Record):
     start_alpha: float
     end_alpha: float
     files: typing.Optional[list] = None
+    streams: int = 1
 
     def check(self):
         if self.size < 0 or self.range_bytes < 1 or self.total_words < 1:
             raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {self.size}, "
                              f"{self.range_bytes}, {self.total_words}")
+        if not isinstance(self.streams, int) or isinstance(self.streams, bool) or not 1 <= self.streams <= MAX_STREAMS:
+            raise ValueError(f"corpus_file: streams must be an int in [1, {MAX_STREAMS}], got {self.streams!r}"[:200])
         if self.files is not None:
             if not self.files or len(self.files) > MAX_CORPUS_FILES:
                 raise ValueError(f"corpus_file: files must hold 1 to {MAX_CORPUS_FILES} files, got {len(self.files)}")
