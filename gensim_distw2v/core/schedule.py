@@ -198,11 +198,11 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     (22,222 words); K=16 at ``8 / K`` of that share beat them at 40 M and 120 M; at 12 M, one epoch,
     K=8 loses 4.2 points even at the floor (an undertrained run) (docs/schedule.rst, "Quality at
     the words' grain"). Beyond it (a 1 G-word corpus; K=32; skip-gram and hs on large corpora) it
-    is an extrapolation: pass ``sync_words`` to choose. Those figures are the simulator's: through a
-    real cluster (eight processes, 40 M tokens, one epoch, the same file and seed) K=8 lost 4-5
-    analogy points to gensim where the simulator gained 2.6, a gap not yet explained (docs/schedule.rst,
-    "the simulator against the cluster"), so for a real cluster they are upper bounds. Hierarchical
-    softmax takes its model's rule (``sg``).
+    is an extrapolation: pass ``sync_words`` to choose. Those figures are the simulator's; through a
+    real cluster of eight processes (40 M tokens in document order, one epoch, two seeds) K=8 gained
+    6.4 points on gensim ``workers=8`` once workers reading the text took in only their ranges' rows
+    (before: -4.8), and K=2 at its 59,259 words lost 1.7-1.8 (docs/schedule.rst, "the simulator
+    against the cluster"). Hierarchical softmax takes its model's rule (``sg``).
 
     Parameters
     ----------

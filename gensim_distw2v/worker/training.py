@@ -120,7 +120,7 @@ class _Training(MergeRounds):
         # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
         # round asks the shards for the values of these rows only (corpus-file ranges: every row; bsp:
         # every row, as how many jobs a worker holds is a matter of timing)
-        self.want = np.zeros(vocab, dtype=np.int32) if self.file is None and self.sync != "bsp" else None
+        self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" else None
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
         # the wire, most often one message to each shard a round, and of at most FALLBACK_BYTES should a part
@@ -241,14 +241,24 @@ class _Training(MergeRounds):
         job_id, alpha, lo, hi = job.id, job.alpha, job.lo, job.hi
         indices, offsets, starts, raw, examples = reader.read(lo, hi)
         effective, loss, counted, total = 0, 0.0, 0, len(indices)
-        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
-            # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
-            share = (raw * int(offsets[b]) // total if total else raw) - counted
-            counted += share
-            words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
-                                                 share, alpha, rng)
-            effective += words
-            loss += job_loss
+        rows = None
+        if self.want is not None:  # the range's words are rows this worker wants current values of, meanwhile
+            rows = np.unique(indices)
+            with self.lock:
+                self.want[rows] += 1
+        try:
+            for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+                # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
+                share = (raw * int(offsets[b]) // total if total else raw) - counted
+                counted += share
+                words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
+                                                     share, alpha, rng)
+                effective += words
+                loss += job_loss
+        finally:
+            if rows is not None:
+                with self.lock:
+                    self.want[rows] -= 1
         if counted < raw:  # no chunk (a range of empty or unknown-word lines)
             with self.lock:
                 self.words_since_merge += raw - counted
