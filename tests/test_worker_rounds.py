@@ -178,9 +178,10 @@ def test_a_worker_queues_a_few_long_ranges_and_many_short_jobs(threads):
 
 @pytest.mark.unit
 def test_a_range_in_training_names_its_rows_for_the_rounds_meanwhile():
-    """A worker reading a corpus file asks the rounds for the current values of the rows of the ranges it
-    trains, not every row it lacks (which cost K=8 eleven analogy points on 40 M tokens, and three times
-    the bytes down: docs/schedule.rst, "the simulator against the cluster")."""
+    """A worker reading a corpus file for CBOW asks the rounds for the current values of the rows of the
+    ranges it trains, not every row it lacks (which cost K=8 eleven analogy points on 40 M tokens, and
+    three times the bytes down; skip-gram keeps taking in every row: docs/schedule.rst, "the simulator
+    against the cluster")."""
     t = _training(1_000)
     t.file = protocol.CorpusFileSpec(path="/c.txt", size=1000, digest="0" * 32, total_words=100, range_bytes=1000,
                                      start_alpha=0.025, end_alpha=0.0001)

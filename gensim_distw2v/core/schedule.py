@@ -199,10 +199,11 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     K=8 loses 4.2 points even at the floor (an undertrained run) (docs/schedule.rst, "Quality at
     the words' grain"). Beyond it (a 1 G-word corpus; K=32; skip-gram and hs on large corpora) it
     is an extrapolation: pass ``sync_words`` to choose. Those figures are the simulator's; through a
-    real cluster of eight processes (40 M tokens in document order, one epoch, two seeds) K=8 gained
+    real cluster of eight processes (40 M tokens in document order, one epoch) CBOW at K=8 gained
     6.4 points on gensim ``workers=8`` once workers reading the text took in only their ranges' rows
-    (before: -4.8), and K=2 at its 59,259 words lost 1.7-1.8 (docs/schedule.rst, "the simulator
-    against the cluster"). Hierarchical softmax takes its model's rule (``sg``).
+    (before: -4.8), K=2 at its 59,259 words lost 1.7-1.8, and skip-gram at K=8 lost 8.5
+    (docs/schedule.rst, "the simulator against the cluster"). Hierarchical softmax takes its
+    model's rule (``sg``).
 
     Parameters
     ----------

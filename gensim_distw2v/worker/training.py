@@ -118,9 +118,12 @@ class _Training(MergeRounds):
             if len(self.vocab) != vocab:
                 raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
         # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
-        # round asks the shards for the values of these rows only (corpus-file ranges: every row; bsp:
-        # every row, as how many jobs a worker holds is a matter of timing)
-        self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" else None
+        # round asks the shards for the values of these rows only (bsp: every row, as how many jobs a
+        # worker holds is a matter of timing). A corpus file's ranges: the rows of the range in training,
+        # for CBOW; skip-gram, whose many negatives train output rows everywhere, measured better taking
+        # in every row it lacks (docs/schedule.rst, "the simulator against the cluster")
+        self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" and (
+            self.file is None or not self.params.sg) else None
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
         # the wire, most often one message to each shard a round, and of at most FALLBACK_BYTES should a part
