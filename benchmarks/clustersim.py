@@ -311,13 +311,14 @@ def main(argv=None):
 
     sentences = load_corpus(args.corpus, args.max_words, args.stream)
     if args.pairs:  # a synthetic corpus's known answer: its pairs' similarity, and its analogies if it has them
+        from compare_gensim import truth_analogies
         from synth_corpus import analogy_score, score
 
-        analogies = args.pairs[:-len(".pairs.tsv")] + ".analogies.txt" if args.pairs.endswith(".pairs.tsv") else None
+        analogies = truth_analogies(args.pairs)
 
         def evaluate(wv):  # noqa: F811 - the scores of this run
             out = {"truth": score(wv, args.pairs)}
-            if analogies and os.path.exists(analogies):
+            if analogies:
                 out["truth_analogy"] = analogy_score(wv, analogies)
             return out
     else:

@@ -116,10 +116,11 @@ def evaluate(wv, truth=None):
            "ws353": score(lambda: wv.evaluate_word_pairs(datapath("wordsim353.tsv"))[1][0]),
            "simlex": score(lambda: wv.evaluate_word_pairs(datapath("simlex999.txt"))[1][0])}
     if truth:
-        out["truth"] = score(lambda: wv.evaluate_word_pairs(truth, delimiter="\t", restrict_vocab=10 ** 9)[1][0])
+        from synth_corpus import analogy_score, score as truth_score
+
+        out["truth"] = score(lambda: truth_score(wv, truth))
         questions = truth_analogies(truth)
-        out["truth_analogy"] = score(lambda: wv.evaluate_word_analogies(questions, restrict_vocab=10 ** 9)[0]) \
-            if questions else float("nan")
+        out["truth_analogy"] = score(lambda: analogy_score(wv, questions)) if questions else float("nan")
     return out
 
 
@@ -177,8 +178,12 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
             began, began_cpu = time.perf_counter(), time.process_time()
             model.wv.fill_norms(force=True)  # gensim caches norms: the weights changed since the last look
             questions = truth_analogies(args.truth) if args.truth else None
-            acc = model.wv.evaluate_word_analogies(questions, restrict_vocab=10 ** 9)[0] if questions else \
-                model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
+            if questions:
+                from synth_corpus import analogy_score
+
+                acc = analogy_score(model.wv, questions)
+            else:
+                acc = model.wv.evaluate_word_analogies(__import__("gensim.test.utils").test.utils.datapath(
                     "questions-words.txt"), restrict_vocab=30000)[0]
             self.points.append({"t": began - self.start - self.paused, "loss": model.get_latest_training_loss(),
                                 "analogy": acc})

@@ -54,6 +54,7 @@ __all__ = ["Session"]
 
 HEAD_JOBS = 8  # checkpoints keep the CRC-32 of this many of an epoch's first jobs (a resume checks its corpus)
 
+
 def stream_bounds(spec):
     """``[b_0 = 0, b_1, ..., b_S]``: stretch ``s`` of a corpus file (a :class:`~gensim_distw2v.protocol.CorpusFileSpec`)
     is its ranges ``b_s`` to ``b_(s+1)`` (at most one stretch a range)."""
