@@ -16,7 +16,8 @@ SSHD = "/usr/sbin/sshd"
 
 
 def make_keys(folder):
-    """A host key, a client key and an authorized_keys file in ``folder``: ``{name: path}``."""
+    """A host key, a client key, an authorized_keys file and a known_hosts file (the host key for any
+    host) in ``folder``: ``{name: path}``."""
     keys = {"host": os.path.join(folder, "host_key"), "client": os.path.join(folder, "client_key"),
             "authorized": os.path.join(folder, "authorized_keys")}
     for name in ("host", "client"):
@@ -24,13 +25,18 @@ def make_keys(folder):
                        check=True, stdin=subprocess.DEVNULL, timeout=30)
     with open(keys["client"] + ".pub") as fin, open(keys["authorized"], "w") as fout:
         fout.write(fin.read())
+    keys["known_hosts"] = os.path.join(folder, "known_hosts")  # the host key, for every address and port
+    with open(keys["host"] + ".pub") as fin, open(keys["known_hosts"], "w") as fout:
+        fout.write("* " + " ".join(fin.read().split()[:2]) + "\n")
     return keys
 
 
 class Sshd:
-    """``sshd`` listening on ``address:port`` (inside network namespace ``netns`` if given)."""
+    """``sshd`` listening on ``address:port`` (inside network namespace ``netns`` if given); with
+    ``client_alive=False`` as sshd's defaults are, never asking whether a client is still there (a
+    session over a cut network lives until TCP's keepalive, hours)."""
 
-    def __init__(self, folder, keys, address, port, netns=None):
+    def __init__(self, folder, keys, address, port, netns=None, client_alive=True):
         self.address, self.port, self.netns = address, port, netns
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # its privilege separation folder
         name = f"sshd-{netns or 'here'}-{port}"
@@ -40,8 +46,8 @@ class Sshd:
                 f"Port {port}", f"ListenAddress {address}", f"HostKey {keys['host']}",
                 f"AuthorizedKeysFile {keys['authorized']}", f"PidFile {os.path.join(folder, name + '.pid')}",
                 "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-                "UsePAM no", "StrictModes no", "UseDNS no", "PrintMotd no", "ClientAliveInterval 5",
-                "ClientAliveCountMax 2"]) + "\n")
+                "UsePAM no", "StrictModes no", "UseDNS no", "PrintMotd no"]
+                + (["ClientAliveInterval 5", "ClientAliveCountMax 2"] if client_alive else [])) + "\n")
         self.log = os.path.join(folder, name + ".log")
         argv = ([] if netns is None else ["ip", "netns", "exec", netns]) + [SSHD, "-D", "-e", "-f", conf]
         with open(self.log, "ab") as out:

@@ -20,6 +20,7 @@ from gensim.models import Word2Vec as GensimWord2Vec
 from gensim.test.utils import datapath
 
 from gensim_distw2v import Word2Vec
+from gensim_distw2v.launch.events import BEAT_SECONDS, SILENT_SECONDS
 
 from .sshd import Bridge, Sshd, free_port, make_keys, nothing_left, package_processes  # noqa: F401 - a fixture
 
@@ -44,10 +45,10 @@ def sshd(keys, tmp_path):
     server.stop()
 
 
-def ssh_args(keys, port, python=sys.executable):
+def ssh_args(keys, port, python=sys.executable, known_hosts=None, checking="yes"):
     return ["--ssh-port", str(port), "--ssh-option", f"IdentityFile={keys['client']}",
-            "--ssh-option", "StrictHostKeyChecking=no", "--ssh-option", "UserKnownHostsFile=/dev/null",
-            "--python", python]
+            "--ssh-option", f"StrictHostKeyChecking={checking}",
+            "--ssh-option", f"UserKnownHostsFile={known_hosts or keys['known_hosts']}", "--python", python]
 
 
 def cli(*args, timeout=300):
@@ -68,11 +69,20 @@ def test_train_over_ssh_saves_a_model_gensim_loads_and_leaves_nothing(keys, sshd
     assert len(loaded.wv) > 1000 and loaded.wv.vector_size == 16
 
 
-@pytest.mark.parametrize("failure", ["unreachable", "no package", "other version", "port in use"])
+@pytest.mark.parametrize("failure", ["unreachable", "no package", "other version", "port in use", "another host key",
+                                     "host keys unchecked"])
 def test_a_host_that_cannot_start_is_named_with_the_fix(keys, sshd, tmp_path, failure, nothing_left):
     ns_port, python, port = free_port(), sys.executable, sshd.port
-    held = None
-    if failure == "unreachable":
+    held, known, checking = None, None, "yes"
+    if failure == "another host key":  # known_hosts holds another key for it: a host answering in its place
+        known = make_keys(str(tmp_path))["known_hosts"]
+        expected = (r"host 127\.0\.0\.1: its host key is not the one known_hosts holds for it, or is unknown "
+                    r"\(Host key verification failed\.\); .*update known_hosts")
+    elif failure == "host keys unchecked":  # refused before any host is reached: the key would travel unchecked
+        checking = "no"
+        expected = (r"error: --ssh-option StrictHostKeyChecking=no: the cluster's key travels over these SSH "
+                    r"connections, so the hosts' keys must be checked; .*StrictHostKeyChecking=accept-new")
+    elif failure == "unreachable":
         port = free_port()  # no sshd there
         expected = r"host 127\.0\.0\.1: cannot reach it over SSH \(.*Connection refused\); check the address, --ssh-port"
     elif failure == "no package":
@@ -96,7 +106,7 @@ def test_a_host_that_cannot_start_is_named_with_the_fix(keys, sshd, tmp_path, fa
         expected = rf"host 127\.0\.0\.1: cannot bind the name server's port 127\.0\.0\.1:{ns_port} .*pick another port"
     try:
         began = time.monotonic()
-        out = cli("cluster", "--hosts", "127.0.0.1,127.0.0.1", *ssh_args(keys, port, python),
+        out = cli("cluster", "--hosts", "127.0.0.1,127.0.0.1", *ssh_args(keys, port, python, known, checking),
                   "--cluster-ns-port", str(ns_port), timeout=120)
     finally:
         if held is not None:
@@ -128,7 +138,7 @@ def two_hosts(keys, tmp_path):
     servers = []
     try:
         for ns, address in bridge.addresses.items():
-            servers.append(Sshd(str(tmp_path), keys, address, 22, netns=ns))
+            servers.append(Sshd(str(tmp_path), keys, address, 22, netns=ns, client_alive=False))  # (sshd's default)
         yield bridge
     finally:
         for server in servers:
@@ -183,6 +193,46 @@ def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(k
     err = "".join(errs)
     assert f"lost host {b}" in err and "the others go on" in err, err[-3000:]
     assert launcher.returncode == 0 and any("stopped" in line for line in lines), (lines, err[-2000:])
+
+
+def test_a_host_cut_off_from_its_launcher_stops_its_part(keys, two_hosts, tmp_path, nothing_left):
+    """The network to a host cut without a word (its sshd, as by default, never asks whether the client is
+    still there): its agent hears no beat from the launcher and stops the host's processes within
+    SILENT_SECONDS, not at TCP's keepalive, hours later; the launcher names the host lost."""
+    a, b = two_hosts.addresses.values()
+    launcher = subprocess.Popen([sys.executable, "-P", "-m", "gensim_distw2v", "cluster", "--hosts", f"{a}:1,{b}:1",
+                                 *ssh_args(keys, 22), "--ns-conf-file", str(tmp_path / "ns_conf.json")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, errs = [], []
+    readers = [threading.Thread(target=lambda: lines.extend(launcher.stdout), daemon=True),
+               threading.Thread(target=lambda: errs.extend(launcher.stderr), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("ns_conf = ") for line in lines):
+            assert launcher.poll() is None and time.monotonic() < deadline, (lines, "".join(errs))
+            time.sleep(0.05)
+        host_b = two_hosts.names[1]
+        pids = subprocess.run(["ip", "netns", "pids", host_b], capture_output=True, text=True).stdout.split()
+        served = [p for p in pids if any(f"gensim_distw2v.{role}" in _cmdline(p) for role in
+                                         ("worker", "shard", "launch.agent"))]
+        assert len(served) == 3, [_cmdline(p) for p in pids]
+        subprocess.run(["ip", "-n", host_b, "link", "set", "eth0", "down"], check=True, timeout=30)
+        cut = time.monotonic()
+        while any(_cmdline(p) for p in served):
+            assert time.monotonic() - cut < SILENT_SECONDS + 20, [_cmdline(p) for p in served]
+            time.sleep(0.2)
+        stopped_after = time.monotonic() - cut
+        while f"lost host {b}" not in "".join(errs) and time.monotonic() - cut < 60:
+            time.sleep(0.2)
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(timeout=60)
+        for reader in readers:
+            reader.join(10)
+    assert stopped_after > SILENT_SECONDS - BEAT_SECONDS - 1, stopped_after  # (its beats ended it, not a crash)
+    assert f"lost host {b}" in "".join(errs), "".join(errs)[-3000:]
 
 
 def _cmdline(pid):

@@ -44,13 +44,24 @@ def test_the_agent_names_another_version():
 
 
 def test_the_ssh_command_line_carries_no_secret_and_quotes_the_remote_command():
-    runner = SshRunner(port=2222, options=["IdentityFile=/k", "StrictHostKeyChecking=no"], python="/opt/v b/python")
+    runner = SshRunner(port=2222, options=["IdentityFile=/k", "StrictHostKeyChecking=accept-new"],
+                       python="/opt/v b/python")
     (host,) = parse_hosts("alice@node1:8")
     argv = runner.argv(host.destination, ["--roles", "shard,worker", "--host", "node1", "--label", "node1; rm -rf /"])
     assert argv[:2] == ["ssh", "-T"] and "BatchMode=yes" in argv and ["-p", "2222"] == argv[argv.index("-p"):][:2]
     assert argv[-2] == "alice@node1" and shlex.split(argv[-1]) == [
         "/opt/v b/python", "-m", "gensim_distw2v.launch.agent", "--roles", "shard,worker", "--host", "node1",
         "--label", "node1; rm -rf /"]
+
+
+@pytest.mark.parametrize("option", ["StrictHostKeyChecking=no", "stricthostkeychecking off",
+                                    'StrictHostKeyChecking="No"'])
+def test_options_that_turn_off_the_host_key_check_are_refused_with_the_fix(option):
+    with pytest.raises(LaunchError, match=r"the hosts' keys must be checked; add the hosts to known_hosts .*"
+                                          r"StrictHostKeyChecking=accept-new"):
+        SshRunner(options=["IdentityFile=/k", option])
+    for fine in ("StrictHostKeyChecking=accept-new", "StrictHostKeyChecking yes", "UserKnownHostsFile=/k/known"):
+        assert SshRunner(options=[fine]).options == [fine]
 
 
 def test_private_files_are_0600_and_never_written_through_a_symlink(tmp_path):
@@ -74,6 +85,23 @@ def test_slurm_mode_outside_an_allocation_says_how_to_run_it():
     with pytest.raises(LaunchError, match=r"SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_NODELIST, SLURM_JOB_ID, "
                                           r"SLURMD_NODENAME not set: run it as one task per node"):
         slurm.allocation({})
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_every_slurm_rank_removes_the_key_file_on_its_way_out(tmp_path, monkeypatch, rank):
+    """Rank 0 killed (-9) before everyone joined cannot remove the key file; the others, ending with the
+    cluster, do."""
+    alloc = slurm.Allocation(rank=rank, size=2, nodes=("n1", "n2"), node=f"n{rank + 1}", job="9", cpus=2,
+                             submit_dir=str(tmp_path))
+    monkeypatch.setattr(slurm, "allocation", lambda: alloc)
+    node = slurm.SlurmCluster()
+    path = tmp_path / ".gensim-distw2v-9.key"
+    path.write_text("k")
+    os.chmod(path, 0o600)
+    node.key_path = str(path)
+    node.close()
+    assert not path.exists()
+    node.close()  # (gone already: nothing to do)
 
 
 def test_the_slurm_key_file_of_another_user_or_readable_by_others_is_refused(tmp_path):

@@ -7,8 +7,9 @@ the same versions and that the name server's port is free, then starts its roles
 processes (the name server and the dispatcher on the scheduler's host, a parameter shard and a
 worker on every host), each with the key in its environment only, and says so on its standard
 output, one JSON object a line (:class:`Event`). It stops every child, and exits, when its standard
-input closes (the launcher stopped, died, or lost the connection: ``ssh`` passes the end on), on
-SIGTERM or SIGINT, or when one of its children exits (saying which, with its last lines): nothing
+input closes (the launcher stopped, died, or lost the connection: ``ssh`` passes the end on), when
+that input is silent for :data:`~gensim_distw2v.launch.events.SILENT_SECONDS` (the launcher writes a
+line every few seconds; a cut network closes nothing for hours), on SIGTERM or SIGINT, or when one of its children exits (saying which, with its last lines): nothing
 of the cluster outlives the launcher on any host.
 """
 import argparse
@@ -23,7 +24,7 @@ import time
 
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.io import transport
-from gensim_distw2v.launch.events import Event
+from gensim_distw2v.launch.events import SILENT_SECONDS, Event
 from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
@@ -205,7 +206,21 @@ def main(argv=None):
         agent.stopped.set()
     signal.signal(signal.SIGTERM, end)
     signal.signal(signal.SIGINT, end)
-    threading.Thread(target=lambda: (sys.stdin.read(), end()), name="stdin", daemon=True).start()
+    heard = [time.monotonic()]
+
+    def listen():  # the launcher's beats, until its input closes (the launcher's end)
+        for _line in sys.stdin:
+            heard[0] = time.monotonic()
+        end()
+
+    def watchdog():  # ... or they stop coming (the network to the launcher cut)
+        while not agent.stopped.wait(1.0):
+            if time.monotonic() - heard[0] > SILENT_SECONDS:
+                logger.warning("host %s: nothing from the launcher for %.0f s; stopping this host's part", label,
+                               SILENT_SECONDS)
+                end()
+    threading.Thread(target=listen, name="stdin", daemon=True).start()
+    threading.Thread(target=watchdog, name="watchdog", daemon=True).start()
     try:
         agent.start(roles)
         say(Event("ready", host=label, roles=roles, pids={p.name: p.pid for p in agent.children}))

@@ -34,7 +34,8 @@ def add_arguments(group):
                                                 "of --hosts)")
     group.add_argument("--ssh-port", type=int, help="ssh -p on every host")
     group.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
-                       help="ssh -o OPT on every host (repeatable: IdentityFile=..., StrictHostKeyChecking=no)")
+                       help="ssh -o OPT on every host (repeatable: IdentityFile=..., UserKnownHostsFile=..., "
+                            "StrictHostKeyChecking=accept-new; the hosts' keys are always checked)")
     group.add_argument("--python", default="python3",
                        help="the interpreter on every host (a virtualenv's bin/python with gensim_distw2v)")
     group.add_argument("--cluster-ns-port", type=int, default=transport.DEFAULT_NS_PORT,
@@ -49,7 +50,10 @@ def remote_cluster(args):
         scheduler = parse_hosts(args.scheduler_host)[0] if args.scheduler_host else None
     except ValueError as err:
         sys.exit(f"error: {err}")
-    runner = SshRunner(port=args.ssh_port, options=args.ssh_option, python=args.python)
+    try:
+        runner = SshRunner(port=args.ssh_port, options=args.ssh_option, python=args.python)
+    except LaunchError as err:
+        sys.exit(f"error: {err}")
     return RemoteCluster(hosts, runner, scheduler, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level)
 
 

@@ -6,9 +6,14 @@ import typing
 
 from gensim_distw2v.protocol.records import Record
 
-__all__ = ["Event", "KINDS", "LaunchError"]
+__all__ = ["BEAT_SECONDS", "Event", "KINDS", "LaunchError", "SILENT_SECONDS"]
 
 KINDS = ("ready", "error", "exited")
+# After its hello, the launcher writes an empty line to each agent every BEAT_SECONDS; an agent that hears
+# nothing for SILENT_SECONDS stops its host's part: with the network cut, its input would not close until TCP's
+# keepalive (two hours by default), and its processes would live on that long
+BEAT_SECONDS = 5.0
+SILENT_SECONDS = 30.0
 
 
 class LaunchError(RuntimeError):

@@ -8,8 +8,9 @@ nodes share (``--key-dir``, default the job's submit folder), written whole unde
 and renamed; the other ranks wait for that file, check it is theirs and private, and read it. Each
 task then runs its node's servers as a launcher's agent does (:class:`gensim_distw2v.launch.agent.Agent`,
 in process): rank 0 the name server, the dispatcher, a shard and a worker; the others a shard and a
-worker. Rank 0 waits until every member has joined; the others serve until the step is cancelled
-(``scancel``: SIGTERM) or rank 0's name server is gone for good (its ``train`` finished).
+worker. Rank 0 waits until every member has joined, then removes the key file; the others serve
+until the step is cancelled (``scancel``: SIGTERM) or rank 0's name server is gone for good (its
+``train`` finished). Every rank removes the key file on its way out, should it still be there.
 """
 import argparse
 import dataclasses
@@ -203,10 +204,17 @@ class SlurmCluster:
                         return
 
     def close(self):
+        """Stop this node's servers and remove the key file if it is still there. Any rank removes it:
+        a rank that ends, ends the cluster (rank 0 gone, or a member lost before everyone joined, which
+        fails rank 0's wait), so nobody needs the key again, and rank 0 killed (-9) before everyone
+        joined cannot remove it itself."""
         if self.agent is not None:
             self.agent.stop()
-        if self.rank == 0 and self.key_path and os.path.lexists(self.key_path):
-            os.remove(self.key_path)
+        if self.key_path:
+            try:
+                os.remove(self.key_path)
+            except FileNotFoundError:
+                pass
 
 
 def alloc_label(alloc):

@@ -1,7 +1,7 @@
 """Agents started over OpenSSH (:mod:`gensim_distw2v.launch.agent` on each host): the ``ssh``
 command line (the user's keys, agent and ``~/.ssh/config``; a port, ``-o`` options, the hosts'
-interpreter), the key sent on the agent's standard input and that input held open (its end stops
-the host's part), the agent's events read back, and what a failure means, in words naming the host
+interpreter), the key sent on the agent's standard input and that input held open with a line every
+few seconds (its end, or its silence, stops the host's part), the agent's events read back, and what a failure means, in words naming the host
 and the fix.
 """
 import collections
@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 
-from gensim_distw2v.launch.events import Event, LaunchError
+from gensim_distw2v.launch.events import BEAT_SECONDS, Event, LaunchError
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +51,25 @@ class AgentLink:
         except BaseException:
             self.proc.kill()
             raise
+        self._closed, self._input = threading.Event(), threading.Lock()
         self._threads = [threading.Thread(target=self._read_events, daemon=True, name=f"agent-{label}"),
                          threading.Thread(target=self._read_stderr, daemon=True, name=f"agent-{label}-stderr")]
         for thread in self._threads:
             thread.start()
+        threading.Thread(target=self._beat, daemon=True, name=f"agent-{label}-beat").start()
+
+    def _beat(self):
+        """An empty line every :data:`BEAT_SECONDS` until its input closes: the agent stops its host's part
+        when they stop coming (a cut network)."""
+        while not self._closed.wait(BEAT_SECONDS):
+            with self._input:
+                if self._closed.is_set():
+                    return
+                try:
+                    self.proc.stdin.write("\n")
+                    self.proc.stdin.flush()
+                except (OSError, ValueError):  # it exited: why_gone() says why
+                    return
 
     def _read_events(self):
         for line in self.proc.stdout:
@@ -95,6 +110,10 @@ class AgentLink:
             thread.join(2.0)
         said = "\n".join(self.stderr).strip()
         last = said.splitlines()[-1] if said else ""
+        if code == 255 and self.argv[0] == "ssh" and "host key verification failed" in said.lower():
+            return (f"host {self.label}: its host key is not the one known_hosts holds for it, or is unknown "
+                    f"({last}); if the host is yours and its key changed, check its fingerprint and update "
+                    f"known_hosts (ssh-keygen -R, then ssh-keyscan), or give --ssh-option UserKnownHostsFile=...")
         if code == 255 and self.argv[0] == "ssh":
             return (f"host {self.label}: cannot reach it over SSH ({last or 'ssh exited with 255'}); check the "
                     f"address, --ssh-port, your key (--ssh-option IdentityFile=...) and that sshd runs there")
@@ -107,10 +126,12 @@ class AgentLink:
 
     def close_input(self):
         """Close its input: the agent stops its host's processes and exits (:meth:`stop` waits for it)."""
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
+        self._closed.set()
+        with self._input:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
 
     def stop(self, timeout=AGENT_STOP_SECONDS):
         """Close its input and wait for the agent to exit; kill it past ``timeout`` seconds."""
@@ -124,6 +145,23 @@ class AgentLink:
             self.proc.wait()
 
 
+def unchecked_host_keys(option):
+    """Refuse an ``ssh -o`` option that lets any host answer for the one named (``StrictHostKeyChecking``
+    ``no`` or ``off``); the cluster's key goes down the connection, so whoever answers would hold it.
+
+    Raises
+    ------
+    LaunchError
+        Naming the option and the fix.
+    """
+    name, _, value = option.replace("=", " ", 1).partition(" ")
+    if name.strip().lower() == "stricthostkeychecking" and value.strip().strip('"').lower() in ("no", "off"):
+        raise LaunchError(f"--ssh-option {option}: the cluster's key travels over these SSH connections, so the "
+                          f"hosts' keys must be checked; add the hosts to known_hosts (ssh-keyscan, then check "
+                          f"the fingerprints) or trust each host's key the first time with --ssh-option "
+                          f"StrictHostKeyChecking=accept-new")
+
+
 class SshRunner:
     """Starts agents over ``ssh``.
 
@@ -132,12 +170,21 @@ class SshRunner:
     port : int, optional
         ``ssh -p``.
     options : list of str
-        ``ssh -o`` options (``IdentityFile=...``, ``StrictHostKeyChecking=no``).
+        ``ssh -o`` options (``IdentityFile=...``, ``UserKnownHostsFile=...``,
+        ``StrictHostKeyChecking=accept-new``).
     python : str
         The interpreter on every host (a virtualenv's ``bin/python``).
+
+    Raises
+    ------
+    LaunchError
+        For an option that turns off the check of the hosts' keys: the cluster's key travels down
+        these connections, so a host that is not the one named must not get it.
     """
 
     def __init__(self, port=None, options=(), python="python3"):
+        for option in options:
+            unchecked_host_keys(option)
         self.port, self.options, self.python = port, list(options), python
 
     def argv(self, destination, agent_args):
