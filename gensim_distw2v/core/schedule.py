@@ -33,6 +33,11 @@ SYNC_WORDS = 2_200
 # 5,400th of an epoch's words cost 0.68, 0.45 and 0.64 analogy points on 3 M, 6 M and 12 M words,
 # four times that interval 2.47 (3 M) and 2.10 (12 M) points (docs/schedule.rst, "The interval").
 SYNC_SHARE = 1 / 5_400
+# Skip-gram merges SG_SHORTER times as often as CBOW at every K: at K=8 on 40 M tokens of discourse text, one
+# epoch, simulated, the CBOW share lost 10.7 analogy points to gensim, half of it gained 0.7 (docs/schedule.rst,
+# "Skip-gram at half the share"; a likely reason: skip-gram moves a word's output row once per (word, context)
+# pair, about window + 1 times per occurrence, where CBOW moves it once)
+SG_SHORTER = 2
 ONE_WORKER_SYNC_WORDS = 1_000_000
 # with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 1.5 for CBOW,
 # ** 2.5 for skip-gram: measured at K=2 on devmix (docs/schedule.rst, "Fewer workers, longer intervals")
@@ -220,7 +225,7 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
         longer = FEW_WORKERS / n_workers
     else:
         longer = (FEW_WORKERS / n_workers) ** (2.5 if sg else 1.5)
-    share = SYNC_SHARE * longer * max(0, int(corpus_words or 0))
+    share = SYNC_SHARE * longer * max(0, int(corpus_words or 0)) / (SG_SHORTER if sg else 1)
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(share))))
 
 
