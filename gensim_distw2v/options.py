@@ -141,6 +141,10 @@ class WorkerOptions(_MemberOptions):
     merge_threads: typing.Optional[int] = option(
         None, "threads that take and apply a merge round's rows, each on rows of its own (None: one per four "
               "trainer threads, one to four)", Count(1, 64, optional=True), role=True)
+    corpus_dir: typing.Optional[str] = option(
+        None, "the only folders (separated by ':') whose files this worker reads as corpora, to train or count "
+              "them, symlinks resolved; a file elsewhere is refused without a look at it (None: any file this "
+              "user can read)", Text("DIRS", optional=True), role=True)
 
 
 def parser(cls, prog, description):

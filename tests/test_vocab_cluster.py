@@ -507,3 +507,65 @@ def test_ten_million_distinct_words_are_counted_in_the_memory_the_docs_state(tmp
         limit = per_thread if name.startswith("worker-") else 160 * n / 2
         assert extra <= limit, f"{name} grew by {extra / 1e6:.0f} MB, beyond the {limit / 1e6:.0f} MB stated"
     assert list(found.raw_vocab)[:3] == ["w0000000", "w0000001", "w0000002"]
+
+
+@pytest.mark.unit
+def test_corpus_folders_keep_a_worker_to_its_files_without_saying_what_is_elsewhere(tmp_path):
+    from gensim_distw2v.io import corpusfile
+
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    data.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(LEE, data / "lee.txt")
+    shutil.copy(LEE, elsewhere / "lee.txt")
+    os.symlink(elsewhere / "lee.txt", data / "escape.txt")
+    folders = corpusfile.corpus_folders(f"{data}{os.pathsep}{tmp_path / 'data'}")
+    assert folders == (os.path.realpath(data),) * 2
+    found = corpusfile.fingerprint(str(data / "lee.txt"))
+    assert corpusfile.check_files([(str(data / "lee.txt"), found["size"], found["digest"])], folders) is None
+    said = {name: corpusfile.check_files([(str(path), found["size"], found["digest"])], folders) for name, path in [
+        ("outside", elsewhere / "lee.txt"), ("missing", elsewhere / "none.txt"), ("symlink", data / "escape.txt"),
+        ("dotdot", data / ".." / "elsewhere" / "lee.txt")]}
+    for name, problem in said.items():  # the same answer whether the file exists or not, whatever its size
+        assert problem.endswith("is not in a folder this worker reads corpora from (its --corpus-dir)"), name
+    assert "bytes" not in said["outside"] and "no file" not in said["missing"]
+    assert corpusfile.check_files([(str(elsewhere / "lee.txt"), found["size"], found["digest"])], None) is None
+    with pytest.raises(ValueError, match=r"--corpus-dir: .*none is not a folder"):
+        corpusfile.corpus_folders(str(tmp_path / "none"))
+
+
+@pytest.mark.unit
+def test_a_range_read_into_one_buffer_is_bounded():
+    spec = dict(path="/c.txt", size=1 << 40, digest="d", range_bytes=1, total_words=1, start_alpha=0.025,
+                end_alpha=0.0001)
+    corpus = protocol.CorpusFileSpec(**spec)
+    with pytest.raises(ValueError, match=r"hi - lo <= 67108864"):
+        protocol.CountRanges(count="c", tokens=["t"], corpus=corpus, ranges=[[0, 0, (64 << 20) + 1]],
+                             shards=[["s", "u"]])
+    protocol.CountRanges(count="c", tokens=["t"], corpus=corpus, ranges=[[0, 0, 64 << 20]], shards=[["s", "u"]])
+    with pytest.raises(ValueError, match=r"range_bytes must be at most 67108864 .*lower range_words"):
+        protocol.CorpusFileSpec(**dict(spec, range_bytes=(64 << 20) + 1))
+
+
+@pytest.mark.cluster
+def test_a_worker_given_corpus_folders_counts_and_trains_only_files_in_them(tmp_path):
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    data.mkdir()
+    elsewhere.mkdir()
+    inside, outside = data / "lee.txt", elsewhere / "lee.txt"
+    shutil.copy(LEE, inside)
+    shutil.copy(LEE, outside)
+    with LocalCluster(n_workers=1, n_shards=1, worker_args=["--corpus-dir", str(data)]) as kept:
+        model = Word2Vec(distributed=True, ns_conf=kept.ns_conf, vector_size=8, min_count=2, epochs=1,
+                         cluster_timeout=10.0)
+        with pytest.raises(transport.ClusterError, match=rf"{re.escape(str(outside))} is not in a folder this "
+                                                         rf"worker reads corpora from \(its --corpus-dir\)"):
+            model.build_vocab(corpus_file=str(outside))
+        model.build_vocab(corpus_file=str(inside))
+        assert model.corpus_count == 300
+        trained = model.train(corpus_file=str(inside), total_examples=model.corpus_count,
+                              total_words=model.corpus_total_words, epochs=1)
+        assert trained[1] == model.corpus_total_words
+        with pytest.raises(Exception, match=r"is not in a folder this worker reads corpora from \(its --corpus-dir\)"):
+            model.train(corpus_file=str(outside), total_examples=model.corpus_count,
+                        total_words=model.corpus_total_words, epochs=1)

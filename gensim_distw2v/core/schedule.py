@@ -177,8 +177,15 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     misses as many words of the others' training between its merges as one of eight does (the
     merges per trained word, and their bytes and CPU, grow with K beyond 8); and a longer share
     with fewer workers: ``(8 / K) ** 1.5`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram
-    (8 and 32 times at K=2); at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges
+    (8 and 32 times at K=2); skip-gram (and hs with ``sg=1``) at half of all that
+    (:data:`SG_SHORTER`); at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges
     every 1 M words (its merges only make its progress durable).
+
+    Skip-gram's half share is from 2026-11-29: on 40 M tokens of discourse text in document order,
+    one epoch, simulated (seed 1), eight workers at CBOW's share (7,407 words) lost 10.7 analogy
+    points to gensim ``workers=1`` and at half of it gained 0.7 (the floor, 2,200 words: +0.9); two
+    workers at 32 times the share lost 1.7 and at half of that 0.9 (docs/schedule.rst, "Skip-gram at
+    half the share"). Damping more output rows instead (4,000) lost 15.
 
     Beyond eight workers the share was the same until 2026-11-28, when synthetic text with analogies
     at the words' grain showed sixteen workers at it losing 7.8 analogy points to gensim at 40 M
@@ -206,9 +213,9 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     is an extrapolation: pass ``sync_words`` to choose. Those figures are the simulator's; through a
     real cluster of eight processes (40 M tokens in document order, one epoch) CBOW at K=8 gained
     6.4 points on gensim ``workers=8`` once workers reading the text took in only their ranges' rows
-    (before: -4.8), K=2 at its 59,259 words lost 1.7-1.8, and skip-gram at K=8 lost 8.5
-    (docs/schedule.rst, "the simulator against the cluster"). Hierarchical softmax takes its
-    model's rule (``sg``).
+    (before: -4.8), K=2 at its 59,259 words lost 1.7-1.8, and skip-gram at K=8 lost 8.5 at CBOW's
+    share (docs/schedule.rst, "the simulator against the cluster"), hence its half share.
+    Hierarchical softmax takes its model's rule (``sg``).
 
     Parameters
     ----------

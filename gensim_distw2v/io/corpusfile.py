@@ -20,7 +20,7 @@ import numpy as np
 
 from gensim_distw2v._lines import VocabTable, encode_lines
 
-__all__ = ["fingerprint", "fingerprint_files", "check_file", "check_files", "ranges", "vocab_arrays", "vocab_lookup",
+__all__ = ["fingerprint", "fingerprint_files", "check_file", "check_files", "corpus_folders", "outside", "ranges", "vocab_arrays", "vocab_lookup",
            "RangeReader", "FilesReader", "open_reader"]
 
 SAMPLE_BLOCKS = 16  # blocks of the file read for its fingerprint: the first, the last, and evenly between
@@ -104,14 +104,52 @@ def fingerprint_files(paths):
     return {"size": sum(f[1] for f in files), "digest": digest.hexdigest(), "files": files}
 
 
-def check_files(parts):
+def corpus_folders(spec):
+    """The folders a worker may read corpora from, as real paths: ``spec`` is a ``:``-separated list (a
+    worker's ``--corpus-dir``), or None (any file: returns None).
+
+    Raises
+    ------
+    ValueError
+        One of them is not a folder (named, with the option).
+    """
+    if spec is None:
+        return None
+    folders = []
+    for folder in spec.split(os.pathsep):
+        if folder:
+            if not os.path.isdir(folder):
+                raise ValueError(f"--corpus-dir: {folder} is not a folder")
+            folders.append(os.path.realpath(folder))
+    if not folders:
+        raise ValueError("--corpus-dir: no folder given (leave the option out to read any file)")
+    return tuple(folders)
+
+
+def outside(path, folders):
+    """Whether ``path``, symlinks resolved, is in none of ``folders`` (real paths); never when
+    ``folders`` is None (any file this user can read)."""
+    if folders is None:
+        return False
+    real = os.path.realpath(path)
+    return not any(os.path.commonpath([real, folder]) == folder for folder in folders)
+
+
+def check_files(parts, folders=None):
     """Whether this node sees every file the client saw: None, or what is wrong with the first that differs.
 
     Parameters
     ----------
     parts : list of (str, int, str)
         ``(path, size, digest)`` of each file (:meth:`gensim_distw2v.protocol.CorpusFileSpec.parts`).
+    folders : tuple of str, optional
+        The only folders (real paths) whose files may be read (a worker's ``--corpus-dir``); a file
+        outside them is refused without a look at it, so the answer says nothing of whether it
+        exists or of its size. None: any file.
     """
+    for path, _size, _digest in parts:
+        if outside(path, folders):
+            return f"{path} is not in a folder this worker reads corpora from (its --corpus-dir)"
     for path, size, digest in parts:
         problem = check_file(path, {"size": size, "digest": digest})
         if problem is not None:

@@ -44,6 +44,7 @@ def build_parser():
     parser.add_argument("--ns-port", type=int, required=True)
     parser.add_argument("--threads", type=int, default=0, help="the worker's threads (0: this host's cores less one)")
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--corpus-dir", default=None, help="the worker's --corpus-dir (default: none given)")
     parser.add_argument("--label", default=None, help="how the launcher names this host (for messages)")
     return parser
 
@@ -127,7 +128,8 @@ class Agent:
                 self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
             else:
                 threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
-                self._start(role, ["--host", args.host, "--threads", str(threads)] + where)
+                folders = ["--corpus-dir", args.corpus_dir] if getattr(args, "corpus_dir", None) else []
+                self._start(role, ["--host", args.host, "--threads", str(threads)] + folders + where)
 
     def _wait(self, proc, check):
         deadline = time.monotonic() + SERVER_UP_SECONDS

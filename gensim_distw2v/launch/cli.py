@@ -41,6 +41,9 @@ def add_arguments(group):
     group.add_argument("--cluster-ns-port", type=int, default=transport.DEFAULT_NS_PORT,
                        help="the name server's port on the scheduler's host")
     group.add_argument("--cluster-log-level", default="WARNING", help="the servers' --log-level")
+    group.add_argument("--corpus-dir", metavar="DIR[:DIR...]",
+                       help="the workers' --corpus-dir: the only folders whose files they read as corpora (default: "
+                            "any file; give it beyond loopback)")
 
 
 def remote_cluster(args):
@@ -54,7 +57,8 @@ def remote_cluster(args):
         runner = SshRunner(port=args.ssh_port, options=args.ssh_option, python=args.python)
     except LaunchError as err:
         sys.exit(f"error: {err}")
-    return RemoteCluster(hosts, runner, scheduler, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level)
+    return RemoteCluster(hosts, runner, scheduler, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level,
+                         corpus_dir=args.corpus_dir)
 
 
 def write_private(path, text):
@@ -78,7 +82,8 @@ def slurm_cluster(args):
     """This node's :class:`SlurmCluster` of the options (not started)."""
     from gensim_distw2v.launch.slurm import SlurmCluster
 
-    return SlurmCluster(key_dir=args.key_dir, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level)
+    return SlurmCluster(key_dir=args.key_dir, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level,
+                        corpus_dir=args.corpus_dir)
 
 
 def _announce(ns_conf, ns_conf_file, what):

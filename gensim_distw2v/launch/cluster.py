@@ -71,6 +71,8 @@ class RemoteCluster:
         The name server's port on it.
     log_level : str
         The servers' ``--log-level``.
+    corpus_dir : str, optional
+        The workers' ``--corpus-dir`` (the only folders whose files they read as corpora).
 
     Attributes
     ----------
@@ -78,12 +80,13 @@ class RemoteCluster:
         Pass it to ``Word2Vec(distributed=True, ns_conf=...)`` (it carries the key).
     """
 
-    def __init__(self, hosts, runner, scheduler=None, ns_port=transport.DEFAULT_NS_PORT, log_level="WARNING"):
+    def __init__(self, hosts, runner, scheduler=None, ns_port=transport.DEFAULT_NS_PORT, log_level="WARNING",
+                 corpus_dir=None):
         if not hosts:
             raise ValueError("a cluster needs at least one host")
         self.hosts, self.runner = list(hosts), runner
         self.scheduler = scheduler or self.hosts[0]
-        self.ns_port, self.log_level = int(ns_port), log_level
+        self.ns_port, self.log_level, self.corpus_dir = int(ns_port), log_level, corpus_dir
         self.links = {}  # label -> AgentLink; the scheduler's under SCHEDULER
         self.ns_conf = None
         self.lost = {}  # label -> why
@@ -91,7 +94,7 @@ class RemoteCluster:
     def _agent_args(self, host, roles):
         return ["--roles", ",".join(roles), "--host", host.address, "--ns-host", self.scheduler.address,
                 "--ns-port", str(self.ns_port), "--threads", str(host.threads), "--log-level", self.log_level,
-                "--label", host.label]
+                "--label", host.label] + (["--corpus-dir", self.corpus_dir] if self.corpus_dir else [])
 
     def start(self):
         """Start every host's agent and wait until every worker and shard has joined; returns self.

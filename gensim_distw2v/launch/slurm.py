@@ -133,12 +133,15 @@ class SlurmCluster:
         The worker's trainer threads (0: the task's CPUs less one).
     log_level : str
         The servers' ``--log-level``.
+    corpus_dir : str, optional
+        The workers' ``--corpus-dir`` (the only folders whose files they read as corpora).
     """
 
-    def __init__(self, key_dir=None, ns_port=transport.DEFAULT_NS_PORT, threads=0, log_level="WARNING"):
+    def __init__(self, key_dir=None, ns_port=transport.DEFAULT_NS_PORT, threads=0, log_level="WARNING",
+                 corpus_dir=None):
         self.alloc = allocation()
         self.key_dir = key_dir or self.alloc.submit_dir
-        self.ns_port, self.threads, self.log_level = ns_port, threads, log_level
+        self.ns_port, self.threads, self.log_level, self.corpus_dir = ns_port, threads, log_level, corpus_dir
         self.agent, self.key_path, self.ns_conf = None, None, None
 
     @property
@@ -155,6 +158,7 @@ class SlurmCluster:
         self.ns_conf = {"host": scheduler, "port": self.ns_port, "hmac_key": key}
         roles = (["nameserver", "dispatcher"] if alloc.rank == 0 else []) + ["shard", "worker"]
         args = argparse.Namespace(host=here, ns_host=scheduler, ns_port=self.ns_port, log_level=self.log_level,
+                                  corpus_dir=self.corpus_dir,
                                   threads=self.threads or max(1, alloc.cpus - 1), label=f"{alloc.node} (rank "
                                                                                          f"{alloc.rank})")
         self.agent = Agent(args, key)

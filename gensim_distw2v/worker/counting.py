@@ -49,7 +49,7 @@ class Counting:
         with self.lock:
             if request.count in self.checked:
                 return self.checked[request.count]
-        problem = corpusfile.check_files(request.corpus.parts())
+        problem = corpusfile.check_files(request.corpus.parts(), self.worker.corpus_dirs)
         with self.lock:
             while len(self.checked) >= CHECKED:
                 self.checked.pop(next(iter(self.checked)))

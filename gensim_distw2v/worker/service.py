@@ -32,6 +32,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.core.merge import merge_threads as default_merge_threads
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.io import endpoints, meter, transport
+from gensim_distw2v.io.corpusfile import corpus_folders
 from gensim_distw2v.member import Member
 from gensim_distw2v.options import WorkerOptions
 from gensim_distw2v.versions import versions
@@ -59,14 +60,22 @@ class Worker(Member):
     merge_threads : int, optional
         Threads that take and apply a merge round's rows (:class:`gensim_distw2v.core.merge.Replica`);
         default :func:`gensim_distw2v.core.merge.merge_threads` of ``threads``.
+    corpus_dir : str, optional
+        The only folders (``:``-separated) whose files it reads as corpora (None: any file).
+
+    Raises
+    ------
+    ValueError
+        A ``corpus_dir`` folder that is not one.
     """
 
     ROLE = "worker"
     TABLE = tables.WORKER  # its remote calls
 
     def __init__(self, ns_conf, threads=WorkerOptions.threads, hmac_key=None, heartbeat=WorkerOptions.heartbeat,
-                 merge_threads=WorkerOptions.merge_threads):
+                 merge_threads=WorkerOptions.merge_threads, corpus_dir=WorkerOptions.corpus_dir):
         self.ns_conf, self.hmac_key = dict(ns_conf), hmac_key
+        self.corpus_dirs = corpus_folders(corpus_dir)
         if hmac_key:
             self.ns_conf["hmac_key"] = hmac_key
         self.threads = threads or os.cpu_count() or 1

@@ -89,7 +89,7 @@ class _Training(MergeRounds):
     def _run(self, config):
         self.file = config.corpus_file
         if self.file is not None:
-            problem = check_files(self.file.parts())
+            problem = check_files(self.file.parts(), self.worker.corpus_dirs)
             self.proxy.call("file_check", name=self.worker.name, secret=self.worker.secret, session=self.sid, problem=problem)
             if problem:
                 raise RuntimeError(f"cannot train from the corpus file of session {self.sid}: {problem}")
@@ -119,11 +119,12 @@ class _Training(MergeRounds):
                 raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
         # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
         # round asks the shards for the values of these rows only (bsp: every row, as how many jobs a
-        # worker holds is a matter of timing). A corpus file's ranges: the rows of the range in training,
-        # for CBOW; skip-gram, whose many negatives train output rows everywhere, measured better taking
-        # in every row it lacks (docs/schedule.rst, "the simulator against the cluster")
-        self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" and (
-            self.file is None or not self.params.sg) else None
+        # worker holds is a matter of timing). A corpus file's ranges are read when they are fetched, so
+        # that their rows are known, and current, before they train, as a streamed job's are: taking in
+        # every row it lacked instead cost skip-gram 2 analogy points at K=8 and 2.9 times the bytes down;
+        # taking in a range's rows only once it trained cost it 11 (docs/schedule.rst, "Skip-gram at half
+        # the share")
+        self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" else None
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
         # the wire, most often one message to each shard a round, and of at most FALLBACK_BYTES should a part
@@ -190,83 +191,83 @@ class _Training(MergeRounds):
         return target
 
     def _train(self, thread, rng):
-        try:
-            reader = open_reader(self.file, self.vocab) if self.file is not None else None
-        except OSError as err:  # checked at join, gone since
-            self.error = RuntimeError(f"cannot open the corpus file {self.file.path}: {err}")
-            self.stop.set()
-            return
-        try:
-            while not self.stop.is_set():
-                if not self._wait_for_round():
-                    continue
-                try:
-                    msg = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
-                except queue.Empty:
-                    continue
-                with self.lock:  # the fetch loop tops the queue up once it runs low
-                    self.lock.notify_all()
-                cpu = time.thread_time()
-                try:
-                    if reader is not None:
-                        job_id, effective, loss, raw, examples, epoch = self._train_range(msg, reader, rng)
-                        entry = [job_id, effective, raw, examples]
-                    else:
-                        job, _rows = msg
-                        effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
-                        raw, entry, epoch = job.raw_words, [job.id, effective], job.epoch
-                except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
-                    logger.exception("trainer thread %i failed on a job", thread)
-                    self.error = err
-                    self.stop.set()
-                    return
-                finally:
-                    cpu = time.thread_time() - cpu
-                    with self.lock:
-                        self.train_cpu += cpu
-                        if reader is None and msg[1] is not None:
-                            self.want[msg[1]] -= 1
+        """A trainer thread: train the jobs (and ranges, read when fetched) of the queue until stopped."""
+        while not self.stop.is_set():
+            if not self._wait_for_round():
+                continue
+            try:
+                job, data, rows = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
+            except queue.Empty:
+                continue
+            with self.lock:  # the fetch loop tops the queue up once it runs low
+                self.lock.notify_all()
+            cpu = time.thread_time()
+            try:
+                if data is not None:
+                    job_id, effective, loss, raw, examples, epoch = self._train_range(job, data, rng)
+                    entry = [job_id, effective, raw, examples]
+                else:
+                    effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
+                    raw, entry, epoch = job.raw_words, [job.id, effective], job.epoch
+            except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
+                logger.exception("trainer thread %i failed on a job", thread)
+                self.error = err
+                self.stop.set()
+                return
+            finally:
+                cpu = time.thread_time() - cpu
                 with self.lock:
-                    self.done.append(entry)  # its words counted towards the merge interval as trained
-                    self.done_epoch = max(self.done_epoch, epoch)
-                    self.trained_words += raw
-                    self.loss += loss
-                    self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
-                    self.lock.notify_all()
-        finally:
-            if reader is not None:
-                reader.close()
+                    self.train_cpu += cpu
+                    if rows is not None:
+                        self.want[rows] -= 1
+            with self.lock:
+                self.done.append(entry)  # its words counted towards the merge interval as trained
+                self.done_epoch = max(self.done_epoch, epoch)
+                self.trained_words += raw
+                self.loss += loss
+                self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
+                self.lock.notify_all()
 
-    def _train_range(self, msg, reader, rng):
-        """Read, encode and train a byte range of the corpus file; ``(id, effective, loss, raw, examples,
-        epoch)``."""
-        job = protocol.RangeJob.from_wire(msg, size=self.file.size)
-        job_id, alpha, lo, hi = job.id, job.alpha, job.lo, job.hi
-        indices, offsets, starts, raw, examples = reader.read(lo, hi)
-        effective, loss, counted, total = 0, 0.0, 0, len(indices)
+    def _held(self, msg, reader):
+        """A fetched job as the queue holds it, ``(job, data, rows)``: a corpus file's range is read and
+        encoded now (``data``: :meth:`gensim_distw2v.io.corpusfile.RangeReader.read`'s, None for a
+        streamed job), so that the rows its words use (``rows``, None without :attr:`want`) are known, and
+        wanted by the rounds, from the moment it is held, as a streamed job's are."""
+        if reader is None:
+            job, data = protocol.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
+            indices = job.indices
+        else:
+            job = protocol.RangeJob.from_wire(msg, size=self.file.size)
+            cpu = time.thread_time()
+            data = reader.read(job.lo, job.hi)
+            with self.lock:
+                self.train_cpu += time.thread_time() - cpu  # (reading was the trainers' once: counted alike)
+            indices = data[0]
         rows = None
-        if self.want is not None:  # the range's words are rows this worker wants current values of, meanwhile
+        if self.want is not None:
             rows = np.unique(indices)
             with self.lock:
                 self.want[rows] += 1
-        try:
-            for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
-                # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
-                share = (raw * int(offsets[b]) // total if total else raw) - counted
-                counted += share
-                words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
-                                                     share, alpha, rng)
-                effective += words
-                loss += job_loss
-        finally:
-            if rows is not None:
-                with self.lock:
-                    self.want[rows] -= 1
+        return job, data, rows
+
+    def _train_range(self, job, data, rng):
+        """Train a byte range of the corpus file, read and encoded when fetched (``data``: ``indices, offsets,
+        starts, raw, examples``); ``(id, effective, loss, raw, examples, epoch)``."""
+        indices, offsets, starts, raw, examples = data
+        effective, loss, counted, total = 0, 0.0, 0, len(indices)
+        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
+            share = (raw * int(offsets[b]) // total if total else raw) - counted
+            counted += share
+            words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
+                                                 share, job.alpha, rng)
+            effective += words
+            loss += job_loss
         if counted < raw:  # no chunk (a range of empty or unknown-word lines)
             with self.lock:
                 self.words_since_merge += raw - counted
                 self.lock.notify_all()
-        return job_id, effective, loss, raw, examples, job.epoch
+        return job.id, effective, loss, raw, examples, job.epoch
 
     def _wait_for_round(self):
         """Bounded staleness: once ``sync_words`` words are trained since the last merge round
@@ -349,6 +350,20 @@ class _Training(MergeRounds):
         dispatcher answers once jobs come, or at once with an epoch drained that this worker has not
         been told of (so it flushes without delay), never a call per few milliseconds."""
         prefetch, told = self._prefetch(), -1  # told: the last drained epoch the dispatcher told of
+        try:
+            reader = open_reader(self.file, self.vocab) if self.file is not None else None
+        except OSError as err:  # checked at join, gone since
+            raise RuntimeError(f"cannot open the corpus file {self.file.path}: {err}") from None
+        try:
+            self._fetch_jobs(prefetch, told, reader)
+        finally:
+            if reader is not None:
+                reader.close()
+        if self.error is not None:
+            raise self.error
+
+    def _fetch_jobs(self, prefetch, told, reader):
+        """:meth:`_fetch_loop`'s loop (``reader``: the corpus file's, which reads each range as it comes)."""
         while not self.stop.is_set():
             self.worker.check_alive(self)
             if self.error is not None:
@@ -360,14 +375,7 @@ class _Training(MergeRounds):
             reply = self.proxy.call("get_jobs", name=self.worker.name, secret=self.worker.secret, session=self.sid,
                                     max_jobs=prefetch - self.jobs.qsize(), wait=FETCH_WAIT, drained=told)
             for msg in reply.jobs:
-                if self.file is None:  # a job's words are rows this worker wants current values of
-                    job, rows = protocol.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
-                    if self.want is not None:
-                        rows = np.unique(job.indices)
-                        with self.lock:
-                            self.want[rows] += 1
-                    msg = (job, rows)
-                self.jobs.put(msg)
+                self.jobs.put(self._held(msg, reader))
             with self.lock:
                 self.drained = reply.drained if not reply.jobs else None
                 self.lock.notify_all()
