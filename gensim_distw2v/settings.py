@@ -66,8 +66,8 @@ class Settings(fields.Declared):
 
     sync_words: typing.Optional[int] = fields.option(
         None, "words each worker trains between merges (None: derived from the corpus)", fields.Count(1, optional=True),
-        doc="None, the default: a 5,400th of the corpus's words per epoch at eight workers, 8 / K of that "
-            "with more, longer with fewer; at least 2,200 and at most 1 M; 1 M with one worker "
+        doc="None, the default: a 5,400th of the corpus's words per epoch at eight workers (skip-gram half "
+            "that), 8 / K of that with more, longer with fewer; at least 2,200 and at most 1 M; 1 M with one worker "
             "(:func:`gensim_distw2v.core.schedule.default_sync_words`, ``docs/schedule.rst``). Shorter costs more "
             "rounds and bytes per word; longer costs quality.", group="merging")
     merge: str = fields.option(

@@ -146,23 +146,32 @@ def two_hosts(keys, tmp_path):
         bridge.remove()
 
 
-def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(keys, two_hosts, tmp_path,
-                                                                               lee_corpus, nothing_left):
-    a, b = two_hosts.addresses.values()
-    conf_file = tmp_path / "ns_conf.json"
+def launch_two_hosts(keys, a, b, conf_file):
+    """``gensim-distw2v cluster`` on hosts ``a`` and ``b``, up: ``(launcher, lines, errs, readers)``, its output
+    read to the end by one reader a stream (no second reader to split it with)."""
     launcher = subprocess.Popen([sys.executable, "-P", "-m", "gensim_distw2v", "cluster", "--hosts", f"{a}:1,{b}:1",
                                  *ssh_args(keys, 22), "--ns-conf-file", str(conf_file)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines, errs = [], []  # one reader for each stream, to the end (no second reader to split the output with)
+    lines, errs = [], []
     readers = [threading.Thread(target=lambda: lines.extend(launcher.stdout), daemon=True),
                threading.Thread(target=lambda: errs.extend(launcher.stderr), daemon=True)]
     for reader in readers:
         reader.start()
+    deadline = time.monotonic() + 120
+    while not any(line.startswith("ns_conf = ") for line in lines):
+        if launcher.poll() is not None or time.monotonic() > deadline:
+            launcher.kill()
+            raise AssertionError((lines, "".join(errs)))
+        time.sleep(0.05)
+    return launcher, lines, errs, readers
+
+
+def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(keys, two_hosts, tmp_path,
+                                                                               lee_corpus, nothing_left):
+    a, b = two_hosts.addresses.values()
+    conf_file = tmp_path / "ns_conf.json"
+    launcher, lines, errs, readers = launch_two_hosts(keys, a, b, conf_file)
     try:
-        deadline = time.monotonic() + 120
-        while not any(line.startswith("ns_conf = ") for line in lines):
-            assert launcher.poll() is None and time.monotonic() < deadline, (lines, "".join(errs))
-            time.sleep(0.05)
         assert stat.S_IMODE(os.stat(conf_file).st_mode) == 0o600
         ns_conf = json.loads(conf_file.read_text())
         assert ns_conf["host"] == a and ns_conf["hmac_key"] not in "".join(lines)  # the key: in the file only
@@ -200,19 +209,8 @@ def test_a_host_cut_off_from_its_launcher_stops_its_part(keys, two_hosts, tmp_pa
     still there): its agent hears no beat from the launcher and stops the host's processes within
     SILENT_SECONDS, not at TCP's keepalive, hours later; the launcher names the host lost."""
     a, b = two_hosts.addresses.values()
-    launcher = subprocess.Popen([sys.executable, "-P", "-m", "gensim_distw2v", "cluster", "--hosts", f"{a}:1,{b}:1",
-                                 *ssh_args(keys, 22), "--ns-conf-file", str(tmp_path / "ns_conf.json")],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines, errs = [], []
-    readers = [threading.Thread(target=lambda: lines.extend(launcher.stdout), daemon=True),
-               threading.Thread(target=lambda: errs.extend(launcher.stderr), daemon=True)]
-    for reader in readers:
-        reader.start()
+    launcher, _lines, errs, readers = launch_two_hosts(keys, a, b, tmp_path / "ns_conf.json")
     try:
-        deadline = time.monotonic() + 120
-        while not any(line.startswith("ns_conf = ") for line in lines):
-            assert launcher.poll() is None and time.monotonic() < deadline, (lines, "".join(errs))
-            time.sleep(0.05)
         host_b = two_hosts.names[1]
         pids = subprocess.run(["ip", "netns", "pids", host_b], capture_output=True, text=True).stdout.split()
         served = [p for p in pids if any(f"gensim_distw2v.{role}" in _cmdline(p) for role in

@@ -539,12 +539,15 @@ def test_a_range_read_into_one_buffer_is_bounded():
     spec = dict(path="/c.txt", size=1 << 40, digest="d", range_bytes=1, total_words=1, start_alpha=0.025,
                 end_alpha=0.0001)
     corpus = protocol.CorpusFileSpec(**spec)
+
+    def ranges(hi):  # as a worker receives it: checked on arrival
+        return protocol.CountRanges.from_wire(protocol.CountRanges(
+            count="c", tokens=["t"], corpus=corpus, ranges=[[0, 0, hi]], shards=[["s", "u"]]).to_wire())
     with pytest.raises(ValueError, match=r"hi - lo <= 67108864"):
-        protocol.CountRanges(count="c", tokens=["t"], corpus=corpus, ranges=[[0, 0, (64 << 20) + 1]],
-                             shards=[["s", "u"]])
-    protocol.CountRanges(count="c", tokens=["t"], corpus=corpus, ranges=[[0, 0, 64 << 20]], shards=[["s", "u"]])
+        ranges((64 << 20) + 1)
+    assert ranges(64 << 20).ranges == [[0, 0, 64 << 20]]
     with pytest.raises(ValueError, match=r"range_bytes must be at most 67108864 .*lower range_words"):
-        protocol.CorpusFileSpec(**dict(spec, range_bytes=(64 << 20) + 1))
+        protocol.CorpusFileSpec.from_wire(protocol.CorpusFileSpec(**dict(spec, range_bytes=(64 << 20) + 1)).to_wire())
 
 
 @pytest.mark.cluster

@@ -77,7 +77,7 @@ _WHERE = {
     "ShardCheckpoint": "checkpoints",
     # session
     "CorpusFileSpec": "session",
-    "MAX_RANGE_BYTES": "session",
+    "MAX_READ_BYTES": "session",
     "MAX_STREAMS": "session",
     "RngState": "session",
     "SessionConfig": "session",

@@ -17,7 +17,7 @@ import typing
 import numpy as np
 
 from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
-from gensim_distw2v.protocol.session import MAX_RANGE_BYTES, CorpusFileSpec
+from gensim_distw2v.protocol.session import MAX_READ_BYTES, CorpusFileSpec
 
 __all__ = ["CountOpen", "CountRef", "CountPart", "CountTake", "CountChunk", "CountRanges", "Counted",
            "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS", "range_token"]
@@ -176,9 +176,9 @@ class CountRanges(Record):
             if not (isinstance(entry, (list, tuple)) and len(entry) == 3
                     and all(isinstance(v, int) and not isinstance(v, bool) for v in entry)
                     and 0 <= entry[0] < MAX_RANGE_ID and 0 <= entry[1] < entry[2] <= self.corpus.size
-                    and entry[2] - entry[1] <= MAX_RANGE_BYTES):
+                    and entry[2] - entry[1] <= MAX_READ_BYTES):
                 raise ValueError(f"count ranges: each range must be [id, lo, hi] with 0 <= lo < hi <= the corpus' "
-                                 f"size ({self.corpus.size}) and hi - lo <= {MAX_RANGE_BYTES}, got {entry!r}"[:300])
+                                 f"size ({self.corpus.size}) and hi - lo <= {MAX_READ_BYTES}, got {entry!r}"[:300])
         if len(self.tokens) != len(self.ranges) or not all(
                 isinstance(t, str) and 0 < len(t) <= MAX_ID for t in self.tokens):
             raise ValueError(f"count ranges: one token of 1 to {MAX_ID} characters per range")

@@ -17,7 +17,7 @@ MAX_CORPUS_FILES = 100_000  # files of one corpus (a PathLineSentences folder) a
 MAX_STREAMS = 65_536  # stretches a corpus file's ranges are handed out from at most (trainer threads)
 # a byte range a worker reads into one buffer, to train or count it (the client cuts ranges of ~10,000 words
 # to train and of at most 32 MiB to count)
-MAX_RANGE_BYTES = 64 << 20
+MAX_READ_BYTES = 64 << 20
 
 # ---------------------------------------------------------------------------------------------- session
 @dataclasses.dataclass
@@ -114,8 +114,8 @@ class CorpusFileSpec(Record):
         if self.size < 0 or self.range_bytes < 1 or self.total_words < 1:
             raise ValueError(f"corpus_file: size must be >= 0, range_bytes and total_words >= 1, got {self.size}, "
                              f"{self.range_bytes}, {self.total_words}")
-        if self.range_bytes > MAX_RANGE_BYTES:
-            raise ValueError(f"corpus_file: range_bytes must be at most {MAX_RANGE_BYTES} (a range is read into one "
+        if self.range_bytes > MAX_READ_BYTES:
+            raise ValueError(f"corpus_file: range_bytes must be at most {MAX_READ_BYTES} (a range is read into one "
                              f"buffer), got {self.range_bytes}: lower range_words")
         if not isinstance(self.streams, int) or isinstance(self.streams, bool) or not 1 <= self.streams <= MAX_STREAMS:
             raise ValueError(f"corpus_file: streams must be an int in [1, {MAX_STREAMS}], got {self.streams!r}"[:200])

@@ -22,6 +22,7 @@ from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import Replica, row_bytes
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
+from gensim_distw2v.worker.held import held_job, wants_held_rows
 from gensim_distw2v.worker.merger import MergeRounds
 
 logger = logging.getLogger(__name__)
@@ -120,11 +121,13 @@ class _Training(MergeRounds):
         # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
         # round asks the shards for the values of these rows only (bsp: every row, as how many jobs a
         # worker holds is a matter of timing). A corpus file's ranges are read when they are fetched, so
-        # that their rows are known, and current, before they train, as a streamed job's are: taking in
-        # every row it lacked instead cost skip-gram 2 analogy points at K=8 and 2.9 times the bytes down;
-        # taking in a range's rows only once it trained cost it 11 (docs/schedule.rst, "Skip-gram at half
-        # the share")
+        # that their rows are known before they train. Skip-gram wants them from then on, as a streamed
+        # job's (taking in every row it lacked instead cost it 2 analogy points at K=8 and 2.9 times the
+        # bytes down, its range's rows only once it trained 12); CBOW only while the range trains (from
+        # then on: +2.4-3.6 analogy points but -0.03 to -0.05 on the truth list at K=8, where while it
+        # trains: +6.4 and +0.005; docs/schedule.rst, "Skip-gram at half the share")
         self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" else None
+        self.want_held = wants_held_rows(self.file, self.params)
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
         # the wire, most often one message to each shard a round, and of at most FALLBACK_BYTES should a part
@@ -200,6 +203,8 @@ class _Training(MergeRounds):
             except queue.Empty:
                 continue
             with self.lock:  # the fetch loop tops the queue up once it runs low
+                if rows is not None and not self.want_held:
+                    self.want[rows] += 1
                 self.lock.notify_all()
             cpu = time.thread_time()
             try:
@@ -229,24 +234,14 @@ class _Training(MergeRounds):
                 self.lock.notify_all()
 
     def _held(self, msg, reader):
-        """A fetched job as the queue holds it, ``(job, data, rows)``: a corpus file's range is read and
-        encoded now (``data``: :meth:`gensim_distw2v.io.corpusfile.RangeReader.read`'s, None for a
-        streamed job), so that the rows its words use (``rows``, None without :attr:`want`) are known, and
-        wanted by the rounds, from the moment it is held, as a streamed job's are."""
-        if reader is None:
-            job, data = protocol.Job.from_wire(msg, vocab_size=self.params.vocab_size), None
-            indices = job.indices
-        else:
-            job = protocol.RangeJob.from_wire(msg, size=self.file.size)
-            cpu = time.thread_time()
-            data = reader.read(job.lo, job.hi)
-            with self.lock:
-                self.train_cpu += time.thread_time() - cpu  # (reading was the trainers' once: counted alike)
-            indices = data[0]
-        rows = None
-        if self.want is not None:
-            rows = np.unique(indices)
-            with self.lock:
+        """A fetched job as the queue holds it, ``(job, data, rows)`` (:func:`gensim_distw2v.worker.held.held_job`):
+        the rows its words use (``rows``, None without :attr:`want`) are wanted by the rounds from now on
+        (:attr:`want_held`) or once it trains (:meth:`_train`)."""
+        job, data, indices, cpu = held_job(msg, reader, self.file, self.params.vocab_size)
+        rows = None if self.want is None else np.unique(indices)
+        with self.lock:
+            self.train_cpu += cpu  # (reading was the trainers' once: counted alike)
+            if rows is not None and self.want_held:
                 self.want[rows] += 1
         return job, data, rows
 
