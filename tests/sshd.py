@@ -163,4 +163,5 @@ class Bridge:
                 except (ProcessLookupError, ValueError):
                     pass
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+            subprocess.run(["ip", "link", "del", f"{ns}h"], capture_output=True, timeout=30)  # (gone with it, or soon)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)

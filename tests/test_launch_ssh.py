@@ -3,6 +3,7 @@ on loopback and in two network namespaces joined by a bridge; ``gensim-distw2v t
 ``gensim-distw2v cluster --hosts`` end to end; a host lost mid-training, Ctrl-C, and each start-up
 failure, every one leaving no process of the package running on any host.
 """
+import itertools
 import json
 import os
 import re
@@ -130,11 +131,15 @@ def test_ctrl_c_during_start_up_leaves_nothing(keys, sshd, nothing_left):
     assert "stopped" in out, out + err
 
 
+_BRIDGES = itertools.count()
+
+
 @pytest.fixture
 def two_hosts(keys, tmp_path):
     """Two network namespaces on a bridge, an sshd in each (port 22, as on real hosts)."""
-    tag = f"gl{os.getpid() % 10000}"
-    bridge = Bridge(tag, ["a", "b"], f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}")
+    use = next(_BRIDGES)  # (each use its own names and subnet: the last one's may linger a moment)
+    tag = f"gl{os.getpid() % 10000}{use % 10}"
+    bridge = Bridge(tag, ["a", "b"], f"10.{200 + os.getpid() % 50}.{(os.getpid() + use) % 250}")
     servers = []
     try:
         for ns, address in bridge.addresses.items():
