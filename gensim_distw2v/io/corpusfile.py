@@ -20,8 +20,8 @@ import numpy as np
 
 from gensim_distw2v._lines import VocabTable, encode_lines
 
-__all__ = ["fingerprint", "fingerprint_files", "check_file", "check_files", "corpus_folders", "outside", "ranges", "vocab_arrays", "vocab_lookup",
-           "RangeReader", "FilesReader", "open_reader"]
+__all__ = ["fingerprint", "fingerprint_files", "check_file", "check_files", "corpus_folders", "outside", "ranges",
+           "vocab_arrays", "vocab_lookup", "RangeReader", "FilesReader", "open_reader"]
 
 SAMPLE_BLOCKS = 16  # blocks of the file read for its fingerprint: the first, the last, and evenly between
 BLOCK_BYTES = 64 * 1024

@@ -9,8 +9,9 @@ worker on every host), each with the key in its environment only, and says so on
 output, one JSON object a line (:class:`Event`). It stops every child, and exits, when its standard
 input closes (the launcher stopped, died, or lost the connection: ``ssh`` passes the end on), when
 that input is silent for :data:`~gensim_distw2v.launch.events.SILENT_SECONDS` (the launcher writes a
-line every few seconds; a cut network closes nothing for hours), on SIGTERM or SIGINT, or when one of its children exits (saying which, with its last lines): nothing
-of the cluster outlives the launcher on any host.
+line every few seconds; a cut network closes nothing for hours), on SIGTERM or SIGINT, or when one
+of its children exits (saying which, with its last lines): nothing of the cluster outlives the
+launcher on any host.
 """
 import argparse
 import json
@@ -128,7 +129,7 @@ class Agent:
                 self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
             else:
                 threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
-                folders = ["--corpus-dir", args.corpus_dir] if getattr(args, "corpus_dir", None) else []
+                folders = ["--corpus-dir", args.corpus_dir] if args.corpus_dir else []
                 self._start(role, ["--host", args.host, "--threads", str(threads)] + folders + where)
 
     def _wait(self, proc, check):

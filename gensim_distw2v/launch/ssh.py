@@ -1,8 +1,8 @@
 """Agents started over OpenSSH (:mod:`gensim_distw2v.launch.agent` on each host): the ``ssh``
 command line (the user's keys, agent and ``~/.ssh/config``; a port, ``-o`` options, the hosts'
-interpreter), the key sent on the agent's standard input and that input held open with a line every
-few seconds (its end, or its silence, stops the host's part), the agent's events read back, and what a failure means, in words naming the host
-and the fix.
+interpreter), the key sent on the agent's standard input and that input held open with a line
+every few seconds (its end, or its silence, stops the host's part), the agent's events read back,
+and what a failure means, in words naming the host and the fix.
 """
 import collections
 import json

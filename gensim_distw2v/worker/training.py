@@ -379,8 +379,6 @@ class _Training(MergeRounds):
                 # took it as told would then wait out FETCH_WAIT for the next epoch (which waits for its
                 # flush) before it learned, with no job left, that it must flush: 0.5 s an epoch
                 told = max(told, reply.drained)
-        if self.error is not None:
-            raise self.error
 
     def _prefetch(self):
         """Jobs to keep queued: four per trainer thread (jobs of ``batch_words``), but of a corpus
