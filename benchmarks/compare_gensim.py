@@ -76,6 +76,8 @@ def parse_args(argv=None):
                         help="hold-back share of the distributed runs (default: the package's)")
     parser.add_argument("--cold-every", type=int, default=None,
                         help="merge the rows of rare words every n-th round (default: the package's; 1: every round)")
+    parser.add_argument("--cold-output-every", type=int, default=None,
+                        help="of the rounds that merge rare rows, every n-th sends syn1neg's (default: the package's)")
     parser.add_argument("--merge-dtype", default=None,
                         help="values of routine merges on the wire: int8, float16 or float32 (default: the package's)")
     parser.add_argument("--no-hmac", action="store_true",
@@ -219,6 +221,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                              sync_words=args.sync_words,
                              **({} if args.hold_back is None else {"hold_back": args.hold_back}),
                              **({} if args.cold_every is None else {"cold_every": args.cold_every}),
+                             **({} if args.cold_output_every is None else
+                                {"cold_output_every": args.cold_output_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.sync is None else {"sync": args.sync}),
                              **({"workers_read": False} if args.no_workers_read else {}), **params)
@@ -412,7 +416,7 @@ def main(argv=None):
         vocab_path, corpus_path, words, vocab = prepare(args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
               f"seeds={args.seeds} merge={args.merge} threads_per_worker={args.threads_per_worker} "
-              f"cold_every={args.cold_every} sync={args.sync}", flush=True)
+              f"cold_every={args.cold_every} cold_output_every={args.cold_output_every} sync={args.sync}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:
                 for mode in modes:

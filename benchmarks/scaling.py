@@ -287,6 +287,10 @@ def parse_args(argv=None):
                              "separates the servers' cost per merge from the schedule's merges per word")
     parser.add_argument("--sync", default=None, help="sync mode of the measured runs (default: the package's)")
     parser.add_argument("--hold-back", type=float, default=None, help="hold-back share (default: the package's)")
+    parser.add_argument("--cold-every", type=int, default=None,
+                        help="merge the cold rows every n-th round (default: the package's)")
+    parser.add_argument("--cold-output-every", type=int, default=None,
+                        help="of the rounds that merge cold rows, every n-th sends syn1neg's (default: the package's)")
     parser.add_argument("--shards", default="1",
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
@@ -372,6 +376,10 @@ def measure(args, ks, shards_at):
         base_args += ["--sync", args.sync]
     if args.hold_back is not None:
         base_args += ["--hold-back", str(args.hold_back)]
+    if args.cold_every is not None:
+        base_args += ["--cold-every", str(args.cold_every)]
+    if args.cold_output_every is not None:
+        base_args += ["--cold-output-every", str(args.cold_output_every)]
     if args.no_hmac:
         base_args += ["--no-hmac"]
     if args.no_channel:

@@ -87,6 +87,29 @@ def ratio(points, key, vocabulary, base):
     return at(vocabulary) / base_cost if base_cost > 0 else 1.0
 
 
+def scaled(run, factors):
+    """``run`` with each vocabulary-dependent cost times its factor, and the totals rebuilt from their
+    parts: a worker's merges from its routine rounds and its flushes, the shards' CPU from what they
+    spend per interval and their flushes' and session's calls, the bytes from the routine and the
+    flushes' (each part scaled by its own fit; scaling a total by its own while a part of it, which
+    :func:`gensim_distw2v.projection.at_corpus` later takes out, grows faster could leave it negative)."""
+    out = dict(run, **{key: run[key] * factors[key] for key in factors if key in run})
+    if {"worker_flush_us", "worker_routine_us"} <= factors.keys() and "worker_flush_us" in run:
+        out["worker_merge_us"] = (run["worker_merge_us"] - run["worker_flush_us"]) * factors["worker_routine_us"] \
+            + out["worker_flush_us"]
+    calls = ("shard_routine_call_us", "shard_flush_call_us", "shard_setup_call_us")
+    if set(calls) <= factors.keys() and all(key in run for key in calls):
+        fixed = run["shard_flush_call_us"] + run["shard_setup_call_us"]
+        out["shard_us"] = max(0.0, run["shard_us"] - fixed) * factors["shard_routine_call_us"] \
+            + out["shard_flush_call_us"] + out["shard_setup_call_us"]
+    if "flush_bytes_per_word" in factors and "flush_bytes_per_word" in run:
+        for way in ("bytes_up_per_word", "bytes_down_per_word"):
+            if way in factors:
+                flush = run["flush_bytes_per_word"] / 2
+                out[way] = max(0.0, run[way] - flush) * factors[way] + out["flush_bytes_per_word"] / 2
+    return out
+
+
 def regil(run):
     """``run`` with its GIL-held shares of the routine rounds (``worker_gil_share``, ``shard_gil_share``)
     as its scaled costs give them: the compiled (GIL-free) part grows with the rows a round scans and
@@ -123,7 +146,7 @@ def main(argv=None):
         print(f"\nat {args.vocabulary:,.0f} rows against {base:,} (the headline's): "
               + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items())
               + f"; gensim's CPU x{gensim_factor:.2f}")
-        runs = [regil(dict(r, **{key: r[key] * factors[key] for key in factors if key in r})) for r in head["runs"]]
+        runs = [regil(scaled(r, factors)) for r in head["runs"]]
         gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
         same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
         out.update(factors=factors, gensim_factor=gensim_factor, headline=args.headline,

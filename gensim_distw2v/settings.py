@@ -96,6 +96,15 @@ class Settings(fields.Declared):
         doc="Rare words: beyond the hot rows, those a worker sees less than a quarter of a time per merge interval "
             "(:func:`gensim_distw2v.core.schedule.hot_rows`). Their change waits meanwhile, as held-back rows do; "
             "routine rounds read and move only the frequent words' rows.", group="merging")
+    cold_output_every: typing.Optional[int] = fields.option(
+        None, "of the rounds that merge the rare words' rows, every n-th also sends the changes of syn1neg's rare "
+              "rows (None: derived from the model)", fields.Count(1, 1000, optional=True),
+        doc="None, the default: every 4th for CBOW (every 24th round), every one for skip-gram "
+            "(:func:`gensim_distw2v.core.schedule.default_cold_output_every`, ``docs/scaling.rst``, \"Rare output "
+            "rows\"). A worker's change to the output rows of rare words (syn1neg beyond the hot rows, which every "
+            "worker's negatives push) waits in ``R - B`` meanwhile, as held-back rows do; their current values "
+            "still come down in every round that merges rare rows, and epoch ends send every row.",
+        group="merging")
     merge_dtype: str = fields.option(
         MERGE_DTYPE, "values of routine merges on the wire, both ways (deltas, and rows a worker lacks)",
         fields.Choice(DELTA_DTYPES, normalise=_dtype_name),

@@ -63,6 +63,11 @@ def test_table_cells_reach_into_records_compute_and_leave_missing_fields_empty()
     assert formatter.cell("{=us / K * 1e3:.1f}", record) == "125.0"
     assert formatter.cell("{up} / {nan}", record) == ""  # every field missing: an empty cell
     assert formatter.cell("{up} / {K}", record) == " / 4"
+    # keys in brackets, a colon among them (before_after's summaries, scaling's "gensim:2")
+    keyed = {"us": {"ratio": 1.5}, "vs_gensim": {"gensim:2": 0.8349}}
+    assert formatter.cell("{us[ratio]:.2f} / {us.ratio:.1f}", keyed) == "1.50 / 1.5"
+    assert formatter.cell("{vs_gensim[gensim:2]:.2f}", keyed) == "0.83"
+    assert formatter.cell("{vs_gensim[gensim:4]:.2f}", keyed) == ""
     with pytest.raises(ValueError, match="not allowed"):
         formatter.cell("{=__import__('os')}", record)
     rows = ext.walk({"runs": {"a": {"result": [{"x": 1}]}, "b": {"result": [{"x": 2}]}}}, "runs/*/result")
@@ -92,6 +97,10 @@ def test_a_table_whose_file_names_no_command_or_date_fails_the_build(tmp_path):
     (source / "index.rst").write_text("Index\n=====\n\n" + table.format("bare.json"))
     done = sphinx_build(str(source), str(tmp_path / "out2"), builder="text")
     assert done.returncode != 0 and "bare.json names no date" in done.stderr, done.stderr
+    # a column that no record fills is a misspelt field, not a measurement
+    (source / "index.rst").write_text("Index\n=====\n\n" + table.format("good.json").replace("{us:", "{usd:"))
+    done = sphinx_build(str(source), str(tmp_path / "out3"), builder="text")
+    assert done.returncode != 0 and "no record fills the column(s) ['CPU µs']" in done.stderr, done.stderr
 
 
 def tracked_files():

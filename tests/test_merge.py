@@ -777,6 +777,41 @@ def test_hs_tree_nodes_have_their_own_hot_rows():
         GlobalWeights(initial(), delta_rows={"syn0": -1})
 
 
+def test_syn1neg_rare_rows_go_up_every_nth_cold_round_and_come_down_in_every_one():
+    """``cold_output_every``: of the cold rounds (every ``cold_every``-th), every n-th sends the change
+    of syn1neg's rare rows; in the others it waits in ``R - B`` while the rows' values still come down
+    (the change it keeps survives them), and a flush sends every row."""
+    kinds = {r: schedule.round_rows(r, 10, -1, 6, 4) for r in range(1, 25)}
+    assert [r for r, k in kinds.items() if k[0]] == [6, 12, 18, 24]
+    assert all(k == (False, 10, -1, 10) for r, k in kinds.items() if r % 6)
+    for r in (6, 12, 18):
+        assert kinds[r] == (True, -1, -1, {"syn0": -1, "syn1neg": 10, "syn1": -1})
+    assert kinds[24] == (True, -1, -1, None) and schedule.round_rows(7, 10, -1, 6, 4, flush=True) == (True, -1, -1,
+                                                                                                    None)
+    assert schedule.round_rows(6, 10, -1, 6, 1) == (True, -1, -1, None)  # skip-gram's default: every cold round
+    assert schedule.default_cold_output_every(True) == 1 and schedule.default_cold_output_every(False) == 4
+    assert schedule.round_rows(5, 10, 7, 6, 4)[1:] == (10, 7, {"syn0": 10, "syn1neg": 10, "syn1": 7})
+    # two workers: b's change to a rare output row waits through a cold round that brings a's down
+    init = {"syn0": np.zeros((V, D), np.float32), "syn1neg": np.zeros((V, D), np.float32)}
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="sum", codec="float32")
+    a, b = Replica(init), Replica(init)
+    g.add_worker(0)
+    g.add_worker(1)
+    a.replica["syn1neg"][30] += 0.25
+    b.replica["syn1neg"][30] += 0.5
+    b.replica["syn0"][30] += 0.125
+    _cold, hot, _tree, limits = schedule.round_rows(6, 10, -1, 6, 4)
+    a.take_in(*g.apply(0, 0, V, a.take_delta(0, V, "float32", 0.0, None), exact=False, hot_rows=hot))
+    sent = b.take_delta(0, V, "float32", 0.0, limits)
+    assert sent["syn0"][0].tolist() == [30] and not len(sent["syn1neg"][0])  # the output row waits
+    b.take_in(*g.apply(1, 0, V, sent, exact=False, hot_rows=hot))
+    np.testing.assert_allclose(b.replica["syn1neg"][30], 0.75)  # a's change came down, b's own kept
+    np.testing.assert_allclose(g.weights["syn1neg"][30], 0.25)
+    b.take_in(*g.apply(1, 0, V, b.take_delta(0, V, "float32", 0.0, None), exact=True))  # the n-th: it goes
+    np.testing.assert_allclose(g.weights["syn1neg"][30], 0.75)
+    np.testing.assert_allclose(g.weights["syn0"][30], 0.125)
+
+
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
 @pytest.mark.parametrize("exact", [False, True])
 def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):

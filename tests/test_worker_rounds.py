@@ -179,14 +179,18 @@ def test_a_worker_queues_a_few_long_ranges_and_many_short_jobs(threads):
 
 @pytest.mark.unit
 @pytest.mark.parametrize("sg", [0, 1])
-def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(sg):
-    """A worker reading a corpus file reads each range when it fetches it. For skip-gram the rounds bring
-    the current values of its rows from then on, before it trains, as they do a streamed job's, not every
-    row it lacks (skip-gram at K=8 on 40 M tokens: 2 analogy points and 2.9x the bytes down) nor its rows
-    only once it trains (12 points); for CBOW only while it trains (from the fetch on cost the truth
-    list 0.03-0.05 at K=8): docs/schedule.rst, "Skip-gram at half the share"."""
+def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(sg, monkeypatch):
+    """A worker reading a corpus file reads each of skip-gram's ranges when it fetches it, and the rounds
+    bring the current values of its rows from then on, before it trains, as they do a streamed job's, not
+    every row it lacks (skip-gram at K=8 on 40 M tokens: 2 analogy points and 2.9x the bytes down) nor its
+    rows only once it trains (12 points). CBOW's ranges are read by the trainer threads (every thread
+    reads, where one fetch thread reading for all would bind at 6-8 CBOW threads) and their rows wanted
+    only while they train (from the fetch on cost the truth list 0.03-0.05 at K=8): docs/schedule.rst,
+    "Skip-gram at half the share"."""
     import queue as queues
     import types
+
+    from gensim_distw2v.worker import held as held_module
 
     t = _training(1_000)
     t.file = protocol.CorpusFileSpec(path="/c.txt", size=1000, digest="0" * 32, total_words=100, range_bytes=1000,
@@ -196,25 +200,58 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
     assert t.want_held == bool(sg) and wants_held_rows(None, t.params)  # (streamed jobs: from the fetch)
     t.want, t.jobs, t.train_cpu, t.error = np.zeros(10, dtype=np.int32), queues.Queue(), 0.0, None
     t.done, t.done_epoch, t.trained_words, t.loss = [], -1, 0, 0.0
-    seen = []
+    t.vocab, t.words_since_merge = None, 0
+    seen, readers = [], []
 
     class Reader:
+        closed = False
+
         def read(self, lo, hi):
+            readers.append((threading.current_thread().name, lo, hi))
             indices = np.array([3, 5, 3, 7], dtype=np.uint32)
             return indices, np.array([0, 4], dtype=np.int64), np.array([0, 1]), 4, 1
+
+        def close(self):
+            self.closed = True
+
+    opened = []
+    monkeypatch.setattr(held_module, "open_reader", lambda file, vocab: opened.append(Reader()) or opened[-1])
 
     def pieces(indices, offsets, raw, alpha, rng):
         seen.append(np.flatnonzero(t.want).tolist())
         return len(indices), 0.0
     t._train_pieces = pieces
-    held = t._held(protocol.RangeJob(id=4, epoch=0, alpha=0.02, lo=0, hi=1000).to_wire(), Reader())
-    assert held[2].tolist() == [3, 5, 7]
-    assert np.flatnonzero(t.want).tolist() == ([3, 5, 7] if sg else [])  # skip-gram: wanted while queued
+    job = protocol.RangeJob(id=4, epoch=0, alpha=0.02, lo=0, hi=1000).to_wire()
+    # the fetch loop holds a reader only where it reads (skip-gram's ranges)
+    held = t._held(job, Reader() if t.want_held else None)
+    if sg:
+        assert held[1] is not None and held[2].tolist() == [3, 5, 7] and readers == [("MainThread", 0, 1000)]
+        assert np.flatnonzero(t.want).tolist() == [3, 5, 7]  # skip-gram: wanted while queued
+    else:
+        assert held[1] is None and held[2] is None and not readers and not t.want.any()  # left for its trainer
     t.jobs.put(held)
-    trainer = threading.Thread(target=t._train, args=(0, None))
+    trainer = threading.Thread(target=t._train, args=(0, None), name="trainer-0")
     trainer.start()
     t.jobs.join()
     t.stop.set()
     trainer.join(10)
     assert seen == [[3, 5, 7]] and not t.want.any()  # wanted while trained, released after
+    if not sg:  # read by the trainer, on a reader of its own, closed when it stops
+        assert readers == [("trainer-0", 0, 1000)] and len(opened) == 1 and opened[0].closed
+    else:
+        assert not opened
     assert t.done == [[4, 4, 4, 1]] and t.trained_words == 4 and t.error is None
+
+
+def test_a_trainer_thread_failing_outside_a_job_ends_the_session_rather_than_hanging_it():
+    """A trainer's error outside a job (its reader, its wait for a round) is the session's error, as a
+    job's is: before, the thread died silently and the epoch waited for ever (a session of streamed jobs
+    once failed so: its trainers looked for a corpus file's vocabulary that only reading workers have)."""
+    t = _training(1_000)
+    t.file, t.want, t.error = None, None, None
+
+    def broken():
+        raise RuntimeError("the round's clock broke")
+    t._wait_for_round = broken
+    t._train(0, None)
+    assert isinstance(t.error, RuntimeError) and t.stop.is_set()

@@ -15,8 +15,9 @@ Several files may be named: their records are put together, and each file's prov
 printed. ``:rows:`` is a ``/``-separated path to a list of records (or a mapping: its values, each
 with its key as ``_key``; with ``:single:``, the one record it leads to); a ``*`` in it takes
 every entry there (the keys it took are ``_path``, the last one's entry ``_entry``); each content line is ``header | template``, the template in
-:meth:`str.format` syntax over a record's fields (``{a.b}`` reaches into a nested mapping; a
-missing or null field prints as an empty cell; ``{=a / b * 100:.1f}`` computes, with + - * /
+:meth:`str.format` syntax over a record's fields (``{a.b}`` and ``{a[key]}`` reach into a nested mapping, a key
+in brackets may hold a colon; a missing or null field prints as an empty cell, and a column no
+record fills is an error (a misspelt field); ``{=a / b * 100:.1f}`` computes, with + - * /
 over fields); ``:where:`` keeps the records whose fields equal
 the given values (``field=a|b & other=c``); ``:transpose:`` puts the records in columns. Under the table the directive
 prints the date and the command that produced it: the nearest ``date`` and ``command`` (or
@@ -30,6 +31,8 @@ import math
 import operator
 import os
 import string
+
+import _string
 
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
@@ -122,10 +125,10 @@ class Formatter(string.Formatter):
         if field_name.startswith("="):
             value = evaluate(ast.parse(field_name[1:].strip(), mode="eval"), kwargs)
             return wrap(value), field_name
-        first, *rest = field_name.split(".")
+        first, rest = _string.formatter_field_name_split(field_name)  # a.b and a[key] (a key may hold ':')
         value = wrap(kwargs.get(first))  # a missing field is an empty cell
-        for part in rest:
-            value = getattr(value, part) if isinstance(value, (Record, Missing)) else Missing()
+        for _is_attr, part in rest:
+            value = value[str(part)] if isinstance(value, (Record, Missing)) else Missing()
         return value, first
 
 
@@ -239,6 +242,9 @@ class MeasurementsDirective(Directive):
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, ZeroDivisionError) as err:
             raise self.error(f"measurements: {self.arguments}: {err}")
         headers = [header for header, _t in columns]
+        empty = [header for i, header in enumerate(headers) if not any(row[i] for row in cells)]
+        if empty:  # a template whose fields no record has: a misspelt field, not a measurement
+            raise self.error(f"measurements: {self.arguments}: no record fills the column(s) {empty}")
         if "transpose" in self.options:
             table = [[headers[0]] + [row[0] for row in cells]] + \
                     [[headers[i]] + [row[i] for row in cells] for i in range(1, len(headers))]

@@ -142,6 +142,7 @@ class Reports:
                       "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
                       "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
                       "cold_every": config.settings.cold_every,
+                      "cold_output_every": config.settings.cold_output_every,
                       "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
                       "call_seconds": time.monotonic() - self._call_start, "resumes": self._resumes,
                       "checkpoint_wait": self._checkpoint_wait,

@@ -10,7 +10,8 @@ from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.io.corpusfile import fingerprint, fingerprint_files, vocab_arrays
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
-from gensim_distw2v.core.schedule import damp_words, damped_rows, default_sync_words, hot_rows, tree_hot_rows
+from gensim_distw2v.core.schedule import (damp_words, damped_rows, default_cold_output_every, default_sync_words,
+                                          hot_rows, tree_hot_rows)
 from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
 from gensim_distw2v.client.checkpoints import _RestoreFailed
 from gensim_distw2v.client.links import ShardLinks
@@ -74,7 +75,8 @@ class SessionSetup:
             versions=versions(),
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
-            settings=settings.replace(sync_words=sync_words),
+            settings=settings.replace(sync_words=sync_words, cold_output_every=int(
+                settings.cold_output_every or default_cold_output_every(bool(model.sg)))),
             damp_rows=damped_rows(counts, damp_words(sync_words), tree_counts=tree),
             hot_rows=hot_rows(counts, sync_words),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),

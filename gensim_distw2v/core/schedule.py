@@ -38,6 +38,10 @@ SYNC_SHARE = 1 / 5_400
 # "Skip-gram at half the share"; a likely reason: skip-gram moves a word's output row once per (word, context)
 # pair, about window + 1 times per occurrence, where CBOW moves it once)
 SG_SHORTER = 2
+# Of the rounds that merge the rare words' rows (every cold_every-th), CBOW sends syn1neg's rare rows (the
+# negatives' pushes) up in every 4th: the same quality at K=8, a fifth less merge CPU, half at 1 M rows
+# (docs/scaling.rst, "Rare output rows"; skip-gram lost 7 points and sends them in every one)
+CBOW_COLD_OUTPUT_EVERY = 4
 ONE_WORKER_SYNC_WORDS = 1_000_000
 # with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 1.5 for CBOW,
 # ** 2.5 for skip-gram: measured at K=2 on devmix (docs/schedule.rst, "Fewer workers, longer intervals")
@@ -238,6 +242,21 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(share))))
 
 
+def default_cold_output_every(sg):
+    """Of the rounds that merge the rare words' rows (every ``cold_every``-th), every how many also
+    send ``syn1neg``'s rare rows up, by default: :data:`CBOW_COLD_OUTPUT_EVERY` for CBOW, every one
+    for skip-gram.
+
+    Measured (docs/scaling.rst, "Rare output rows"; one epoch of 40 M tokens of synthetic text in
+    document order, K=8, two seeds): CBOW with its rare output rows every 24th round instead of every
+    6th scored the same (+0.2 and +0.9 analogy points, +0.013 and +0.019 on the truth list) with a
+    fifth less merge CPU and bytes up, and at a 1 M-word vocabulary it roughly halves a worker's
+    routine merge CPU; skip-gram lost 7 points (its output rows move about ``window`` times as
+    often per occurrence as CBOW's).
+    """
+    return 1 if sg else CBOW_COLD_OUTPUT_EVERY
+
+
 def row_limits(hot_rows, tree_hot_rows=-1):
     """What a routine round reads of each matrix, for :meth:`GlobalWeights.apply` and
     :meth:`Replica.take_delta`: None (every row) if ``hot_rows`` is negative; else the words' hot
@@ -248,3 +267,39 @@ def row_limits(hot_rows, tree_hot_rows=-1):
     if tree_hot_rows is None or tree_hot_rows < 0:
         return int(hot_rows)
     return {"syn0": int(hot_rows), "syn1neg": int(hot_rows), "syn1": int(tree_hot_rows)}
+
+
+def round_rows(rounds, hot_rows, tree_hot_rows, cold_every, cold_output_every, flush=False):
+    """Which rows a worker's merge round takes: ``(cold, hot, tree, limits)``.
+
+    Every ``cold_every``-th round (and every epoch's flush) is *cold*: it merges the rare words' rows
+    too, and its reply carries every row the worker lacks and wants (``hot`` and ``tree`` -1, as
+    they go on the wire); the others take the hot rows only. Of the cold rounds that are not
+    flushes, only every ``cold_output_every``-th sends the change of ``syn1neg``'s rare rows (the
+    output rows every worker's negatives push, most of a cold round's rows at a large vocabulary):
+    in the others it waits in ``R - B``, as held-back rows do, while their values still come down.
+
+    Parameters
+    ----------
+    rounds : int
+        The round's number, counted from 1 (flushes included).
+    hot_rows, tree_hot_rows : int
+        The hot rows of ``syn0`` and ``syn1neg`` (:func:`hot_rows`) and of hs's ``syn1``
+        (:func:`tree_hot_rows`; -1: every ``syn1`` row).
+    cold_every, cold_output_every : int
+        The settings of those names.
+    flush : bool
+        An epoch's flush (every row, exactly).
+
+    Returns
+    -------
+    tuple
+        Whether the round is cold; the hot rows and tree rows it names on the wire (-1: every
+        row); what the worker takes of each matrix (:func:`row_limits`, or a dict per matrix).
+    """
+    cold = flush or rounds % cold_every == 0
+    hot, tree = (-1, -1) if cold else (hot_rows, tree_hot_rows)
+    limits = row_limits(hot, tree)
+    if cold and not flush and rounds % (cold_every * cold_output_every):
+        limits = {"syn0": -1, "syn1neg": int(hot_rows), "syn1": -1}
+    return cold, hot, tree, limits

@@ -13,7 +13,7 @@ import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.merge import compiled_cpu
-from gensim_distw2v.core.schedule import row_limits
+from gensim_distw2v.core.schedule import round_rows
 
 __all__ = ["MergeRounds", "REPORT_EVERY"]
 
@@ -56,13 +56,11 @@ class MergeRounds:
         # of syn0 and syn1neg (merge.hot_rows) and of hs's syn1 (merge.tree_hot_rows; every syn1 row
         # if those are not known): parts beyond them are skipped
         self.rounds += 1
-        every_row = flush_epoch is not None or self.rounds % self.cold_every == 0
-        hot = -1 if every_row else self.hot_rows
-        tree = -1 if every_row else self.tree_hot_rows
+        every_row, hot, tree, limits = round_rows(self.rounds, self.hot_rows, self.tree_hot_rows, self.cold_every,
+                                                  self.cold_output_every, flush=flush_epoch is not None)
         top = self.params.vocab_size if "syn1" in self.replica.replica and tree < 0 else max(hot, tree)
         parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
             else [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
-        limits = row_limits(hot, tree)
         size = self.params.vector_size
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
         wanted = None

@@ -20,9 +20,10 @@ from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.io.corpusfile import check_files, open_reader, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import Replica, row_bytes
+from gensim_distw2v.core.schedule import default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
-from gensim_distw2v.worker.held import held_job, wants_held_rows
+from gensim_distw2v.worker.held import RangeReads, held_job, train_range, wants_held_rows
 from gensim_distw2v.worker.merger import MergeRounds
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class _Training(MergeRounds):
         self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
+        self.cold_output_every = settings.cold_output_every or default_cold_output_every(self.params.sg)
         # hs: syn1's hot rows (tree nodes, busiest first); 0: not known, syn1 moves every row every round
         self.tree_hot_rows = config.tree_hot_rows if "syn1" in config.arrays and config.tree_hot_rows else -1
         self.merge_dtype = settings.merge_dtype
@@ -119,13 +121,13 @@ class _Training(MergeRounds):
             if len(self.vocab) != vocab:
                 raise ValueError(f"the session's vocabulary has {len(self.vocab)} distinct words, not {vocab}")
         # per row, how many of the jobs this worker holds (queued or in training) use it: a routine merge
-        # round asks the shards for the values of these rows only (bsp: every row, as how many jobs a
-        # worker holds is a matter of timing). A corpus file's ranges are read when they are fetched, so
-        # that their rows are known before they train. Skip-gram wants them from then on, as a streamed
-        # job's (taking in every row it lacked instead cost it 2 analogy points at K=8 and 2.9 times the
-        # bytes down, its range's rows only once it trained 12); CBOW only while the range trains (from
-        # then on: +2.4-3.6 analogy points but -0.03 to -0.05 on the truth list at K=8, where while it
-        # trains: +6.4 and +0.005; docs/schedule.rst, "Skip-gram at half the share")
+        # round asks the shards for the values of these rows only (bsp: every row, as how many jobs a worker
+        # holds is a matter of timing). Skip-gram's ranges are read when fetched and their rows wanted from
+        # then on, as a streamed job's (taking in every row it lacked instead cost it 2 analogy points at K=8
+        # and 2.9 times the bytes down; its range's rows only once it trained, 12); CBOW's are read by their
+        # trainers and wanted while they train (from the fetch on: +2.4-3.6 analogy points but -0.03 to -0.05
+        # on the truth list at K=8; while it trains: +6.4 and +0.005; docs/schedule.rst, "Skip-gram at half
+        # the share")
         self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" else None
         self.want_held = wants_held_rows(self.file, self.params)
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
@@ -194,75 +196,75 @@ class _Training(MergeRounds):
         return target
 
     def _train(self, thread, rng):
-        """A trainer thread: train the jobs (and ranges, read when fetched) of the queue until stopped."""
-        while not self.stop.is_set():
-            if not self._wait_for_round():
-                continue
-            try:
-                job, data, rows = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
-            except queue.Empty:
-                continue
+        """A trainer thread: train the jobs and ranges of the queue (CBOW's ranges read here) until stopped."""
+        reads = RangeReads(self.file, self.vocab if self.file is not None else None, self.want is not None)
+        try:
+            while not self.stop.is_set():
+                if not self._wait_for_round():
+                    continue
+                try:
+                    job, data, rows = self.jobs.get(timeout=0.2)  # counted as held until task_done(), below
+                except queue.Empty:
+                    continue
+                if not self._train_one(thread, rng, reads, job, data, rows):
+                    return
+        except Exception as err:  # noqa: BLE001 - outside a job (a job's own are _train_one's): the session ends
+            logger.exception("trainer thread %i failed", thread)
+            self.error = err
+            self.stop.set()
+        finally:
+            reads.close()
+
+    def _train_one(self, thread, rng, reads, job, data, rows):
+        """Train one job of the queue; False if it failed (the session ends)."""
+        cpu = time.thread_time()
+        try:
+            data, rows = reads.read(job, data, rows)
             with self.lock:  # the fetch loop tops the queue up once it runs low
                 if rows is not None and not self.want_held:
                     self.want[rows] += 1
                 self.lock.notify_all()
-            cpu = time.thread_time()
-            try:
-                if data is not None:
-                    job_id, effective, loss, raw, examples, epoch = self._train_range(job, data, rng)
-                    entry = [job_id, effective, raw, examples]
-                else:
-                    effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
-                    raw, entry, epoch = job.raw_words, [job.id, effective], job.epoch
-            except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
-                logger.exception("trainer thread %i failed on a job", thread)
-                self.error = err
-                self.stop.set()
-                return
-            finally:
-                cpu = time.thread_time() - cpu
-                with self.lock:
-                    self.train_cpu += cpu
-                    if rows is not None:
-                        self.want[rows] -= 1
+            if data is not None:
+                effective, loss, raw, examples, untrained = train_range(self._train_pieces, job, data, rng)
+                entry, epoch = [job.id, effective, raw, examples], job.epoch
+                if untrained:  # raw words no chunk counted: a range of empty or unknown-word lines
+                    with self.lock:
+                        self.words_since_merge += untrained
+                        self.lock.notify_all()
+            else:
+                effective, loss = self._train_pieces(job.indices, job.offsets, job.raw_words, job.alpha, rng)
+                raw, entry, epoch = job.raw_words, [job.id, effective], job.epoch
+        except Exception as err:  # noqa: BLE001 - reported by the fetch loop, which ends the session
+            logger.exception("trainer thread %i failed on a job", thread)
+            self.error = err
+            self.stop.set()
+            return False
+        finally:
+            cpu = time.thread_time() - cpu
             with self.lock:
-                self.done.append(entry)  # its words counted towards the merge interval as trained
-                self.done_epoch = max(self.done_epoch, epoch)
-                self.trained_words += raw
-                self.loss += loss
-                self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
-                self.lock.notify_all()
+                self.train_cpu += cpu
+                if rows is not None:
+                    self.want[rows] -= 1
+        with self.lock:
+            self.done.append(entry)  # its words counted towards the merge interval as trained
+            self.done_epoch = max(self.done_epoch, epoch)
+            self.trained_words += raw
+            self.loss += loss
+            self.jobs.task_done()  # (under the lock: a merge round sees the job done, or held)
+            self.lock.notify_all()
+        return True
 
     def _held(self, msg, reader):
-        """A fetched job as the queue holds it, ``(job, data, rows)`` (:func:`gensim_distw2v.worker.held.held_job`):
-        the rows its words use (``rows``, None without :attr:`want`) are wanted by the rounds from now on
-        (:attr:`want_held`) or once it trains (:meth:`_train`)."""
-        job, data, indices, cpu = held_job(msg, reader, self.file, self.params.vocab_size)
-        rows = None if self.want is None else np.unique(indices)
+        """A fetched job as the queue holds it, ``(job, data, rows)`` (:func:`~gensim_distw2v.worker.held.held_job`;
+        ``reader``: the fetch loop's, to read a range now): its rows (None without :attr:`want`, or unread) are
+        wanted by the rounds from now on (:attr:`want_held`) or once it trains (:meth:`_train_one`)."""
+        job, data, indices, cpu = held_job(msg, self.file, self.params.vocab_size, reader)
+        rows = None if self.want is None or indices is None else np.unique(indices)
         with self.lock:
             self.train_cpu += cpu  # (reading was the trainers' once: counted alike)
             if rows is not None and self.want_held:
                 self.want[rows] += 1
         return job, data, rows
-
-    def _train_range(self, job, data, rng):
-        """Train a byte range of the corpus file, read and encoded when fetched (``data``: ``indices, offsets,
-        starts, raw, examples``); ``(id, effective, loss, raw, examples, epoch)``."""
-        indices, offsets, starts, raw, examples = data
-        effective, loss, counted, total = 0, 0.0, 0, len(indices)
-        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
-            # each chunk (at most the kernel's 10,000 words) counts its share of the range's raw words
-            share = (raw * int(offsets[b]) // total if total else raw) - counted
-            counted += share
-            words, job_loss = self._train_pieces(indices[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a],
-                                                 share, job.alpha, rng)
-            effective += words
-            loss += job_loss
-        if counted < raw:  # no chunk (a range of empty or unknown-word lines)
-            with self.lock:
-                self.words_since_merge += raw - counted
-                self.lock.notify_all()
-        return job.id, effective, loss, raw, examples, job.epoch
 
     def _wait_for_round(self):
         """Bounded staleness: once ``sync_words`` words are trained since the last merge round
@@ -346,7 +348,8 @@ class _Training(MergeRounds):
         been told of (so it flushes without delay), never a call per few milliseconds."""
         prefetch, told = self._prefetch(), -1  # told: the last drained epoch the dispatcher told of
         try:
-            reader = open_reader(self.file, self.vocab) if self.file is not None else None
+            # skip-gram's ranges are read here, when fetched; CBOW's by their trainers (RangeReads)
+            reader = open_reader(self.file, self.vocab) if self.file is not None and self.want_held else None
         except OSError as err:  # checked at join, gone since
             raise RuntimeError(f"cannot open the corpus file {self.file.path}: {err}") from None
         try:
