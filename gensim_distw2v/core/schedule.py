@@ -39,8 +39,8 @@ SYNC_SHARE = 1 / 5_400
 # pair, about window + 1 times per occurrence, where CBOW moves it once)
 SG_SHORTER = 2
 # Of the rounds that merge the rare words' rows (every cold_every-th), CBOW sends syn1neg's rare rows (the
-# negatives' pushes) up in every 4th: the same quality at K=8, a fifth less merge CPU, half at 1 M rows
-# (docs/scaling.rst, "Rare output rows"; skip-gram lost 7 points and sends them in every one)
+# negatives' pushes) up in every 4th: the same quality at K=8, a fifth less merge CPU, 28% less at 1 M rows
+# (docs/scaling.rst, "Rare output rows"; skip-gram lost 7.6 points and sends them in every one)
 CBOW_COLD_OUTPUT_EVERY = 4
 ONE_WORKER_SYNC_WORDS = 1_000_000
 # with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 1.5 for CBOW,
@@ -250,8 +250,8 @@ def default_cold_output_every(sg):
     Measured (docs/scaling.rst, "Rare output rows"; one epoch of 40 M tokens of synthetic text in
     document order, K=8, two seeds): CBOW with its rare output rows every 24th round instead of every
     6th scored the same (+0.2 and +0.9 analogy points, +0.013 and +0.019 on the truth list) with a
-    fifth less merge CPU and bytes up, and at a 1 M-word vocabulary it roughly halves a worker's
-    routine merge CPU; skip-gram lost 7 points (its output rows move about ``window`` times as
+    fifth less merge CPU and bytes up, and at a 1 M-word vocabulary 28% less of a worker's
+    routine merge CPU; skip-gram lost 7.6 points (its output rows move about ``window`` times as
     often per occurrence as CBOW's).
     """
     return 1 if sg else CBOW_COLD_OUTPUT_EVERY
