@@ -232,13 +232,16 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
     if a cold row's change were lost)."""
     params = {**SMALL, "sg": 0, "negative": 5}
     runs = {}
-    for cold_every in (1, 3):
+    for cold_every, output in ((1, 1), (3, None), (3, 5)):  # None: CBOW's default, every 4th cold round
         model = Word2Vec(distributed=True, ns_conf=one_worker.ns_conf, sync_words=2000, cold_every=cold_every,
-                         **params)
+                         cold_output_every=output, **params)
         model.build_vocab(lee_corpus)
         model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
-        runs[cold_every] = model
+        runs[cold_every if output != 5 else "output"] = model
     stats = runs[3].cluster_stats
+    # syn1neg's rare rows wait for every 4th (or 5th) cold round and the epoch's flush: none lost either
+    assert stats["cold_output_every"] == 4 and runs["output"].cluster_stats["cold_output_every"] == 5
+    assert np.abs(runs["output"].syn1neg - runs[1].syn1neg).max() <= 1e-6
     assert stats["hot_rows"] == schedule.hot_rows(runs[3].wv.expandos["count"], 2000)
     assert 0 < stats["hot_rows"] < len(runs[3].wv) and stats["cold_every"] == 3, stats
     assert runs[1].cluster_stats["hot_rows"] == stats["hot_rows"] and runs[1].cluster_stats["cold_every"] == 1
