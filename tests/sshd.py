@@ -155,13 +155,23 @@ class Bridge:
             self.addresses[ns] = f"{subnet}.{number}"
 
     def remove(self):
-        for ns in self.names:
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
-            subprocess.run(["ip", "link", "del", f"{ns}h"], capture_output=True, timeout=30)  # (gone with it, or soon)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
+        """Kill what runs in the namespaces, then delete them, their links and the bridge; tried again for a
+        few seconds while any is left (a killed process holds its namespace until it has exited)."""
+        deadline = time.monotonic() + 10
+        while True:
+            for ns in self.names:
+                pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+                for pid in pids:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+                subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+                subprocess.run(["ip", "link", "del", f"{ns}h"], capture_output=True, timeout=30)  # (gone with it)
+            subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
+            left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+            links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+            if not set(left) & set(self.names) and f" {self.bridge}:" not in links \
+                    or time.monotonic() > deadline:
+                return
+            time.sleep(0.2)

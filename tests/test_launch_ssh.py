@@ -146,9 +146,11 @@ def two_hosts(keys, tmp_path):
             servers.append(Sshd(str(tmp_path), keys, address, 22, netns=ns, client_alive=False))  # (sshd's default)
         yield bridge
     finally:
-        for server in servers:
-            server.stop()
-        bridge.remove()
+        try:
+            for server in servers:
+                server.stop()
+        finally:  # the namespaces go even if an sshd would not stop
+            bridge.remove()
 
 
 def launch_two_hosts(keys, a, b, conf_file):
