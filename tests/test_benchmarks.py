@@ -281,6 +281,20 @@ def test_vocabulary_ratios_are_powers_through_the_nearest_measured_vocabularies(
     assert vocab_costs.ratio(points, "f", 1e7, 1e4) == pytest.approx(0.25)  # a falling cost held beyond
     assert vocab_costs.ratio(points, "c", 1e4, 1e4) == 1.0
 
+    # totals rebuilt from their parts: a part growing faster than its total cannot leave the rest negative
+    # (the shards' CPU of K=16 came out negative when shard_us and its flush and session calls scaled apart)
+    run = {"worker_merge_us": 1.0, "worker_flush_us": 0.5, "worker_routine_us": 0.5, "shard_us": 1.0,
+           "shard_routine_call_us": 0.4, "shard_flush_call_us": 0.3, "shard_setup_call_us": 0.3,
+           "bytes_up_per_word": 10.0, "bytes_down_per_word": 10.0, "flush_bytes_per_word": 8.0}
+    factors = {"worker_merge_us": 2.0, "worker_flush_us": 4.0, "worker_routine_us": 3.0, "shard_us": 2.0,
+               "shard_routine_call_us": 3.0, "shard_flush_call_us": 6.0, "shard_setup_call_us": 6.0,
+               "bytes_up_per_word": 2.0, "bytes_down_per_word": 2.0, "flush_bytes_per_word": 5.0}
+    out = vocab_costs.scaled(run, factors)
+    assert out["worker_merge_us"] == pytest.approx(0.5 * 3.0 + 0.5 * 4.0)
+    assert out["shard_us"] == pytest.approx(0.4 * 3.0 + 0.6 * 6.0)
+    assert out["shard_us"] - out["shard_flush_call_us"] - out["shard_setup_call_us"] >= 0
+    assert out["bytes_up_per_word"] == pytest.approx(6.0 * 2.0 + 4.0 * 5.0)
+
 
 @pytest.mark.unit
 def test_debian_corpus_keeps_file_order_and_skips_markup_binaries_and_copies(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 from gensim_distw2v import protocol
 from gensim_distw2v.io.corpusfile import open_reader
 
-__all__ = ["held_job", "wants_held_rows", "train_range", "RangeReads"]
+__all__ = ["held_job", "wants_held_rows", "train_range", "open_ranges", "RangeReads"]
 
 
 def wants_held_rows(file, params):
@@ -95,11 +95,20 @@ def train_range(train_pieces, job, data, rng):
     return effective, loss, raw, examples, raw - counted
 
 
+def open_ranges(file, vocab):
+    """A reader of the session's corpus file (:func:`gensim_distw2v.io.corpusfile.open_reader`); a file
+    checked at join and gone since is a RuntimeError naming it."""
+    try:
+        return open_reader(file, vocab)
+    except OSError as err:
+        raise RuntimeError(f"cannot open the corpus file {file.path}: {err}") from None
+
+
 class RangeReads:
     """A trainer thread's own reader of the ranges left unread at their fetch (CBOW's, whose rows are
     wanted only while they train): every trainer reads its own, where one fetch thread reading for all
     of them would bind at six to eight CBOW threads (a read costs about a fifth of CBOW's kernel a word,
-    0.18 µs on devmix; skip-gram's kernel is three times CBOW's, so its fetch thread reads for up to
+    0.14-0.20 µs on devmix; skip-gram's kernel is three times CBOW's, so its fetch thread reads for up to
     about 24 threads).
 
     Parameters
@@ -121,10 +130,7 @@ class RangeReads:
         if data is not None or self.file is None:
             return data, rows
         if self.reader is None:
-            try:
-                self.reader = open_reader(self.file, self.vocab)
-            except OSError as err:  # checked at join, gone since
-                raise RuntimeError(f"cannot open the corpus file {self.file.path}: {err}") from None
+            self.reader = open_ranges(self.file, self.vocab)
         data = self.reader.read(job.lo, job.hi)
         return data, (np.unique(data[0]) if self.rows else None)
 

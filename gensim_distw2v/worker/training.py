@@ -17,13 +17,13 @@ from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
-from gensim_distw2v.io.corpusfile import check_files, open_reader, vocab_lookup
+from gensim_distw2v.io.corpusfile import check_files, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import Replica, row_bytes
 from gensim_distw2v.core.schedule import default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
-from gensim_distw2v.worker.held import RangeReads, held_job, train_range, wants_held_rows
+from gensim_distw2v.worker.held import RangeReads, held_job, open_ranges, train_range, wants_held_rows
 from gensim_distw2v.worker.merger import MergeRounds
 
 logger = logging.getLogger(__name__)
@@ -347,11 +347,8 @@ class _Training(MergeRounds):
         dispatcher answers once jobs come, or at once with an epoch drained that this worker has not
         been told of (so it flushes without delay), never a call per few milliseconds."""
         prefetch, told = self._prefetch(), -1  # told: the last drained epoch the dispatcher told of
-        try:
-            # skip-gram's ranges are read here, when fetched; CBOW's by their trainers (RangeReads)
-            reader = open_reader(self.file, self.vocab) if self.file is not None and self.want_held else None
-        except OSError as err:  # checked at join, gone since
-            raise RuntimeError(f"cannot open the corpus file {self.file.path}: {err}") from None
+        # skip-gram's ranges are read here, when fetched; CBOW's by their trainers (RangeReads)
+        reader = open_ranges(self.file, self.vocab) if self.file is not None and self.want_held else None
         try:
             self._fetch_jobs(prefetch, told, reader)
         finally:
