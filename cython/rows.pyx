@@ -815,21 +815,67 @@ def take_part(float[:, ::1] replica, float[:, ::1] base, Py_ssize_t lo, Py_ssize
         raise ValueError("replica and base must have the same shape")
     if not 0 <= lo <= hi <= replica.shape[0]:
         raise ValueError(f"rows [{lo}, {hi}) are outside [0, {replica.shape[0]})")
+    return _take(replica, base, NULL, lo, hi, codec, hold_back)[:3]
+
+
+def take_listed(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] listed, codec, double hold_back):
+    """:func:`take_part` over the rows ``listed`` only (those a worker's trainers have touched since
+    they were last taken), not a whole range: a round reads the rows that may have changed, not
+    every row of a large vocabulary. Also returns the listed rows that still differ from the base,
+    which the caller lists again for a later round: those held back, and those whose rounding to the
+    codec waits in ``replica - base``.
+
+    Parameters
+    ----------
+    listed : numpy.ndarray of uint32
+        Increasing rows of ``replica``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, numpy.ndarray or None, numpy.ndarray)
+        As :func:`take_part`, and the uint32 rows that still differ (held back, then rounded).
+    """
+    if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
+        raise ValueError("replica and base must have the same shape")
+    cdef Py_ssize_t i, n = listed.shape[0]
+    cdef bint ordered = True
+    with nogil:
+        for i in range(1, n):
+            if listed[i] <= listed[i - 1]:
+                ordered = False
+                break
+    if not ordered:
+        raise ValueError("listed rows must be increasing")
+    if n and listed[n - 1] >= replica.shape[0]:
+        raise ValueError(f"row {listed[n - 1]} is outside [0, {replica.shape[0]})")
+    return _take(replica, base, &listed[0] if n else NULL, 0, n, codec, hold_back)
+
+
+cdef tuple _take(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t *listed, Py_ssize_t lo, Py_ssize_t hi,
+                 codec, double hold_back):
+    """:func:`take_part`'s work over rows ``[lo, hi)``, or (``listed`` not NULL) over ``listed[lo:hi]``;
+    ``(rows, values, row scales or None, rows held back)``."""
     cdef int kind = _codec(codec)
-    cdef Py_ssize_t r, i, j, n = 0, m = 0, width = replica.shape[1]
+    cdef Py_ssize_t r, i, j, n = 0, m = 0, k = 0, width = replica.shape[1], size = max(1, hi - lo)
     cdef double total, top = 0.0
     cdef bint odd = False
-    cdef cnp.uint32_t *rows = <cnp.uint32_t *>malloc(max(1, hi - lo) * sizeof(cnp.uint32_t))
-    cdef double *norms = <double *>malloc(max(1, hi - lo) * sizeof(double))
-    cdef cnp.uint8_t *held = <cnp.uint8_t *>calloc(max(1, hi - lo), sizeof(cnp.uint8_t))
-    if rows == NULL or norms == NULL or held == NULL:
+    cdef cnp.uint32_t *rows = <cnp.uint32_t *>malloc(size * sizeof(cnp.uint32_t))
+    cdef cnp.uint32_t *kept_back = <cnp.uint32_t *>malloc(size * sizeof(cnp.uint32_t))
+    cdef double *norms = <double *>malloc(size * sizeof(double))
+    cdef cnp.uint8_t *held = <cnp.uint8_t *>calloc(size, sizeof(cnp.uint8_t))
+    if rows == NULL or kept_back == NULL or norms == NULL or held == NULL:
         free(rows)
+        free(kept_back)
         free(norms)
         free(held)
         raise MemoryError()
     try:
         with nogil:
-            for r in range(lo, hi):
+            for j in range(lo, hi):
+                if listed != NULL and j + AHEAD < hi:  # listed rows are scattered: fetch ahead
+                    prefetch_row(&replica[listed[j + AHEAD], 0], width * sizeof(float))
+                    prefetch_row(&base[listed[j + AHEAD], 0], width * sizeof(float))
+                r = listed[j] if listed != NULL else j
                 if width == 0 or memcmp(&replica[r, 0], &base[r, 0], width * sizeof(float)) == 0:
                     continue
                 total = _sq_dist(&replica[r, 0], &base[r, 0], width)
@@ -838,14 +884,17 @@ def take_part(float[:, ::1] replica, float[:, ::1] base, Py_ssize_t lo, Py_ssize
                     norms[n] = total
                     n += 1
             _hold_back(norms, n, hold_back, held)
-            for i in range(n):  # the kept rows, in place
-                if not held[i]:
-                    rows[m] = rows[i]
-                    if not norms[i] < INFINITY:  # NaN or infinite
-                        odd = True
-                    elif norms[i] > top:
-                        top = norms[i]
-                    m += 1
+            for i in range(n):  # the kept rows, in place; the held ones apart
+                if held[i]:
+                    kept_back[k] = rows[i]
+                    k += 1
+                    continue
+                rows[m] = rows[i]
+                if not norms[i] < INFINITY:  # NaN or infinite
+                    odd = True
+                elif norms[i] > top:
+                    top = norms[i]
+                m += 1
         if kind == 1 and (odd or not top < HALF_LIMIT * HALF_LIMIT):
             kind = 0
         elif kind == 2 and odd:
@@ -853,9 +902,26 @@ def take_part(float[:, ::1] replica, float[:, ::1] base, Py_ssize_t lo, Py_ssize
         rows_array = np.empty(m, dtype=np.uint32)
         if m:
             memcpy(<void *>cnp.PyArray_DATA(rows_array), rows, m * sizeof(cnp.uint32_t))
+        held_array = np.empty(k, dtype=np.uint32)
+        if k:
+            memcpy(<void *>cnp.PyArray_DATA(held_array), kept_back, k * sizeof(cnp.uint32_t))
     finally:
         free(rows)
+        free(kept_back)
         free(norms)
         free(held)
     values, row_scales = send_rows(replica, base, rows_array, CODECS[kind])
-    return rows_array, values, row_scales
+    if listed != NULL and m:  # rows whose rounding stays in R - B (int8, float16): they differ still
+        held_array = np.concatenate([held_array, rows_array[_differing(replica, base, rows_array)]])
+    return rows_array, values, row_scales, held_array
+
+
+cdef object _differing(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows):
+    """A mask of ``rows``: where ``replica`` differs from ``base``."""
+    cdef Py_ssize_t i, n = rows.shape[0], width = replica.shape[1]
+    out = np.zeros(n, dtype=np.bool_)
+    cdef cnp.uint8_t[::1] differ = out.view(np.uint8)
+    with nogil:
+        for i in range(n):
+            differ[i] = memcmp(&replica[rows[i], 0], &base[rows[i], 0], width * sizeof(float)) != 0
+    return out

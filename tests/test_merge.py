@@ -848,7 +848,7 @@ def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):
 @pytest.mark.parametrize("hold_back", [0.0, 0.3])
 def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back):
     from gensim_distw2v._rows import changed_rows, kept_rows, send_rows, take_part
-    from gensim_distw2v.core.merge import _part_codec
+    from gensim_distw2v.core.wire_rows import _part_codec
     rng = np.random.default_rng(3)
     base = rng.standard_normal((300, 12)).astype(np.float32)
     replica = base.copy()
@@ -871,6 +871,95 @@ def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back):
             np.testing.assert_array_equal(scales, ref_scales)
         np.testing.assert_array_equal(b1, b2)  # the base advanced alike
         assert hold_back == 0 or len(rows) < len(changed)
+
+
+def _jobs_trained(replicas, rows_n, rng, seed):
+    """The same four jobs on each replica: their syn0 rows (and syn1neg's, as negatives would) written,
+    then named."""
+    jobs = [np.unique(rng.choice(rows_n, 900)) for _ in range(4)]
+    for r in replicas:
+        step = np.random.default_rng(seed)
+        for rows in jobs:
+            for name in r.replica:
+                r.replica[name][rows] += step.standard_normal((len(rows), 8)).astype(np.float32) * 1e-3
+            r.touched("syn0", rows)
+
+
+@pytest.mark.parametrize("codec", ["float32", "int8"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_listed_matrix_sends_what_a_scan_sends_reading_only_the_rows_trainers_named(codec, threads):
+    rows_n = 3 * merge.SPLIT_ROWS + 77
+    rng = np.random.default_rng(8)
+    weights = {"syn0": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32),
+               "syn1neg": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32)}
+    # every row that differs read again by the next round (none waits): what a scan sends, round by round
+    scan, listed = Replica(weights, threads=threads), Replica(weights, threads=threads, listed={"syn0": rows_n})
+    for round_ in range(3):
+        _jobs_trained((scan, listed), rows_n, rng, round_)
+        hot = rows_n // 4 if round_ == 1 else None  # a routine round: the hot rows only, the rest wait marked
+        for lo, hi in ((0, rows_n // 2), (rows_n // 2, rows_n)):
+            a, b = scan.take_delta(lo, hi, codec, 0.3, hot), listed.take_delta(lo, hi, codec, 0.3, hot)
+            for name in weights:
+                for x, y in zip(a[name], b[name]):
+                    assert (x is None and y is None) or np.array_equal(x, y)
+        for name in weights:
+            np.testing.assert_array_equal(scan.base[name], listed.base[name])
+        waiting = np.flatnonzero(np.any(listed.replica["syn0"] != listed.base["syn0"], axis=1))
+        assert set(waiting) <= set(np.flatnonzero(listed.marks["syn0"] == merge.TOUCHED))
+    # a flush (every row, nothing held back) sends what a scan sends, and leaves marked only the rows whose
+    # float32 difference did not add up to the replica's value exactly (a scan would find them again)
+    a, b = scan.take_delta(0, rows_n, "float32", 0.0, exact=True), listed.take_delta(0, rows_n, "float32", 0.0,
+                                                                                      exact=True)
+    assert all(np.array_equal(x, y) for x, y in zip(a["syn0"][:2], b["syn0"][:2]))
+    waiting = np.flatnonzero(np.any(listed.replica["syn0"] != listed.base["syn0"], axis=1))
+    np.testing.assert_array_equal(waiting, np.flatnonzero(listed.marks["syn0"]))
+    assert len(waiting) < len(a["syn0"][0]) // 10
+    with pytest.raises(ValueError, match="listed matrices"):
+        Replica(weights, listed={"syn1": 0})
+
+
+@pytest.mark.parametrize("codec", ["float32", "int8"])
+def test_rows_beyond_the_first_that_may_wait_wait_for_their_next_job_or_the_flush_and_none_is_lost(codec):
+    rows_n, hot = 2 * merge.SPLIT_ROWS, 1000
+    rng = np.random.default_rng(9)
+    weights = {"syn0": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32)}
+    scan, listed = Replica(weights), Replica(weights, listed={"syn0": hot})
+    sent = {id(scan): np.zeros((rows_n, 8)), id(listed): np.zeros((rows_n, 8))}  # what the server would get
+
+    def take(r, exact=False):
+        out = r.take_delta(0, rows_n, "float32" if exact else codec, 0.0 if exact else 0.3, exact=exact)["syn0"]
+        rows, values, scales = out
+        values = values.astype(np.float64) * (scales[:, None] if scales is not None else 1.0)
+        np.add.at(sent[id(r)], rows.astype(np.int64), values)
+        return rows
+
+    _jobs_trained((scan, listed), rows_n, rng, 0)
+    take(scan), take(listed)
+    held = np.flatnonzero(listed.marks["syn0"] == merge.WAITING)
+    assert len(held) and held.min() >= hot  # beyond the hot rows, what differs waits...
+    assert set(np.flatnonzero(listed.marks["syn0"] == merge.TOUCHED)) <= set(range(hot))  # ...below, it goes again
+    # an untrained round reads no waiting row (a scan reads them all and, nearly always, holds them back again)
+    again = take(listed)
+    assert not set(again) & set(held)
+    # their next job lists them again; the flush takes every row that differs: nothing is lost
+    _jobs_trained((scan, listed), rows_n, rng, 1)
+    take(scan), take(listed)
+    take(scan, exact=True), take(listed, exact=True)
+    trained = listed.replica["syn0"].astype(np.float64) - weights["syn0"]
+    for r in (scan, listed):
+        np.testing.assert_allclose(sent[id(r)], trained, atol=1e-6)
+    differ = np.flatnonzero(np.any(listed.replica["syn0"] != listed.base["syn0"], axis=1))
+    np.testing.assert_array_equal(np.flatnonzero(listed.marks["syn0"]), differ)  # (float32 sums not exact)
+    assert len(differ) < len(held)
+
+
+def test_take_listed_refuses_rows_out_of_order_or_beyond_the_matrix():
+    from gensim_distw2v._rows import take_listed
+    m = np.zeros((10, 4), np.float32)
+    with pytest.raises(ValueError, match="increasing"):
+        take_listed(m, m.copy(), np.array([3, 2], np.uint32), "float32", 0.0)
+    with pytest.raises(ValueError, match="outside"):
+        take_listed(m, m.copy(), np.array([3, 10], np.uint32), "float32", 0.0)
 
 
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])

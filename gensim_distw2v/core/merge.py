@@ -40,18 +40,17 @@ Rules (``merge=``):
     ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
     whatever the interval; kept as an option for comparison, never the default.
 """
-import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from gensim_distw2v._rows import (HALF_LIMIT, HAS_F16C, add_rows, changed_rows, fold_part, from_half, kept_rows,
-                                  row_diff, send_rows, stale_reply, take_part, take_rows,
-                                  to_half)
+from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, fold_part, kept_rows,
+                                  row_diff, send_rows, stale_reply, take_listed, take_part, take_rows)
 from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
-from gensim_distw2v.protocol.arrays import all_finite, check_damp_rows
+from gensim_distw2v.core.wire_rows import _as_float32, _compact, _part_codec, _stale_reply
+from gensim_distw2v.protocol.arrays import check_damp_rows
 from gensim_distw2v.protocol.constants import MERGE_RULES
 from gensim_distw2v.settings import check_codec
 
@@ -80,35 +79,6 @@ def row_bytes(codec, vector_size):
     """Bytes a row of deltas takes on the wire: its values, int8's float32 scale and a uint32 index."""
     codec = check_codec(codec)
     return vector_size * np.dtype(codec).itemsize + (4 if codec == "int8" else 0) + 4
-
-
-def _compact(values, half):
-    """``(values for the wire, their float32 equivalent)``: float16 when ``half`` and it fits."""
-    if half and (not len(values) or np.abs(values).max() < np.finfo(np.float16).max / 2):
-        wire_values = to_half(values)
-        return wire_values, from_half(wire_values)
-    return values, values  # float32, or too large for float16
-
-
-def _fits_half(norms):
-    """Whether rows of these squared norms fit float16 (every value below :data:`HALF_LIMIT`)."""
-    return not len(norms) or float(norms.max()) < HALF_LIMIT ** 2
-
-
-def _part_codec(codec, norms):
-    """The codec rows of these squared norms go in: ``codec``, unless they do not fit it (float16:
-    a value beyond :data:`HALF_LIMIT`; int8: not finite), then float32 (the receiver refuses
-    values that are not finite, naming them)."""
-    if codec == "float16" and _fits_half(norms):
-        return "float16"
-    if codec == "int8" and (not len(norms) or math.isfinite(float(norms.max()))):
-        return "int8"
-    return "float32"
-
-
-def _as_float32(values):
-    """Received deltas (float16 or float32) as C-contiguous float32."""
-    return from_half(values) if values.dtype == np.float16 else np.ascontiguousarray(values, dtype=np.float32)
 
 
 def _row_end(name, lo, hi, hot_rows):
@@ -332,38 +302,6 @@ class GlobalWeights:
         return deltas_out, values_out
 
 
-def _stale_reply(weights, stale_bits, rounded, word, mask, a, end, exact, wanted, lo, codec):
-    """:func:`gensim_distw2v._rows.stale_reply` in numpy (float16 without the CPU's F16C)."""
-    if a < end:
-        bits = stale_bits[a:end, word] | rounded[a:end, word] if exact else stale_bits[a:end, word]
-        stale = np.flatnonzero(bits & mask).astype(np.uint32) + np.uint32(a)
-    else:
-        stale = np.zeros(0, np.uint32)
-    if wanted is not None:
-        stale = stale[wanted[stale.astype(np.int64) - lo]]
-    reply = (stale,) + _values(weights, stale, codec)
-    stale_bits[stale, word] &= ~mask
-    if reply[1].dtype != np.float32:
-        rounded[stale, word] |= mask
-    else:
-        rounded[stale, word] &= ~mask
-    return reply
-
-
-def _values(weights, rows, codec):
-    """``(values, row scales or None)``: rows of the global weights for the wire: int8 levels with a
-    scale per row if ``codec`` is int8, else float16 unless ``codec`` is float32 or a value does
-    not fit float16."""
-    values = weights[rows]
-    if codec == "int8" and len(rows):
-        return send_rows(values, np.zeros_like(values), np.arange(len(rows), dtype=np.uint32), "int8")
-    if codec != "float32" and len(rows):
-        half = to_half(values)
-        if all_finite(half):
-            return half, None
-    return values, None
-
-
 def _take(replica, base, lo, hi, codec, hold_back=0.0):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
     :meth:`Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
@@ -413,6 +351,10 @@ def damp_agreeing(delta, missed, missed_sq):
     out[agree] -= (dot / (2 * missed_sq[agree]))[:, None] * m + (dot / (2 * delta_sq))[:, None] * d
     return out
 
+
+#: a listed matrix's marks (:class:`Replica`): trained since a round took the row; differs still, for an
+#: exact round or the row's next training
+TOUCHED, WAITING = 1, 2
 
 #: the fewest rows a merge thread takes of a part (fewer: the part is not split; 4,096 rows of 100
 #: values are 1.6 MB, a millisecond of work, against a few microseconds to hand it to a thread)
@@ -488,6 +430,16 @@ class Replica:
         11.3 ms with two threads and applied in 8.8 -> 4.8, an every-row round's 630 k in 246 -> 218
         and 85 -> 49 (memory-bound, not twice as fast). Each thread holds back (``hold_back``) its
         own rows' share.
+    listed : dict of (str, int), optional
+        Matrices whose changed rows are only those the trainers name (:meth:`touched`), each with the
+        first of its rows that may wait (its hot rows' count): a round reads the rows named since,
+        not every row of its range (at a vocabulary of a million words a cold round's ``syn0`` read
+        800 MB of ``R`` and ``B`` to find the rows of the words it had trained). Only for a matrix
+        that nothing but the trainers' named rows changes (``syn0``: the input rows of a job's words;
+        not ``syn1neg``, which every negative drawn changes). A row that still differs after a round
+        (held back, or its rounding waiting) is read again by the next round below the first that
+        may wait, and beyond it once its word trains again or at an exact round (an epoch's flush):
+        untrained, it is as the round left it, and a scan held nearly all such rows back again.
 
     Attributes
     ----------
@@ -495,13 +447,50 @@ class Replica:
         CPU seconds the helper threads have spent so far (the caller's own is its thread's).
     """
 
-    def __init__(self, weights, threads=1):
+    def __init__(self, weights, threads=1, listed=None):
         self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
         self.base = {name: w.copy() for name, w in self.replica.items()}
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
             raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        listed = dict(listed or {})
+        unknown = sorted(set(listed) - set(self.replica))
+        if unknown:
+            raise ValueError(f"listed matrices {unknown} are not among the replica's {sorted(self.replica)}")
         self.threads = int(threads)
         self.helper_cpu = 0.0
+        # per listed matrix, a mark per row (TOUCHED: trained since a round last took it; WAITING: differs,
+        # for an exact round or its next training), and the first row that may wait
+        self.marks = {name: np.zeros(len(self.replica[name]), dtype=np.uint8) for name in listed}
+        self.wait_from = {name: int(first) for name, first in listed.items()}
+
+    def touched(self, name, rows):
+        """The trainers have changed (at most) these rows of a listed matrix, and are done with them: the
+        next round that reaches them takes them. Call it *after* the writes (a round clears the marks
+        it lists before it reads the rows: a write it misses was marked after that, so the next round
+        takes it). A matrix not listed: nothing to do."""
+        marks = self.marks.get(name)
+        if marks is not None:
+            marks[rows] = TOUCHED
+
+    def _take_listed(self, name, lo, end, codec, hold_back, exact):
+        """A listed matrix's part ``[lo, end)``: the rows marked there (with ``exact``, waiting too), their
+        marks cleared before they are read; those that still differ from the base marked again (below
+        :attr:`wait_from` as touched, beyond it as waiting, unless touched meanwhile)."""
+        marks = self.marks[name]
+        rows = (np.flatnonzero(marks[lo:end] if exact else marks[lo:end] == TOUCHED) + lo).astype(np.uint32)
+        marks[rows] = 0
+        # the range's pieces (each holds back its own share, as a scan's would: the same rows go)
+        cuts = np.searchsorted(rows, [a for a, _ in _pieces(lo, end, self.threads)] + [end])
+        parts = self._run([(_compiled, take_listed, self.replica[name], self.base[name], rows[a:b], codec, hold_back)
+                           for a, b in zip(cuts[:-1], cuts[1:])])
+        first = self.wait_from[name]
+        for part in parts:
+            differ = np.sort(part[3])  # (held back, then rounded: each in order)
+            split = int(np.searchsorted(differ, first))
+            marks[differ[:split]] = TOUCHED
+            waiting = differ[split:]
+            marks[waiting[marks[waiting] == 0]] = WAITING
+        return _joined([part[:3] for part in parts])
 
     def _run(self, tasks):
         """``[fn(*args) for fn, *args in tasks]``, the first in this thread, the others on helpers."""
@@ -515,7 +504,7 @@ class Replica:
         self.helper_cpu += sum(cpu for _, cpu in done)
         return [first] + [out for out, _ in done]
 
-    def take_delta(self, lo, hi, codec="float32", hold_back=0.0, hot_rows=None):
+    def take_delta(self, lo, hi, codec="float32", hold_back=0.0, hot_rows=None, exact=False):
         """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
 
         Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
@@ -538,6 +527,8 @@ class Replica:
             Of ``syn0`` and ``syn1neg`` (or of each matrix named), look at the rows below this only
             (a routine round that skips the cold rows, :func:`hot_rows`); the others wait in
             ``R - B``. Default: every row.
+        exact : bool
+            An epoch's flush: of a listed matrix, also the rows that wait (every row that differs).
 
         Returns
         -------
@@ -550,6 +541,9 @@ class Replica:
         out = {}
         for name, replica in self.replica.items():
             end = _row_end(name, lo, hi, hot_rows)
+            if name in self.marks and (HAS_F16C or codec != "float16"):  # (else the range: numpy's float16)
+                out[name] = self._take_listed(name, lo, end, codec, hold_back, exact)
+                continue
             pieces = _pieces(lo, end, self.threads)
             if len(pieces) == 1:  # one thread, or too few rows to split: as it always was
                 out[name] = _take(replica, self.base[name], lo, end, codec, hold_back)

@@ -68,7 +68,7 @@ class MergeRounds:
             with self.lock:
                 wanted = np.flatnonzero(self.want).astype(np.uint32)
         for lo, hi in parts:
-            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits)
+            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits, exact=flush_epoch is not None)
             traffic[0] += sum(_nbytes(d) for d in deltas.values())
             split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
             wanted_split = None if wanted is None else self.layout.split(

@@ -112,8 +112,10 @@ class _Training(MergeRounds):
         start = time.monotonic()
         arrays = {name: (self._download_weights if name in protocol.WEIGHTS else self._download)(name, spec)
                   for name, spec in config.arrays.items()}
+        # syn0's rows taken where the trainers name them (their jobs' rows; not bsp): core/merge.py, Replica
         self.replica = Replica({n: arrays.pop(n) for n in protocol.WEIGHTS if n in arrays},
-                               threads=self.worker.merge_threads)
+                               threads=self.worker.merge_threads,
+                               listed={"syn0": max(0, self.hot_rows)} if self.sync != "bsp" else None)
         if not self.params.sample:
             arrays.pop("sample_int", None)
         if self.file is not None:
@@ -245,6 +247,7 @@ class _Training(MergeRounds):
                 self.train_cpu += cpu
                 if rows is not None:
                     self.want[rows] -= 1
+                    self.replica.touched("syn0", rows)  # after its writes: the next round takes them
         with self.lock:
             self.done.append(entry)  # its words counted towards the merge interval as trained
             self.done_epoch = max(self.done_epoch, epoch)
