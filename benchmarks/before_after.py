@@ -11,6 +11,9 @@ both installs and their ratio (after / before), and flags ratios outside ``--tol
     python benchmarks/before_after.py --corpus /tmp/devmix.txt --max-words 3000000 --epochs 1 \\
         --workers 2,8 --threads-per-worker 2 --seeds 4 --before /work/before/.venv/bin/python \\
         --after .venv/bin/python --json
+
+``--corpus-file`` trains from the file (``dist_cf``), ``--min-count`` sets the vocabulary's size (a
+synthetic corpus's million rows at 3, ``benchmarks/vocab_costs.py``).
 """
 import argparse
 import json
@@ -26,21 +29,21 @@ from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery and the corpus preparation
 import scaling  # noqa: E402 - the per-word costs
 
-COSTS = ("kernel_us", "worker_merge_us", "shard_us", "dispatcher_us", "client_us", "bytes_up_per_word",
+COSTS = ("kernel_us", "worker_merge_us", "worker_routine_us", "worker_flush_us", "shard_us", "dispatcher_us", "client_us", "bytes_up_per_word",
          "bytes_down_per_word", "rounds_per_word", "raw_wps")
 
 
-def one_run(python, base_args, k, threads, seed, vocab_path, corpus_path, shards="1"):
-    """One cluster run of ``python``'s install (``shards``: a count, or ``K`` for one per worker): its
-    :func:`scaling.costs`."""
+def one_run(python, base_args, k, threads, seed, vocab_path, corpus_path, shards="1", mode="dist"):
+    """One cluster run of ``python``'s install (``shards``: a count, or ``K`` for one per worker; ``mode``:
+    ``dist``, or ``dist_cf`` from the corpus file): its :func:`scaling.costs`."""
     shards = str(k) if shards == "K" else shards
     out = subprocess.run([python, compare_gensim.__file__, *base_args, "--shards", shards, "--threads-per-worker",
                           str(threads), "--_one",
-                          "dist", str(k), str(seed), vocab_path, corpus_path], capture_output=True, text=True,
+                          mode, str(k), str(seed), vocab_path, corpus_path], capture_output=True, text=True,
                          check=False)
     if out.returncode != 0:
         sys.exit(f"{python} K={k} seed={seed} failed:\n{out.stderr[-5000:]}")
-    return scaling.costs(json.loads(out.stdout.strip().splitlines()[-1]), k, threads)
+    return scaling.costs(json.loads(out.stdout.strip().splitlines()[-1]), k, threads, corpus_file=mode == "dist_cf")
 
 
 def main(argv=None):
@@ -62,11 +65,14 @@ def main(argv=None):
     parser.add_argument("--sync-words", type=int, default=None,
                         help="the merge interval of both (default: the package's, from the corpus and K)")
     parser.add_argument("--shards", default="1", help="parameter shards: a count, or K for one per worker (default 1)")
+    parser.add_argument("--min-count", type=int, default=5, help="the vocabulary's min_count (a larger vocabulary: lower)")
+    parser.add_argument("--corpus-file", action="store_true", help="train from the corpus file (dist_cf)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.workers.split(",")]
     base_args = ["--corpus", args.corpus, "--sg", str(args.sg), "--epochs", str(args.epochs),
-                 "--sentences", args.sentences] + ([] if args.sync_words is None else ["--sync-words", str(args.sync_words)])
+                 "--sentences", args.sentences, "--min-count", str(args.min_count)] \
+        + ([] if args.sync_words is None else ["--sync-words", str(args.sync_words)])
     runs = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory(prefix="before_after_") as workdir:
         one_args = compare_gensim.parse_args(base_args + ["--max-words", str(args.max_words)])
@@ -81,7 +87,7 @@ def main(argv=None):
                 for label in order:
                     python = args.before if label == "before" else args.after
                     row = one_run(python, base_args, k, args.threads_per_worker, seed, vocab_path, corpus_path,
-                                  args.shards)
+                                  args.shards, "dist_cf" if args.corpus_file else "dist")
                     runs[label].setdefault(k, []).append(row)
                     print(f"  seed {seed} K={k} {label:>6}: {row['raw_wps']:.0f} raw words/s, worker merge "
                           f"{row['worker_merge_us']:.3f} us, shard {row['shard_us']:.3f} us, dispatcher "
