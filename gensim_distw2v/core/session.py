@@ -29,8 +29,7 @@ session has flushed it (:meth:`Session.epoch_done`).
 
 Under ``sync="bsp"`` the jobs are dealt, as they are put, to the ranks of the workers the session
 was opened for (job ``i`` to rank ``i mod K``), and merge rounds are taken in turn
-(:meth:`Session.may_merge`), once every rank holds its replica: by epoch, then round within the
-epoch, then rank. Each worker's rounds
+(:meth:`Session.may_merge`): by epoch, then round within the epoch, then rank. Each worker's rounds
 then see the same rounds of the others whatever the timing: a run depends only on its seed and K.
 A worker lost (or a rank never claimed) ends that order: the jobs go back to one queue, and the run
 goes on as ``ssp`` (:meth:`Session.end_order`).
