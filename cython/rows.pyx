@@ -886,8 +886,9 @@ cdef tuple _take(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t *
             _hold_back(norms, n, hold_back, held)
             for i in range(n):  # the kept rows, in place; the held ones apart
                 if held[i]:
-                    kept_back[k] = rows[i]
-                    k += 1
+                    if listed != NULL:  # (a range's caller finds them again by its next scan)
+                        kept_back[k] = rows[i]
+                        k += 1
                     continue
                 rows[m] = rows[i]
                 if not norms[i] < INFINITY:  # NaN or infinite

@@ -439,7 +439,8 @@ class Replica:
         not ``syn1neg``, which every negative drawn changes). A row that still differs after a round
         (held back, or its rounding waiting) is read again by the next round below the first that
         may wait, and beyond it once its word trains again or at an exact round (an epoch's flush):
-        untrained, it is as the round left it, and a scan held nearly all such rows back again.
+        untrained, it is as the round left it (a scan would read it again each round, and send it only
+        when the part's other changes are smaller).
 
     Attributes
     ----------
