@@ -413,10 +413,22 @@ def test_bsp_deals_job_i_to_rank_i_mod_k_whenever_workers_ask():
     assert session.has_work("w1") and not session.has_work("late-comer-is-rank-0")
 
 
+def test_bsp_rounds_wait_until_every_rank_has_started():
+    session = bsp_session(workers=2)
+    session.join("a")
+    session.hand_out("a", 1)
+    assert not session.may_merge("a", [0, 0])  # rank 1 not joined: its weights would hold a's round
+    session.join("b")
+    assert not session.may_merge("a", [0, 0])  # joined, still downloading (it asks for jobs once done)
+    session.hand_out("b", 0)
+    assert session.may_merge("a", [0, 0]) and not session.may_merge("b", [0, 0])
+
+
 def test_bsp_rounds_go_in_turn_by_epoch_round_and_rank():
     session = bsp_session(workers=3)
     for name in ("a", "b", "c"):
         session.join(name)
+        session.hand_out(name, 0)
     assert session.may_merge("a", [0, 0]) and not session.may_merge("b", [0, 0])
     with pytest.raises(ValueError, match=r"asks to merge round \[0, 1\], but its next round is \[0, 0\]"):
         session.may_merge("b", [0, 1])

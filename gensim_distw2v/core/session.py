@@ -29,7 +29,8 @@ session has flushed it (:meth:`Session.epoch_done`).
 
 Under ``sync="bsp"`` the jobs are dealt, as they are put, to the ranks of the workers the session
 was opened for (job ``i`` to rank ``i mod K``), and merge rounds are taken in turn
-(:meth:`Session.may_merge`): by epoch, then round within the epoch, then rank. Each worker's rounds
+(:meth:`Session.may_merge`), once every rank holds its replica: by epoch, then round within the
+epoch, then rank. Each worker's rounds
 then see the same rounds of the others whatever the timing: a run depends only on its seed and K.
 A worker lost (or a rank never claimed) ends that order: the jobs go back to one queue, and the run
 goes on as ``ssp`` (:meth:`Session.end_order`).
@@ -134,6 +135,7 @@ class Session(SessionFailures, Resumable):
         self.ordered = config.settings.sync == "bsp"
         self.dealt = {rank: collections.deque() for rank in range(config.workers)} if self.ordered else {}
         self.turns = {rank: (0, 0) for rank in self.dealt}
+        self.started = set()  # bsp: ranks that asked for jobs, so hold their replica (may_merge waits for all)
         # the holder's bookkeeping (its clock): last call from the client, since when no worker is left
         self.client_seen = self.no_workers_since = self.started_at = None
         # the run this session trains (a resumed session keeps its run's id), and its checkpoints
@@ -229,8 +231,8 @@ class Session(SessionFailures, Resumable):
 
     def may_merge(self, worker, turn):
         """Whether the worker may merge its round ``turn`` (``[epoch, round]``) now: always, unless
-        rounds are in turn (``bsp``); then once every other rank's rounds before it, by (epoch,
-        round, rank), are merged.
+        rounds are in turn (``bsp``); then once every rank has started (asked for jobs: its weights
+        are downloaded) and every other rank's rounds before it, by (epoch, round, rank), are merged.
 
         Raises
         ------
@@ -247,6 +249,8 @@ class Session(SessionFailures, Resumable):
         if turn != self.turns[rank]:
             raise ValueError(f"bsp: worker {worker} (rank {rank}) asks to merge round {list(turn)}, but its next "
                              f"round is {list(self.turns[rank])}")
+        if len(self.started) < len(self.turns):  # a late joiner would start from weights holding a round
+            return False
         return all((theirs, other) > (turn, rank) for other, theirs in self.turns.items() if other != rank)
 
     def quit_worker(self, worker, reason, code=None):
@@ -394,6 +398,8 @@ class Session(SessionFailures, Resumable):
         flight = self._flight(worker)
         if self.file is not None and worker not in self.file_checks:
             raise ValueError(f"worker {worker} has not checked the corpus file of session {self.id}: call file_check")
+        if self.ordered:
+            self.started.add(self.ranks[worker])
         out = []
         while len(out) < max_jobs and self.has_work(worker):
             job = self.dealt[self.ranks[worker]].popleft() if self.ordered else \
