@@ -201,7 +201,8 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
     t.want, t.jobs, t.train_cpu, t.error = np.zeros(10, dtype=np.int32), queues.Queue(), 0.0, None
     t.done, t.done_epoch, t.trained_words, t.loss = [], -1, 0, 0.0
     t.vocab, t.words_since_merge = None, 0
-    seen, readers = [], []
+    seen, readers, touched = [], [], []
+    t.replica = types.SimpleNamespace(touched=lambda name, rows: touched.append((name, rows.tolist())))
 
     class Reader:
         closed = False
@@ -232,10 +233,14 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
     t.jobs.put(held)
     trainer = threading.Thread(target=t._train, args=(0, None), name="trainer-0")
     trainer.start()
-    t.jobs.join()
+    deadline = time.monotonic() + 30  # (not jobs.join(): a trainer failing leaves the job unfinished)
+    while t.jobs.unfinished_tasks and not t.stop.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert t.error is None and not t.jobs.unfinished_tasks
     t.stop.set()
     trainer.join(10)
     assert seen == [[3, 5, 7]] and not t.want.any()  # wanted while trained, released after
+    assert touched == [("syn0", [3, 5, 7])]  # named to the next round once trained (take_listed)
     if not sg:  # read by the trainer, on a reader of its own, closed when it stops
         assert readers == [("trainer-0", 0, 1000)] and len(opened) == 1 and opened[0].closed
     else:
