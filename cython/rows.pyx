@@ -312,6 +312,13 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
         raise ValueError("replica and base must have the same shape")
     cdef int kind = _codec(codec)
     _check_rows(rows, replica.shape[0])
+    return _send(replica, base, rows, kind, None)
+
+
+cdef tuple _send(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows, int kind, differing):
+    """:func:`send_rows`' work (``rows`` checked); with ``differing`` (uint8, one per row) also marks,
+    in the same pass while the row is in cache, the rows where ``replica`` still differs from the
+    advanced ``base`` (what the codec's rounding left behind)."""
     cdef Py_ssize_t i, j, r, n = rows.shape[0], width = replica.shape[1]
     out, row_scales = _delta_out(n, width, kind)
     cdef cnp.uint16_t[:, ::1] out16
@@ -319,6 +326,10 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
     cdef signed char[:, ::1] out8
     cdef float[::1] scales8
     cdef float[::1] scratch = np.empty(max(1, width), dtype=np.float32)
+    cdef cnp.uint8_t[::1] differ
+    cdef bint marking = differing is not None
+    if marking:
+        differ = differing
     if kind == 1:
         out16 = out.view(np.uint16)
     elif kind == 2:
@@ -342,6 +353,8 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
                     out32[i, j] = scratch[j]
             for j in range(width):
                 base[r, j] = base[r, j] + scratch[j]
+            if marking:
+                differ[i] = width > 0 and memcmp(&replica[r, 0], &base[r, 0], width * sizeof(float)) != 0
     return out, row_scales
 
 
@@ -911,18 +924,9 @@ cdef tuple _take(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t *
         free(kept_back)
         free(norms)
         free(held)
-    values, row_scales = send_rows(replica, base, rows_array, CODECS[kind])
-    if listed != NULL and m:  # rows whose rounding stays in R - B (int8, float16): they differ still
-        held_array = np.concatenate([held_array, rows_array[_differing(replica, base, rows_array)]])
+    # listed rows whose rounding stays in R - B (int8, float16) differ still: marked as they are sent
+    differing = np.zeros(m, dtype=np.bool_) if listed != NULL and m else None
+    values, row_scales = _send(replica, base, rows_array, kind, None if differing is None else differing.view(np.uint8))
+    if differing is not None:
+        held_array = np.concatenate([held_array, rows_array[differing]])
     return rows_array, values, row_scales, held_array
-
-
-cdef object _differing(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1] rows):
-    """A mask of ``rows``: where ``replica`` differs from ``base``."""
-    cdef Py_ssize_t i, n = rows.shape[0], width = replica.shape[1]
-    out = np.zeros(n, dtype=np.bool_)
-    cdef cnp.uint8_t[::1] differ = out.view(np.uint8)
-    with nogil:
-        for i in range(n):
-            differ[i] = memcmp(&replica[rows[i], 0], &base[rows[i], 0], width * sizeof(float)) != 0
-    return out

@@ -963,6 +963,28 @@ def test_take_listed_refuses_rows_out_of_order_or_beyond_the_matrix():
 
 
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
+def test_take_listed_returns_exactly_the_listed_rows_that_still_differ(codec):
+    """What the caller lists again: the held-back rows and the sent rows whose rounding stays in
+    ``replica - base``, found in the pass that sends them (before, a third pass over the rows)."""
+    from gensim_distw2v._rows import HAS_F16C, take_listed
+    if codec == "float16" and not HAS_F16C:
+        pytest.skip("float16 deltas need F16C")
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((500, 16)).astype(np.float32)
+    replica = base.copy()
+    listed = np.sort(rng.choice(500, 120, replace=False)).astype(np.uint32)
+    replica[listed[::2]] += rng.standard_normal((60, 16)).astype(np.float32) * 0.01
+    replica[listed[1::4]] += 0.25  # exactly representable: float32's and int8's sends leave nothing
+    before = base.copy()
+    rows, values, scales, again = take_listed(replica, base, listed, codec, 0.2)
+    differ = listed[np.any(replica[listed] != base[listed], axis=1)]
+    np.testing.assert_array_equal(np.sort(again), differ)
+    assert not set(rows) - set(listed.tolist()) and len(rows) < 90
+    unlisted = np.setdiff1d(np.arange(500), listed)
+    np.testing.assert_array_equal(base[unlisted], before[unlisted])  # nothing else read or moved
+
+
+@pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
 def test_a_replicas_merge_threads_take_and_apply_exactly_what_one_thread_does(codec):
     rows_n = 3 * merge.SPLIT_ROWS + 123  # three threads' pieces, of unequal sizes
     rng = np.random.default_rng(5)
