@@ -10,6 +10,9 @@ over one thread and its efficiency (speed-up / M). On this 2-core machine M abov
 the cores; a node's M follows its trainer threads (``merge_threads``).
 
     python benchmarks/merge_threads.py --rows 1070000 --hot 50000 --json
+    python benchmarks/merge_threads.py --rows 1070000 --hot 50000 --threads 1 --listed --hold-back 0.3 --json
+
+``--listed``: ``syn0`` read as a worker's rounds read it, its trainers naming the rows they changed.
 """
 import argparse
 import json
@@ -35,6 +38,9 @@ def parse_args(argv=None):
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--listed", action="store_true",
+                        help="syn0's rows as a worker reads them: only those its trainers name (Replica.touched)")
+    parser.add_argument("--hold-back", type=float, default=0.0, help="of a round's change (a worker's default: 0.3)")
     parser.add_argument("--json", action="store_true")
     return parser.parse_args(argv)
 
@@ -51,16 +57,17 @@ def main(argv=None):
         for name in weights}
     results = []
     for m in (int(x) for x in args.threads.split(",")):
-        replica = Replica(weights, threads=m)
+        replica = Replica(weights, threads=m, listed={"syn0": args.hot} if args.listed else None)
         for phase, limit in (("routine round", args.hot), ("every-row round", -1)):
             walls, cpus, applies, apply_cpus = [], [], [], []
             for _ in range(args.repeats):
-                replica.take_delta(0, args.rows, "float32")  # nothing pending
+                replica.take_delta(0, args.rows, "float32", exact=True)  # nothing pending (listed: nor waiting)
                 for name, changed in rows.items():
                     touched = changed[:args.hot] if limit >= 0 else changed
                     replica.replica[name][touched] += rng.standard_normal((len(touched), args.dim), dtype=np.float32) * 1e-3
+                    replica.touched(name, touched)  # (a matrix not listed: nothing)
                 helpers, cpu, began = replica.helper_cpu, time.thread_time(), time.perf_counter()
-                sent = replica.take_delta(0, args.rows, "int8", 0.0, limit)
+                sent = replica.take_delta(0, args.rows, "int8", args.hold_back, limit)
                 walls.append(time.perf_counter() - began)
                 cpus.append(time.thread_time() - cpu + replica.helper_cpu - helpers)
                 reply = {name: (r, np.asarray(replica.base[name][r]), None) for name, (r, _v, _s) in sent.items()}
@@ -73,8 +80,8 @@ def main(argv=None):
                    "apply_ms": 1e3 * statistics.median(applies), "apply_cpu_ms": 1e3 * statistics.median(apply_cpus)}
             results.append(row)
     base = {r["phase"]: r for r in results if r["threads"] == 1}
-    print(f"{args.rows:,} rows x {args.dim} (syn0, syn1neg), hot {args.hot:,}, seed {args.seed}, medians of "
-          f"{args.repeats}")
+    print(f"{args.rows:,} rows x {args.dim} (syn0, syn1neg{', syn0 listed' if args.listed else ''}), hot {args.hot:,}, "
+          f"hold-back {args.hold_back}, seed {args.seed}, medians of {args.repeats}")
     print(f"{'M':>3} {'phase':<16}{'rows':>10}{'take ms':>9}{'CPU':>7}{'apply ms':>10}{'CPU':>7}{'speed-up':>10}"
           f"{'efficiency':>11}")
     for r in results:

@@ -105,6 +105,10 @@ def parse_args(argv=None):
     parser.add_argument("--cases", default=",".join(CASES), help=f"of {','.join(CASES)}")
     parser.add_argument("--sync-words", type=int, default=2_500, help="every run's interval")
     parser.add_argument("--sg", type=int, default=0, choices=(0, 1))
+    parser.add_argument("--min-count", type=int, default=5, help="the vocabulary's (a synthetic corpus's million "
+                                                                  "rows: benchmarks/vocab_costs.py)")
+    parser.add_argument("--between", type=int, help="K of k-between, one-thread, iterable, vocabulary (default 4)")
+    parser.add_argument("--above", type=int, help="K of k-above (default 12; a million rows take ~2.6 GB a worker)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of each fitted cluster and each case (seeds --seed, --seed + 1, ...): medians")
@@ -119,12 +123,23 @@ def parse_args(argv=None):
     return args
 
 
+def case_of(args, name):
+    """Case ``name``, at ``--between`` / ``--above`` workers where given."""
+    case = CASES[name]
+    if args.above and name == "k-above":
+        return dataclasses.replace(case, k=args.above)
+    if args.between and name in ("k-between", "one-thread", "iterable", "vocabulary"):
+        return dataclasses.replace(case, k=args.between)
+    return case
+
+
 def run(args, mode, k, threads, corpus, net=None):
     """One cluster run in a fresh process (``compare_gensim.py``'s single-run mode); its per-word costs.
     With ``net`` (a :class:`netlab.Network`) the cluster runs on its hosts and the client on its head."""
     vocab, path = corpus
     base = [compare_gensim.__file__, "--corpus", path, "--sg", str(args.sg), "--epochs", "1", "--sync-words",
-            str(args.sync_words), "--shards", str(k), "--threads-per-worker", str(threads), "--sentences", "list"]
+            str(args.sync_words), "--shards", str(k), "--threads-per-worker", str(threads), "--sentences", "list",
+            "--min-count", str(args.min_count)]
     if net is None:
         out = subprocess.run([sys.executable, *base, "--_one", mode, str(k), str(args.seed), vocab, path],
                              capture_output=True, text=True, check=False)
@@ -220,7 +235,8 @@ def main(argv=None):
         corpora, sizes = {}, {}
         for key, path in (("main", args.corpus), ("other", args.other_corpus)):
             if path:
-                one = compare_gensim.parse_args(["--corpus", path, "--max-words", str(args.max_words)])
+                one = compare_gensim.parse_args(["--corpus", path, "--max-words", str(args.max_words),
+                                                 "--min-count", str(args.min_count)])
                 folder = os.path.join(workdir, key)
                 os.makedirs(folder)
                 vocab, cut, words, size = compare_gensim.prepare(one, folder)
@@ -240,7 +256,7 @@ def main(argv=None):
         loopback_ns = netlab.cpu_per_byte()  # a byte's CPU on loopback, as the fitted runs paid it
         print(f"a byte sent on loopback: {loopback_ns:.2f} ns of CPU", flush=True)
         for name in args.cases.split(","):
-            case = CASES[name]
+            case = case_of(args, name)
             if case.shaped and shaped_why:
                 print(f"\n{name}: left out: {shaped_why}", flush=True)
                 continue
