@@ -535,6 +535,38 @@ def test_corpus_folders_keep_a_worker_to_its_files_without_saying_what_is_elsewh
 
 
 @pytest.mark.unit
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused_when_the_file_is_opened(tmp_path):
+    """The check of ``--corpus-dir`` looks at a path; a reader opens it later (at each range for a count, at
+    the first range for training). A folder on the path replaced by a symlink out of the corpus folders in
+    between (by anyone who may write in them) was read: the reader now checks the file it has open."""
+    import dataclasses
+
+    from gensim_distw2v.io import corpusfile
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    (data / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    shutil.copy(LEE, data / "sub" / "lee.txt")
+    shutil.copy(LEE, elsewhere / "lee.txt")
+    folders = corpusfile.corpus_folders(str(data))
+    found = corpusfile.fingerprint(str(data / "sub" / "lee.txt"))
+    parts = [(str(data / "sub" / "lee.txt"), found["size"], found["digest"])]
+    spec = protocol.CorpusFileSpec(path=parts[0][0], size=found["size"], digest=found["digest"], total_words=1,
+                                   range_bytes=1 << 20, start_alpha=0.025, end_alpha=0.0001)
+    assert corpusfile.check_files(parts, folders) is None
+    with corpusfile.open_reader(spec, None, folders) as reader:  # as checked: read
+        assert reader.count(0, 1 << 20, WordCounts())[0] > 0
+    shutil.rmtree(data / "sub")
+    os.symlink(elsewhere, data / "sub")  # now the same path leads out of the corpus folders
+    for opened in (lambda: corpusfile.open_reader(spec, None, folders),
+                   lambda: corpusfile.open_reader(dataclasses.replace(spec, files=[list(parts[0])]), None, folders)
+                   .count(0, 10, WordCounts())):
+        with pytest.raises(PermissionError, match="not in a folder this worker reads corpora from .* changed since"):
+            opened()
+    with corpusfile.open_reader(spec, None) as reader:  # no --corpus-dir: any file, as before
+        assert reader.count(0, 1 << 20, WordCounts())[0] > 0
+
+
+@pytest.mark.unit
 def test_a_range_read_into_one_buffer_is_bounded():
     spec = dict(path="/c.txt", size=1 << 40, digest="d", range_bytes=1, total_words=1, start_alpha=0.025,
                 end_alpha=0.0001)

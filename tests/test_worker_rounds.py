@@ -2,6 +2,7 @@
 sockets, no processes; the trainer threads are real threads over a stand-in kernel)."""
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ def _training(sync_words, sync="ssp"):
     t.words_since_merge = t.claimed = 0
     t.stalled = 0.0
     t.trainer = _Kernel()
+    t.worker = types.SimpleNamespace(corpus_dirs=None)
     return t
 
 
@@ -188,7 +190,6 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
     only while they train (from the fetch on cost the truth list 0.03-0.05 at K=8): docs/schedule.rst,
     "Skip-gram at half the share"."""
     import queue as queues
-    import types
 
     from gensim_distw2v.worker import held as held_module
 
@@ -216,7 +217,9 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
             self.closed = True
 
     opened = []
-    monkeypatch.setattr(held_module, "open_reader", lambda file, vocab: opened.append(Reader()) or opened[-1])
+    monkeypatch.setattr(held_module, "open_reader",
+                        lambda file, vocab, folders: opened.append(Reader()) or folders == ("/c",) and opened[-1])
+    t.worker = types.SimpleNamespace(corpus_dirs=("/c",))  # the worker's --corpus-dir reaches its readers
 
     def pieces(indices, offsets, raw, alpha, rng):
         seen.append(np.flatnonzero(t.want).tolist())

@@ -131,8 +131,20 @@ def outside(path, folders):
     ``folders`` is None (any file this user can read)."""
     if folders is None:
         return False
-    real = os.path.realpath(path)
+    return _beyond(os.path.realpath(path), folders)
+
+
+def _beyond(real, folders):
     return not any(os.path.commonpath([real, folder]) == folder for folder in folders)
+
+
+def _opened_path(fin, path):
+    """The real path of the file ``fin`` has open (Linux: its descriptor's, whatever the path's
+    components became since; elsewhere the path resolved now)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fin.fileno()}")
+    except OSError:
+        return os.path.realpath(path)
 
 
 def check_files(parts, folders=None):
@@ -204,10 +216,18 @@ class RangeReader:
         :func:`vocab_lookup` of the vocabulary (to :meth:`read`; not needed to :meth:`count`).
     max_job_words : int
         In-vocabulary words per job at most.
+    folders : tuple of str, optional
+        The only folders (real paths) a file may be read from (a worker's ``--corpus-dir``): the file
+        *opened* is checked, so a path whose folders were swapped for a symlink after the worker checked
+        it is refused (a PermissionError naming it), not read. None: any file.
     """
 
-    def __init__(self, path, vocab=None, max_job_words=MAX_SENTENCE_LENGTH):
+    def __init__(self, path, vocab=None, max_job_words=MAX_SENTENCE_LENGTH, folders=None):
         self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        if folders is not None and _beyond(_opened_path(self.file, path), folders):
+            self.file.close()
+            raise PermissionError(f"{path} is not in a folder this worker reads corpora from (its --corpus-dir) "
+                                  f"now that it is opened: a folder on its path changed since it was checked")
         self.path, self.vocab, self.max_job_words = path, vocab, max_job_words
 
     def close(self):
@@ -289,12 +309,14 @@ class FilesReader:
         :func:`vocab_lookup` of the vocabulary.
     max_job_words : int
         In-vocabulary words per job at most.
+    folders : tuple of str, optional
+        As :class:`RangeReader`'s, for every file.
     """
 
-    def __init__(self, parts, vocab=None, max_job_words=MAX_SENTENCE_LENGTH):
+    def __init__(self, parts, vocab=None, max_job_words=MAX_SENTENCE_LENGTH, folders=None):
         self.paths = [path for path, _size, _digest in parts]
         self.starts = np.cumsum([0] + [size for _path, size, _digest in parts]).tolist()
-        self.vocab, self.max_job_words = vocab, max_job_words
+        self.vocab, self.max_job_words, self.folders = vocab, max_job_words, folders
         self.open = None  # (file index, its RangeReader): one file open at a time (a folder may hold thousands)
 
     def close(self):
@@ -306,7 +328,7 @@ class FilesReader:
     def _reader(self, i):
         if self.open is None or self.open[0] != i:
             self.close()
-            self.open = (i, RangeReader(self.paths[i], self.vocab, self.max_job_words))
+            self.open = (i, RangeReader(self.paths[i], self.vocab, self.max_job_words, self.folders))
         return self.open[1]
 
     def read(self, lo, hi):
@@ -366,9 +388,10 @@ def _joined(pieces, vocab):
     return indices, np.concatenate(offsets).astype(np.int64), np.concatenate(jobs).astype(np.int64), raw, examples
 
 
-def open_reader(spec, vocab):
+def open_reader(spec, vocab, folders=None):
     """A reader of a session's corpus (:class:`gensim_distw2v.protocol.CorpusFileSpec`): one file's
-    :class:`RangeReader`, or a :class:`FilesReader` of several."""
+    :class:`RangeReader`, or a :class:`FilesReader` of several; ``folders``: a worker's
+    ``--corpus-dir`` (:func:`corpus_folders`), checked against each file as it is opened."""
     if spec.files is None:
-        return RangeReader(spec.path, vocab)
-    return FilesReader(spec.parts(), vocab)
+        return RangeReader(spec.path, vocab, folders=folders)
+    return FilesReader(spec.parts(), vocab, folders=folders)

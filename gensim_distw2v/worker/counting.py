@@ -96,7 +96,7 @@ class Counting:
         began = time.thread_time()
         rid, lo, hi = entry
         table = WordCounts()
-        reader = corpusfile.open_reader(request.corpus, None)
+        reader = corpusfile.open_reader(request.corpus, None, self.worker.corpus_dirs)  # (checked as opened)
         try:
             raw, sentences = reader.count(lo, hi, table)
         finally:

@@ -95,11 +95,12 @@ def train_range(train_pieces, job, data, rng):
     return effective, loss, raw, examples, raw - counted
 
 
-def open_ranges(file, vocab):
-    """A reader of the session's corpus file (:func:`gensim_distw2v.io.corpusfile.open_reader`); a file
-    checked at join and gone since is a RuntimeError naming it."""
+def open_ranges(file, vocab, folders=None):
+    """A reader of the session's corpus file (:func:`gensim_distw2v.io.corpusfile.open_reader`, within
+    ``folders``, the worker's ``--corpus-dir``); a file checked at join and gone (or moved out of those
+    folders) since is a RuntimeError naming it."""
     try:
-        return open_reader(file, vocab)
+        return open_reader(file, vocab, folders)
     except OSError as err:
         raise RuntimeError(f"cannot open the corpus file {file.path}: {err}") from None
 
@@ -119,10 +120,12 @@ class RangeReads:
         The vocabulary, as :func:`gensim_distw2v.io.corpusfile.open_reader` takes it.
     rows : bool
         Whether to name the rows a range's words use (the worker keeps :attr:`want`).
+    folders : tuple of str, optional
+        The worker's ``--corpus-dir`` (:func:`open_ranges`).
     """
 
-    def __init__(self, file, vocab, rows):
-        self.file, self.vocab, self.rows, self.reader = file, vocab, rows, None
+    def __init__(self, file, vocab, rows, folders=None):
+        self.file, self.vocab, self.rows, self.reader, self.folders = file, vocab, rows, None, folders
 
     def read(self, job, data, rows):
         """``(data, rows)`` of a job from the queue: a range left unread, read now (its reader opened at the
@@ -130,7 +133,7 @@ class RangeReads:
         if data is not None or self.file is None:
             return data, rows
         if self.reader is None:
-            self.reader = open_ranges(self.file, self.vocab)
+            self.reader = open_ranges(self.file, self.vocab, self.folders)
         data = self.reader.read(job.lo, job.hi)
         return data, (np.unique(data[0]) if self.rows else None)
 

@@ -199,7 +199,7 @@ class _Training(MergeRounds):
 
     def _train(self, thread, rng):
         """A trainer thread: train the jobs and ranges of the queue (CBOW's ranges read here) until stopped."""
-        reads = RangeReads(self.file, self.vocab if self.file is not None else None, self.want is not None)
+        reads = RangeReads(self.file, self.file and self.vocab, self.want is not None, self.worker.corpus_dirs)
         try:
             while not self.stop.is_set():
                 if not self._wait_for_round():
@@ -351,7 +351,7 @@ class _Training(MergeRounds):
         been told of (so it flushes without delay), never a call per few milliseconds."""
         prefetch, told = self._prefetch(), -1  # told: the last drained epoch the dispatcher told of
         # skip-gram's ranges are read here, when fetched; CBOW's by their trainers (RangeReads)
-        reader = open_ranges(self.file, self.vocab) if self.file is not None and self.want_held else None
+        reader = open_ranges(self.file, self.vocab, self.worker.corpus_dirs) if self.file and self.want_held else None
         try:
             self._fetch_jobs(prefetch, told, reader)
         finally:
