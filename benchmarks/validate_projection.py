@@ -98,7 +98,7 @@ SHOWN = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatc
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--corpus", help="the corpus (required unless --repredict)")
     parser.add_argument("--other-corpus", help="a corpus of another vocabulary (the vocabulary case)")
     parser.add_argument("--max-words", type=int, default=3_000_000)
     parser.add_argument("--fit", default="2x2,8x2", help="the fitted clusters, KxT")
@@ -114,11 +114,16 @@ def parse_args(argv=None):
                         help="runs of each fitted cluster and each case (seeds --seed, --seed + 1, ...): medians")
     parser.add_argument("--machine-cores", type=int, default=2)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--repredict", metavar="JSON",
+                        help="no runs: predict a stored run's cases again from its stored fit with the model as it is "
+                             "now, beside what was measured (after the fact: a diagnosis, not a test out of sample)")
     args = parser.parse_args(argv)
     for name in args.cases.split(","):
         if name not in CASES:
             parser.error(f"--cases: {name!r} is not one of {', '.join(CASES)}")
-    if "vocabulary" in args.cases.split(",") and not args.other_corpus:
+    if not args.corpus and not args.repredict:
+        parser.error("--corpus is required (unless --repredict)")
+    if "vocabulary" in args.cases.split(",") and not args.other_corpus and not args.repredict:
         parser.error("the vocabulary case needs --other-corpus")
     return args
 
@@ -229,8 +234,29 @@ def link_text(link):
     return f"{trip}{link['ns_per_byte']:.1f} ns of CPU a byte beyond loopback's"
 
 
+def repredict(args):
+    """``--repredict``: each stored case predicted again from the stored fit, by the model as it is now."""
+    with open(args.repredict, encoding="utf-8") as fin:
+        stored = json.load(fin)
+    run_args = argparse.Namespace(**dict(vars(args), machine_cores=stored["args"].get("machine_cores", 2)))
+    print(f"{args.repredict}: its cases predicted again by the model as it is now, after they ran (not out of sample)")
+    for c in stored["cases"]:
+        case = Case(c["K"], c["threads"], c["mode"], c["other_corpus"], c["rate"], c["delay_ms"])
+        link = {"gbit": c["link_gbit"], "rtt_ms": c["rtt_ms"], "ns_per_byte": c["link_ns_per_byte"]}
+        if case.shaped and "words" not in c:
+            print(f"  {c['name']}: left out (its run's words and rows, which the links' transfers take, are not stored)")
+            continue
+        model, _costs, _label = predict(run_args, stored["fitted"], case, stored["client_us"] if c["mode"] == "dist"
+                                        else None, link, c.get("words", 0), c.get("model_bytes", 0))
+        print(f"  {c['name']}: K={c['K']} x {c['threads']}: measured {c['measured_wps']:,.0f} words/s; predicted then "
+              f"{c['predicted_wps']:,.0f} ({c['error']:+.1%}), now {model['model_wps']:,.0f} "
+              f"({model['model_wps'] / c['measured_wps'] - 1:+.1%}, {model['bottleneck']})")
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.repredict:
+        return repredict(args)
     with tempfile.TemporaryDirectory(prefix="validate_") as workdir:
         corpora, sizes = {}, {}
         for key, path in (("main", args.corpus), ("other", args.other_corpus)):
@@ -294,7 +320,8 @@ def main(argv=None):
                           "predicted": {key: costs[key] for key in SHOWN},
                           "measured": {key: measured[key] for key in SHOWN},
                           "bytes_per_word": [measured["bytes_up_per_word"], measured["bytes_down_per_word"]],
-                          "stall_share": measured.get("stall_share"), "runs_wps": measured.get("runs_wps")})
+                          "stall_share": measured.get("stall_share"), "runs_wps": measured.get("runs_wps"),
+                          "words": words, "model_bytes": vocabulary * 100 * 4 * 2})
     worst = max(abs(c["error"]) for c in cases)
     print(f"\n{len(cases)} cases, errors " + ", ".join(f"{c['name']} {c['error']:+.1%}" for c in cases)
           + f"; within 20%: {sum(abs(c['error']) <= 0.2 for c in cases)} of {len(cases)} (worst {worst:.1%}, "

@@ -45,7 +45,10 @@ LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads
 COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us",
          "bytes_up_per_word", "bytes_down_per_word", "rounds_per_word", "dispatcher_word_us", "dispatcher_member_cpu",
          "worker_member_cpu", "shard_member_cpu", "worker_gil_share", "shard_gil_share",
-         "flush_bytes_per_word", "round_ms")
+         "flush_bytes_per_word", "round_ms",
+         # the workers' joining (per session; not in worker_other_us until at_corpus spreads it): a million
+         # rows' download is ~1 us a word of a 40 M-word run at K=4-5 (left out, K=5 was over-predicted by 31%)
+         "worker_setup_us")
 #: a node's thread groups (gensim_distw2v.io.meter.THREAD_GROUPS) that work by the clock, whatever the
 #: speed: per role, their CPU is a share of a core per node, not a cost per word (a worker's Pyro4 threads
 #: serve status calls only; a shard's serve the merges, so they are not among these)
@@ -256,7 +259,7 @@ def at_corpus(run, epoch_words, transport_ns_per_byte=None):
     # the workers' joining (per session, measured apart since 2026-11-27): what is left of it per
     # word, counted with the rest of their Python (GIL-held)
     if "worker_other_us" in run:
-        out["worker_other_us"] = run["worker_other_us"] + run.get("worker_setup_us", 0.0) * ratio
+        out["worker_other_us"] = run["worker_other_us"] + out.pop("worker_setup_us", 0.0) * ratio  # (counted once)
     if "dispatcher_word_us" in run:  # the dispatcher's per-session calls, likewise
         out["dispatcher_word_us"] = run["dispatcher_word_us"] + run.get("dispatcher_session_us", 0.0) * ratio
     if not scaled:
