@@ -293,9 +293,9 @@ def main(argv=None):
                     link["rtt_ms"] = net.rtt_ms()
                     link["ns_per_byte"] = max(0.0, net.cpu_per_byte() - loopback_ns)
             words, vocabulary = sizes["other" if case.other else "main"]
-            # the rows the client uploads and downloads (syn0 and syn1neg, float32, 100 values)
+            model_bytes = vocabulary * 100 * 4 * 2  # the rows the client uploads and downloads (syn0, syn1neg)
             model, costs, label = predict(args, fitted, case, client_us if case.mode == "dist" else None, link,
-                                          words, vocabulary * 100 * 4 * 2)
+                                          words, model_bytes)
             serial = model["serial_seconds"]
             trip = "" if not case.shaped else f" ({link_text(link)})"
             print(f"\n{name}: K={case.k} x {case.threads} {case.mode}{' (other corpus)' if case.other else ''}"
@@ -321,7 +321,7 @@ def main(argv=None):
                           "measured": {key: measured[key] for key in SHOWN},
                           "bytes_per_word": [measured["bytes_up_per_word"], measured["bytes_down_per_word"]],
                           "stall_share": measured.get("stall_share"), "runs_wps": measured.get("runs_wps"),
-                          "words": words, "model_bytes": vocabulary * 100 * 4 * 2})
+                          "words": words, "model_bytes": model_bytes})
     worst = max(abs(c["error"]) for c in cases)
     print(f"\n{len(cases)} cases, errors " + ", ".join(f"{c['name']} {c['error']:+.1%}" for c in cases)
           + f"; within 20%: {sum(abs(c['error']) <= 0.2 for c in cases)} of {len(cases)} (worst {worst:.1%}, "

@@ -237,9 +237,9 @@ def test_ordered_corpus_keeps_every_line(tmp_path):
 
 
 @pytest.mark.system
-def test_validate_projection_predicts_each_case_before_running_it():
+def test_validate_projection_predicts_each_case_before_running_it(tmp_path):
     out = run("validate_projection.py", "--corpus", datapath("lee_background.cor"), "--fit", "2x1,8x1",
-              "--cases", "k-between,iterable", "--sync-words", "2000", "--json")
+              "--cases", "k-between,iterable", "--between", "3", "--sync-words", "2000", "--json")
     data = json.loads(out.strip().splitlines()[-1])
     assert [c["name"] for c in data["cases"]] == ["k-between", "iterable"]
     for case in data["cases"]:
@@ -247,8 +247,16 @@ def test_validate_projection_predicts_each_case_before_running_it():
         assert case["error"] == pytest.approx(case["predicted_wps"] / case["measured_wps"] - 1)
         assert case["costs_from"] == "interpolated between K=2 and K=8"
         # the prediction is printed before its run is measured
-        assert out.index(f"{case['name']}: K=4") < out.index("measured", out.index(f"{case['name']}: K=4"))
-    assert data["client_us"] > 0
+        assert out.index(f"{case['name']}: K=3") < out.index("measured", out.index(f"{case['name']}: K=3"))
+    assert data["client_us"] > 0 and all(case["K"] == 3 and case["words"] > 0 for case in data["cases"])
+    # the stored cases predicted again by the model as it is now: as then, the model being the same
+    stored = tmp_path / "validate.json"
+    stored.write_text(out.strip().splitlines()[-1])
+    again = run("validate_projection.py", "--repredict", str(stored))
+    for case in data["cases"]:
+        assert f"{case['name']}: K=3 x {case['threads']}: measured {case['measured_wps']:,.0f}" in again
+        assert f"predicted then {case['predicted_wps']:,.0f} ({case['error']:+.1%}), now {case['predicted_wps']:,.0f}" \
+            in again
 
 
 @pytest.mark.system

@@ -974,7 +974,7 @@ def test_take_listed_returns_exactly_the_listed_rows_that_still_differ(codec):
     replica = base.copy()
     listed = np.sort(rng.choice(500, 120, replace=False)).astype(np.uint32)
     replica[listed[::2]] += rng.standard_normal((60, 16)).astype(np.float32) * 0.01
-    replica[listed[1::4]] += 0.25  # exactly representable: float32's and int8's sends leave nothing
+    replica[listed[1::4]] += 0.25  # a change of one size across the row: whether rounding leaves any, the call says
     before = base.copy()
     rows, values, scales, again = take_listed(replica, base, listed, codec, 0.2)
     differ = listed[np.any(replica[listed] != base[listed], axis=1)]
