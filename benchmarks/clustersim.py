@@ -1,6 +1,6 @@
 """Merge schedules simulated in one process: K replicas, the cluster's own kernel and merge code.
 
-K workers' replicas (:class:`gensim_distw2v.core.merge.Replica`) train with the cluster's kernel
+K workers' replicas (:class:`gensim_distw2v.core.replica.Replica`) train with the cluster's kernel
 (``JobTrainer``) on the jobs the client cuts (:func:`gensim_distw2v.core.jobs.iter_epoch_jobs`), pulled
 in order as workers pull them from the queue, in pieces cut where an interval runs out as a worker
 cuts them; after every ``sync_words`` words each worker merges with one
@@ -177,7 +177,8 @@ class Simulation:
         from gensim_distw2v import protocol
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
-        from gensim_distw2v.core.merge import GlobalWeights, Replica
+        from gensim_distw2v.core.merge import GlobalWeights
+        from gensim_distw2v.core.replica import Replica
         from gensim_distw2v.core.schedule import (damp_words as damp_clock, damped_rows, default_sync_words, hot_rows,
                                                   tree_hot_rows)
         from gensim_distw2v.protocol.transfers import row_ranges

@@ -78,6 +78,8 @@ def parse_args(argv=None):
                         help="merge the rows of rare words every n-th round (default: the package's; 1: every round)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge rare rows, every n-th sends syn1neg's (default: the package's)")
+    parser.add_argument("--round-pieces", type=int, default=None,
+                        help="a routine round's pieces in flight (default: the package's; an install before them: 1)")
     parser.add_argument("--merge-dtype", default=None,
                         help="values of routine merges on the wire: int8, float16 or float32 (default: the package's)")
     parser.add_argument("--no-hmac", action="store_true",
@@ -224,6 +226,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                              **({} if args.cold_output_every is None else
                                 {"cold_output_every": args.cold_output_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
+                             **({} if args.round_pieces is None else {"round_pieces": args.round_pieces}),
                              **({} if args.sync is None else {"sync": args.sync}),
                              **({"workers_read": False} if args.no_workers_read else {}), **params)
 
@@ -286,6 +289,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           stall_seconds=stats["stall_seconds"], shards=stats["shards"],
                           flush_cpu=stats.get("flush_cpu", {"workers": 0.0, "shards": 0.0}),
                           routine_nogil_cpu=stats.get("routine_nogil_cpu", {"workers": 0.0, "shards": 0.0}),
+                          take_cpu=stats.get("take_cpu", 0.0), round_pieces=getattr(model, "round_pieces", 1),
                           exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
                           epochs=model.epochs, setup_cpu=stats.get("setup_cpu", 0.0),
                           # the dispatcher's calls, call by call: [calls, CPU seconds in them] (what its CPU

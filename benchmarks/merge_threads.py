@@ -3,7 +3,7 @@
 In process, no network: a replica of ``--rows`` rows of ``--dim`` values in two matrices (``syn0``,
 ``syn1neg``), a share of them changed as a round at that vocabulary finds them (``--changed``:
 the hot rows and a share of the rest in an every-row round, the hot rows in a routine one), taken
-(:meth:`gensim_distw2v.core.merge.Replica.take_delta`, int8 as routine rounds send them) and the
+(:meth:`gensim_distw2v.core.replica.Replica.take_delta`, int8 as routine rounds send them) and the
 same number of rows applied back (``take_in``, values) with M = 1, 2, ... threads (``--threads``).
 Prints, per M and phase, the median wall and CPU milliseconds of ``--repeats`` rounds, the speed-up
 over one thread and its efficiency (speed-up / M). On this 2-core machine M above 2 only shares
@@ -47,7 +47,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from gensim_distw2v.core.merge import Replica
+    from gensim_distw2v.core.replica import Replica
 
     rng = np.random.default_rng(args.seed)
     weights = {name: rng.standard_normal((args.rows, args.dim), dtype=np.float32) * 0.1 for name in ("syn0", "syn1neg")}

@@ -22,7 +22,8 @@ import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.layout import ShardLayout
-from gensim_distw2v.core.merge import GlobalWeights, Replica
+from gensim_distw2v.core.merge import GlobalWeights
+from gensim_distw2v.core.replica import Replica
 from provenance import provenance  # a sibling module (the script's folder is on sys.path)
 
 ROWS, SIZE, HOT, DAMPED = 43_726, 100, 1_134, 162

@@ -95,6 +95,9 @@ def costs(row, k, threads=1, corpus_file=False):
                                                / max(1e-12, out["worker_routine_us"])))
         if out.get("shard_routine_call_us"):
             out["shard_gil_share"] = min(1.0, max(0.0, 1.0 - out["shard_routine_nogil_us"] / out["shard_routine_call_us"]))
+    if row.get("take_cpu"):  # of a worker's routine rounds, the taking of their pieces (what pieces in flight overlap)
+        out["worker_take_us"] = row["take_cpu"] * us
+    out["round_pieces"] = row.get("round_pieces", 1)
     if row.get("shard_traffic"):  # the shards' bytes beyond the workers' merges: the session's transfers, mostly
         out["shard_session_bytes_per_word"] = max(0, row["shard_traffic"] - row["bytes_up"] - row["bytes_down"]) \
             / max(1, raw)
@@ -291,6 +294,8 @@ def parse_args(argv=None):
                         help="merge the cold rows every n-th round (default: the package's)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge cold rows, every n-th sends syn1neg's (default: the package's)")
+    parser.add_argument("--round-pieces", type=int, default=None,
+                        help="a routine round's pieces in flight (default: the package's)")
     parser.add_argument("--shards", default="1",
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
@@ -303,7 +308,8 @@ def parse_args(argv=None):
                         help="K beyond the largest measured: each K-dependent cost as a power of K through the two "
                              "largest measured Ks (fit), or the largest's costs (hold)")
     parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
-    parser.add_argument("--fold-threads", type=int, default=1, help="fold threads per shard in the projection")
+    parser.add_argument("--fold-threads", type=int, default=1,
+                        help="parts a shard folds at once in the projection (at most the workers' pieces)")
     parser.add_argument("--gil-share", type=float, default=None,
                         help="share of a worker's merge CPU holding the GIL (default: as measured, all but the "
                              "routine rounds' compiled calls; 1 where a run did not measure it)")
@@ -380,6 +386,8 @@ def measure(args, ks, shards_at):
         base_args += ["--cold-every", str(args.cold_every)]
     if args.cold_output_every is not None:
         base_args += ["--cold-output-every", str(args.cold_output_every)]
+    if args.round_pieces is not None:
+        base_args += ["--round-pieces", str(args.round_pieces)]
     if args.no_hmac:
         base_args += ["--no-hmac"]
     if args.no_channel:

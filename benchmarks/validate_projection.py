@@ -21,7 +21,9 @@ runs the case and measures it. The cases (``--cases``, all by default):
   that delays each direction by 2 ms (``delay_relay.py``; this kernel has no netem), the round
   trip it gives measured before the run (K=2 x 2): a round's round trip;
 * ``bandwidth-k4``, ``latency-k4``: the same at K=4 x 2, 200 Mbit/s and 3 ms each way;
-* ``links-k3``: K=3 x 2, 150 Mbit/s and 1 ms each way, both at once.
+* ``links-k3``: K=3 x 2, 150 Mbit/s and 1 ms each way, both at once;
+* ``gigabit``: K=2 x 2, 1 Gbit/s and 0.25 ms each way: at a long interval a round's time on the wire
+  is about its CPU, where pieces in flight (``--round-pieces``) overlap the most.
 
 With ``--repeats N`` every fitted cluster and every case runs N times (seeds ``--seed`` on): the
 fit takes each cost's median, each case its median words/s and costs (a single run on this
@@ -92,7 +94,8 @@ CASES = {"k-between": Case(4, 2, "dist_cf"), "k-above": Case(12, 2, "dist_cf"), 
          "iterable": Case(4, 2, "dist"), "vocabulary": Case(4, 2, "dist_cf", other=True),
          "bandwidth": Case(2, 2, "dist_cf", rate="100mbit"), "latency": Case(2, 2, "dist_cf", delay_ms=2.0),
          "bandwidth-k4": Case(4, 2, "dist_cf", rate="200mbit"), "latency-k4": Case(4, 2, "dist_cf", delay_ms=3.0),
-         "links-k3": Case(3, 2, "dist_cf", rate="150mbit", delay_ms=1.0)}
+         "links-k3": Case(3, 2, "dist_cf", rate="150mbit", delay_ms=1.0),
+         "gigabit": Case(2, 2, "dist_cf", rate="1gbit", delay_ms=0.25)}
 SHOWN = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatcher_us", "client_us")
 
 
@@ -113,6 +116,7 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs of each fitted cluster and each case (seeds --seed, --seed + 1, ...): medians")
     parser.add_argument("--machine-cores", type=int, default=2)
+    parser.add_argument("--round-pieces", type=int, help="every run's pieces in flight (default: the package's)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--repredict", metavar="JSON",
                         help="no runs: predict a stored run's cases again from its stored fit with the model as it is "
@@ -144,7 +148,8 @@ def run(args, mode, k, threads, corpus, net=None):
     vocab, path = corpus
     base = [compare_gensim.__file__, "--corpus", path, "--sg", str(args.sg), "--epochs", "1", "--sync-words",
             str(args.sync_words), "--shards", str(k), "--threads-per-worker", str(threads), "--sentences", "list",
-            "--min-count", str(args.min_count)]
+            "--min-count", str(args.min_count)] + (
+                [] if getattr(args, "round_pieces", None) is None else ["--round-pieces", str(args.round_pieces)])
     if net is None:
         out = subprocess.run([sys.executable, *base, "--_one", mode, str(k), str(args.seed), vocab, path],
                              capture_output=True, text=True, check=False)
@@ -322,6 +327,8 @@ def main(argv=None):
                           "bytes_per_word": [measured["bytes_up_per_word"], measured["bytes_down_per_word"]],
                           "stall_share": measured.get("stall_share"), "runs_wps": measured.get("runs_wps"),
                           "words": words, "model_bytes": model_bytes})
+    if not cases:
+        sys.exit("no case ran (each left out, saying why, above)")
     worst = max(abs(c["error"]) for c in cases)
     print(f"\n{len(cases)} cases, errors " + ", ".join(f"{c['name']} {c['error']:+.1%}" for c in cases)
           + f"; within 20%: {sum(abs(c['error']) <= 0.2 for c in cases)} of {len(cases)} (worst {worst:.1%}, "

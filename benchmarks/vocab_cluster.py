@@ -14,7 +14,7 @@ and train ``--epochs`` epochs on it (``train(corpus_file=...)``). The two vocabu
   the workers sent; words a second per worker thread (words / the workers' CPU seconds);
 * end to end (build_vocab + train) seconds both ways;
 * with ``--training-projection`` (a ``scaling.py --json`` file), the projection of counting
-  ``--project-words`` words on K nodes of T threads (:func:`projection.count_projection`), beside
+  ``--project-words`` words on K nodes of T threads (:func:`gensim_distw2v.count_projection.count_projection`), beside
   the training of ``--project-epochs`` epochs at that file's projected words/s: counting's share
   of the end-to-end time.
 
@@ -32,7 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from provenance import provenance  # noqa: E402 - a sibling module
-import projection  # noqa: E402 - the model
+from gensim_distw2v import count_projection  # noqa: E402 - the counting's model
 
 import gensim.models  # noqa: E402
 from gensim import utils  # noqa: E402
@@ -109,12 +109,12 @@ def project(summary, args):
              "tail_us_per_distinct": summary["tail_us_per_distinct"],
              "file_bytes_per_word": summary["file_bytes_per_word"]}
     words = args.project_words
-    v = projection.distinct_words(words, raw, distinct)
+    v = count_projection.distinct_words(words, raw, distinct)
     out = []
     for point in trained["projection"]:
-        counted = projection.count_projection(costs, words, v, point["K"], point["threads"], point["link_gbit"])
+        counted = count_projection.count_projection(costs, words, v, point["K"], point["threads"], point["link_gbit"])
         train_s = args.project_epochs * words / point["cluster_wps"]
-        many = projection.count_projection(costs, words, args.project_many_distinct, point["K"], point["threads"],
+        many = count_projection.count_projection(costs, words, args.project_many_distinct, point["K"], point["threads"],
                                            point["link_gbit"])["seconds"]  # the same with far more distinct words
         out.append({"K": point["K"], "threads": point["threads"], "link_gbit": point["link_gbit"],
                     "words": words, "distinct": v, "count_s": counted["seconds"], "count_bottleneck":

@@ -50,7 +50,8 @@ def parse_args(argv=None):
         parser.set_defaults(**{key: getattr(projecting, key)})
     parser.add_argument("--project-k", dest="project_k", default="8,16,32")
     parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
-    parser.add_argument("--fold-threads", type=int, default=1, help="fold threads per shard in the projection")
+    parser.add_argument("--fold-threads", type=int, default=1,
+                        help="parts a shard folds at once in the projection (at most the workers' pieces)")
     parser.add_argument("--project-corpus-words", dest="project_corpus_words", type=float, default=1e9)
     return parser.parse_args(argv)
 
@@ -122,6 +123,17 @@ def regil(run):
     return run
 
 
+def pieced(run, nearest):
+    """``run`` with the pieces a round goes in (``round_pieces``) and the share of its routine merge CPU
+    that takes them (``worker_take_us``), as ``nearest`` (the measured run of the vocabulary nearest the
+    projected one) measured them: a run from before pieces in flight (the headline's) has neither, and
+    its round would be counted serial (:func:`gensim_distw2v.projection.pipelined`)."""
+    if nearest.get("worker_take_us") and nearest.get("worker_routine_us") and "worker_routine_us" in run:
+        share = min(1.0, nearest["worker_take_us"] / nearest["worker_routine_us"])
+        run = dict(run, worker_take_us=share * run["worker_routine_us"], round_pieces=nearest.get("round_pieces", 1))
+    return run
+
+
 def main(argv=None):
     args = parse_args(argv)
     measured = [load(path) for path in args.runs.split(",")]
@@ -146,7 +158,8 @@ def main(argv=None):
         print(f"\nat {args.vocabulary:,.0f} rows against {base:,} (the headline's): "
               + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items())
               + f"; gensim's CPU x{gensim_factor:.2f}")
-        runs = [regil(scaled(r, factors)) for r in head["runs"]]
+        nearest = min(points, key=lambda p: abs(math.log(p[0] / args.vocabulary)))[1]
+        runs = [pieced(regil(scaled(r, factors)), nearest) for r in head["runs"]]
         gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
         same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
         out.update(factors=factors, gensim_factor=gensim_factor, headline=args.headline,

@@ -1,5 +1,5 @@
-"""What K nodes of T threads would train, one limit per serial resource, from per-word costs; and
-how long they would take to count the vocabulary (:func:`count_projection`).
+"""What K nodes of T threads would train, one limit per serial resource, from per-word costs (how long
+they would take to count the vocabulary: :mod:`gensim_distw2v.count_projection`).
 
 Pure functions: no cluster, no I/O. ``benchmarks/scaling.py`` measures the per-word costs on this machine and
 calls :func:`project` (K real nodes on real links) and :func:`this_machine` (the model of the
@@ -34,9 +34,9 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 import math
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency",
-           "default_rtt_ms", "dispatcher_split", "dispatcher_limit", "costs_at", "at_corpus", "limits",
+           "default_rtt_ms", "dispatcher_split", "pipelined", "merge_speedup", "fold_speedup", "dispatcher_limit", "costs_at", "at_corpus", "limits",
            "concurrent_threads", "single_node",
-           "project", "this_machine", "COUNT_COSTS", "distinct_words", "count_projection"]
+           "project", "this_machine"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
 LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
@@ -48,7 +48,10 @@ COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatc
          "flush_bytes_per_word", "round_ms",
          # the workers' joining (per session; not in worker_other_us until at_corpus spreads it): a million
          # rows' download is ~1 us a word of a 40 M-word run at K=4-5 (left out, K=5 was over-predicted by 31%)
-         "worker_setup_us")
+         "worker_setup_us",
+         # of worker_merge_us, the routine rounds' taking of their pieces, and the pieces a round went in
+         # (round_pieces): a piece's taking overlaps the piece before in flight (absent: one piece, serial)
+         "worker_take_us", "round_pieces")
 #: a node's thread groups (gensim_distw2v.io.meter.THREAD_GROUPS) that work by the clock, whatever the
 #: speed: per role, their CPU is a share of a core per node, not a cost per word (a worker's Pyro4 threads
 #: serve status calls only; a shard's serve the merges, so they are not among these)
@@ -71,7 +74,7 @@ DISPATCHER_SESSION_CALLS = ("open_session", "upload", "start", "join", "file_che
                             "get_jobs_idle")
 #: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
 #: rounds per word, the GIL-held shares): held at the nearest measured K, never fitted
-HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_gil_share")
+HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_gil_share", "round_pieces")
 #: per-job Python of a worker (µs per word) where no run measured it: ~100 µs a 10,000-word job
 DEFAULT_JOB_PYTHON_US = 0.01
 #: a round trip on loopback (this machine), ms
@@ -89,12 +92,24 @@ DEFAULT_ROUND_TRIPS = 1
 #: and an every-row round (1.67 and 1.24 apart: the every-row scan is memory-bound). M above 2 was not
 #: measured (two cores): held at M=2's
 MERGE_THREAD_SPEEDUP = {1: 1.0, 2: 1.34}
+#: a shard's folds at once (each worker's link has a thread of its own; a part holds only its rows, and
+#: the workers' pieces in flight keep their parts on different rows, so at most ``round_pieces`` parts
+#: fold at once): how many times faster F threads fold a round of eight workers than one, measured in
+#: process (134 k rows, 6,250 hot, 4 pieces; ``benchmarks/fold_threads.py``, 2026-11-29): 1.68 at F=2
+#: (9.8 against 16.5 ms; one lock for every part: 0.93). F above 2 was not measured (two cores): held
+FOLD_THREAD_SPEEDUP = {1: 1.0, 2: 1.68}
 
 
 def merge_speedup(mergers):
     """How many times faster ``mergers`` merge threads do a round's compiled work than one
     (:data:`MERGE_THREAD_SPEEDUP`, held beyond the largest measured)."""
     return MERGE_THREAD_SPEEDUP[max(m for m in MERGE_THREAD_SPEEDUP if m <= max(1, int(mergers)))]
+
+
+def fold_speedup(folders):
+    """How many times faster a shard folds with ``folders`` parts at once than one at a time
+    (:data:`FOLD_THREAD_SPEEDUP`, held beyond the largest measured)."""
+    return FOLD_THREAD_SPEEDUP[max(f for f in FOLD_THREAD_SPEEDUP if f <= max(1, int(folders)))]
 
 
 #: the threading efficiency curve's slope: ``e(T) = 1 - EFFICIENCY_SLOPE log2 T`` (gensim's own benchmarks)
@@ -291,9 +306,25 @@ def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threa
     wire = 0.0 if link_gbit is None else \
         (costs["bytes_up_per_word"] + costs["bytes_down_per_word"]) * words * crossing / (link_gbit * 1e9 / 8)
     merge = stretch * costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / merge_speedup(mergers))
-    fold = stretch * costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share) / fold_threads)
-    terms = {"round_trips": round_trips * rtt_ms * 1e-3, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
+    fold = stretch * costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share)
+                                                                   / fold_speedup(fold_threads))
+    trip = round_trips * rtt_ms * 1e-3
+    terms = {"round_trips": trip, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
+    pieces = max(1, int(costs.get("round_pieces", 1)))
+    if pieces > 1 and costs.get("worker_take_us"):  # taking piece i + 1 while piece i is in flight
+        take = merge * min(1.0, costs["worker_take_us"] / max(1e-12, costs["worker_merge_us"]))
+        terms["pieces_overlap"] = pipelined(take, merge - take, wire + fold, trip, pieces) - sum(terms.values())
     return sum(terms.values()), terms, words
+
+
+def pipelined(take, take_in, flight, trip, pieces):
+    """Seconds of a round of ``pieces`` equal pieces, each taken (``take`` seconds in all) while the piece
+    before is in flight (``flight``: on the wire and the shards, and a round ``trip`` a piece), then its
+    reply taken in (``take_in``): the first piece's taking, then per piece the longer of the next one's
+    taking and its own flight, and its taking in; one piece: their sum."""
+    n = float(pieces)
+    between = max(take / n, flight / n + trip) if pieces > 1 else 0.0
+    return take / n + (n - 1) * (between + take_in / n) + flight / n + trip + take_in / n
 
 
 def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, machine_cores=None, cores=None,
@@ -322,8 +353,8 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     kernel_threads : int
         Trainer threads per worker of the runs that measured ``kernel_us``.
     mergers, fold_threads : int
-        M merge threads per worker (as fast as :func:`merge_speedup` says), F fold threads per shard
-        (a projection's option: not built).
+        M merge threads per worker (as fast as :func:`merge_speedup` says), F parts a shard folds at
+        once (as fast as :func:`fold_speedup` says; at most the workers' ``round_pieces``).
     gil_share, shard_gil_share : float, optional
         Share of a worker's merge CPU, and of a shard's CPU, that holds the GIL (default: as the run
         measured it, ``worker_gil_share`` and ``shard_gil_share``: all but the routine rounds'
@@ -365,7 +396,7 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     out["trainer threads"] = _rate(k * threads * 1e6, kernel)
     out["merger threads"] = _rate(k * merge_speedup(mergers) * 1e6, merge)
     out["worker GIL"] = _rate(k * max(0.0, 1.0 - w_clock) * 1e6, gil_share * merge + job_py)
-    out["shard fold threads"] = _rate(shards * fold_threads * 1e6, costs["shard_us"])
+    out["shard fold threads"] = _rate(shards * fold_speedup(fold_threads) * 1e6, costs["shard_us"])
     out["shard GIL"] = _rate(shards * max(0.0, 1.0 - s_clock) * 1e6, shard_gil_share * costs["shard_us"])
     members = k + shards + 1  # its workers, shards and the client
     out["dispatcher CPU"] = dispatcher_limit(costs, members)
@@ -530,7 +561,7 @@ def this_machine(run, cores=2, link_gbit=None, words=None, model_bytes=0, link_n
         _, terms, _ = _round(run, k, shards, None, LOOPBACK_RTT_MS, options.get("round_trips", DEFAULT_ROUND_TRIPS),
                              options.get("mergers", 1), options.get("fold_threads", 1),
                              run.get("worker_gil_share", 1.0), run.get("shard_gil_share", 1.0), None)
-        cpu = terms["merge_cpu"] + terms["shard_cpu"]
+        cpu = sum(terms.values()) - terms["round_trips"]  # (its CPU terms, less what pieces in flight overlap)
         full = max(1.0, (run["round_ms"] * 1e-3 - terms["round_trips"]) / cpu) if cpu > 0 else 1.0
     full, busy = full or 1.0, 1.0
     if link_ns_per_byte:  # the links' CPU per byte beyond loopback's, at both ends of what crosses them
@@ -553,48 +584,3 @@ def this_machine(run, cores=2, link_gbit=None, words=None, model_bytes=0, link_n
     return {"K": k, "threads": threads, "shards": shards, "cores": cores, "model_wps": model,
             "measured_wps": measured, "ratio": model / measured if measured else None, "bottleneck": bottleneck,
             "limits": named, "serial_seconds": serial, "cores_busy": busy, **details}
-
-
-# ---------------------------------------------------------------------------------------------- counting
-#: the costs of counting a vocabulary that :func:`count_projection` reads (``benchmarks/vocab_cluster.py``
-#: measures them): per raw word counted, the workers' CPU (reading, counting, splitting and sending
-#: each range's words), the shards' CPU (adding the ranges' parts, one lock a shard) and the bytes the
-#: workers send; per distinct word, the client's serial tail (taking the shards' words, ordering them,
-#: gensim's own ``prepare_vocab`` and ``prepare_weights``); the corpus's bytes per word
-COUNT_COSTS = ("count_worker_us", "count_shard_us", "count_bytes_per_word", "tail_us_per_distinct",
-               "file_bytes_per_word")
-#: Heaps' law exponent for the distinct words of a larger corpus, ``V(N) = V0 (N / N0)^beta``: 0.6 is at
-#: the high end of what English web text shows (so the client's tail is not underestimated)
-HEAPS_BETA = 0.6
-#: what one node reads its share of the corpus at, MB/s (a local disk or a shared filesystem's share)
-DISK_MB_S = 500.0
-
-
-def distinct_words(words, measured_words, measured_distinct, beta=HEAPS_BETA):
-    """Distinct words of a corpus of ``words`` by Heaps' law through the measured corpus."""
-    return measured_distinct * (words / measured_words) ** beta
-
-
-def count_projection(costs, words, distinct, k, threads, link_gbit, disk_mb_s=DISK_MB_S):
-    """Seconds to count ``words`` words (``distinct`` of them distinct) on ``k`` nodes of ``threads``
-    threads on links of ``link_gbit`` Gbit/s, from :data:`COUNT_COSTS`.
-
-    The ranges are counted in parallel: a node's cores do its workers' and its shard's CPU (its share,
-    ``words / k``, at the threading efficiency of :func:`efficiency`), its shard adds its part under one
-    lock (one thread), its link carries its workers' parts out and its shard's in, its disk reads its share
-    of the file; the slowest of those is the counting's time. Then the client's serial tail, per distinct
-    word. Returns ``seconds``, ``limits`` (seconds per named limit) and ``bottleneck`` (the larger of the
-    tail and the slowest of the others).
-    """
-    share = words / k
-    parallel = {
-        "node cores": share * (costs["count_worker_us"] + costs["count_shard_us"]) * 1e-6 / (
-            threads * efficiency(threads)),
-        "shard lock": share * costs["count_shard_us"] * 1e-6,
-        "node link": share * costs["count_bytes_per_word"] * 8 * (k - 1) / k / (link_gbit * 1e9) if k > 1 else 0.0,
-        "disk": share * costs["file_bytes_per_word"] / (disk_mb_s * 1e6),
-    }
-    slowest = max(parallel, key=parallel.get)
-    tail = distinct * costs["tail_us_per_distinct"] * 1e-6
-    return {"seconds": parallel[slowest] + tail, "limits": dict(parallel, **{"client tail": tail}),
-            "bottleneck": "client tail" if tail > parallel[slowest] else slowest}

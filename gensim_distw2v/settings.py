@@ -16,7 +16,7 @@ import numpy as np
 from gensim_distw2v import fields
 from gensim_distw2v.protocol.constants import DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
 
-__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "TENSORBOARD_WORDS", "Settings",
+__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "ROUND_PIECES", "TENSORBOARD_WORDS", "Settings",
            "check_codec", "check_cold_every"]
 
 PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
@@ -34,6 +34,12 @@ COLD_EVERY = 6
 # Measured at K=8 (CBOW, seeds 1-2, docs/schedule.rst): 0.1 -> 0.3 cuts the bytes up from 144 to 110
 # per word for about 0.1 analogy points; 0.5 (87 B) cost 0.3 more.
 HOLD_BACK = 0.3
+# A routine merge round goes in at least ROUND_PIECES pieces of rows, each taken while the one before is
+# on the wire and on the shards (core.schedule.round_pieces). One by default: on this 2-core machine four
+# pieces cost the shards' routine calls 52-95% more CPU and the workers' rounds 12-40% more at 0.3 M rows
+# (K=2 and 4), trained 7-10% slower and took no less time a round through a 1 Gbit/s link
+# (docs/scaling.rst, "Pieces in flight"); a node with cores to spare may gain (measure it there)
+ROUND_PIECES = 1
 
 
 def check_codec(codec):
@@ -125,6 +131,15 @@ class Settings(fields.Declared):
     part_bytes: int = fields.option(
         PART_BYTES, "arrays and merge rounds move in messages of at most this many bytes",
         fields.Count(1024, MAX_ARRAY_BYTES // 2), doc="Tests shrink it; there is no other reason to change it.",
+        group="merging")
+    round_pieces: int = fields.option(
+        ROUND_PIECES, "a routine merge round goes in at least this many pieces of rows, each taken while the one "
+                      "before is on its way (1: one message to each shard a round)", fields.Count(1, 64),
+        doc="A piece's rows are others than the piece's before, so the order does not matter; each shard has one "
+            "piece in flight at a time, and folds pieces of different workers at once. A round may then take "
+            "about its CPU and the last piece's time on the wire and the shards, rather than their sum, for a "
+            "message more to each shard a piece; where cores are busy (the 2-core machine of the measurements) "
+            "the messages cost more than the overlap gains (``docs/scaling.rst``, \"Pieces in flight\").",
         group="merging")
     checkpoint_dir: typing.Optional[str] = fields.option(
         None, "a folder the dispatcher and the shards write checkpoints to, the same path on every node that runs "

@@ -302,6 +302,24 @@ def test_vocabulary_ratios_are_powers_through_the_nearest_measured_vocabularies(
     assert out["shard_us"] == pytest.approx(0.4 * 3.0 + 0.6 * 6.0)
     assert out["shard_us"] - out["shard_flush_call_us"] - out["shard_setup_call_us"] >= 0
     assert out["bytes_up_per_word"] == pytest.approx(6.0 * 2.0 + 4.0 * 5.0)
+    # pieces in flight: the share of the routine merge that takes them, from the run nearest the projected
+    # vocabulary (a run from before them has none: its round stays serial)
+    nearest = {"worker_take_us": 0.3, "worker_routine_us": 0.6, "round_pieces": 4}
+    pieced = vocab_costs.pieced(out, nearest)
+    assert pieced["worker_take_us"] == pytest.approx(0.5 * out["worker_routine_us"]) and pieced["round_pieces"] == 4
+    assert vocab_costs.pieced(out, {"worker_routine_us": 0.6}) == out
+
+
+@pytest.mark.unit
+def test_fold_threads_folds_rounds_of_every_worker_under_each_lock(capsys, monkeypatch):
+    fold_threads = load("fold_threads")
+    monkeypatch.setattr(fold_threads, "provenance", dict)  # (its git call is a subprocess)
+    fold_threads.main(["--rows", "20000", "--hot", "2000", "--workers", "3", "--dim", "8", "--rounds", "2",
+                       "--repeats", "1", "--json"])
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert {(r["locks"], r["pieces"], r["F"]) for r in rows} == {(lock, p, f) for lock in ("rows", "one")
+                                                                   for p in (1, 4) for f in (1, 2)}
+    assert all(r["round_ms"] > 0 and (r["F"] > 1 or r["speedup"] == 1.0) for r in rows)
 
 
 @pytest.mark.unit

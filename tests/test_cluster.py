@@ -20,7 +20,7 @@ import pytest
 from gensim.test.utils import datapath
 
 from gensim_distw2v import LocalCluster, Word2Vec
-from gensim_distw2v.core import merge, schedule
+from gensim_distw2v.core import replica, schedule
 from gensim_distw2v.io import serving, transport
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.core.kernel import train_like_gensim
@@ -510,7 +510,7 @@ def test_merge_threads_split_the_rows_and_one_worker_still_reproduces_gensim(lee
     reference = gensim.models.Word2Vec(corpus, **params)
     with LocalCluster(n_workers=1, threads_per_worker=1, worker_args=["--merge-threads", "3"]) as cluster:
         ours = Word2Vec(corpus, distributed=True, ns_conf=cluster.ns_conf, sync_words=100_000, **params)
-        assert len(ours.wv) > 2 * merge.SPLIT_ROWS
+        assert len(ours.wv) > 2 * replica.SPLIT_ROWS
         assert ours.cluster_stats["merges"] >= 7  # > cold_every: an every-row round among them, and flushes
         assert np.abs(reference.wv.vectors - ours.wv.vectors).max() <= 1e-6
         assert np.abs(reference.syn1neg - ours.syn1neg).max() <= 1e-6

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 from gensim_distw2v import settings
-from gensim_distw2v.core import merge, schedule
-from gensim_distw2v.core.merge import GlobalWeights, Replica
+from gensim_distw2v.core import merge, replica, schedule
+from gensim_distw2v.core.merge import GlobalWeights
+from gensim_distw2v.core.replica import Replica
 from gensim_distw2v.core.schedule import default_sync_words
 from gensim_distw2v.protocol.transfers import row_ranges
 
@@ -888,7 +889,7 @@ def _jobs_trained(replicas, rows_n, rng, seed):
 @pytest.mark.parametrize("codec", ["float32", "int8"])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_listed_matrix_sends_what_a_scan_sends_reading_only_the_rows_trainers_named(codec, threads):
-    rows_n = 3 * merge.SPLIT_ROWS + 77
+    rows_n = 3 * replica.SPLIT_ROWS + 77
     rng = np.random.default_rng(8)
     weights = {"syn0": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32),
                "syn1neg": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32)}
@@ -905,7 +906,7 @@ def test_a_listed_matrix_sends_what_a_scan_sends_reading_only_the_rows_trainers_
         for name in weights:
             np.testing.assert_array_equal(scan.base[name], listed.base[name])
         waiting = np.flatnonzero(np.any(listed.replica["syn0"] != listed.base["syn0"], axis=1))
-        assert set(waiting) <= set(np.flatnonzero(listed.marks["syn0"] == merge.TOUCHED))
+        assert set(waiting) <= set(np.flatnonzero(listed.marks["syn0"] == replica.TOUCHED))
     # a flush (every row, nothing held back) sends what a scan sends, and leaves marked only the rows whose
     # float32 difference did not add up to the replica's value exactly (a scan would find them again)
     a, b = scan.take_delta(0, rows_n, "float32", 0.0, exact=True), listed.take_delta(0, rows_n, "float32", 0.0,
@@ -920,7 +921,7 @@ def test_a_listed_matrix_sends_what_a_scan_sends_reading_only_the_rows_trainers_
 
 @pytest.mark.parametrize("codec", ["float32", "int8"])
 def test_rows_beyond_the_first_that_may_wait_wait_for_their_next_job_or_the_flush_and_none_is_lost(codec):
-    rows_n, hot = 2 * merge.SPLIT_ROWS, 1000
+    rows_n, hot = 2 * replica.SPLIT_ROWS, 1000
     rng = np.random.default_rng(9)
     weights = {"syn0": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32)}
     scan, listed = Replica(weights), Replica(weights, listed={"syn0": hot})
@@ -935,9 +936,9 @@ def test_rows_beyond_the_first_that_may_wait_wait_for_their_next_job_or_the_flus
 
     _jobs_trained((scan, listed), rows_n, rng, 0)
     take(scan), take(listed)
-    held = np.flatnonzero(listed.marks["syn0"] == merge.WAITING)
+    held = np.flatnonzero(listed.marks["syn0"] == replica.WAITING)
     assert len(held) and held.min() >= hot  # beyond the hot rows, what differs waits...
-    assert set(np.flatnonzero(listed.marks["syn0"] == merge.TOUCHED)) <= set(range(hot))  # ...below, it goes again
+    assert set(np.flatnonzero(listed.marks["syn0"] == replica.TOUCHED)) <= set(range(hot))  # ...below, it goes again
     # an untrained round reads no waiting row (a scan reads them all and, nearly always, holds them back again)
     again = take(listed)
     assert not set(again) & set(held)
@@ -986,7 +987,7 @@ def test_take_listed_returns_exactly_the_listed_rows_that_still_differ(codec):
 
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
 def test_a_replicas_merge_threads_take_and_apply_exactly_what_one_thread_does(codec):
-    rows_n = 3 * merge.SPLIT_ROWS + 123  # three threads' pieces, of unequal sizes
+    rows_n = 3 * replica.SPLIT_ROWS + 123  # three threads' pieces, of unequal sizes
     rng = np.random.default_rng(5)
     weights = {"syn0": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32),
                "syn1neg": rng.uniform(-0.1, 0.1, (rows_n, 8)).astype(np.float32)}
@@ -1011,7 +1012,7 @@ def test_a_replicas_merge_threads_take_and_apply_exactly_what_one_thread_does(co
 
 
 def test_merge_threads_join_pieces_of_different_codecs_as_the_float32_they_stand_for():
-    rows_n = 2 * merge.SPLIT_ROWS
+    rows_n = 2 * replica.SPLIT_ROWS
     weights = {"syn0": np.zeros((rows_n, 4), np.float32)}
     r = Replica(weights, threads=2)
     r.replica["syn0"][[5, 10]] = 0.25
@@ -1026,4 +1027,130 @@ def test_merge_threads_join_pieces_of_different_codecs_as_the_float32_they_stand
 def test_merge_threads_are_validated_and_follow_the_trainers_by_default():
     with pytest.raises(ValueError, match="threads must be an int >= 1"):
         Replica(initial(), threads=0)
-    assert [merge.merge_threads(t) for t in (1, 2, 4, 8, 16, 32)] == [1, 1, 1, 2, 4, 4]
+    assert [replica.merge_threads(t) for t in (1, 2, 4, 8, 16, 32)] == [1, 1, 1, 2, 4, 4]
+
+
+def test_a_round_is_cut_into_pieces_of_its_hot_rows_the_last_running_to_the_parts_end():
+    """``round_pieces``: a routine round's parts (fewer than the pieces asked for) cut at their hot rows'
+    end into equal pieces, the last to the part's end; a cold round's whole parts; enough parts, or
+    too few rows, as they are."""
+    assert schedule.round_pieces([(0, 10000)], 4096, 4) == [(0, 1024), (1024, 2048), (2048, 3072), (3072, 10000)]
+    assert schedule.round_pieces([(0, 10000)], -1, 4) == [(0, 2500), (2500, 5000), (5000, 7500), (7500, 10000)]
+    assert schedule.round_pieces([(0, 10000)], 1500, 4) == [(0, 10000)]  # a piece has at least 1,024 rows
+    assert schedule.round_pieces([(0, 10000)], 4096, 1) == [(0, 10000)]
+    parts = [(0, 5000), (5000, 10000), (10000, 12000)]
+    assert schedule.round_pieces(parts, 4096, 3) == parts  # as many parts as pieces: pipelined as they are
+    assert schedule.round_pieces(parts[:2], 4096, 4) == [(0, 2048), (2048, 5000), (5000, 10000)]
+    for parts, top in (([(0, 777)], 500), ([(0, 9000), (9000, 9001)], -1), ([(0, 70000)], 70000)):
+        got = schedule.round_pieces(parts, top, 8, piece_rows=64)
+        assert got[0][0] == parts[0][0] and got[-1][1] == parts[-1][1]
+        assert all(a < b for a, b in got) and all(b == c for (_, b), (c, _) in zip(got, got[1:]))
+
+
+@pytest.mark.parametrize("rule", ["sum", "damp"])
+def test_a_round_in_pieces_each_taken_before_the_last_is_taken_in_merges_what_one_part_merges(rule):
+    """The worker's pipeline: piece i+1's rows taken before piece i's reply is taken in. Their rows are
+    others, so with nothing held back the replicas, bases and global weights come out bit for bit as
+    in rounds of one part (int8 routine rounds: a scale per row), ``syn0`` listed or not."""
+    n_rows, size = 6000, 8
+    rng = np.random.default_rng(3)
+    init = {"syn0": rng.uniform(-0.1, 0.1, (n_rows, size)).astype(np.float32),
+            "syn1neg": rng.uniform(-0.1, 0.1, (n_rows, size)).astype(np.float32)}
+    damp = {"syn0": 50, "syn1neg": 20} if rule == "damp" else None
+    results = []
+    for pieces in (1, 6):
+        g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule=rule, damp_rows=damp, codec="int8")
+        workers = [Replica(init, listed={"syn0": 3000}), Replica(init)]
+        for rank in range(2):
+            g.add_worker(rank)
+        for step in range(4):
+            for rank, replica in enumerate(workers):
+                rows = np.unique(np.random.default_rng(10 * step + rank).integers(0, n_rows, 900))
+                for name in replica.replica:
+                    replica.replica[name][rows] += np.random.default_rng(step).standard_normal(
+                        (len(rows), size)).astype(np.float32) * 0.01
+                replica.touched("syn0", rows)
+                hot = 3000 if step % 2 else -1
+                parts = schedule.round_pieces([(0, n_rows)], hot, pieces, piece_rows=512)
+                assert len(parts) == (1 if pieces == 1 else 5 if step % 2 else 6)  # (hot rows: 3,000 of 512 a piece at most)
+                flight = None
+                for lo, hi in parts:
+                    sent = replica.take_delta(lo, hi, "int8", 0.0, hot)
+                    if flight is not None:
+                        replica.take_in(*flight)
+                    flight = g.apply(rank, lo, hi, sent, 0.0, exact=False, hot_rows=hot)
+                replica.take_in(*flight)
+        results.append([g.weights, *[w.replica for w in workers], *[w.base for w in workers]])
+    for one, other in zip(*results):
+        for name in one:
+            assert np.array_equal(one[name], other[name]), name
+
+
+def test_a_shard_folds_parts_of_other_rows_at_once_and_parts_of_the_same_rows_in_turn():
+    """Rows held while a part folds: a part of rows another fold holds waits for it, a part of other
+    rows goes on; ``exclusive()`` (membership, a checkpoint's copy) waits for every part under way, and
+    an empty part still waits for one under way at its row."""
+    import threading
+    init = {"syn0": np.zeros((400, D), np.float32), "syn1neg": np.zeros((400, D), np.float32)}
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule="sum", codec="float32")
+    g.add_worker(0)
+
+    def part(lo, hi):
+        rows = np.arange(lo, hi, dtype=np.uint32)
+        return {"syn0": (rows, np.ones((len(rows), D), np.float32), None)}
+
+    def fold(lo, hi, done):
+        g.apply(0, lo, hi, part(lo, hi))
+        done.set()
+    elsewhere, same, empty, whole = (threading.Event() for _ in range(4))
+    with g.held.holding(100, 200):  # a fold of rows 100-199 under way
+        threading.Thread(target=fold, args=(0, 100, elsewhere), daemon=True).start()
+        threading.Thread(target=fold, args=(150, 160, same), daemon=True).start()
+        threading.Thread(target=fold, args=(120, 120, empty), daemon=True).start()
+        assert elsewhere.wait(10) and not same.wait(0.3) and not empty.is_set()
+    assert same.wait(10) and empty.wait(10)
+    with g.exclusive():
+        threading.Thread(target=fold, args=(300, 310, whole), daemon=True).start()
+        assert not whole.wait(0.3)
+    assert whole.wait(10) and not g.held.busy
+    expect = np.zeros(400)
+    expect[np.r_[0:100, 150:160, 300:310]] = 1
+    np.testing.assert_array_equal(g.weights["syn0"][:, 0], expect)
+
+
+@pytest.mark.parametrize("rule", ["sum", "damp"])
+def test_workers_folding_at_once_lose_nothing(rule):
+    """Four workers' rounds (pieces in row order) folded by four threads at once: each
+    worker's rows its own, so every delta lands exactly once and an exact round leaves every replica
+    equal to the global weights."""
+    import threading
+    n_rows, size, workers = 1000, 4, 4
+    init = {"syn0": np.zeros((n_rows, size), np.float32), "syn1neg": np.zeros((n_rows, size), np.float32)}
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule=rule, codec="float32",
+                      damp_rows={"syn0": 200, "syn1neg": 0} if rule == "damp" else None)
+    replicas = [Replica(init) for _ in range(workers)]
+    for rank in range(workers):
+        g.add_worker(rank)
+    errors = []
+
+    def work(rank):
+        try:
+            replica = replicas[rank]
+            for step in range(20):
+                rows = np.arange(rank, n_rows, workers)
+                replica.replica["syn0"][rows] += np.float32(0.5)
+                for lo, hi in schedule.round_pieces([(0, n_rows)], -1, 8, piece_rows=64):
+                    replica.take_in(*g.apply(rank, lo, hi, replica.take_delta(lo, hi, "float32"), exact=False))
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+    threads = [threading.Thread(target=work, args=(rank,)) for rank in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    np.testing.assert_array_equal(g.weights["syn0"], np.full((n_rows, size), 10.0, np.float32))
+    for rank, replica in enumerate(replicas):
+        merge_round(replica, g, rank, ranges=((0, n_rows),))  # exact: whatever a worker still lacks
+        np.testing.assert_array_equal(replica.replica["syn0"], g.weights["syn0"])
+    assert g.merges == workers * (20 * 8 + 1)

@@ -12,6 +12,7 @@ from .benchmark_modules import load
 pytestmark = pytest.mark.unit
 
 projection = load("projection")
+from gensim_distw2v import count_projection as counting  # noqa: E402 - beside the model the benchmarks load
 
 # a cheap cluster: every cost small, so that one made large binds
 CHEAP = {"kernel_us": 1.0, "worker_merge_us": 0.01, "worker_other_us": 0.001, "shard_us": 0.01, "dispatcher_us": 0.001,
@@ -90,8 +91,11 @@ def test_job_python_is_the_measured_rest_of_the_worker_or_an_assumption():
 def test_shard_fold_threads_then_the_shards_gil():
     p = point(shard_us=8.0, shard_gil_share=0.5)  # 8 shards, one fold thread each: 1 µs a word each
     assert p["bottleneck"] == "shard fold threads" and p["cluster_wps"] == pytest.approx(8 * 1e6 / 8.0)
-    p = point(shard_us=8.0, shard_gil_share=0.5, fold_threads=4)
-    assert p["bottleneck"] == "shard GIL" and p["cluster_wps"] == pytest.approx(8 * 1e6 / 4.0)
+    p = point(shard_us=8.0, shard_gil_share=0.5, fold_threads=4)  # four parts at once: as fast as two (measured)
+    assert p["bottleneck"] == "shard fold threads" and p["cluster_wps"] == pytest.approx(8 * 1.68e6 / 8.0)
+    assert projection.fold_speedup(1) == 1.0 and projection.fold_speedup(2) == projection.fold_speedup(64) == 1.68
+    p = point(shard_us=8.0, shard_gil_share=0.7, fold_threads=4)
+    assert p["bottleneck"] == "shard GIL" and p["cluster_wps"] == pytest.approx(8 * 1e6 / (0.7 * 8.0))
 
 
 def test_dispatcher_and_client_and_corpus_file_mode():
@@ -159,15 +163,15 @@ def test_links_one_shard_per_node_and_shards_elsewhere():
 
 def test_a_nodes_cores_are_shared_by_its_trainers_merger_and_shard():
     # each role alone is under its own limit; together they fill the node's 16 cores
-    roles = dict(worker_merge_us=0.2, shard_us=1.0, gil_share=0.0, shard_gil_share=0.0, fold_threads=8, mergers=8,
+    roles = dict(worker_merge_us=0.05, shard_us=0.1, gil_share=0.0, shard_gil_share=0.0, fold_threads=8, mergers=8,
                  sync="asp")
     p = point(**roles)
-    cpu = 1.0 / 0.68 + 0.2 + CHEAP["worker_other_us"] + 1.0
+    cpu = 1.0 / 0.68 + 0.05 + CHEAP["worker_other_us"] + 0.1
     assert p["bottleneck"] == "core budget" and p["cluster_wps"] == pytest.approx(8 * 16 * 1e6 / cpu)
     assert p["node_cpu_us_per_word"] == pytest.approx(cpu)
     # shards on hosts of their own take nothing from a node's cores
     q = point(**roles, shards=4)
-    assert q["limits"]["core budget"] == pytest.approx(8 * 16 * 1e6 / (cpu - 1.0))
+    assert q["limits"]["core budget"] == pytest.approx(8 * 16 * 1e6 / (cpu - 0.1))
     # more cores than trainer threads: the budget loosens
     assert point(cores=32, worker_merge_us=1.0)["limits"]["core budget"] > point(worker_merge_us=1.0)["limits"][
         "core budget"]
@@ -362,7 +366,7 @@ COUNT = {"count_worker_us": 0.04, "count_shard_us": 0.01, "count_bytes_per_word"
 
 def test_counting_projection_names_its_limits_and_their_formulas():
     words, k, threads = 3e9, 8, 16
-    got = projection.count_projection(COUNT, words, 1e7, k, threads, 10.0)
+    got = counting.count_projection(COUNT, words, 1e7, k, threads, 10.0)
     share = words / k
     cores = share * 0.05e-6 / (threads * projection.efficiency(threads))
     assert got["limits"]["node cores"] == pytest.approx(cores)
@@ -371,13 +375,13 @@ def test_counting_projection_names_its_limits_and_their_formulas():
     assert got["limits"]["disk"] == pytest.approx(share * 6 / 500e6)
     assert got["limits"]["client tail"] == pytest.approx(10.0)  # 1e7 distinct words at 1 us
     assert got["bottleneck"] == "client tail" and got["seconds"] == pytest.approx(share * 6 / 500e6 + 10.0)
-    assert projection.count_projection(COUNT, words, 1e6, k, threads, 10.0)["bottleneck"] == "disk"
+    assert counting.count_projection(COUNT, words, 1e6, k, threads, 10.0)["bottleneck"] == "disk"
     # a slow shard binds; one node has no link to cross
-    slow = projection.count_projection(dict(COUNT, count_shard_us=1.0), words, 1e7, k, threads, 10.0)
+    slow = counting.count_projection(dict(COUNT, count_shard_us=1.0), words, 1e7, k, threads, 10.0)
     assert slow["bottleneck"] == "shard lock"
-    assert projection.count_projection(COUNT, words, 1e7, 1, threads, 10.0)["limits"]["node link"] == 0.0
+    assert counting.count_projection(COUNT, words, 1e7, 1, threads, 10.0)["limits"]["node link"] == 0.0
     # Heaps' law through the measured corpus
-    assert projection.distinct_words(4e6, 1e6, 1000) == pytest.approx(1000 * 4 ** projection.HEAPS_BETA)
+    assert counting.distinct_words(4e6, 1e6, 1000) == pytest.approx(1000 * 4 ** counting.HEAPS_BETA)
 
 
 def test_the_benchmark_credits_the_threads_that_ran_at_once():
@@ -479,3 +483,39 @@ def test_a_prediction_at_another_k_keeps_the_workers_joining():
     at5 = dict(projection.costs_at(runs, 5)[0], K=5, threads=2, shards=5, corpus_file=True)
     without = dict(at5, worker_setup_us=0.0)
     assert projection.this_machine(at5, cores=2)["model_wps"] < 0.85 * projection.this_machine(without, cores=2)["model_wps"]
+
+
+def test_pieces_in_flight_overlap_a_rounds_flight_with_its_taking_but_for_the_last_piece():
+    """A round of n pieces: the first piece's taking, then per piece the longer of the next piece's taking
+    and its own flight (wire, shards, a round trip), and its taking in; one piece, or nothing to take,
+    is the serial round (plus a round trip a piece)."""
+    assert projection.pipelined(4.0, 2.0, 3.0, 0.5, 1) == pytest.approx(9.5)  # serial: all of it
+    assert projection.pipelined(4.0, 2.0, 3.0, 0.0, 4) == pytest.approx(1 + 3 * (1 + 0.5) + 0.75 + 0.5)  # CPU-bound
+    assert projection.pipelined(1.0, 2.0, 8.0, 0.0, 4) == pytest.approx(0.25 + 3 * (2 + 0.5) + 2 + 0.5)  # flight
+    assert projection.pipelined(0.0, 2.0, 8.0, 0.1, 4) == pytest.approx(2.0 + 8.0 + 4 * 0.1)  # nothing overlaps
+    for take, take_in, flight, trip in ((4.0, 2.0, 3.0, 0.1), (1.0, 2.0, 8.0, 0.2)):
+        serial = take + take_in + flight + trip
+        times = [projection.pipelined(take, take_in, flight, trip, n) for n in (1, 2, 4, 8)]
+        assert times[0] == pytest.approx(serial)
+        # never slower but for the round trips the pieces add (flight-bound, 8 pieces of 0.2: slower)
+        assert all(t <= serial + (n - 1) * trip + 1e-12 for t, n in zip(times, (1, 2, 4, 8)))
+        assert min(times) >= max(take + take_in, flight) - 1e-12  # never below the longer side
+
+
+def test_a_projected_round_counts_its_pieces_only_where_the_run_measured_its_taking():
+    """The round's time: ``pieces_overlap`` (negative) joins its terms when the costs name the pieces a
+    round went in and the CPU their taking took; older runs (neither) keep the serial round."""
+    costs = dict(CHEAP, rounds_per_word=1 / 50_000, worker_merge_us=0.5)
+
+    def at(**more):
+        return projection.project(dict(costs, **more), 1.0, 8, 16, 1.0, cores=1000)
+    serial = at()
+    assert "pieces_overlap" not in serial["round_terms"]
+    piped = at(round_pieces=4, worker_take_us=0.3)
+    terms = piped["round_terms"]
+    assert terms["pieces_overlap"] < 0 and piped["round_seconds"] == pytest.approx(sum(terms.values()))
+    flight = terms["wire"] + terms["shard_cpu"]
+    assert piped["round_seconds"] == pytest.approx(projection.pipelined(
+        terms["merge_cpu"] * 0.6, terms["merge_cpu"] * 0.4, flight, terms["round_trips"], 4))
+    assert piped["round_seconds"] < serial["round_seconds"]
+    assert at(round_pieces=4)["round_seconds"] == serial["round_seconds"]  # its taking not measured: serial

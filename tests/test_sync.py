@@ -50,6 +50,18 @@ def test_bsp_trains_the_same_model_twice_from_the_same_seed(two_workers, lee_cor
     assert not np.array_equal(first.wv.vectors, other.wv.vectors)  # the seed decides, not the timing
 
 
+@pytest.mark.cluster
+def test_a_round_in_pieces_trains_the_model_a_round_in_one_part_trains(two_workers, lee_corpus):
+    """Pieces in flight change when a worker takes a piece's rows (while the piece before is on its
+    way), not what goes: under bsp with nothing held back, rounds of up to 8 pieces train the model
+    that rounds of one part train, bit for bit, and the shards fold more parts."""
+    one, pieces = (train(two_workers, lee_corpus, sync="bsp", hold_back=0.0, round_pieces=n) for n in (1, 8))
+    assert_identical(one, pieces)
+    parts = [sum(shard["merges"] for shard in model.cluster_stats["shards"].values()) for model in (one, pieces)]
+    assert parts[1] > parts[0] and one.cluster_stats["merges"] == pieces.cluster_stats["merges"], parts
+    assert pieces.cluster_stats["take_cpu"] > 0
+
+
 class SlowCorpus:
     """A restartable corpus that pauses every 10 sentences: workers run out of jobs within the epoch."""
 

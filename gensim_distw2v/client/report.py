@@ -132,6 +132,8 @@ class Reports:
                       # of the routine rounds', the compiled calls' (folding, taking and applying parts): no GIL
                       "routine_nogil_cpu": {"workers": final.total("routine_nogil_cpu"),
                                             "shards": sum(s["routine_nogil_cpu"] for s in shards.values())},
+                      # of the workers' routine rounds', the taking of their pieces (what a piece in flight overlaps)
+                      "take_cpu": final.total("take_cpu"),
                       "stall_seconds": final.total("stall_seconds"),
                       "setup_cpu": final.total("setup_cpu"),  # the workers' joining: per session
                       "shards": shards,

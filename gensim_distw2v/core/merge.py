@@ -40,14 +40,14 @@ Rules (``merge=``):
     ``G += delta / K``: plain model averaging (Spark's rule). Trains like 1/K of the data
     whatever the interval; kept as an option for comparison, never the default.
 """
+import contextlib
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, fold_part, kept_rows,
-                                  row_diff, send_rows, stale_reply, take_listed, take_part, take_rows)
+from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, fold_part, kept_rows, row_diff, send_rows,
+                                  stale_reply, take_part)
 from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
 from gensim_distw2v.core.wire_rows import _as_float32, _compact, _part_codec, _stale_reply
 from gensim_distw2v.protocol.arrays import check_damp_rows
@@ -64,7 +64,7 @@ def compiled_cpu():
     return getattr(_COMPILED, "cpu", 0.0)
 
 
-def _compiled(fn, *args):
+def compiled_call(fn, *args):
     """``fn(*args)`` (a compiled call that releases the GIL), its CPU counted in :func:`compiled_cpu`."""
     began = time.thread_time()
     try:
@@ -72,7 +72,8 @@ def _compiled(fn, *args):
     finally:
         _COMPILED.cpu = getattr(_COMPILED, "cpu", 0.0) + time.thread_time() - began
 
-__all__ = ["GlobalWeights", "Replica", "SPLIT_ROWS", "damp_agreeing", "merge_threads", "row_bytes"]
+__all__ = ["GlobalWeights", "RowRanges", "compiled_call", "compiled_cpu", "damp_agreeing", "row_bytes",
+           "row_end", "take_range"]
 
 
 def row_bytes(codec, vector_size):
@@ -81,7 +82,7 @@ def row_bytes(codec, vector_size):
     return vector_size * np.dtype(codec).itemsize + (4 if codec == "int8" else 0) + 4
 
 
-def _row_end(name, lo, hi, hot_rows):
+def row_end(name, lo, hi, hot_rows):
     """Where a merge part's rows ``[lo, hi)`` of matrix ``name`` end in a round that skips cold rows:
     ``hot_rows`` is the words' count (for ``syn0`` and ``syn1neg``) or a count per matrix (with
     hs's ``syn1``, whose rows are tree nodes); None or negative: every row."""
@@ -89,6 +90,41 @@ def _row_end(name, lo, hi, hot_rows):
     if hot is None or hot < 0:
         return hi
     return min(hi, max(lo, hot))
+
+
+class RowRanges:
+    """Ranges of rows held by threads: :meth:`holding` ``[lo, hi)`` waits until no thread holds a row of it.
+
+    A lock by rows, not by stripe: a part holds exactly its rows, in one pass, so parts of different
+    rows go on at once and a part costs one acquisition whatever its size. (Fair enough for merges: a
+    part waits only for parts under way on its rows, each a few milliseconds.)
+
+    Parameters
+    ----------
+    n_rows : int
+        The rows (``holding(0, n_rows)`` holds them all).
+    """
+
+    def __init__(self, n_rows):
+        self.n_rows = int(n_rows)
+        self.busy = []  # [lo, hi) held, in the order taken
+        self.changed = threading.Condition(threading.Lock())
+
+    @contextlib.contextmanager
+    def holding(self, lo, hi):
+        """Hold rows ``[lo, hi)`` (an empty range holds the row ``lo``, so that it still waits for a
+        part under way there) for the ``with`` block."""
+        span = (lo, max(hi, lo + 1))
+        with self.changed:
+            while any(a < span[1] and span[0] < b for a, b in self.busy):
+                self.changed.wait()
+            self.busy.append(span)
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.busy.remove(span)
+                self.changed.notify_all()
 
 
 class GlobalWeights:
@@ -144,6 +180,10 @@ class GlobalWeights:
         undamped (summed, or averaged under ``mean``): replies carry what the
         worker missed of them as deltas, in ``codec`` (int8 deltas: half the bytes of float16
         values), the rounding waiting in ``G - snapshot``.
+
+    Parts of several workers fold at once where their rows differ (:class:`RowRanges`): a shard serves
+    each worker's link on a thread of its own, and a worker's pieces in flight
+    (:func:`gensim_distw2v.core.schedule.round_pieces`) keep the workers' parts on different rows.
     """
 
     def __init__(self, weights, rule="sum", damp_rows=None, codec="float16", delta_rows=0, value_codec=None):
@@ -171,7 +211,10 @@ class GlobalWeights:
         self.snapshots = {}  # worker rank -> {matrix name: float32 (snap_rows, dim)}
         self.merges = 0
         self.damped = 0  # rows the damp rule took part of
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the counters (merges, damped)
+        # the rows being folded: parts of several workers fold at once where their rows differ (workers'
+        # pieces in flight keep their parts apart); membership, and copies of everything, hold every row
+        self.held = RowRanges(n_rows)
 
     def _bit(self, worker):
         """``(word, mask)`` of a worker's stale bit."""
@@ -186,10 +229,15 @@ class GlobalWeights:
             marks[word] &= ~mask
         return marks
 
+    def exclusive(self):
+        """No merge folds meanwhile (every row held): to copy the weights whole, or change who is a
+        member; a context manager."""
+        return self.held.holding(0, self.held.n_rows)
+
     def add_worker(self, worker):
         """A worker joined: it takes a free slot, and its view is what it downloads
         (:meth:`download`); until then it is taken to hold the weights as they are now."""
-        with self.lock:
+        with self.exclusive():
             used = set(self.slots.values())
             slot = next(i for i in range(len(used) + 1) if i not in used)
             if slot // 64 >= len(self.members):  # a 65th worker: one more word per row
@@ -208,7 +256,7 @@ class GlobalWeights:
 
     def remove_worker(self, worker):
         """A worker left: free its slot and snapshot."""
-        with self.lock:
+        with self.exclusive():
             if worker in self.slots:
                 word, mask = self._bit(worker)
                 self.members[word] &= ~mask
@@ -218,7 +266,7 @@ class GlobalWeights:
     def download(self, name, lo, hi, worker=None):
         """Rows ``[lo, hi)`` of matrix ``name``, a copy; a member's download also becomes its view of
         them (its snapshot, its stale bits cleared), at the same instant."""
-        with self.lock:
+        with self.held.holding(lo, hi):
             rows = np.array(self.weights[name][lo:hi])
             if worker is not None and worker in self.slots:
                 top = min(hi, self.snap_rows[name])
@@ -264,12 +312,13 @@ class GlobalWeights:
             (``take_in(..., absolute=True)``).
         """
         deltas_out, values_out = {}, {}
-        with self.lock:
+        with self.held.holding(lo, hi):  # (parts of other rows fold meanwhile)
             if worker not in self.slots:
                 raise ValueError(f"worker rank {worker} is not part of this session's merges")
             scale = 1.0 / len(self.slots) if self.rule == "mean" else 1.0
             marks = self._marks(worker, own_too=self.rule == "mean")
             word, mask = self._bit(worker)
+            damped = 0
             for name, weights in self.weights.items():
                 top_rows, snap = self.snap_rows[name], self.snapshots[worker][name]
                 rows, values, row_scales = deltas.get(name, (None, None, None))
@@ -278,13 +327,13 @@ class GlobalWeights:
                     top = int(np.searchsorted(rows, top_rows))  # rows are increasing
                     if values.dtype == np.float16 and not HAS_F16C:
                         values = _as_float32(values)
-                    self.damped += _compiled(fold_part, weights, rows, values, top, snap, self.stale[name], marks,
-                                             scale, row_scales, self.damp_below[name])
-                end = _row_end(name, lo, hi, hot_rows)
+                    damped += compiled_call(fold_part, weights, rows, values, top, snap, self.stale[name], marks,
+                                            scale, row_scales, self.damp_below[name])
+                end = row_end(name, lo, hi, hot_rows)
                 # damped rows: what the worker missed, as deltas (hold-back and rounding wait: error feedback)
                 if lo < min(end, top_rows):
-                    deltas_out[name] = _take(weights[:top_rows], snap, lo, min(end, top_rows),
-                                             "float32" if exact else self.codec, hold_back)
+                    deltas_out[name] = take_range(weights[:top_rows], snap, lo, min(end, top_rows),
+                                                  "float32" if exact else self.codec, hold_back)
                 else:
                     deltas_out[name] = (np.zeros(0, np.uint32), np.zeros((0, weights.shape[1]), np.float32), None)
                 # every other row: the values of those changed since the worker last had them (and, in an
@@ -293,20 +342,22 @@ class GlobalWeights:
                 codec = "float32" if exact else self.value_codec
                 want = wanted if wanted is not None and name in BY_FREQUENCY else None
                 if HAS_F16C or codec != "float16":  # one compiled pass: the bits, the values, the bits again
-                    values_out[name] = _compiled(stale_reply, weights, self.stale[name], self.rounded[name], word,
-                                                        mask, a, max(a, end), exact, want, lo, codec)
+                    values_out[name] = compiled_call(stale_reply, weights, self.stale[name], self.rounded[name], word,
+                                                     mask, a, max(a, end), exact, want, lo, codec)
                 else:
                     values_out[name] = _stale_reply(weights, self.stale[name], self.rounded[name], word, mask, a,
                                                     end, exact, want, lo, codec)
+        with self.lock:
+            self.damped += damped
             self.merges += 1
         return deltas_out, values_out
 
 
-def _take(replica, base, lo, hi, codec, hold_back=0.0):
+def take_range(replica, base, lo, hi, codec, hold_back=0.0):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
     :meth:`Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
     if HAS_F16C or codec != "float16":  # one compiled call: which rows, which go, their deltas, the base
-        return _compiled(take_part, replica, base, lo, hi, codec, hold_back)
+        return compiled_call(take_part, replica, base, lo, hi, codec, hold_back)
     changed, norms = changed_rows(replica, base, lo, hi)
     kept = kept_rows(norms, hold_back)  # the smallest wait: error feedback (compiled, linear time)
     changed = changed[kept]
@@ -350,226 +401,3 @@ def damp_agreeing(delta, missed, missed_sq):
     delta_sq = np.einsum("ij,ij->i", d, d)
     out[agree] -= (dot / (2 * missed_sq[agree]))[:, None] * m + (dot / (2 * delta_sq))[:, None] * d
     return out
-
-
-#: a listed matrix's marks (:class:`Replica`): trained since a round took the row; differs still, for an
-#: exact round or the row's next training
-TOUCHED, WAITING = 1, 2
-
-#: the fewest rows a merge thread takes of a part (fewer: the part is not split; 4,096 rows of 100
-#: values are 1.6 MB, a millisecond of work, against a few microseconds to hand it to a thread)
-SPLIT_ROWS = 4096
-_HELPERS = {"pool": None, "size": 0, "lock": threading.Lock()}
-
-
-def _helpers(size):
-    """This process's pool of ``size`` merge helper threads (named ``merger-helper``: their CPU counts
-    with the merger's), grown when asked for more."""
-    with _HELPERS["lock"]:
-        if _HELPERS["size"] < size:
-            old = _HELPERS["pool"]
-            _HELPERS["pool"] = ThreadPoolExecutor(size, thread_name_prefix="merger-helper")
-            _HELPERS["size"] = size
-            if old is not None:  # its threads end once their work is done
-                old.shutdown(wait=False)
-        return _HELPERS["pool"]
-
-
-def merge_threads(trainers):
-    """A worker's merge threads by default: one per four trainer threads, from one to four (the merger
-    is one thread against T trainers: at a large vocabulary its round outlasts the interval, and its
-    compiled work releases the GIL)."""
-    return max(1, min(4, int(trainers) // 4))
-
-
-def _timed(fn, *args):
-    """``(fn(*args), the CPU seconds this thread spent in it)``."""
-    began = time.thread_time()
-    out = fn(*args)
-    return out, time.thread_time() - began
-
-
-def _pieces(lo, hi, threads):
-    """``[lo, hi)`` cut into at most ``threads`` ranges of at least :data:`SPLIT_ROWS` rows."""
-    n = max(1, min(threads, (hi - lo) // SPLIT_ROWS))
-    if n == 1:
-        return [(lo, hi)]
-    cuts = [lo + (hi - lo) * i // n for i in range(n + 1)]
-    return list(zip(cuts[:-1], cuts[1:]))
-
-
-def _joined(parts):
-    """One matrix's ``(rows, values, row scales or None)`` from its pieces', in row order: as they came
-    if they went in one codec, else every piece as the float32 it stands for (what the base advanced by)."""
-    parts = [p for p in parts if len(p[0])] or parts[:1]
-    if len(parts) == 1:
-        return parts[0]
-    rows = np.concatenate([p[0] for p in parts])
-    kinds = {(p[1].dtype, p[2] is None) for p in parts if len(p[0])}
-    if len(kinds) <= 1:
-        scales = None if all(p[2] is None for p in parts) else np.concatenate(
-            [p[2] if p[2] is not None else np.zeros(0, np.float32) for p in parts])
-        return rows, np.concatenate([p[1] for p in parts]), scales
-    values = [p[1].astype(np.float32) * (p[2][:, None] if p[2] is not None else np.float32(1)) for p in parts]
-    return rows, np.ascontiguousarray(np.concatenate(values), dtype=np.float32), None
-
-
-class Replica:
-    """A worker's replica ``R`` of the trained matrices and its base ``B``.
-
-    Parameters
-    ----------
-    weights : dict of (str, numpy.ndarray)
-        The global weights as fetched at join time; copied into ``R`` (trained in place by the
-        kernel) and ``B``.
-    threads : int
-        Threads that take and apply a merge part's rows: the caller's and ``threads - 1`` helpers,
-        each on rows of its own (the compiled work releases the GIL; at least :data:`SPLIT_ROWS` rows
-        each). Measured on this 2-core machine at 1.07 M rows of 100 values in two matrices
-        (``benchmarks/merge_threads.py``, 2026-11-28): a routine round's 100 k rows taken in 18.0 ->
-        11.3 ms with two threads and applied in 8.8 -> 4.8, an every-row round's 630 k in 246 -> 218
-        and 85 -> 49 (memory-bound, not twice as fast). Each thread holds back (``hold_back``) its
-        own rows' share.
-    listed : dict of (str, int), optional
-        Matrices whose changed rows are only those the trainers name (:meth:`touched`), each with the
-        first of its rows that may wait (its hot rows' count): a round reads the rows named since,
-        not every row of its range (at a vocabulary of a million words a cold round's ``syn0`` read
-        800 MB of ``R`` and ``B`` to find the rows of the words it had trained). Only for a matrix
-        that nothing but the trainers' named rows changes (``syn0``: the input rows of a job's words;
-        not ``syn1neg``, which every negative drawn changes). A row that still differs after a round
-        (held back, or its rounding waiting) is read again by the next round below the first that
-        may wait, and beyond it once its word trains again or at an exact round (an epoch's flush):
-        untrained, it is as the round left it (a scan would read it again each round, and send it only
-        when the part's other changes are smaller).
-
-    Attributes
-    ----------
-    helper_cpu : float
-        CPU seconds the helper threads have spent so far (the caller's own is its thread's).
-    """
-
-    def __init__(self, weights, threads=1, listed=None):
-        self.replica = {name: np.array(w, dtype=np.float32, order="C") for name, w in weights.items()}
-        self.base = {name: w.copy() for name, w in self.replica.items()}
-        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
-        listed = dict(listed or {})
-        unknown = sorted(set(listed) - set(self.replica))
-        if unknown:
-            raise ValueError(f"listed matrices {unknown} are not among the replica's {sorted(self.replica)}")
-        self.threads = int(threads)
-        self.helper_cpu = 0.0
-        # per listed matrix, a mark per row (TOUCHED: trained since a round last took it; WAITING: differs,
-        # for an exact round or its next training), and the first row that may wait
-        self.marks = {name: np.zeros(len(self.replica[name]), dtype=np.uint8) for name in listed}
-        self.wait_from = {name: int(first) for name, first in listed.items()}
-
-    def touched(self, name, rows):
-        """The trainers have changed (at most) these rows of a listed matrix, and are done with them: the
-        next round that reaches them takes them. Call it *after* the writes (a round clears the marks
-        it lists before it reads the rows: a write it misses was marked after that, so the next round
-        takes it). A matrix not listed: nothing to do."""
-        marks = self.marks.get(name)
-        if marks is not None:
-            marks[rows] = TOUCHED
-
-    def _take_listed(self, name, lo, end, codec, hold_back, exact):
-        """A listed matrix's part ``[lo, end)``: the rows marked there (with ``exact``, waiting too), their
-        marks cleared before they are read; those that still differ from the base marked again (below
-        :attr:`wait_from` as touched, beyond it as waiting, unless touched meanwhile)."""
-        marks = self.marks[name]
-        rows = (np.flatnonzero(marks[lo:end] if exact else marks[lo:end] == TOUCHED) + lo).astype(np.uint32)
-        marks[rows] = 0
-        # the range's pieces (each holds back its own share, as a scan's would: the same rows go)
-        cuts = np.searchsorted(rows, [a for a, _ in _pieces(lo, end, self.threads)] + [end])
-        parts = self._run([(_compiled, take_listed, self.replica[name], self.base[name], rows[a:b], codec, hold_back)
-                           for a, b in zip(cuts[:-1], cuts[1:])])
-        first = self.wait_from[name]
-        for part in parts:
-            differ = np.sort(part[3])  # (held back, then rounded: each in order)
-            split = int(np.searchsorted(differ, first))
-            marks[differ[:split]] = TOUCHED
-            waiting = differ[split:]
-            marks[waiting[marks[waiting] == 0]] = WAITING
-        return _joined([part[:3] for part in parts])
-
-    def _run(self, tasks):
-        """``[fn(*args) for fn, *args in tasks]``, the first in this thread, the others on helpers."""
-        if len(tasks) == 1:
-            fn, *args = tasks[0]
-            return [fn(*args)]
-        futures = [_helpers(self.threads - 1).submit(_timed, *task) for task in tasks[1:]]
-        fn, *args = tasks[0]
-        first = fn(*args)
-        done = [future.result() for future in futures]
-        self.helper_cpu += sum(cpu for _, cpu in done)
-        return [first] + [out for out, _ in done]
-
-    def take_delta(self, lo, hi, codec="float32", hold_back=0.0, hot_rows=None, exact=False):
-        """Rows of ``[lo, hi)`` changed since the last merge and their deltas; marks them sent.
-
-        Training threads may go on writing ``R`` meanwhile (Hogwild): what they add after the
-        delta is taken stays in ``R - B`` for the next round.
-
-        Parameters
-        ----------
-        lo, hi : int
-            Row range.
-        codec : {'float32', 'float16', 'int8'} or numpy dtype
-            float32; float16 to halve the bytes (a matrix whose delta would overflow float16
-            goes as float32); int8 levels with a float32 scale per row to quarter them (a
-            matrix with values that are not finite goes as float32). What rounding loses stays in
-            ``R - B`` for the next round.
-        hold_back : float
-            Keep back the rows with the smallest changes that together carry up to this share of
-            the squared delta (per matrix): they stay in ``R - B`` and go in a later round, once
-            grown (error feedback). 0 sends every changed row.
-        hot_rows : int or dict of (str, int), optional
-            Of ``syn0`` and ``syn1neg`` (or of each matrix named), look at the rows below this only
-            (a routine round that skips the cold rows, :func:`hot_rows`); the others wait in
-            ``R - B``. Default: every row.
-        exact : bool
-            An epoch's flush: of a listed matrix, also the rows that wait (every row that differs).
-
-        Returns
-        -------
-        dict of (str, (numpy.ndarray, numpy.ndarray, numpy.ndarray or None))
-            Per matrix: uint32 rows, their delta values, and int8's float32 row scales (else None).
-        """
-        codec = check_codec(codec)
-        # B advances by exactly what the server adds to G (so B == G bit for bit on rows no one else
-        # touched); the rounding of the delta stays in R - B for the next round.
-        out = {}
-        for name, replica in self.replica.items():
-            end = _row_end(name, lo, hi, hot_rows)
-            if name in self.marks and (HAS_F16C or codec != "float16"):  # (else the range: numpy's float16)
-                out[name] = self._take_listed(name, lo, end, codec, hold_back, exact)
-                continue
-            pieces = _pieces(lo, end, self.threads)
-            if len(pieces) == 1:  # one thread, or too few rows to split: as it always was
-                out[name] = _take(replica, self.base[name], lo, end, codec, hold_back)
-                continue
-            out[name] = _joined(self._run([(_take, replica, self.base[name], a, b, codec, hold_back)
-                                           for a, b in pieces]))
-        return out
-
-    def take_in(self, missed, values=None):
-        """Take in what the server sent (:meth:`GlobalWeights.apply`'s pair): deltas of the rows
-        it keeps a snapshot of (``R += delta; B += delta``) and the global values of other rows
-        (``R += value - B; B = value``: what this worker has not sent stays in ``R - B``).
-
-        Both map matrix names to ``(rows, values, row scales or None)``.
-        """
-        for reply, absolute in ((missed, False), (values or {}, True)):
-            for name, (rows, got, row_scales) in reply.items():
-                if not len(rows):
-                    continue
-                rows = np.ascontiguousarray(rows, dtype=np.uint32)
-                if not HAS_F16C and got.dtype == np.float16:
-                    got = _as_float32(got)
-                pieces = _pieces(0, len(rows), self.threads)
-                if len(pieces) == 1:
-                    _compiled(take_rows, self.replica[name], self.base[name], rows, got, row_scales, absolute)
-                    continue
-                self._run([(_compiled, take_rows, self.replica[name], self.base[name], rows[a:b], got[a:b],
-                            None if row_scales is None else row_scales[a:b], absolute) for a, b in pieces])

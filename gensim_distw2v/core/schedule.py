@@ -50,6 +50,8 @@ HOT_SIGHTINGS = 0.25
 # the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
 # busiest first as the cluster trains them (kernel.reverse_tree), with counts of their own
 BY_FREQUENCY = ("syn0", "syn1neg")
+# a piece of a routine merge round (round_pieces) has at least this many rows
+PIECE_ROWS = 1024
 
 
 def damp_words(sync_words):
@@ -303,3 +305,38 @@ def round_rows(rounds, hot_rows, tree_hot_rows, cold_every, cold_output_every, f
     if cold and not flush and rounds % (cold_every * cold_output_every):
         limits = {"syn0": -1, "syn1neg": int(hot_rows), "syn1": -1}
     return cold, hot, tree, limits
+
+
+def round_pieces(parts, top, pieces, piece_rows=PIECE_ROWS):
+    """A merge round's parts cut into pieces: each piece's rows are taken while the piece before is on
+    its way (on the wire, folded on the shards, replied), so a round's time on the wire and on the
+    shards overlaps its taking, but for its last piece's.
+
+    Parameters
+    ----------
+    parts : list of (int, int)
+        The round's row ranges ``[lo, hi)`` (each at most ``part_bytes`` on the wire).
+    top : int
+        Where a routine round's rows end (its hot rows': the rest of a part is taken only as far as it
+        is wanted); negative: every row (a cold round).
+    pieces : int
+        At least this many pieces in all, when the parts are fewer (the ``round_pieces`` setting);
+        1: the parts as they are.
+    piece_rows : int
+        Fewest rows of a piece (a piece costs a message to every shard).
+
+    Returns
+    -------
+    list of (int, int)
+        Row ranges in order, together the parts' rows: each part's ``[lo, min(hi, top))`` cut into
+        equal pieces, its last piece running to the part's end.
+    """
+    if pieces <= len(parts):
+        return list(parts)
+    out = []
+    for lo, hi in parts:
+        end = hi if top < 0 else min(hi, max(lo, top))
+        n = max(1, min(-(-pieces // len(parts)), (end - lo) // piece_rows))
+        cuts = [lo + (end - lo) * i // n for i in range(n)] + [hi]
+        out.extend(zip(cuts[:-1], cuts[1:]))
+    return out

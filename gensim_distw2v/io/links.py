@@ -16,7 +16,7 @@ from gensim_distw2v.protocol.errors import ShardLost
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ShardLinks", "RESTART"]
+__all__ = ["InFlight", "ShardLinks", "RESTART"]
 
 # what a lost shard's message says to do, after naming it ({host}, {port}: the name server's)
 RESTART = "restart it with: python -m gensim_distw2v.shard --ns-host {host} --ns-port {port}"
@@ -103,38 +103,51 @@ class ShardLinks:
 
     def call_all(self, op, requests):
         """``op`` on every shard with its request record (``requests[shard]``), at once; returns
-        ``(replies, CPU seconds of the pool's threads)``. By the shards' channels every request is
-        sent before any reply is read, from the calling thread (no thread handed a call per shard);
-        else each call runs in the pool.
+        ``(replies, CPU seconds of the pool's threads)``: :meth:`start_all`'s, waited for.
 
         Raises
         ------
         gensim_distw2v.protocol.errors.ShardLost
             A shard does not answer (:meth:`call`'s).
         """
-        if op in self.bulk and len(self.shards) > 1 and all(self._checked_channel(s) for s in range(len(self.shards))):
+        return self.start_all(op, requests).result()
+
+    def start_all(self, op, requests):
+        """Start ``op`` on every shard with its request record (``requests[shard]``) and return at
+        once: the :class:`InFlight` calls, whose ``result()`` waits for the replies. By the shards'
+        channels every request is sent now, from the calling thread (no thread handed a call per
+        shard; one call in flight on each: wait for these before the next); else each call runs in
+        the pool (one shard without a channel: here, now). Meanwhile the caller may work on
+        anything but these links (a merge round takes its next part's rows).
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.ShardLost
+            A shard does not answer (:meth:`call`'s), here or at ``result()``.
+        """
+        if op in self.bulk and all(self._checked_channel(s) for s in range(len(self.shards))):
             shard = 0
             try:
                 for shard, request in enumerate(requests):
                     self.channels[shard].start(op, request)
-                replies = []
-                for shard in range(len(requests)):
-                    replies.append(self.channels[shard].result())
-                return replies, 0.0
-            except channel.LinkBroken as err:
-                for bulk in self.channels:  # (the others' calls are in flight: their links are out of step)
-                    bulk.release()
-                raise self._lost(shard, err) from None
-            except BaseException:
-                for bulk in self.channels:
-                    bulk.release()
+            except BaseException as err:
+                self._release_channels()  # (the others' calls are in flight: their links are out of step)
+                if isinstance(err, channel.LinkBroken):
+                    raise self._lost(shard, err) from None
                 raise
+            return InFlight(self, op, channels=True)
 
         def one(shard):
             began = time.thread_time()
             return self.call(shard, op, requests[shard]), time.thread_time() - began
-        done = self.each(one)
-        return [reply for reply, _cpu in done], sum(cpu for _reply, cpu in done) if self.pool is not None else 0.0
+        if self.pool is None:
+            return InFlight(self, op, done=[one(0)])
+        return InFlight(self, op, futures=[self.pool.submit(one, shard) for shard in range(len(self.shards))])
+
+    def _release_channels(self):
+        for bulk in self.channels:
+            if bulk:
+                bulk.release()
 
     def _lost(self, shard, err):
         name, uri = self.shards[shard]
@@ -188,8 +201,48 @@ class ShardLinks:
                 except (transport.PyroError, ValueError) as err:
                     logger.warning("could not close session %s on shard %s: %s", sid, self.shards[shard][0], err)
             link.release()
-        for bulk in self.channels:
-            if bulk:
-                bulk.release()
+        self._release_channels()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class InFlight:
+    """Calls to every shard of :meth:`ShardLinks.start_all`, under way: :meth:`result` waits for their
+    replies; :meth:`abandon` gives them up (their channels are closed: the next call connects again)."""
+
+    def __init__(self, links, op, channels=False, done=None, futures=None):
+        self.links, self.op, self.channels, self.done, self.futures = links, op, channels, done, futures
+        self.finished = False
+
+    def result(self):
+        """``(replies, CPU seconds of the pool's threads)``, per shard in order.
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.ShardLost
+            A shard does not answer.
+        """
+        if self.finished:
+            raise RuntimeError(f"the replies to {self.op} were taken already")
+        self.finished = True
+        if self.channels:
+            links, replies, shard = self.links, [], 0
+            try:
+                for shard in range(len(links.shards)):
+                    replies.append(links.channels[shard].result())
+            except BaseException as err:
+                links._release_channels()
+                if isinstance(err, channel.LinkBroken):
+                    raise links._lost(shard, err) from None
+                raise
+            return replies, 0.0
+        done = self.done if self.futures is None else [future.result() for future in self.futures]
+        return [reply for reply, _cpu in done], sum(cpu for _reply, cpu in done) if self.futures is not None else 0.0
+
+    def abandon(self):
+        """Give the calls up (an error on the caller's side while they were under way): channels are
+        closed, pool calls finish on their own and are dropped."""
+        if not self.finished:
+            self.finished = True
+            if self.channels:
+                self.links._release_channels()

@@ -197,6 +197,7 @@ class RoundReport(Record):
     flush_cpu: float = 0.0  # of merge_cpu, the epoch flushes' (a total so far): per epoch, not per interval
     setup_cpu: float = 0.0  # the worker's process CPU joining the session (join, downloads): per session
     routine_nogil_cpu: float = 0.0  # of merge_cpu, the routine rounds' compiled calls' (a total so far): no GIL
+    take_cpu: float = 0.0  # of merge_cpu, the routine rounds' taking of their pieces (a total so far)
 
     def check(self):
         if self.flush < -1:
@@ -207,7 +208,7 @@ class RoundReport(Record):
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
         _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down",
-                       "flush_cpu", "setup_cpu", "routine_nogil_cpu")
+                       "flush_cpu", "setup_cpu", "routine_nogil_cpu", "take_cpu")
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
                     or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_REPORT_WORDS
@@ -215,7 +216,7 @@ class RoundReport(Record):
                 raise ValueError(f"round report: jobs must be [id, effective_words] or [id, effective_words, "
                                  f"raw_words, examples], ints in [0, 2**40), got {entry!r}"[:300])
         for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu",
-                     "routine_nogil_cpu"):
+                     "routine_nogil_cpu", "take_cpu"):
             if getattr(self, name) > MAX_REPORT_SECONDS:
                 raise ValueError(f"round report: {name} must be at most {MAX_REPORT_SECONDS:g} s, got "
                                  f"{getattr(self, name)}")

@@ -35,6 +35,7 @@ class WorkerCounts(Record):
     stall_seconds: float = 0.0
     setup_cpu: float = 0.0
     routine_nogil_cpu: float = 0.0
+    take_cpu: float = 0.0
 
     def check(self):
         _non_negative(self, *self.names())
@@ -50,7 +51,7 @@ class WorkerCounts(Record):
             self.exact_bytes_up += report.bytes_up
             self.exact_bytes_down += report.bytes_down
         for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu",
-                     "routine_nogil_cpu"):
+                     "routine_nogil_cpu", "take_cpu"):
             setattr(self, name, max(getattr(self, name), getattr(report, name)))
 
 

@@ -363,7 +363,7 @@ class Shard(Member):
             held = self.held
             if held is None or held.id != sid or held.weights is None:
                 return
-            with held.weights.lock:  # merges fold in under it: a copy between two folds
+            with held.weights.exclusive():  # no merge folds meanwhile: a copy between two folds
                 rows = {name: array.copy() for name, array in held.arrays.items()}
             spec = held.spec
         try:

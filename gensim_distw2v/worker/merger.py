@@ -13,7 +13,7 @@ import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.merge import compiled_cpu
-from gensim_distw2v.core.schedule import round_rows
+from gensim_distw2v.core.schedule import round_pieces, round_rows
 
 __all__ = ["MergeRounds", "REPORT_EVERY"]
 
@@ -61,46 +61,28 @@ class MergeRounds:
         top = self.params.vocab_size if "syn1" in self.replica.replica and tree < 0 else max(hot, tree)
         parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
             else [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
-        size = self.params.vector_size
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
         wanted = None
         if flush_epoch is None and self.want is not None:
             with self.lock:
                 wanted = np.flatnonzero(self.want).astype(np.uint32)
-        for lo, hi in parts:
-            deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits, exact=flush_epoch is not None)
-            traffic[0] += sum(_nbytes(d) for d in deltas.values())
-            split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
-            wanted_split = None if wanted is None else self.layout.split(
-                wanted[np.searchsorted(wanted, max(lo, self.hot_rows)):np.searchsorted(wanted, hi)])
-            self.worker.check_alive(self)
-            requests = []
-            for shard in range(len(self.links)):  # each shard's part of the range, its own rows
-                local_lo, local_hi = self.layout.local_range(lo, hi, shard)
-                requests.append(protocol.MergePart(
-                    session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
-                    token=self.token,
-                    matrices={name: protocol.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
-                    hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=flush_epoch is not None,
-                    tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
-                    wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
-                                                                              local_hi)))
-                traffic[0] += 0 if requests[-1].wanted is None else len(requests[-1].wanted["data"])
-            # every shard at once: by their channels all parts go before any reply is read; else in the pool
-            replies, link_cpu = self.links.call_all("merge", requests)
-            pool_cpu += link_cpu  # the shard links' threads' CPU (none by the channels)
-            for shard, (request, reply) in enumerate(zip(requests, replies)):
-                got = []
-                for key in ("matrices", "values"):
-                    got.append({})
-                    for name, msg in getattr(reply, key).items():
-                        if name not in self.replica.replica:
-                            raise ValueError(f"merge reply: unknown matrix {name!r}")
-                        rows, values, scales = protocol.unpack_deltas(msg, name, size, request.lo, request.hi,
-                                                                  f"merge reply's {key}")
-                        got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
-                traffic[1] += sum(_nbytes(d) for way in got for d in way.values())
-                self.replica.take_in(*got)
+        # a part's rows are taken while the part before is on its way (wire, fold, reply): its rows are
+        # others, so the order of the two does not matter; one part in flight on each shard's link
+        flight = None
+        try:
+            for lo, hi in round_pieces(parts, top, self.round_pieces):
+                taking, taking_helpers = time.thread_time(), self.replica.helper_cpu
+                requests = self._part_requests(lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic,
+                                               exact=flush_epoch is not None)
+                if flush_epoch is None:
+                    self.take_cpu += time.thread_time() - taking + self.replica.helper_cpu - taking_helpers
+                if flight is not None:
+                    pool_cpu += self._take_replies(*flight, traffic)
+                flight = (requests, self.links.start_all("merge", requests))
+            pool_cpu += self._take_replies(*flight, traffic)
+        finally:
+            if flight is not None:
+                flight[1].abandon()  # (if an error came between its start and its replies)
         with self.lock:
             stalled = self.stalled
             if self.sync == "bsp":
@@ -118,11 +100,53 @@ class MergeRounds:
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
             flush_cpu=self.flush_cpu, setup_cpu=self.setup_cpu, routine_nogil_cpu=self.routine_nogil_cpu,
-            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
+            take_cpu=self.take_cpu,            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
         # in batches
         self._report(proxy, report, now=flush_epoch is not None or self.sync == "bsp")
+
+    def _part_requests(self, lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic, exact):
+        """The merge parts of rows ``[lo, hi)``, one per shard: this worker's changes taken there (and
+        marked sent), the rows it wants back."""
+        deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits, exact=exact)
+        traffic[0] += sum(_nbytes(d) for d in deltas.values())
+        split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
+        wanted_split = None if wanted is None else self.layout.split(
+            wanted[np.searchsorted(wanted, max(lo, self.hot_rows)):np.searchsorted(wanted, hi)])
+        self.worker.check_alive(self)
+        requests = []
+        for shard in range(len(self.links)):  # each shard's part of the range, its own rows
+            local_lo, local_hi = self.layout.local_range(lo, hi, shard)
+            requests.append(protocol.MergePart(
+                session=self.sid, rank=self.rank, lo=local_lo, hi=local_hi, hold_back=float(hold_back),
+                token=self.token,
+                matrices={name: protocol.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
+                hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=exact,
+                tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
+                wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
+                                                                          local_hi)))
+            traffic[0] += 0 if requests[-1].wanted is None else len(requests[-1].wanted["data"])
+        return requests
+
+    def _take_replies(self, requests, flight, traffic):
+        """Wait for the shards' replies to ``requests`` (under way: ``flight``) and take them in; returns
+        the CPU seconds the shard links' threads spent on them."""
+        replies, link_cpu = flight.result()
+        size = self.params.vector_size
+        for shard, (request, reply) in enumerate(zip(requests, replies)):
+            got = []
+            for key in ("matrices", "values"):
+                got.append({})
+                for name, msg in getattr(reply, key).items():
+                    if name not in self.replica.replica:
+                        raise ValueError(f"merge reply: unknown matrix {name!r}")
+                    rows, values, scales = protocol.unpack_deltas(msg, name, size, request.lo, request.hi,
+                                                              f"merge reply's {key}")
+                    got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
+            traffic[1] += sum(_nbytes(d) for way in got for d in way.values())
+            self.replica.take_in(*got)
+        return link_cpu
 
     def _report(self, proxy, report=None, now=False):
         """Tell the dispatcher which jobs are merged: ``report`` joins the routine rounds not reported
@@ -138,7 +162,7 @@ class MergeRounds:
             pending.bytes_down += report.bytes_down
             pending.rounds += report.rounds
             for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu", "turn",
-                         "routine_nogil_cpu"):
+                         "routine_nogil_cpu", "take_cpu"):
                 setattr(pending, name, getattr(report, name))
         elif report is not None and not now:
             self.pending = report

@@ -29,7 +29,7 @@ import threading
 import uuid
 
 from gensim_distw2v import protocol
-from gensim_distw2v.core.merge import merge_threads as default_merge_threads
+from gensim_distw2v.core.replica import merge_threads as default_merge_threads
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.io import endpoints, meter, transport
 from gensim_distw2v.io.corpusfile import corpus_folders
@@ -58,8 +58,8 @@ class Worker(Member):
     heartbeat : float
         Seconds between heartbeats (each is a long poll: a new session is seen at once).
     merge_threads : int, optional
-        Threads that take and apply a merge round's rows (:class:`gensim_distw2v.core.merge.Replica`);
-        default :func:`gensim_distw2v.core.merge.merge_threads` of ``threads``.
+        Threads that take and apply a merge round's rows (:class:`gensim_distw2v.core.replica.Replica`);
+        default :func:`gensim_distw2v.core.replica.merge_threads` of ``threads``.
     corpus_dir : str, optional
         The only folders (``:``-separated) whose files it reads as corpora (None: any file).
 

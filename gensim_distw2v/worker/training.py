@@ -19,7 +19,8 @@ from gensim_distw2v.protocol import tables
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.io.corpusfile import check_files, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
-from gensim_distw2v.core.merge import Replica, row_bytes
+from gensim_distw2v.core.merge import row_bytes
+from gensim_distw2v.core.replica import Replica
 from gensim_distw2v.core.schedule import default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
@@ -66,7 +67,7 @@ class _Training(MergeRounds):
         self.merge_seconds = 0.0
         self.train_cpu = self.merge_cpu = 0.0  # CPU seconds of the trainer threads' kernel calls, of merge rounds
         self.flush_cpu = 0.0  # of merge_cpu, the epoch flushes'
-        self.routine_nogil_cpu = 0.0  # of merge_cpu, the routine rounds' compiled calls' (they release the GIL)
+        self.routine_nogil_cpu = self.take_cpu = 0.0  # of merge_cpu: the routine rounds' compiled calls' (no GIL), taking
         self.setup_cpu = 0.0  # process CPU from the session's start here to its training: join, downloads, replica
         self.stalled = 0.0  # seconds trainer threads waited for a merge round (the staleness bound)
         self.trained_words = 0
@@ -101,7 +102,7 @@ class _Training(MergeRounds):
         self.sync, self.turn = settings.sync, [0, 0]
         if self.sync == "local":
             self.sync_words = LOCAL_INTERVAL
-        self.hold_back, self.part_bytes = settings.hold_back, settings.part_bytes
+        self.hold_back, self.part_bytes, self.round_pieces = settings.hold_back, settings.part_bytes, settings.round_pieces
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
         self.cold_output_every = settings.cold_output_every or default_cold_output_every(self.params.sg)
