@@ -100,7 +100,8 @@ class MergeRounds:
             jobs=jobs, loss=float(loss), flush=-1 if flush_epoch is None else flush_epoch,
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
             flush_cpu=self.flush_cpu, setup_cpu=self.setup_cpu, routine_nogil_cpu=self.routine_nogil_cpu,
-            take_cpu=self.take_cpu,            kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0], bytes_down=traffic[1],
+            take_cpu=self.take_cpu, kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0],
+            bytes_down=traffic[1],
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
         # in batches
