@@ -34,7 +34,8 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 import math
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency",
-           "default_rtt_ms", "dispatcher_split", "pipelined", "merge_speedup", "fold_speedup", "dispatcher_limit", "costs_at", "at_corpus", "limits",
+           "default_rtt_ms", "dispatcher_split", "pipelined", "merge_speedup", "fold_speedup", "dispatcher_limit",
+           "costs_at", "at_corpus", "limits",
            "concurrent_threads", "single_node",
            "project", "this_machine"]
 
@@ -106,10 +107,13 @@ def merge_speedup(mergers):
     return MERGE_THREAD_SPEEDUP[max(m for m in MERGE_THREAD_SPEEDUP if m <= max(1, int(mergers)))]
 
 
-def fold_speedup(folders):
+def fold_speedup(folders, pieces=None):
     """How many times faster a shard folds with ``folders`` parts at once than one at a time
-    (:data:`FOLD_THREAD_SPEEDUP`, held beyond the largest measured)."""
-    return FOLD_THREAD_SPEEDUP[max(f for f in FOLD_THREAD_SPEEDUP if f <= max(1, int(folders)))]
+    (:data:`FOLD_THREAD_SPEEDUP`, held beyond the largest measured); with ``pieces`` (the runs'
+    ``round_pieces``), at most that many: with one piece a round every worker's part covers the same
+    hot rows, so they fold in turn (measured x1.07)."""
+    folders = max(1, int(folders)) if pieces is None else max(1, min(int(folders), int(pieces)))
+    return FOLD_THREAD_SPEEDUP[max(f for f in FOLD_THREAD_SPEEDUP if f <= folders)]
 
 
 #: the threading efficiency curve's slope: ``e(T) = 1 - EFFICIENCY_SLOPE log2 T`` (gensim's own benchmarks)
@@ -306,8 +310,8 @@ def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threa
     wire = 0.0 if link_gbit is None else \
         (costs["bytes_up_per_word"] + costs["bytes_down_per_word"]) * words * crossing / (link_gbit * 1e9 / 8)
     merge = stretch * costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / merge_speedup(mergers))
-    fold = stretch * costs["shard_us"] * 1e-6 * words / shards * (shard_gil_share + (1 - shard_gil_share)
-                                                                   / fold_speedup(fold_threads))
+    fold = stretch * costs["shard_us"] * 1e-6 * words / shards * (
+        shard_gil_share + (1 - shard_gil_share) / fold_speedup(fold_threads, costs.get("round_pieces", 1)))
     trip = round_trips * rtt_ms * 1e-3
     terms = {"round_trips": trip, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
     pieces = max(1, int(costs.get("round_pieces", 1)))
@@ -354,7 +358,7 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
         Trainer threads per worker of the runs that measured ``kernel_us``.
     mergers, fold_threads : int
         M merge threads per worker (as fast as :func:`merge_speedup` says), F parts a shard folds at
-        once (as fast as :func:`fold_speedup` says; at most the workers' ``round_pieces``).
+        once (as fast as :func:`fold_speedup` says; at most the runs' ``round_pieces``, 1 if absent).
     gil_share, shard_gil_share : float, optional
         Share of a worker's merge CPU, and of a shard's CPU, that holds the GIL (default: as the run
         measured it, ``worker_gil_share`` and ``shard_gil_share``: all but the routine rounds'
@@ -396,7 +400,8 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     out["trainer threads"] = _rate(k * threads * 1e6, kernel)
     out["merger threads"] = _rate(k * merge_speedup(mergers) * 1e6, merge)
     out["worker GIL"] = _rate(k * max(0.0, 1.0 - w_clock) * 1e6, gil_share * merge + job_py)
-    out["shard fold threads"] = _rate(shards * fold_speedup(fold_threads) * 1e6, costs["shard_us"])
+    out["shard fold threads"] = _rate(shards * fold_speedup(fold_threads, costs.get("round_pieces", 1)) * 1e6,
+                                      costs["shard_us"])
     out["shard GIL"] = _rate(shards * max(0.0, 1.0 - s_clock) * 1e6, shard_gil_share * costs["shard_us"])
     members = k + shards + 1  # its workers, shards and the client
     out["dispatcher CPU"] = dispatcher_limit(costs, members)

@@ -16,8 +16,8 @@ import numpy as np
 from gensim_distw2v import fields
 from gensim_distw2v.protocol.constants import DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
 
-__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "ROUND_PIECES", "TENSORBOARD_WORDS", "Settings",
-           "check_codec", "check_cold_every"]
+__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "ROUND_PIECES", "TENSORBOARD_WORDS",
+           "Settings", "check_codec", "check_cold_every"]
 
 PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
 CHECKPOINT_EVERY = 300.0  # seconds between timed checkpoints (with checkpoint_dir)

@@ -1154,3 +1154,32 @@ def test_workers_folding_at_once_lose_nothing(rule):
         merge_round(replica, g, rank, ranges=((0, n_rows),))  # exact: whatever a worker still lacks
         np.testing.assert_array_equal(replica.replica["syn0"], g.weights["syn0"])
     assert g.merges == workers * (20 * 8 + 1)
+
+
+def test_a_request_for_every_row_is_not_passed_for_ever_by_parts_that_keep_arriving():
+    """First come, first served where rows overlap: once every row is asked for (a member joining, a
+    checkpoint's copy), a part of other rows that asks later waits behind it instead of overtaking."""
+    import threading
+    import time
+    ranges = merge.RowRanges(400)
+    order = []
+
+    def hold(lo, hi, name, started):
+        started.set()
+        with ranges.holding(lo, hi):
+            order.append(name)
+    with ranges.holding(0, 100):  # a part under way
+        asked = [threading.Event() for _ in range(2)]
+        whole = threading.Thread(target=hold, args=(0, 400, "every row", asked[0]))
+        whole.start()
+        asked[0].wait(10)
+        while not ranges.queue:  # (until it is queued)
+            time.sleep(0.001)
+        later = threading.Thread(target=hold, args=(200, 300, "a later part", asked[1]))
+        later.start()
+        asked[1].wait(10)
+        time.sleep(0.2)
+        assert order == [] and len(ranges.queue) == 2  # both wait: the later part behind every row
+    whole.join(10)
+    later.join(10)
+    assert order == ["every row", "a later part"] and not ranges.busy and not ranges.queue

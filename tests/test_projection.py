@@ -91,10 +91,16 @@ def test_job_python_is_the_measured_rest_of_the_worker_or_an_assumption():
 def test_shard_fold_threads_then_the_shards_gil():
     p = point(shard_us=8.0, shard_gil_share=0.5)  # 8 shards, one fold thread each: 1 µs a word each
     assert p["bottleneck"] == "shard fold threads" and p["cluster_wps"] == pytest.approx(8 * 1e6 / 8.0)
-    p = point(shard_us=8.0, shard_gil_share=0.5, fold_threads=4)  # four parts at once: as fast as two (measured)
+    # parts at once only where the workers' pieces put them on different rows: one piece a round, in turn
+    assert point(shard_us=8.0, shard_gil_share=0.5, fold_threads=4)["cluster_wps"] == pytest.approx(8 * 1e6 / 8.0)
+
+    def pieced(**costs):
+        return projection.project(dict(CHEAP, round_pieces=4, **costs), 1.0, 8, 16, 10.0, fold_threads=4)
+    p = pieced(shard_us=8.0, shard_gil_share=0.5)  # four parts at once: as fast as two (measured)
     assert p["bottleneck"] == "shard fold threads" and p["cluster_wps"] == pytest.approx(8 * 1.68e6 / 8.0)
     assert projection.fold_speedup(1) == 1.0 and projection.fold_speedup(2) == projection.fold_speedup(64) == 1.68
-    p = point(shard_us=8.0, shard_gil_share=0.7, fold_threads=4)
+    assert projection.fold_speedup(4, pieces=1) == 1.0 and projection.fold_speedup(4, pieces=2) == 1.68
+    p = pieced(shard_us=8.0, shard_gil_share=0.7)
     assert p["bottleneck"] == "shard GIL" and p["cluster_wps"] == pytest.approx(8 * 1e6 / (0.7 * 8.0))
 
 

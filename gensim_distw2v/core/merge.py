@@ -96,8 +96,10 @@ class RowRanges:
     """Ranges of rows held by threads: :meth:`holding` ``[lo, hi)`` waits until no thread holds a row of it.
 
     A lock by rows, not by stripe: a part holds exactly its rows, in one pass, so parts of different
-    rows go on at once and a part costs one acquisition whatever its size. (Fair enough for merges: a
-    part waits only for parts under way on its rows, each a few milliseconds.)
+    rows go on at once and a part costs one acquisition whatever its size. First come, first served
+    where rows overlap: a range also waits for the overlapping ranges that asked before it, so a
+    request for every row (a member joining, a checkpoint's copy) is not passed for ever by parts
+    that keep arriving.
 
     Parameters
     ----------
@@ -107,7 +109,9 @@ class RowRanges:
 
     def __init__(self, n_rows):
         self.n_rows = int(n_rows)
-        self.busy = []  # [lo, hi) held, in the order taken
+        self.busy = []  # [lo, hi) held
+        self.queue = []  # (ticket, [lo, hi)) asked for and not yet held, in the order asked
+        self.tickets = 0
         self.changed = threading.Condition(threading.Lock())
 
     @contextlib.contextmanager
@@ -116,8 +120,16 @@ class RowRanges:
         part under way there) for the ``with`` block."""
         span = (lo, max(hi, lo + 1))
         with self.changed:
-            while any(a < span[1] and span[0] < b for a, b in self.busy):
-                self.changed.wait()
+            self.tickets += 1
+            ask = (self.tickets, span)
+            self.queue.append(ask)
+            try:
+                while any(a < span[1] and span[0] < b for a, b in self.busy) or any(
+                        a < span[1] and span[0] < b for ticket, (a, b) in self.queue if ticket < ask[0]):
+                    self.changed.wait()
+            finally:
+                self.queue.remove(ask)
+                self.changed.notify_all()  # (those behind it that it no longer blocks)
             self.busy.append(span)
         try:
             yield

@@ -181,6 +181,9 @@ class RoundReport(Record):
     """
 
     WHAT: typing.ClassVar[str] = "round report"
+    #: the worker's totals so far, in seconds: a later report's replace an earlier's
+    TOTALS: typing.ClassVar[tuple] = ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu",
+                                      "setup_cpu", "routine_nogil_cpu", "take_cpu")
     jobs: list
     loss: float
     flush: int
@@ -207,16 +210,14 @@ class RoundReport(Record):
         self.turn = check_turn(self.turn, "round report")
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")
-        _non_negative(self, "merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "bytes_up", "bytes_down",
-                       "flush_cpu", "setup_cpu", "routine_nogil_cpu", "take_cpu")
+        _non_negative(self, "bytes_up", "bytes_down", *self.TOTALS)
         for entry in self.jobs:
             if (not isinstance(entry, (list, tuple)) or len(entry) not in (2, 4)
                     or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < MAX_REPORT_WORDS
                                for x in entry)):
                 raise ValueError(f"round report: jobs must be [id, effective_words] or [id, effective_words, "
                                  f"raw_words, examples], ints in [0, 2**40), got {entry!r}"[:300])
-        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu",
-                     "routine_nogil_cpu", "take_cpu"):
+        for name in self.TOTALS:
             if getattr(self, name) > MAX_REPORT_SECONDS:
                 raise ValueError(f"round report: {name} must be at most {MAX_REPORT_SECONDS:g} s, got "
                                  f"{getattr(self, name)}")

@@ -50,8 +50,7 @@ class WorkerCounts(Record):
         if report.exact:
             self.exact_bytes_up += report.bytes_up
             self.exact_bytes_down += report.bytes_down
-        for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu",
-                     "routine_nogil_cpu", "take_cpu"):
+        for name in report.TOTALS:
             setattr(self, name, max(getattr(self, name), getattr(report, name)))
 
 

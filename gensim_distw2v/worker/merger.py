@@ -162,8 +162,7 @@ class MergeRounds:
             pending.bytes_up += report.bytes_up
             pending.bytes_down += report.bytes_down
             pending.rounds += report.rounds
-            for name in ("merge_seconds", "merge_cpu", "kernel_cpu", "stall_seconds", "flush_cpu", "setup_cpu", "turn",
-                         "routine_nogil_cpu", "take_cpu"):
+            for name in report.TOTALS + ("turn",):
                 setattr(pending, name, getattr(report, name))
         elif report is not None and not now:
             self.pending = report
