@@ -11,30 +11,26 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 
 ``kernel_us``           trainer threads' CPU in jobs, measured with ``kernel_threads`` threads a worker
 ``worker_merge_us``     the workers' CPU in merge rounds
-``worker_other_us``     the rest of the workers' process CPU (fetching and decoding jobs, heartbeats,
-                        Pyro4's threads): Python, so GIL-held (absent from older runs: then
-                        :data:`DEFAULT_JOB_PYTHON_US` is assumed)
+``worker_other_us``     the rest of the workers' process CPU (fetching and decoding jobs, heartbeats, Pyro4's
+                        threads): Python, so GIL-held (absent from older runs: :data:`DEFAULT_JOB_PYTHON_US`)
 ``shard_us``            all shards' process CPU, summed over them
 ``dispatcher_us``       the dispatcher's process CPU
 ``client_us``           the client's CPU (its corpus encoding in iterable mode)
 ``bytes_up_per_word``, ``bytes_down_per_word``  a worker's merge traffic per word it trains
-``rounds_per_word``     merge rounds per word (``1 / rounds_per_word`` is the interval a round
-                        really carried, flushes and rounds for want of jobs included)
+``rounds_per_word``     merge rounds per word (``1 / rounds_per_word``: the interval a round really carried)
 ``dispatcher_word_us``  of ``dispatcher_us``, the part that grows with the words (its jobs:
                         :func:`dispatcher_split`; ``dispatcher_session_us``, its set-up, joining
                         and transfers, is spread over the corpus by :func:`at_corpus`); optional
-``dispatcher_member_cpu`` the rest, per member and second (heartbeats, batched round reports, the
-                        client's progress polls): CPU seconds per second of each member; optional
+``dispatcher_member_cpu`` the rest: CPU seconds per second of each member (heartbeats, round reports, polls)
 ``worker_member_cpu``, ``shard_member_cpu``  a worker's and a shard's threads that work by the clock
                         whatever the speed (:data:`PER_SECOND_GROUPS`: heartbeats, Pyro4's
                         housekeeping and accepting, a worker's status calls): CPU seconds per second of
-                        each, not in ``worker_other_us`` and ``shard_us``; optional (older runs count
-                        them per word)
+                        each, not in ``worker_other_us`` and ``shard_us``; optional
 """
 import math
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency",
-           "default_rtt_ms", "dispatcher_split", "pipelined", "merge_speedup", "fold_speedup", "dispatcher_limit",
+           "default_rtt_ms", "dispatcher_split", "pipelined", "in_flight", "merge_speedup", "fold_speedup", "dispatcher_limit",
            "costs_at", "at_corpus", "limits",
            "concurrent_threads", "single_node",
            "project", "this_machine"]
@@ -52,7 +48,9 @@ COSTS = ("kernel_us", "worker_merge_us", "worker_other_us", "shard_us", "dispatc
          "worker_setup_us",
          # of worker_merge_us, the routine rounds' taking of their pieces, and the pieces a round went in
          # (round_pieces): a piece's taking overlaps the piece before in flight (absent: one piece, serial)
-         "worker_take_us", "round_pieces")
+         "worker_take_us", "round_pieces",
+         # a worker's rounds under way at once (rounds_in_flight; absent: 1, a round's steps one after another)
+         "rounds_in_flight")
 #: a node's thread groups (gensim_distw2v.io.meter.THREAD_GROUPS) that work by the clock, whatever the
 #: speed: per role, their CPU is a share of a core per node, not a cost per word (a worker's Pyro4 threads
 #: serve status calls only; a shard's serve the merges, so they are not among these)
@@ -75,7 +73,8 @@ DISPATCHER_SESSION_CALLS = ("open_session", "upload", "start", "join", "file_che
                             "get_jobs_idle")
 #: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
 #: rounds per word, the GIL-held shares): held at the nearest measured K, never fitted
-HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_gil_share", "round_pieces")
+HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_gil_share", "round_pieces",
+        "rounds_in_flight")
 #: per-job Python of a worker (µs per word) where no run measured it: ~100 µs a 10,000-word job
 DEFAULT_JOB_PYTHON_US = 0.01
 #: a round trip on loopback (this machine), ms
@@ -315,10 +314,20 @@ def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threa
     trip = round_trips * rtt_ms * 1e-3
     terms = {"round_trips": trip, "wire": wire, "merge_cpu": merge, "shard_cpu": fold}
     pieces = max(1, int(costs.get("round_pieces", 1)))
-    if pieces > 1 and costs.get("worker_take_us"):  # taking piece i + 1 while piece i is in flight
+    if int(costs.get("rounds_in_flight", 1)) > 1 and costs.get("worker_take_us"):  # the next round taken meanwhile
+        take = merge * min(1.0, costs["worker_take_us"] / max(1e-12, costs["worker_merge_us"]))
+        terms["rounds_overlap"] = in_flight(take, merge - take, wire + fold + trip) - sum(terms.values())
+    elif pieces > 1 and costs.get("worker_take_us"):  # taking piece i + 1 while piece i is in flight
         take = merge * min(1.0, costs["worker_take_us"] / max(1e-12, costs["worker_merge_us"]))
         terms["pieces_overlap"] = pipelined(take, merge - take, wire + fold, trip, pieces) - sum(terms.values())
     return sum(terms.values()), terms, words
+
+
+def in_flight(take, take_in, flight):
+    """Seconds between a worker's rounds with the next one taken while the last is in flight
+    (``rounds_in_flight=2``; not modelled with pieces): each round the merge thread takes one (``take``)
+    and takes in the last's replies (``take_in``), which come ``flight`` after it went: ``take_in + max(take, flight)``."""
+    return take_in + max(take, flight)
 
 
 def pipelined(take, take_in, flight, trip, pieces):

@@ -525,3 +525,24 @@ def test_a_projected_round_counts_its_pieces_only_where_the_run_measured_its_tak
         terms["merge_cpu"] * 0.6, terms["merge_cpu"] * 0.4, flight, terms["round_trips"], 4))
     assert piped["round_seconds"] < serial["round_seconds"]
     assert at(round_pieces=4)["round_seconds"] == serial["round_seconds"]  # its taking not measured: serial
+
+
+def test_rounds_in_flight_overlap_a_rounds_flight_with_the_next_rounds_taking():
+    """``rounds_in_flight=2`` (and the taking's CPU measured): a round costs its taking in and the longer of
+    its taking and its flight (wire, shards, round trips), never more than in turn nor less than the merge
+    thread's CPU; without the taking measured, or with one round under way, the round stays serial."""
+    costs = dict(CHEAP, rounds_per_word=1 / 50_000, worker_merge_us=0.5)
+
+    def at(link, **more):
+        return projection.project(dict(costs, **more), 1.0, 8, 16, link, cores=1000)
+    for link in (10.0, 1.0, 0.1):  # merge-bound, then flight-bound
+        serial, overlapped = at(link), at(link, rounds_in_flight=2, worker_take_us=0.3)
+        terms = overlapped["round_terms"]
+        assert overlapped["round_seconds"] == pytest.approx(sum(terms.values()))
+        flight = terms["wire"] + terms["shard_cpu"] + terms["round_trips"]
+        take, take_in = terms["merge_cpu"] * 0.6, terms["merge_cpu"] * 0.4
+        assert overlapped["round_seconds"] == pytest.approx(take_in + max(take, flight))
+        assert terms["merge_cpu"] - 1e-12 <= overlapped["round_seconds"] < serial["round_seconds"]
+        assert at(link, rounds_in_flight=2)["round_seconds"] == serial["round_seconds"]
+        assert at(link, rounds_in_flight=1, worker_take_us=0.3)["round_seconds"] == serial["round_seconds"]
+    assert projection.in_flight(3.0, 1.0, 5.0) == 6.0 and projection.in_flight(3.0, 1.0, 2.0) == 4.0

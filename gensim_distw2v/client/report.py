@@ -134,6 +134,8 @@ class Reports:
                                             "shards": sum(s["routine_nogil_cpu"] for s in shards.values())},
                       # of the workers' routine rounds', the taking of their pieces (what a piece in flight overlaps)
                       "take_cpu": final.total("take_cpu"),
+                      # routine rounds taken while the one before was in flight (rounds_in_flight=2)
+                      "overlapped": final.total("overlapped"),
                       "stall_seconds": final.total("stall_seconds"),
                       "setup_cpu": final.total("setup_cpu"),  # the workers' joining: per session
                       "shards": shards,

@@ -219,12 +219,16 @@ class Replica:
                                            for a, b in pieces]))
         return out
 
-    def take_in(self, missed, values=None):
+    def take_in(self, missed, values=None, sent_since=None):
         """Take in what the server sent (:meth:`GlobalWeights.apply`'s pair): deltas of the rows
         it keeps a snapshot of (``R += delta; B += delta``) and the global values of other rows
         (``R += value - B; B = value``: what this worker has not sent stays in ``R - B``).
 
-        Both map matrix names to ``(rows, values, row scales or None)``.
+        Both map matrix names to ``(rows, values, row scales or None)``. ``sent_since`` (the same form,
+        :meth:`take_delta`'s) is what this worker took after the reply's request went, still on its way
+        (a round taken while the one before was in flight): a value does not hold it yet, so those rows'
+        values are taken as ``value + sent``, which the server holds once it folds them (``B`` as the
+        server's, ``R - B`` what is not sent). Deltas need nothing: they add.
         """
         for reply, absolute in ((missed, False), (values or {}, True)):
             for name, (rows, got, row_scales) in reply.items():
@@ -233,9 +237,33 @@ class Replica:
                 rows = np.ascontiguousarray(rows, dtype=np.uint32)
                 if not HAS_F16C and got.dtype == np.float16:
                     got = _as_float32(got)
-                pieces = _pieces(0, len(rows), self.threads)
-                if len(pieces) == 1:
-                    compiled_call(take_rows, self.replica[name], self.base[name], rows, got, row_scales, absolute)
-                    continue
-                self._run([(compiled_call, take_rows, self.replica[name], self.base[name], rows[a:b], got[a:b],
-                            None if row_scales is None else row_scales[a:b], absolute) for a, b in pieces])
+                since = _overlap(sent_since.get(name), rows) if absolute and sent_since else None
+                if since is not None:  # (the values as float32, those rows' with what went since added)
+                    got = np.array(got, dtype=np.float32) * (1 if row_scales is None else row_scales[:, None])
+                    got[since[0]] += since[1]
+                    row_scales = None
+                self._take_rows(name, rows, got, row_scales, absolute)
+
+    def _take_rows(self, name, rows, got, row_scales, absolute):
+        """One matrix's reply taken in (:func:`take_rows`), split among the merge threads."""
+        pieces = _pieces(0, len(rows), self.threads)
+        if len(pieces) == 1:
+            compiled_call(take_rows, self.replica[name], self.base[name], rows, got, row_scales, absolute)
+            return
+        self._run([(compiled_call, take_rows, self.replica[name], self.base[name], rows[a:b], got[a:b],
+                    None if row_scales is None else row_scales[a:b], absolute) for a, b in pieces])
+
+
+def _overlap(sent, rows):
+    """Of ``sent`` (one matrix's ``(rows, values, row scales or None)`` as :meth:`Replica.take_delta`
+    took it), where in ``rows`` (increasing) its rows are and the float32 values the base advanced by for
+    them, exactly (int8: level times scale, float16: widened); None when none is there."""
+    if sent is None or not len(sent[0]) or not len(rows):
+        return None
+    common, where, at = np.intersect1d(rows, sent[0], assume_unique=True, return_indices=True)
+    if not len(common):
+        return None
+    values, scales = sent[1][at], sent[2]
+    if scales is not None:  # (levels times the row's scale, in float32: what the sender's base added)
+        values = values.astype(np.float32) * scales[at][:, None]
+    return where, np.asarray(values, dtype=np.float32)

@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -484,6 +485,14 @@ class ChannelLink(calls.Caller):
             raise TypeError(f"{op} takes one {spec.request.__name__}")
         self._send_call(op, request.to_wire())
         self.pending = op
+
+    def ready(self, timeout=0.0):
+        """Whether the reply to the call :meth:`start` sent has begun to arrive (:meth:`result` then reads
+        it), waiting at most ``timeout`` seconds; True with no connection (``result`` then raises)."""
+        if self.sock is None:
+            return True
+        readable, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        return bool(readable)
 
     def result(self):
         """The reply to the call :meth:`start` sent, checked (as :meth:`call` returns it)."""

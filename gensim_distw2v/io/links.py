@@ -239,6 +239,22 @@ class InFlight:
         done = self.done if self.futures is None else [future.result() for future in self.futures]
         return [reply for reply, _cpu in done], sum(cpu for _reply, cpu in done) if self.futures is not None else 0.0
 
+    def ready(self, timeout=0.0):
+        """Whether every reply has begun to arrive (:meth:`result` will not wait for a shard's work or the
+        wire, only for the rest of a message under way), waiting at most ``timeout`` seconds in all."""
+        if self.finished:
+            return True
+        if self.channels:
+            deadline = time.monotonic() + timeout
+            for link in self.links.channels:
+                if not link.ready(max(0.0, deadline - time.monotonic())):
+                    return False
+            return True
+        if self.futures is None:
+            return True
+        _done, waiting = concurrent.futures.wait(self.futures, timeout=timeout)
+        return not waiting
+
     def abandon(self):
         """Give the calls up (an error on the caller's side while they were under way): channels are
         closed, pool calls finish on their own and are dropped."""

@@ -201,12 +201,16 @@ class RoundReport(Record):
     setup_cpu: float = 0.0  # the worker's process CPU joining the session (join, downloads): per session
     routine_nogil_cpu: float = 0.0  # of merge_cpu, the routine rounds' compiled calls' (a total so far): no GIL
     take_cpu: float = 0.0  # of merge_cpu, the routine rounds' taking of their pieces (a total so far)
+    overlapped: int = 0  # of the rounds, those taken while the round before was still in flight (rounds_in_flight)
 
     def check(self):
         if self.flush < -1:
             raise ValueError(f"round report: flush must be an epoch or -1, got {self.flush}")
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
             raise ValueError(f"round report: rounds must be an int >= 1, got {self.rounds!r}")
+        if isinstance(self.overlapped, bool) or not isinstance(self.overlapped, int) \
+                or not 0 <= self.overlapped <= self.rounds:
+            raise ValueError(f"round report: overlapped must be an int from 0 to rounds, got {self.overlapped!r}")
         self.turn = check_turn(self.turn, "round report")
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")

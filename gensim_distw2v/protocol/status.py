@@ -36,6 +36,7 @@ class WorkerCounts(Record):
     setup_cpu: float = 0.0
     routine_nogil_cpu: float = 0.0
     take_cpu: float = 0.0
+    overlapped: int = 0
 
     def check(self):
         _non_negative(self, *self.names())
@@ -45,6 +46,7 @@ class WorkerCounts(Record):
         seconds are the worker's totals so far (a report that arrives late does not lower them)."""
         self.words += words
         self.merges += report.rounds
+        self.overlapped += report.overlapped
         self.bytes_up += report.bytes_up
         self.bytes_down += report.bytes_down
         if report.exact:

@@ -14,18 +14,93 @@ import numpy as np
 from gensim_distw2v import protocol
 from gensim_distw2v.core.merge import compiled_cpu
 from gensim_distw2v.core.schedule import round_pieces, round_rows
+from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol import tables
 
-__all__ = ["MergeRounds", "REPORT_EVERY"]
+__all__ = ["LOOK_AGAIN", "MergeRounds", "REPORT_EVERY", "SessionLost"]
 
 # seconds between a worker's reports of routine merge rounds to the dispatcher (their jobs count as
 # trained from then on): a few calls a second per worker whatever the interval, so that the dispatcher is
 # off the per-round path; an epoch's flush (and every sync="bsp" round) is reported at once
 REPORT_EVERY = 0.5
+# seconds the fetch loop and the merger wait on the session's lock before they look again: the trainer
+# threads notify them of every change they act on (a job done or taken, an interval claimed, an epoch
+# drained), so this bounds only how late they see a stop, an error or a report due; shorter, they woke
+# 20 times a second each for nothing (CPU by the clock, not by the words)
+LOOK_AGAIN = 0.25
+# seconds the merger waits for a round in flight's replies before it looks again whether the next round
+# is due (rounds_in_flight=2): a round comes due every few tens of milliseconds at most
+LAND_WAIT = 0.002
+
+
+class SessionLost(Exception):
+    """The session ended, was replaced, or the dispatcher went away."""
 
 
 class MergeRounds:
     """The merge rounds of a session's work on a worker (mixed into
     :class:`gensim_distw2v.worker.training._Training`, whose state they read and reset)."""
+
+    flight = None  # the last routine round's last part, in flight: (requests, InFlight, its RoundReport)
+    rounds_in_flight = 1
+
+    def _merge_loop(self):
+        """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush
+        everything exactly once an epoch is drained; meanwhile take in a round in flight as soon as its
+        replies come. ``bsp``: no round for want of jobs (its timing would decide what a round
+        carries), and an interval's round before a flush; ``local``: flushes only."""
+        proxy = endpoints.link(self.worker.dispatcher_uri, tables.DISPATCHER, self.worker.hmac_key, timeout=60.0)
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    idle = not self._holds_jobs()
+                    # a flush once the epoch is drained, and again for jobs of it trained after that (given
+                    # back by a lost worker): an epoch's jobs are always reported by an exact round (jobs of
+                    # the next epoch, while the client has not put all of them, are not: drained is stale)
+                    flush = idle and self.drained is not None and (
+                        self.drained > self.flushed or (bool(self.done) and self.done_epoch <= self.drained))
+                    interval = self.words_since_merge >= self.sync_words
+                    if self.sync == "bsp" and interval:
+                        flush = False
+                    spare = idle and self.done and self.sync in ("ssp", "asp")
+                    if flush or interval or spare:
+                        step = "flush" if flush else "round"
+                    elif self.flight is not None:
+                        step = "land"
+                    else:
+                        self.lock.wait(LOOK_AGAIN)
+                        if self.pending is None:
+                            continue
+                        step = "report"
+                    epoch = self.drained
+                if step == "flush":
+                    self._merge_round(proxy, "float32", 0.0, flush_epoch=epoch)
+                    self.flushed = epoch
+                elif step == "round":
+                    self._merge_round(proxy, self.merge_dtype, self.hold_back, restart_clock=interval)
+                elif step == "land":  # (a round in flight: taken in as soon as its replies come)
+                    if self.flight[1].ready(LAND_WAIT):
+                        self._count_landing(proxy)
+                else:  # nothing to merge: rounds not reported yet go once due
+                    self._report(proxy)
+            self._count_landing(proxy)  # (a round made for want of jobs, as the session ends)
+        except SessionLost:
+            pass
+        except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
+            self.error = err
+            self.stop.set()
+        finally:
+            if self.flight is not None:
+                self.flight[1].abandon()
+                self.flight = None
+            transport.release(proxy)
+
+    def _count_landing(self, proxy):
+        """:meth:`_land` outside a round, its CPU counted with the merge rounds' (a routine round's)."""
+        compiled = compiled_cpu()
+        pool_cpu, cpu, helpers = self._land(proxy)
+        self.merge_cpu += pool_cpu + cpu + helpers
+        self.routine_nogil_cpu += compiled_cpu() - compiled + helpers
 
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
         """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.protocol.DELTA_DTYPES`) to
@@ -68,20 +143,31 @@ class MergeRounds:
                 wanted = np.flatnonzero(self.want).astype(np.uint32)
         # a part's rows are taken while the part before is on its way (wire, fold, reply): its rows are
         # others, so the order of the two does not matter; one part in flight on each shard's link
-        flight = None
+        flight, overlapped = None, 0
+        if flush_epoch is not None or self.sync == "bsp":  # (exact: nothing of the round before may be on its way)
+            pool_cpu += self._land(proxy)[0]
+        # the round before may still be in flight (rounds_in_flight=2): taken in once this round's first
+        # piece is taken, that piece's rows added back to its values (Replica.take_in's sent_since)
+        keep = flush_epoch is None and self.sync != "bsp" and self.rounds_in_flight > 1
+        failed = True
         try:
             for lo, hi in round_pieces(parts, top, self.round_pieces):
                 taking, taking_helpers = time.thread_time(), self.replica.helper_cpu
-                requests = self._part_requests(lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic,
-                                               exact=flush_epoch is not None)
+                requests, sent = self._part_requests(lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic,
+                                                     exact=flush_epoch is not None)
                 if flush_epoch is None:
                     self.take_cpu += time.thread_time() - taking + self.replica.helper_cpu - taking_helpers
                 if flight is not None:
                     pool_cpu += self._take_replies(*flight, traffic)
+                elif self.flight is not None:
+                    overlapped = 1
+                    pool_cpu += self._land(proxy, sent_since=sent)[0]
                 flight = (requests, self.links.start_all("merge", requests))
-            pool_cpu += self._take_replies(*flight, traffic)
+            if not keep:
+                pool_cpu += self._take_replies(*flight, traffic)
+            failed = False
         finally:
-            if flight is not None:
+            if flight is not None and failed:
                 flight[1].abandon()  # (if an error came between its start and its replies)
         with self.lock:
             stalled = self.stalled
@@ -101,15 +187,36 @@ class MergeRounds:
             exact=flush_epoch is not None, merge_seconds=self.merge_seconds, merge_cpu=self.merge_cpu,
             flush_cpu=self.flush_cpu, setup_cpu=self.setup_cpu, routine_nogil_cpu=self.routine_nogil_cpu,
             take_cpu=self.take_cpu, kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0],
-            bytes_down=traffic[1],
+            bytes_down=traffic[1], overlapped=overlapped,
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
+        if keep:  # its jobs count as merged once its replies are in (_land)
+            self.flight = (flight[0], flight[1], report)
+            return
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
         # in batches
         self._report(proxy, report, now=flush_epoch is not None or self.sync == "bsp")
 
+    def _land(self, proxy, sent_since=None):
+        """Take in the replies of the round still in flight, if any (``sent_since``: the rows taken since
+        it went, :meth:`Replica.take_in`'s), and report it; returns ``(CPU seconds of the shard links'
+        threads, of this thread, of the merge helpers)``."""
+        if self.flight is None:
+            return 0.0, 0.0, 0.0
+        cpu, helpers = time.thread_time(), self.replica.helper_cpu
+        requests, flight, report = self.flight
+        self.flight = None
+        traffic = [0, 0]
+        try:
+            pool_cpu = self._take_replies(requests, flight, traffic, sent_since)
+        finally:
+            flight.abandon()  # (nothing if its replies were taken)
+        report.bytes_down += traffic[1]
+        self._report(proxy, report)
+        return pool_cpu, time.thread_time() - cpu, self.replica.helper_cpu - helpers
+
     def _part_requests(self, lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic, exact):
         """The merge parts of rows ``[lo, hi)``, one per shard: this worker's changes taken there (and
-        marked sent), the rows it wants back."""
+        marked sent), the rows it wants back; and the changes (:meth:`Replica.take_delta`'s)."""
         deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits, exact=exact)
         traffic[0] += sum(_nbytes(d) for d in deltas.values())
         split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
@@ -128,11 +235,12 @@ class MergeRounds:
                 wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
                                                                           local_hi)))
             traffic[0] += 0 if requests[-1].wanted is None else len(requests[-1].wanted["data"])
-        return requests
+        return requests, deltas
 
-    def _take_replies(self, requests, flight, traffic):
-        """Wait for the shards' replies to ``requests`` (under way: ``flight``) and take them in; returns
-        the CPU seconds the shard links' threads spent on them."""
+    def _take_replies(self, requests, flight, traffic, sent_since=None):
+        """Wait for the shards' replies to ``requests`` (under way: ``flight``) and take them in
+        (``sent_since``: :meth:`Replica.take_in`'s); returns the CPU seconds the shard links' threads
+        spent on them."""
         replies, link_cpu = flight.result()
         size = self.params.vector_size
         for shard, (request, reply) in enumerate(zip(requests, replies)):
@@ -146,7 +254,7 @@ class MergeRounds:
                                                               f"merge reply's {key}")
                     got[-1][name] = (self.layout.to_global(rows, shard), values, scales)
             traffic[1] += sum(_nbytes(d) for way in got for d in way.values())
-            self.replica.take_in(*got)
+            self.replica.take_in(*got, sent_since=sent_since)
         return link_cpu
 
     def _report(self, proxy, report=None, now=False):
@@ -162,6 +270,7 @@ class MergeRounds:
             pending.bytes_up += report.bytes_up
             pending.bytes_down += report.bytes_down
             pending.rounds += report.rounds
+            pending.overlapped += report.overlapped
             for name in report.TOTALS + ("turn",):
                 setattr(pending, name, getattr(report, name))
         elif report is not None and not now:

@@ -14,8 +14,6 @@ import time
 import numpy as np
 
 from gensim_distw2v import protocol
-from gensim_distw2v.io import endpoints, transport
-from gensim_distw2v.protocol import tables
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.io.corpusfile import check_files, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
@@ -25,7 +23,7 @@ from gensim_distw2v.core.schedule import default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
 from gensim_distw2v.worker.held import RangeReads, held_job, open_ranges, train_range, wants_held_rows
-from gensim_distw2v.worker.merger import MergeRounds
+from gensim_distw2v.worker.merger import LOOK_AGAIN, MergeRounds, SessionLost
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +36,8 @@ FALLBACK_BYTES = 64 * 1024 * 1024  # the most a routine part may take in float32
 BULK_PART_DIVISOR = 8
 # seconds a call for jobs waits at the dispatcher while there are none (jobs put wake it)
 FETCH_WAIT = 0.5
-# seconds the fetch loop and the merger wait on the session's lock before they look again: the trainer
-# threads notify them of every change they act on (a job done or taken, an interval claimed, an epoch
-# drained), so this bounds only how late they see a stop, an error or a report due; shorter, they woke
-# 20 times a second each for nothing (CPU by the clock, not by the words)
-LOOK_AGAIN = 0.25
 # sync="local": the interval of a worker that merges only at epoch ends (no job is ever cut)
 LOCAL_INTERVAL = 2 ** 62
-
-
-class SessionLost(Exception):
-    """The session ended, was replaced, or the dispatcher went away."""
 
 
 class _Training(MergeRounds):
@@ -103,6 +92,7 @@ class _Training(MergeRounds):
         if self.sync == "local":
             self.sync_words = LOCAL_INTERVAL
         self.hold_back, self.part_bytes, self.round_pieces = settings.hold_back, settings.part_bytes, settings.round_pieces
+        self.rounds_in_flight = settings.rounds_in_flight
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
         self.cold_output_every = settings.cold_output_every or default_cold_output_every(self.params.sg)
@@ -394,49 +384,6 @@ class _Training(MergeRounds):
             if range_words > 2 * MAX_WORDS_IN_JOB:
                 return threads + 1
         return 4 * threads
-
-    def _merge_loop(self):
-        """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush
-        everything exactly once an epoch is drained. ``bsp``: no round for want of jobs (its timing
-        would decide what a round carries), and an interval's round before a flush; ``local``:
-        flushes only."""
-        proxy = endpoints.link(self.worker.dispatcher_uri, tables.DISPATCHER, self.worker.hmac_key, timeout=60.0)
-        try:
-            while not self.stop.is_set():
-                with self.lock:
-                    idle = not self._holds_jobs()
-                    # a flush once the epoch is drained, and again for jobs of it trained after that (given
-                    # back by a lost worker): an epoch's jobs are always reported by an exact round (jobs of
-                    # the next epoch, while the client has not put all of them, are not: drained is stale)
-                    flush = idle and self.drained is not None and (
-                        self.drained > self.flushed or (bool(self.done) and self.done_epoch <= self.drained))
-                    interval = self.words_since_merge >= self.sync_words
-                    if self.sync == "bsp" and interval:
-                        flush = False
-                    spare = idle and self.done and self.sync in ("ssp", "asp")
-                    if not (flush or interval or spare):
-                        self.lock.wait(LOOK_AGAIN)
-                        if self.pending is not None:
-                            report = True
-                        else:
-                            continue
-                    else:
-                        report = False
-                    epoch = self.drained
-                if report:  # nothing to merge: rounds not reported yet go once due
-                    self._report(proxy)
-                elif flush:
-                    self._merge_round(proxy, "float32", 0.0, flush_epoch=epoch)
-                    self.flushed = epoch
-                else:
-                    self._merge_round(proxy, self.merge_dtype, self.hold_back, restart_clock=interval)
-        except SessionLost:
-            pass
-        except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
-            self.error = err
-            self.stop.set()
-        finally:
-            transport.release(proxy)
 
     def _holds_jobs(self):
         """Whether a job is queued here or being trained (taken from the queue, not yet done)."""
