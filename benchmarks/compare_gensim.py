@@ -80,6 +80,8 @@ def parse_args(argv=None):
                         help="of the rounds that merge rare rows, every n-th sends syn1neg's (default: the package's)")
     parser.add_argument("--round-pieces", type=int, default=None,
                         help="a routine round's pieces in flight (default: the package's; an install before them: 1)")
+    parser.add_argument("--rounds-in-flight", type=int, default=None,
+                        help="a worker's routine rounds under way at once (default: the package's; before them: 1)")
     parser.add_argument("--merge-dtype", default=None,
                         help="values of routine merges on the wire: int8, float16 or float32 (default: the package's)")
     parser.add_argument("--no-hmac", action="store_true",
@@ -227,6 +229,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                                 {"cold_output_every": args.cold_output_every}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.round_pieces is None else {"round_pieces": args.round_pieces}),
+                             **({} if args.rounds_in_flight is None else {"rounds_in_flight": args.rounds_in_flight}),
                              **({} if args.sync is None else {"sync": args.sync}),
                              **({"workers_read": False} if args.no_workers_read else {}), **params)
 
@@ -290,6 +293,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           flush_cpu=stats.get("flush_cpu", {"workers": 0.0, "shards": 0.0}),
                           routine_nogil_cpu=stats.get("routine_nogil_cpu", {"workers": 0.0, "shards": 0.0}),
                           take_cpu=stats.get("take_cpu", 0.0), round_pieces=getattr(model, "round_pieces", 1),
+                          rounds_in_flight=getattr(model, "rounds_in_flight", 1), overlapped=stats.get("overlapped", 0),
                           exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
                           epochs=model.epochs, setup_cpu=stats.get("setup_cpu", 0.0),
                           # the dispatcher's calls, call by call: [calls, CPU seconds in them] (what its CPU

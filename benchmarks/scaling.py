@@ -98,6 +98,8 @@ def costs(row, k, threads=1, corpus_file=False):
     if row.get("take_cpu"):  # of a worker's routine rounds, the taking of their pieces (what pieces in flight overlap)
         out["worker_take_us"] = row["take_cpu"] * us
     out["round_pieces"] = row.get("round_pieces", 1)
+    out["rounds_in_flight"] = row.get("rounds_in_flight", 1)
+    out["overlapped_share"] = row.get("overlapped", 0) / max(1, row.get("rounds", 0))
     if row.get("shard_traffic"):  # the shards' bytes beyond the workers' merges: the session's transfers, mostly
         out["shard_session_bytes_per_word"] = max(0, row["shard_traffic"] - row["bytes_up"] - row["bytes_down"]) \
             / max(1, raw)
@@ -296,6 +298,8 @@ def parse_args(argv=None):
                         help="of the rounds that merge cold rows, every n-th sends syn1neg's (default: the package's)")
     parser.add_argument("--round-pieces", type=int, default=None,
                         help="a routine round's pieces in flight (default: the package's)")
+    parser.add_argument("--rounds-in-flight", type=int, default=None,
+                        help="a worker's routine rounds under way at once (default: the package's)")
     parser.add_argument("--shards", default="1",
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
@@ -388,6 +392,8 @@ def measure(args, ks, shards_at):
         base_args += ["--cold-output-every", str(args.cold_output_every)]
     if args.round_pieces is not None:
         base_args += ["--round-pieces", str(args.round_pieces)]
+    if args.rounds_in_flight is not None:
+        base_args += ["--rounds-in-flight", str(args.rounds_in_flight)]
     if args.no_hmac:
         base_args += ["--no-hmac"]
     if args.no_channel:

@@ -117,6 +117,8 @@ def parse_args(argv=None):
                         help="runs of each fitted cluster and each case (seeds --seed, --seed + 1, ...): medians")
     parser.add_argument("--machine-cores", type=int, default=2)
     parser.add_argument("--round-pieces", type=int, help="every run's pieces in flight (default: the package's)")
+    parser.add_argument("--rounds-in-flight", type=int,
+                        help="every run's routine rounds under way at once (default: the package's)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--repredict", metavar="JSON",
                         help="no runs: predict a stored run's cases again from its stored fit with the model as it is "
@@ -149,7 +151,9 @@ def run(args, mode, k, threads, corpus, net=None):
     base = [compare_gensim.__file__, "--corpus", path, "--sg", str(args.sg), "--epochs", "1", "--sync-words",
             str(args.sync_words), "--shards", str(k), "--threads-per-worker", str(threads), "--sentences", "list",
             "--min-count", str(args.min_count)] + (
-                [] if getattr(args, "round_pieces", None) is None else ["--round-pieces", str(args.round_pieces)])
+                [] if getattr(args, "round_pieces", None) is None else ["--round-pieces", str(args.round_pieces)]) + (
+                [] if getattr(args, "rounds_in_flight", None) is None
+                else ["--rounds-in-flight", str(args.rounds_in_flight)])
     if net is None:
         out = subprocess.run([sys.executable, *base, "--_one", mode, str(k), str(args.seed), vocab, path],
                              capture_output=True, text=True, check=False)

@@ -53,6 +53,10 @@ def parse_args(argv=None):
     parser.add_argument("--fold-threads", type=int, default=1,
                         help="parts a shard folds at once in the projection (at most the workers' pieces)")
     parser.add_argument("--project-corpus-words", dest="project_corpus_words", type=float, default=1e9)
+    parser.add_argument("--overlap-from", metavar="JSON",
+                        help="a scaling JSON whose run gives the share of the routine merge CPU that takes a round "
+                             "and the rounds in flight or pieces it went in (default: the run of --runs nearest "
+                             "--vocabulary): a run of a newer package at that vocabulary, the fit left as it is")
     return parser.parse_args(argv)
 
 
@@ -124,13 +128,15 @@ def regil(run):
 
 
 def pieced(run, nearest):
-    """``run`` with the pieces a round goes in (``round_pieces``) and the share of its routine merge CPU
-    that takes them (``worker_take_us``), as ``nearest`` (the measured run of the vocabulary nearest the
-    projected one) measured them: a run from before pieces in flight (the headline's) has neither, and
-    its round would be counted serial (:func:`gensim_distw2v.projection.pipelined`)."""
+    """``run`` with the pieces a round goes in (``round_pieces``), its rounds in flight
+    (``rounds_in_flight``) and the share of its routine merge CPU that takes them (``worker_take_us``), as
+    ``nearest`` (the measured run of the vocabulary nearest the projected one, or ``--overlap-from``'s)
+    measured them: a run from before pieces in flight (the headline's) has none, and its round would be
+    counted serial (:func:`gensim_distw2v.projection.pipelined`, :func:`~gensim_distw2v.projection.in_flight`)."""
     if nearest.get("worker_take_us") and nearest.get("worker_routine_us") and "worker_routine_us" in run:
         share = min(1.0, nearest["worker_take_us"] / nearest["worker_routine_us"])
-        run = dict(run, worker_take_us=share * run["worker_routine_us"], round_pieces=nearest.get("round_pieces", 1))
+        run = dict(run, worker_take_us=share * run["worker_routine_us"], round_pieces=nearest.get("round_pieces", 1),
+                   rounds_in_flight=nearest.get("rounds_in_flight", 1))
     return run
 
 
@@ -158,7 +164,8 @@ def main(argv=None):
         print(f"\nat {args.vocabulary:,.0f} rows against {base:,} (the headline's): "
               + ", ".join(f"{key} x{value:.2f}" for key, value in factors.items())
               + f"; gensim's CPU x{gensim_factor:.2f}")
-        nearest = min(points, key=lambda p: abs(math.log(p[0] / args.vocabulary)))[1]
+        nearest = min(points, key=lambda p: abs(math.log(p[0] / args.vocabulary)))[1] if not args.overlap_from \
+            else load(args.overlap_from, vocabulary=False)["runs"][0]
         runs = [pieced(regil(scaled(r, factors)), nearest) for r in head["runs"]]
         gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
         same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
