@@ -4,7 +4,7 @@ The dispatcher refuses a worker or shard whose versions differ from its own, nam
 """
 import importlib.metadata
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def versions():

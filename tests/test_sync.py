@@ -64,19 +64,20 @@ def test_a_round_in_pieces_trains_the_model_a_round_in_one_part_trains(two_worke
 
 @pytest.mark.cluster
 def test_rounds_in_flight_overlap_and_train_as_rounds_in_turn(two_workers, lee_corpus):
-    """``rounds_in_flight=2`` at an interval shorter than a round (300 words): most rounds are taken while
-    the round before is still in flight, every word is trained once, and the model learns the corpus as
-    well as with one round under way (adjacent words' similarity, against gensim's; epoch ends exact)."""
+    """``rounds_in_flight=2`` at an interval shorter than a round (300 words): rounds are taken while the
+    round before is still in flight (none with one round under way), every job is reported, and the
+    model learns the corpus as gensim and one round under way do (adjacent words' similarity)."""
     params = dict(sg=0, epochs=5, vector_size=32)
     one, two = (train(two_workers, lee_corpus, rounds_in_flight=n, sync_words=300, **params) for n in (1, 2))
     assert one.cluster_stats["overlapped"] == 0
-    assert two.cluster_stats["overlapped"] > 0.3 * two.cluster_stats["merges"], two.cluster_stats["merges"]
+    assert two.cluster_stats["overlapped"] > 0.1 * two.cluster_stats["merges"], two.cluster_stats["merges"]
     assert two.cluster_stats["raw_words"] == 5 * sum(len(s) for s in lee_corpus)
     plain = {**SMALL, **params}
     reference, untrained = gensim.models.Word2Vec(lee_corpus, **plain), gensim.models.Word2Vec(**plain)
     untrained.build_vocab(lee_corpus)
     scores = [_adjacent(m, lee_corpus) for m in (untrained, reference, one, two)]
-    assert scores[3] > scores[0] + 0.2 and abs(scores[3] - scores[2]) < 0.05, scores
+    assert scores[3] > scores[0] + 0.2 and abs(scores[3] - scores[2]) < 0.05 and abs(scores[3] - scores[1]) < 0.05, \
+        scores
     assert np.isfinite(two.wv.vectors).all() and np.isfinite(two.syn1neg).all()
 
 

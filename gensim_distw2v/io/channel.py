@@ -491,8 +491,9 @@ class ChannelLink(calls.Caller):
         it), waiting at most ``timeout`` seconds; True with no connection (``result`` then raises)."""
         if self.sock is None:
             return True
-        readable, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
-        return bool(readable)
+        poller = select.poll()  # (not select.select: it fails on descriptors above 1023)
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(max(0.0, timeout) * 1000))
 
     def result(self):
         """The reply to the call :meth:`start` sent, checked (as :meth:`call` returns it)."""

@@ -83,13 +83,12 @@ class MergeRounds:
                         self._count_landing(proxy)
                 else:  # nothing to merge: rounds not reported yet go once due
                     self._report(proxy)
-            self._count_landing(proxy)  # (a round made for want of jobs, as the session ends)
         except SessionLost:
             pass
         except Exception as err:  # noqa: BLE001 - handed to the fetch loop, which ends the session
             self.error = err
             self.stop.set()
-        finally:
+        finally:  # (a round still in flight as the session stops, ended or failed: its jobs are not reported)
             if self.flight is not None:
                 self.flight[1].abandon()
                 self.flight = None
@@ -98,9 +97,10 @@ class MergeRounds:
     def _count_landing(self, proxy):
         """:meth:`_land` outside a round, its CPU counted with the merge rounds' (a routine round's)."""
         compiled = compiled_cpu()
-        pool_cpu, cpu, helpers = self._land(proxy)
+        pool_cpu, cpu, helpers, report = self._land()
         self.merge_cpu += pool_cpu + cpu + helpers
         self.routine_nogil_cpu += compiled_cpu() - compiled + helpers
+        self._report(proxy, report)
 
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
         """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.protocol.DELTA_DTYPES`) to
@@ -145,10 +145,14 @@ class MergeRounds:
         # others, so the order of the two does not matter; one part in flight on each shard's link
         flight, overlapped = None, 0
         if flush_epoch is not None or self.sync == "bsp":  # (exact: nothing of the round before may be on its way)
-            pool_cpu += self._land(proxy)[0]
+            landed = self._land()
+            pool_cpu += landed[0]
+            if landed[3] is not None:
+                self._report(proxy, landed[3])
         # the round before may still be in flight (rounds_in_flight=2): taken in once this round's first
         # piece is taken, that piece's rows added back to its values (Replica.take_in's sent_since)
         keep = flush_epoch is None and self.sync != "bsp" and self.rounds_in_flight > 1
+        landed = None
         failed = True
         try:
             for lo, hi in round_pieces(parts, top, self.round_pieces):
@@ -160,10 +164,15 @@ class MergeRounds:
                 if flight is not None:
                     pool_cpu += self._take_replies(*flight, traffic)
                 elif self.flight is not None:
-                    overlapped = 1
-                    pool_cpu += self._land(proxy, sent_since=sent)[0]
+                    overlapped, landed = 1, self._land(sent_since=sent)
+                    pool_cpu += landed[0]
                 flight = (requests, self.links.start_all("merge", requests))
-            if not keep:
+                if landed is not None:  # (its report once this part is on its way)
+                    self._report(proxy, landed[3])
+                    landed = None
+            if keep:  # its report below: its jobs count as merged once its replies are in (_land)
+                self.flight = [flight[0], flight[1], None]
+            else:
                 pool_cpu += self._take_replies(*flight, traffic)
             failed = False
         finally:
@@ -189,19 +198,19 @@ class MergeRounds:
             take_cpu=self.take_cpu, kernel_cpu=self._kernel_cpu(), stall_seconds=stalled, bytes_up=traffic[0],
             bytes_down=traffic[1], overlapped=overlapped,
             turn=turn, node=None if flush_epoch is None else self.metrics())  # routine rounds: heartbeats carry them
-        if keep:  # its jobs count as merged once its replies are in (_land)
-            self.flight = (flight[0], flight[1], report)
+        if keep:
+            self.flight[2] = report
             return
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
         # in batches
         self._report(proxy, report, now=flush_epoch is not None or self.sync == "bsp")
 
-    def _land(self, proxy, sent_since=None):
+    def _land(self, sent_since=None):
         """Take in the replies of the round still in flight, if any (``sent_since``: the rows taken since
-        it went, :meth:`Replica.take_in`'s), and report it; returns ``(CPU seconds of the shard links'
-        threads, of this thread, of the merge helpers)``."""
+        it went, :meth:`Replica.take_in`'s); returns ``(CPU seconds of the shard links' threads, of this
+        thread, of the merge helpers, the round's report or None)``: the caller reports it."""
         if self.flight is None:
-            return 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, None
         cpu, helpers = time.thread_time(), self.replica.helper_cpu
         requests, flight, report = self.flight
         self.flight = None
@@ -211,8 +220,7 @@ class MergeRounds:
         finally:
             flight.abandon()  # (nothing if its replies were taken)
         report.bytes_down += traffic[1]
-        self._report(proxy, report)
-        return pool_cpu, time.thread_time() - cpu, self.replica.helper_cpu - helpers
+        return pool_cpu, time.thread_time() - cpu, self.replica.helper_cpu - helpers, report
 
     def _part_requests(self, lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic, exact):
         """The merge parts of rows ``[lo, hi)``, one per shard: this worker's changes taken there (and
