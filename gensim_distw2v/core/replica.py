@@ -76,8 +76,14 @@ def joined_parts(parts):
         scales = None if all(p[2] is None for p in parts) else np.concatenate(
             [p[2] if p[2] is not None else np.zeros(0, np.float32) for p in parts])
         return rows, np.concatenate([p[1] for p in parts]), scales
-    values = [p[1].astype(np.float32) * (p[2][:, None] if p[2] is not None else np.float32(1)) for p in parts]
-    return rows, np.ascontiguousarray(np.concatenate(values), dtype=np.float32), None
+    return rows, np.ascontiguousarray(np.concatenate([dequantised(p[1], p[2]) for p in parts])), None
+
+
+def dequantised(values, row_scales):
+    """Wire values as the float32 they stand for, exactly as the compiled rows compute them (int8: level
+    times the row's float32 scale; float16: widened)."""
+    values = np.asarray(values, dtype=np.float32)
+    return values if row_scales is None else values * row_scales[:, None]
 
 
 class Replica:
@@ -239,9 +245,8 @@ class Replica:
                     got = _as_float32(got)
                 since = _overlap(sent_since.get(name), rows) if absolute and sent_since else None
                 if since is not None:  # (the values as float32, those rows' with what went since added)
-                    got = np.array(got, dtype=np.float32) * (1 if row_scales is None else row_scales[:, None])
+                    got, row_scales = np.array(dequantised(got, row_scales)), None
                     got[since[0]] += since[1]
-                    row_scales = None
                 self._take_rows(name, rows, got, row_scales, absolute)
 
     def _take_rows(self, name, rows, got, row_scales, absolute):
@@ -263,7 +268,4 @@ def _overlap(sent, rows):
     common, where, at = np.intersect1d(rows, sent[0], assume_unique=True, return_indices=True)
     if not len(common):
         return None
-    values, scales = sent[1][at], sent[2]
-    if scales is not None:  # (levels times the row's scale, in float32: what the sender's base added)
-        values = values.astype(np.float32) * scales[at][:, None]
-    return where, np.asarray(values, dtype=np.float32)
+    return where, dequantised(sent[1][at], None if sent[2] is None else sent[2][at])
