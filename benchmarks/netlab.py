@@ -16,6 +16,7 @@ Every namespace is deleted on exit, also on failure or Ctrl-C.
 import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -69,30 +70,62 @@ def _busy_seconds(seconds):
     return (_cpu_seconds() - before) / seconds
 
 
-def cpu_per_byte(sender=(), receiver=(), host="127.0.0.1", megabytes=256):
+def _process_cpu_seconds(pid):
+    """A live process's CPU seconds so far (``/proc/PID/stat``: user and system time)."""
+    with open(f"/proc/{pid}/stat") as fin:
+        fields = fin.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_byte(sender=(), receiver=(), host="127.0.0.1", megabytes=256, message=None):
     """The machine's CPU (ns, every core's, system-wide) per byte one process (its command's prefix
-    ``sender``, e.g. ``ip netns exec H``) sends another (``receiver``, listening at ``host``) in bulk,
-    less what the machine spends idle in as long. Between namespaces, what a byte costs beyond
+    ``sender``, e.g. ``ip netns exec H``) sends another (``receiver``, listening at ``host``), less
+    what the machine spends idle in as long, and of it the two processes' own (their system calls,
+    and the packets' work the kernel charges to them). Between namespaces, what a byte costs beyond
     loopback's (both prefixes empty) is a property of the virtual links (a tbf that cuts segments to
-    packets, a relay in Python), not of a real NIC; ``projection.this_machine`` counts it
-    (``link_ns_per_byte``)."""
+    packets, a relay in Python), not of a real NIC; ``machine_projection.this_machine`` counts it
+    (``link_ns_per_byte``: the ends', in the roles' CPU; ``host_ns_per_byte``: the rest, on the cores).
+
+    ``message`` (bytes): sent as a round sends its parts, a message and then a one-byte reply awaited
+    before the next; None: in bulk, one stream. Through tbf at 100-150 Mbit/s a stream kept the
+    queue full and cost 39-47 ns a byte, messages of 20-200 kB 7-16 (no retransmission either way;
+    2026-11-29): the bulk figure overstated a round's bytes 2-4x.
+
+    Returns
+    -------
+    (float, float)
+        ns per byte: the machine's, and the sender's and the receiver's of it.
+    """
     size = int(megabytes * 1e6) >> 20 << 20
+    count = max(1, size // message) if message else 0
+    if message:  # read a whole message, then reply
+        serve = (f"m = {message}\nbuf = bytearray(m)\nview = memoryview(buf)\nwhile True:\n    got = 0\n"
+                 "    while got < m:\n        r = c.recv_into(view[got:])\n        if not r:\n"
+                 "            raise SystemExit\n        got += r\n    c.sendall(b'k')\n")
+        send = f"chunk = bytes({message})\nfor _ in range({count}):\n    s.sendall(chunk); s.recv(1)\n"
+        size = count * message
+    else:
+        serve = "while c.recv(1 << 20):\n    pass\nc.sendall(b'k')\nimport time; time.sleep(60)"
+        send = (f"chunk = bytes(1 << 20)\nfor _ in range({size >> 20}):\n    s.sendall(chunk)\n"
+                "s.shutdown(socket.SHUT_WR); s.recv(1)")
     listen = ("import socket\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-              f"s.bind(({host!r}, 0)); s.listen(); print(s.getsockname()[1], flush=True); c, _ = s.accept()\n"
-              "while c.recv(1 << 20):\n    pass\nc.sendall(b'k'); c.close()")
+              f"s.bind(({host!r}, 0)); s.listen(); print(s.getsockname()[1], flush=True); c, _ = s.accept()\n" + serve)
     server = subprocess.Popen([*receiver, sys.executable, "-c", listen], stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())
         idle = _busy_seconds(0.5)
-        send = (f"import socket\ns = socket.create_connection(({host!r}, {port}))\nchunk = bytes(1 << 20)\n"
-                f"for _ in range({size >> 20}):\n    s.sendall(chunk)\ns.shutdown(socket.SHUT_WR); s.recv(1)")
+        send = f"import socket\ns = socket.create_connection(({host!r}, {port}))\n" + send
+        ends = _process_cpu_seconds(server.pid) + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime \
+            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
         before, began = _cpu_seconds(), time.perf_counter()
         subprocess.run([*sender, sys.executable, "-c", send], check=True, capture_output=True, timeout=600)
         busy, elapsed = _cpu_seconds() - before, time.perf_counter() - began
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ends = _process_cpu_seconds(server.pid) + children.ru_utime + children.ru_stime - ends
     finally:
         server.kill()
         server.wait()
-    return max(0.0, busy - idle * elapsed) * 1e9 / size
+    return max(0.0, busy - idle * elapsed) * 1e9 / size, ends * 1e9 / size
 
 
 class _Opened:
@@ -187,13 +220,14 @@ class Network(_Opened):
                              capture_output=True, text=True, timeout=60)
         return float(out.stdout.strip())
 
-    def cpu_per_byte(self, megabytes=None):
+    def cpu_per_byte(self, megabytes=None, message=None):
         """This machine's CPU (ns, every core's) per byte sent from host 0 to host 1 through their links
-        as the network has them (the veths, the bridge, tbf, the relay): :func:`cpu_per_byte`."""
+        as the network has them (the veths, the bridge, tbf, the relay), and the two ends' of it:
+        :func:`cpu_per_byte` (in messages of ``message`` bytes, each answered, or in bulk)."""
         if megabytes is None:  # about two seconds' worth at the rate (unshaped: as on loopback)
             megabytes = rate_bits(self.rate) / 8 * 2 / 1e6 if self.rate else 256
         return cpu_per_byte(["ip", "netns", "exec", self.workers[0]], ["ip", "netns", "exec", self.workers[1]],
-                            address(1), megabytes)
+                            address(1), megabytes, message)
 
     def counters(self, ns):
         """``(bytes received, bytes sent)`` on a host's NIC so far."""

@@ -45,6 +45,7 @@ sys.path.insert(0, HERE)
 from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery and the corpus preparation
 import projection  # noqa: E402 - the model
+from gensim_distw2v import machine_projection  # noqa: E402 - the model of this machine
 
 efficiency = projection.efficiency
 SHOWN = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "dispatcher CPU", "client CPU",
@@ -127,11 +128,19 @@ def costs(row, k, threads=1, corpus_file=False):
     return out
 
 
+def shard_placement(args):
+    """Where the projection puts the shards, in words."""
+    if getattr(args, "shards_per_node", None):
+        return f"{args.shards_per_node} shards per node"
+    return f"{args.project_shards} shard hosts" if args.project_shards else "one shard per node"
+
+
 def model_options(args):
     """:func:`projection.limits`'s options from the command line."""
     return {"mergers": args.mergers, "fold_threads": args.fold_threads, "gil_share": args.gil_share,
             "shard_gil_share": args.shard_gil_share, "job_python_us": args.job_python_us,
-            "round_trips": args.round_trips, "sync": args.model_sync}
+            "round_trips": args.round_trips, "sync": args.model_sync,
+            "shards_per_node": getattr(args, "shards_per_node", None)}
 
 
 def project(run, gensim_us, k, threads, link_gbit, shards=None, **options):
@@ -153,7 +162,7 @@ def check_this_machine(runs, args):
     for run in runs:
         options = model_options(args)
         options.pop("sync")
-        c = projection.this_machine(run, cores=args.machine_cores, sync=args.model_sync, **options)
+        c = machine_projection.this_machine(run, cores=args.machine_cores, sync=args.model_sync, **options)
         ranked = sorted((v, n) for n, v in c["limits"].items() if v is not None)
         following = next((f"{n} {v:.0f}" for v, n in ranked if n != c["bottleneck"]), "")
         print(f"{c['K']:>3}{c['threads']:>3}{c['shards']:>3}{'cf' if run.get('corpus_file') else 'iter':>6}"
@@ -177,18 +186,20 @@ def concurrent_threads(run, machine_cores):
     return projection.concurrent_threads(run.get("threads", 1), run["K"], machine_cores)
 
 
-def print_projection(runs, gensim_us, args):
+def print_projection(runs, gensim_us, args, at_interval=None):
     """The projection to K nodes of ``--threads`` threads, every K of ``--project-k``, against one node of
     plain gensim whose threads are credited as the cluster's: ``gensim_us`` (``{"gensim_cf:N": CPU µs per
     word}``) at as many threads as ran at once in a measured worker (:func:`concurrent_threads`), both
-    through the same efficiency curve; returns its records (None: no gensim run at that count)."""
+    through the same efficiency curve; returns its records (None: no gensim run at that count).
+    ``at_interval(k, runs)``: the measured runs' costs as they would be at the interval K nodes merge at,
+    and how they were had (``vocab_costs.py --intervals-from``; default: as measured)."""
     at_once = min(concurrent_threads(run, args.machine_cores) for run in runs)
     reference = gensim_us.get(f"gensim_cf:{at_once}")
     if not reference:
         print(f"\nno projection: it needs plain gensim in corpus_file mode at workers={at_once}")
         return None
     print(f"\nprojection: nodes of {args.threads} threads and {args.cores or args.threads} cores, "
-          f"{f'{args.project_shards} shard hosts' if args.project_shards else 'one shard per node'}, "
+          f"{shard_placement(args)}, "
           f"{args.mergers} merger thread(s), {args.fold_threads} fold thread(s) a shard, GIL share "
           f"{_share(args.gil_share, runs, 'worker_gil_share')} (merges) / "
           f"{_share(args.shard_gil_share, runs, 'shard_gil_share')} (shards), {args.round_trips} round trips a round "
@@ -206,10 +217,15 @@ def print_projection(runs, gensim_us, args):
     scaled = [projection.at_corpus(run, args.project_corpus_words, args.transport_ns_per_byte) for run in runs]
     if args.project_corpus_words:
         print("epoch flushes: " + "; ".join(f"K={run['K']} {how}" for run, (_, how) in zip(runs, scaled)))
-    runs = [costs for costs, _ in scaled]
 
     def point(measured, k, link):
+        note = ""
+        if at_interval is not None:  # (before the flushes are spread: the routine rounds' part changes)
+            measured, note = at_interval(k, measured)
+        measured = [projection.at_corpus(run, args.project_corpus_words, args.transport_ns_per_byte)[0]
+                    for run in measured]
         at_k, label = projection.costs_at(measured, k, args.extrapolate)
+        label += note
         at_k["threads"], at_k["corpus_file"] = runs[-1].get("threads", 1), runs[-1].get("corpus_file", False)
         p = project(at_k, reference, k, args.threads, link, args.project_shards, cores=args.cores,
                     rtt_ms=args.rtt_ms, kernel_threads=at_once, gensim_threads=at_once, **model_options(args))
@@ -284,6 +300,7 @@ def parse_args(argv=None):
     parser.add_argument("--hs", type=int, default=0, choices=(0, 1), help="hierarchical softmax (negative=0)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--first-seed", type=int, default=1, help="the seeds are this one and those after it")
     parser.add_argument("--max-words", type=int, default=0, help="use the corpus's first lines up to this many words")
     parser.add_argument("--min-count", type=int, default=5,
                         help="gensim's min_count (default 5; lower it for a larger vocabulary of the same corpus)")
@@ -303,7 +320,9 @@ def parse_args(argv=None):
     parser.add_argument("--shards", default="1",
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
-                        help="shards in the projection (default: one per node, P = K)")
+                        help="shard hosts of their own in the projection (default: one shard per node, P = K)")
+    parser.add_argument("--shards-per-node", type=int, default=None,
+                        help="shards on each worker node in the projection (P = m K; default 1)")
     parser.add_argument("--threads", type=int, default=16, help="threads (trainer threads) per node in the projection")
     parser.add_argument("--cores", type=int, default=None, help="cores per node in the projection (default --threads)")
     parser.add_argument("--links", default="1,10", help="link speeds in Gbit/s in the projection")
@@ -410,7 +429,7 @@ def measure(args, ks, shards_at):
         vocab_path, corpus_path, words, vocab = compare_gensim.prepare(one_args, workdir)
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} epochs={args.epochs} seeds={args.seeds}; "
               f"clusters (K, T): {ks}", flush=True)
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             plan = [(m, n) for n in gensim_ns for m in modes] + [(dist_mode, kt) for kt in ks]
             for mode, k in plan:
                 k, t = k if mode == dist_mode else (k, 1)
@@ -431,7 +450,7 @@ def measure(args, ks, shards_at):
 
 def summarise(args, ks, rows, dist_mode, shards_at):
     """Per-word costs of each K, means over seeds; printed; returns the runs."""
-    ref = rows.get(("gensim", 1)) or rows[("gensim_cf", 1)]  # the quality reference: gensim workers=1
+    ref = rows.get(("gensim", 1)) or rows.get(("gensim_cf", 1))  # the quality reference: gensim workers=1
     runs = []
     print(f"\nper trained raw word, mean of {args.seeds} seed(s); quality against gensim workers=1")
     print(f"{'K':>3}{'T':>3}{'P':>3}{'kernel us':>10}{'w merge us':>11}{'w other':>8}{'shard us':>9}{'/shard':>8}"
@@ -444,7 +463,8 @@ def summarise(args, ks, rows, dist_mode, shards_at):
         for key in (key for key in each[0] if isinstance(each[0][key], dict)):  # by thread group: means too
             run[key] = {name: statistics.fmean(c[key].get(name, 0.0) for c in each)
                         for name in sorted(set().union(*(c[key] for c in each)))}
-        run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) for q in ("analogy", "ws353", "simlex")}
+        run["quality_delta"] = {q: run[q] - statistics.fmean(r[q] for r in ref) if ref else float("nan")
+                                for q in ("analogy", "ws353", "simlex")}  # (nan: no gensim run beside it)
         run["per_shard_us"] = run["shard_us"] / shards_at(k)
         run.update(K=k, threads=t, corpus_file=args.corpus_file, sg=args.sg, shards=shards_at(k),
                    shard_rss_mb=max(c["rss_mb"].get("shard", 0.0) for c in each),

@@ -2,7 +2,7 @@
 
 It measures the per-word costs (``scaling.costs``) of the *fitted* clusters (``--fit``, default K=2
 and K=8 workers of 2 threads, corpus_file mode), then for each case: predicts its words/s on this
-machine with the model (``projection.costs_at`` for the costs at its K, ``projection.this_machine``
+machine with the model (``projection.costs_at`` for the costs at its K, ``machine_projection.this_machine``
 for its limits, every process on ``--machine-cores`` cores), prints the prediction, and only then
 runs the case and measures it. The cases (``--cases``, all by default):
 
@@ -30,9 +30,10 @@ fit takes each cost's median, each case its median words/s and costs (a single r
 machine is off by up to about 10%). Each prediction is still printed before its case's runs.
 
 Before a shaped case runs, its links are measured as a user would measure theirs: the round trip
-(a ping-pong through the relay) and the CPU a byte costs this machine beyond loopback's (bulk
-transfers, ``netlab.cpu_per_byte``: ~30 ns a byte through tbf at 100-200 Mbit/s, which cuts the
-kernel's 64 kB segments into packets, against ~1.3 on loopback; the relay's Python, ~2 more). The
+(a ping-pong through the relay) and the CPU a byte costs this machine beyond loopback's (sent
+as a round sends it, a part to one shard and its reply, ``netlab.cpu_per_byte``: ~7-16 ns
+a byte through tbf at 100-150 Mbit/s against ~1 on loopback; the relay's Python, ~2 more; until
+2026-11-29 one bulk stream, 39-47 ns a byte, which overstated a round's bytes 2-4x). The
 model's link terms were revised after runs of the K=2 cases at 100 Mbit/s and 1, 2 and 4 ms
 (one round trip a round, not two; the session's transfers and the flush outside training; a
 round's CPU waiting for busy cores) and once more after a full run (a byte's CPU on these links):
@@ -63,6 +64,7 @@ sys.path.insert(0, HERE)
 from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery
 import projection  # noqa: E402 - the model
+from gensim_distw2v import machine_projection  # noqa: E402 - the model of this machine
 import scaling  # noqa: E402 - the per-word costs of a run
 
 import netlab  # noqa: E402 - hosts in network namespaces
@@ -231,16 +233,24 @@ def predict(args, fitted, case, client_us, link, words, model_bytes):
     options = {} if link["rtt_ms"] is None else {"rtt_ms": link["rtt_ms"]}
     if case.shaped and link["gbit"] is None:  # between namespaces, unshaped: veth at memory speed
         options.setdefault("rtt_ms", projection.LOOPBACK_RTT_MS)
-    model = projection.this_machine(costs, cores=args.machine_cores, kernel_threads=threads, link_gbit=link["gbit"],
+    model = machine_projection.this_machine(costs, cores=args.machine_cores, kernel_threads=threads, link_gbit=link["gbit"],
                                     words=words, model_bytes=model_bytes, link_ns_per_byte=link["ns_per_byte"],
-                                    **options)
+                                    host_ns_per_byte=link.get("host_ns_per_byte", 0.0), **options)
     return model, costs, label
+
+
+def part_bytes(fitted, k):
+    """A round's part to one shard at ``k`` workers and shards (bytes): the nearest fitted run's bytes up a
+    word times the words a round carried, over ``k`` shards (16 kB to 4 MB)."""
+    run = min(fitted, key=lambda r: abs(int(r["K"]) - k))
+    return int(min(4 << 20, max(16 << 10, run["bytes_up_per_word"] / run["rounds_per_word"] / k)))
 
 
 def link_text(link):
     """What was measured of a case's links before its run."""
     trip = "" if link["rtt_ms"] is None else f"round trip {link['rtt_ms']:.2f} ms, "
-    return f"{trip}{link['ns_per_byte']:.1f} ns of CPU a byte beyond loopback's"
+    rest = f", {link['host_ns_per_byte']:.1f} elsewhere" if link.get("host_ns_per_byte") else ""
+    return f"{trip}{link['ns_per_byte']:.1f} ns of the ends' CPU a byte beyond loopback's{rest}"
 
 
 def repredict(args):
@@ -251,7 +261,8 @@ def repredict(args):
     print(f"{args.repredict}: its cases predicted again by the model as it is now, after they ran (not out of sample)")
     for c in stored["cases"]:
         case = Case(c["K"], c["threads"], c["mode"], c["other_corpus"], c["rate"], c["delay_ms"])
-        link = {"gbit": c["link_gbit"], "rtt_ms": c["rtt_ms"], "ns_per_byte": c["link_ns_per_byte"]}
+        link = {"gbit": c["link_gbit"], "rtt_ms": c["rtt_ms"], "ns_per_byte": c["link_ns_per_byte"],
+                "host_ns_per_byte": c.get("link_host_ns_per_byte", 0.0)}
         if case.shaped and "words" not in c:
             print(f"  {c['name']}: left out (its run's words and rows, which the links' transfers take, are not stored)")
             continue
@@ -288,19 +299,25 @@ def main(argv=None):
         print(f"the client's encoding, measured in process: {client_us:.3f} us a word", flush=True)
         cases = []
         shaped_why = netlab.missing(delay=True)
-        loopback_ns = netlab.cpu_per_byte()  # a byte's CPU on loopback, as the fitted runs paid it
-        print(f"a byte sent on loopback: {loopback_ns:.2f} ns of CPU", flush=True)
         for name in args.cases.split(","):
             case = case_of(args, name)
             if case.shaped and shaped_why:
                 print(f"\n{name}: left out: {shaped_why}", flush=True)
                 continue
             link = {"gbit": netlab.rate_bits(case.rate) / 1e9 if case.rate else None, "rtt_ms": None,
-                    "ns_per_byte": 0.0}
+                    "ns_per_byte": 0.0, "host_ns_per_byte": 0.0}
             if case.shaped:  # the links as they are, measured before the run: a round trip, a byte's CPU
+                part = part_bytes(fitted, case.k)  # sent as a round sends it, beyond loopback's (the fits paid that)
+                megabytes = netlab.rate_bits(case.rate) / 8 * 2 / 1e6 if case.rate else 256
+                loop_all, loop_ends = netlab.cpu_per_byte(megabytes=megabytes, message=part)
                 with netlab.Network(2, rate=case.rate, delay_ms=case.delay_ms) as net:
                     link["rtt_ms"] = net.rtt_ms()
-                    link["ns_per_byte"] = max(0.0, net.cpu_per_byte() - loopback_ns)
+                    every, ends = net.cpu_per_byte(megabytes, message=part)
+                link["ns_per_byte"] = max(0.0, ends - loop_ends)  # the sender's and receiver's: in the roles
+                link["host_ns_per_byte"] = max(0.0, (every - ends) - (loop_all - loop_ends))  # the relay's, qdiscs'
+                print(f"{name}: a byte in parts of {part:,} bytes costs the ends {link['ns_per_byte']:.1f} ns and the "
+                      f"rest of the machine {link['host_ns_per_byte']:.1f} ns beyond loopback's "
+                      f"({loop_ends:.2f} and {loop_all - loop_ends:.2f})", flush=True)
             words, vocabulary = sizes["other" if case.other else "main"]
             model_bytes = vocabulary * 100 * 4 * 2  # the rows the client uploads and downloads (syn0, syn1neg)
             model, costs, label = predict(args, fitted, case, client_us if case.mode == "dist" else None, link,
@@ -320,7 +337,8 @@ def main(argv=None):
             cases.append({"name": name, "K": case.k, "threads": case.threads, "mode": case.mode,
                           "other_corpus": case.other, "rate": case.rate, "delay_ms": case.delay_ms,
                           "link_gbit": link["gbit"],
-                          "rtt_ms": link["rtt_ms"], "link_ns_per_byte": link["ns_per_byte"], "predicted_wps": model["model_wps"],
+                          "rtt_ms": link["rtt_ms"], "link_ns_per_byte": link["ns_per_byte"],
+                          "link_host_ns_per_byte": link["host_ns_per_byte"], "predicted_wps": model["model_wps"],
                           "measured_wps": measured["raw_wps"], "error": error,
                           "bottleneck": model["bottleneck"], "costs_from": label,
                           "serial_seconds": model["serial_seconds"], "round_ms": model["round_seconds"] * 1e3, "measured_round_ms": measured["round_ms"],

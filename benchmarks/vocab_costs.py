@@ -31,6 +31,13 @@ VOCAB_KEYS = ("kernel_us", "worker_merge_us", "worker_routine_us", "worker_flush
               "worker_setup_us", "shard_us", "shard_routine_us", "shard_flush_us", "shard_setup_us",
               "shard_routine_call_us", "shard_flush_call_us", "shard_setup_call_us", "bytes_up_per_word",
               "bytes_down_per_word", "flush_bytes_per_word", "worker_routine_nogil_us", "shard_routine_nogil_us")
+#: the per-word costs the shards' count changes (more shards a node: more parts a round, each of fewer rows)
+SHARD_KEYS = ("worker_merge_us", "worker_routine_us", "worker_flush_us", "worker_take_us", "worker_routine_nogil_us",
+              "shard_us", "shard_routine_call_us", "shard_flush_call_us", "shard_setup_call_us", "shard_routine_nogil_us",
+              "bytes_up_per_word", "bytes_down_per_word", "flush_bytes_per_word")
+#: the routine rounds' per-word costs, which the interval changes (the flushes' and the session's do not)
+INTERVAL_KEYS = ("worker_routine_us", "worker_take_us", "worker_routine_nogil_us", "shard_routine_call_us",
+                 "shard_routine_nogil_us", "routine_bytes_up", "routine_bytes_down")
 SHOWN = ("kernel_us", "worker_routine_us", "worker_flush_us", "shard_us", "dispatcher_us", "bytes_up_per_word",
          "bytes_down_per_word")
 
@@ -46,7 +53,7 @@ def parse_args(argv=None):
     projecting = scaling.parse_args(["--reproject", "-"])
     for key in ("threads", "cores", "links", "extrapolate", "gil_share",
                 "shard_gil_share", "job_python_us", "rtt_ms", "round_trips", "model_sync", "machine_cores",
-                "transport_ns_per_byte", "project_shards"):
+                "transport_ns_per_byte", "project_shards", "shards_per_node"):
         parser.set_defaults(**{key: getattr(projecting, key)})
     parser.add_argument("--project-k", dest="project_k", default="8,16,32")
     parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
@@ -57,6 +64,13 @@ def parse_args(argv=None):
                         help="a scaling JSON whose run gives the share of the routine merge CPU that takes a round "
                              "and the rounds in flight or pieces it went in (default: the run of --runs nearest "
                              "--vocabulary): a run of a newer package at that vocabulary, the fit left as it is")
+    parser.add_argument("--shards-from", metavar="JSON,JSON",
+                        help="two scaling JSONs at one K and vocabulary, one shard per worker and then m: each cost of "
+                             "SHARD_KEYS times its ratio between them, projected with m shards per node")
+    parser.add_argument("--intervals-from", metavar="JSON,JSON[,...]",
+                        help="scaling JSONs at one K and vocabulary, the headline's interval first, then others: each "
+                             "projected K at the interval the package's rule gives it for --project-corpus-words "
+                             "(8 / K of K=8's beyond eight workers), its routine rounds' costs as measured there")
     return parser.parse_args(argv)
 
 
@@ -127,6 +141,66 @@ def regil(run):
     return run
 
 
+def reshard_factors(paths):
+    """``(factors, m)`` from ``--shards-from``: each of :data:`SHARD_KEYS`' ratio between a run of P = m K
+    shards and one of P = K at the same K, vocabulary and interval (means of their seeds), and m."""
+    measured = []
+    for path in paths.split(","):
+        with open(path, encoding="utf-8") as fin:
+            measured.append(json.load(fin)["runs"][0])
+    if len(measured) != 2:
+        sys.exit(f"--shards-from: want two JSONs, got {len(measured)}")
+    one, more = measured
+    if int(one["K"]) != int(more["K"]) or int(one["shards"]) != int(one["K"]) or int(more["shards"]) % int(more["K"]):
+        sys.exit(f"--shards-from: want P = K then P = m K at one K, got K={one['K']} P={one['shards']} and "
+                 f"K={more['K']} P={more['shards']}")
+    factors = {key: more[key] / one[key] for key in SHARD_KEYS if one.get(key) and key in more}
+    return factors, int(more["shards"]) // int(more["K"])
+
+
+def _routine_bytes(run):
+    return dict(run, **{f"routine_bytes_{way}": max(0.0, run[f"bytes_{way}_per_word"] - run["flush_bytes_per_word"] / 2)
+                        for way in ("up", "down")})
+
+
+def at_intervals(paths, corpus_words, sg):
+    """``at_interval(k, runs)`` for :func:`scaling.print_projection` from ``--intervals-from``: the runs' routine
+    costs (:data:`INTERVAL_KEYS`) times their measured ratio at the interval K nodes merge at
+    (:func:`gensim_distw2v.core.schedule.default_sync_words` for the corpus; a power of the interval through the
+    nearest measured, a cost that falls beyond the longest held) over the first JSON's (the headline's)
+    interval; the totals rebuilt from their parts, the rounds a word one over the interval."""
+    from gensim_distw2v.core.schedule import default_sync_words
+
+    points = []
+    for path in paths.split(","):
+        with open(path, encoding="utf-8") as fin:
+            data = json.load(fin)
+        run = _routine_bytes(data["runs"][0])
+        points.append((float(data["args"]["sync_words"]), run))
+    if len({(int(r["K"]), int(r["shards"])) for _, r in points}) != 1 or len(points) < 2:
+        sys.exit("--intervals-from: want two or more runs of one K and shard count at different intervals")
+    base = points[0][0]
+    points.sort(key=lambda p: p[0])
+
+    def adjust(k, runs):
+        interval = float(default_sync_words(k, corpus_words, sg=bool(sg)))
+        if interval == base:
+            return runs, ""
+        factors = {key: ratio(points, key, interval, base) for key in INTERVAL_KEYS if all(key in r for _, r in points)}
+        out = []
+        for run in runs:
+            run = _routine_bytes(run)
+            new = dict(run, **{key: run[key] * f for key, f in factors.items() if key in run}, rounds_per_word=1 / interval)
+            new["worker_merge_us"] = run["worker_merge_us"] + new["worker_routine_us"] - run["worker_routine_us"]
+            new["shard_us"] = run["shard_us"] + new["shard_routine_call_us"] - run["shard_routine_call_us"]
+            for way in ("up", "down"):
+                new[f"bytes_{way}_per_word"] = new[f"routine_bytes_{way}"] + run["flush_bytes_per_word"] / 2
+            out.append(regil(new))
+        return out, (f", at {interval:,.0f} words a round: routine costs x{factors['worker_routine_us']:.2f} (workers), "
+                     f"x{factors['shard_routine_call_us']:.2f} (shards)")
+    return adjust
+
+
 def pieced(run, nearest):
     """``run`` with the pieces a round goes in (``round_pieces``), its rounds in flight
     (``rounds_in_flight``) and the share of its routine merge CPU that takes them (``worker_take_us``), as
@@ -166,11 +240,21 @@ def main(argv=None):
               + f"; gensim's CPU x{gensim_factor:.2f}")
         nearest = min(points, key=lambda p: abs(math.log(p[0] / args.vocabulary)))[1] if not args.overlap_from \
             else load(args.overlap_from, vocabulary=False)["runs"][0]
-        runs = [pieced(regil(scaled(r, factors)), nearest) for r in head["runs"]]
+        runs = [scaled(r, factors) for r in head["runs"]]
+        if args.shards_from:  # m shards a node: their costs as measured against one, the same K and rows
+            shard_factors, args.shards_per_node = reshard_factors(args.shards_from)
+            print(f"{args.shards_per_node} shards a node against one: "
+                  + ", ".join(f"{key} x{value:.2f}" for key, value in shard_factors.items()))
+            runs = [dict(r, **{key: r[key] * value for key, value in shard_factors.items() if key in r}) for r in runs]
+            out["shard_factors"] = shard_factors
+        runs = [pieced(regil(r), nearest) for r in runs]
+        at_interval = None
+        if args.intervals_from:
+            at_interval = at_intervals(args.intervals_from, args.project_corpus_words, head["runs"][0].get("sg", 0))
         gensim_us = {key: value * gensim_factor for key, value in head["gensim_us"].items()}
         same_threads = [run for run in runs if run["threads"] == runs[-1]["threads"]]
         out.update(factors=factors, gensim_factor=gensim_factor, headline=args.headline,
-                   projection=scaling.print_projection(same_threads, gensim_us, args) or [])
+                   projection=scaling.print_projection(same_threads, gensim_us, args, at_interval) or [])
     if args.json:
         print(json.dumps(out))
 

@@ -168,7 +168,8 @@ def train(args, bars=None):
             cluster = launch_cli.remote_cluster(args)
             cluster.start()
             model.ns_conf = cluster.ns_conf
-            where = f"a cluster of {len(cluster.hosts)} hosts started over SSH"
+            where = f"a cluster of {len(cluster.hosts)} hosts started over SSH" + (
+                f", {cluster.shards_per_host} shards each" if cluster.shards_per_host > 1 else "")
         elif args.slurm:
             import signal
 

@@ -2,8 +2,8 @@
 they would take to count the vocabulary: :mod:`gensim_distw2v.count_projection`).
 
 Pure functions: no cluster, no I/O. ``benchmarks/scaling.py`` measures the per-word costs on this machine and
-calls :func:`project` (K real nodes on real links) and :func:`this_machine` (the model of the
-machine the costs were measured on, to check the model against the words/s measured there).
+calls :func:`project` (K real nodes on real links); :mod:`gensim_distw2v.machine_projection` models the
+machine the costs were measured on, to check the model against the words/s measured there.
 ``docs/scaling.rst`` states the model; every formula below is there too.
 
 The costs (per trained raw word, summed over the cluster's processes of a role and divided by the
@@ -29,11 +29,9 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 """
 import math
 
-__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency",
-           "default_rtt_ms", "dispatcher_split", "pipelined", "in_flight", "merge_speedup", "fold_speedup", "dispatcher_limit",
-           "costs_at", "at_corpus", "limits",
-           "concurrent_threads", "single_node",
-           "project", "this_machine"]
+__all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms",
+           "dispatcher_split", "pipelined", "in_flight", "merge_speedup", "fold_speedup", "dispatcher_limit", "costs_at",
+           "at_corpus", "placed", "limits", "round_time", "combine", "concurrent_threads", "single_node", "project"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
 LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
@@ -300,12 +298,14 @@ def at_corpus(run, epoch_words, transport_ns_per_byte=None):
                        else "")
 
 
-def _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads, gil_share, shard_gil_share,
-           sync_words, stretch=1.0):
+def round_time(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads, gil_share, shard_gil_share,
+               sync_words, stretch=1.0, local=None):
     """One routine merge round of one worker: ``(seconds, its terms, words it carries)``; its CPU
-    terms take ``stretch`` times their CPU time (waiting for a share of a host's cores)."""
+    terms take ``stretch`` times their CPU time (waiting for a share of a host's cores); ``local``:
+    the shards run on the worker nodes (default: when there are K)."""
     words = sync_words or (1.0 / costs["rounds_per_word"] if costs.get("rounds_per_word") else 0.0)
-    crossing = (k - 1) / k if shards == k else 1.0  # the part for the node's own shard stays on it
+    local = shards == k if local is None else local
+    crossing = (k - 1) / k if local else 1.0  # the part for the node's own shards stays on it
     wire = 0.0 if link_gbit is None else \
         (costs["bytes_up_per_word"] + costs["bytes_down_per_word"]) * words * crossing / (link_gbit * 1e9 / 8)
     merge = stretch * costs["worker_merge_us"] * 1e-6 * words * (gil_share + (1 - gil_share) / merge_speedup(mergers))
@@ -340,9 +340,19 @@ def pipelined(take, take_in, flight, trip, pieces):
     return take / n + (n - 1) * (between + take_in / n) + flight / n + trip + take_in / n
 
 
+def placed(k, shards=None, shards_per_node=None):
+    """``(P, local)``: the shards and whether they run on the K worker nodes. ``shards_per_node`` m puts
+    m K there; else P shards (default K) are on the nodes when P = K, on hosts of their own otherwise."""
+    if shards_per_node:
+        return k * int(shards_per_node), True
+    shards = k if shards is None else shards
+    return shards, shards == k
+
+
 def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, machine_cores=None, cores=None,
            kernel_threads=1, mergers=1, fold_threads=1, gil_share=None, shard_gil_share=None, job_python_us=None,
-           rtt_ms=None, round_trips=DEFAULT_ROUND_TRIPS, sync="ssp", sync_words=None, round_stretch=1.0):
+           rtt_ms=None, round_trips=DEFAULT_ROUND_TRIPS, sync="ssp", sync_words=None, round_stretch=1.0, host_us=0.0,
+           shards_per_node=None):
     """Every limit (words/s of the whole cluster) of K nodes of ``threads`` trainer threads.
 
     Parameters
@@ -359,7 +369,8 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     corpus_file : bool
         Corpus_file mode: no client limit (the workers read the corpus).
     machine_cores : int, optional
-        All processes on one host of this many cores (:func:`this_machine`): the core budget is the
+        All processes on one host of this many cores
+        (:func:`~gensim_distw2v.machine_projection.this_machine`): the core budget is the
         host's, and counts the dispatcher's and the client's CPU too.
     cores : int, optional
         Cores of a node (default ``threads``), shared by its trainers, merger and shard.
@@ -386,8 +397,15 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     sync_words : float, optional
         The interval (default ``1 / rounds_per_word``, what the measured rounds carried).
     round_stretch : float
-        Wall seconds a round's CPU second takes (1: a core of its own; :func:`this_machine` measures it
+        Wall seconds a round's CPU second takes (1: a core of its own;
+        :func:`~gensim_distw2v.machine_projection.this_machine` measures it
         where every process shares two cores).
+    host_us : float
+        With ``machine_cores``: the host's CPU per word outside every role (the links of
+        :func:`~gensim_distw2v.machine_projection.this_machine`).
+    shards_per_node : int, optional
+        m shard processes on each worker node (P = m K, ``shards`` ignored): m fold threads and m GILs
+        a node, each shard folding 1/P of the rows.
 
     Returns
     -------
@@ -395,7 +413,7 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
         ``{limit name: words/s or None}`` for every name of :data:`LIMITS`, and the details: the
         round's seconds and terms, the interval's words, each node's CPU µs per word.
     """
-    shards = k if shards is None else shards
+    shards, local = placed(k, shards, shards_per_node)
     cores = threads if cores is None else cores
     rtt_ms = default_rtt_ms(link_gbit) if rtt_ms is None else rtt_ms
     gil_share = costs.get("worker_gil_share", 1.0) if gil_share is None else gil_share
@@ -418,20 +436,20 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     up, down = costs["bytes_up_per_word"], costs["bytes_down_per_word"]
     if link_gbit is not None:
         link = link_gbit * 1e9 / 8
-        if shards == k:  # each direction: its worker's traffic and its shard's, less what stays on the node
+        if local:  # each direction: its worker's traffic and its shards', less what stays on the node
             out["node link"] = _rate(k * link, (up + down) * (k - 1) / k)
         else:
             out["worker link"] = _rate(k * link, max(up, down))
             out["shard link"] = _rate(shards * link, max(up, down))
     if machine_cores is not None:  # one host: every role's CPU on its cores
         cpu = kernel + merge + job_py + costs["shard_us"] + costs["dispatcher_us"] + costs["client_us"] \
-            + costs.get("worker_setup_us", 0.0)  # (the workers' joining: on this host's cores too)
+            + costs.get("worker_setup_us", 0.0) + host_us  # (the workers' joining, the links: this host's too)
         out["core budget"] = _rate(max(0.0, machine_cores - k * w_clock - shards * s_clock) * 1e6, cpu)
     else:  # a node: its trainers, merger, other worker threads and (P = K) its shard, on its cores
-        cpu = kernel + merge + job_py + (costs["shard_us"] if shards == k else 0.0)
-        out["core budget"] = _rate(k * max(0.0, cores - w_clock - (s_clock if shards == k else 0.0)) * 1e6, cpu)
-    seconds, terms, words = _round(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads,
-                                   gil_share, shard_gil_share, sync_words, round_stretch)
+        cpu = kernel + merge + job_py + (costs["shard_us"] if local else 0.0)
+        out["core budget"] = _rate(k * max(0.0, cores - w_clock - (s_clock * shards / k if local else 0.0)) * 1e6, cpu)
+    seconds, terms, words = round_time(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads,
+                                       gil_share, shard_gil_share, sync_words, round_stretch, local)
     if sync in ("ssp", "bsp") and words > 0:
         out["round latency"] = _rate(k * words, seconds)
     details = {"round_seconds": seconds, "round_terms": terms, "sync_words": words, "rtt_ms": rtt_ms,
@@ -441,7 +459,7 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
     return out, details
 
 
-def _combine(named, details, k, sync):
+def combine(named, details, k, sync):
     """The cluster's words/s and its bottleneck: the least limit (``bsp``: the others' rate with each
     round's latency added to each interval's training time)."""
     given = {name: value for name, value in named.items() if value is not None}
@@ -496,10 +514,10 @@ def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads
     ``interval_seconds``: the interval's training time at the rate of the other limits; the round
     stalls the trainers when it is the longer) and the parameters used.
     """
-    shards = k if shards is None else shards
+    shards, local = placed(k, shards, options.get("shards_per_node"))
     sync = options.get("sync", "ssp")
     named, details = limits(costs, k, threads, link_gbit, shards, **options)
-    cluster, bottleneck = _combine(named, details, k, sync)
+    cluster, bottleneck = combine(named, details, k, sync)
     others = min(v for name, v in named.items() if v is not None and name != "round latency")
     single = single_node(gensim_us, threads, gensim_threads)
     words = details["sync_words"]
@@ -510,7 +528,7 @@ def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads
     dispatcher_us = costs["dispatcher_us"]  # its CPU per word at the projected rate (split: per second spread)
     if "dispatcher_word_us" in costs and "dispatcher_member_cpu" in costs and cluster > 0:
         dispatcher_us = costs["dispatcher_word_us"] + (k + shards + 1) * costs["dispatcher_member_cpu"] * 1e6 / cluster
-    nodes = k + 1 + (0 if shards == k else shards)  # the head node, and shard hosts of their own
+    nodes = k + 1 + (0 if local else shards)  # the head node, and shard hosts of their own
     return {"K": k, "threads": threads, "link_gbit": link_gbit, "shards": shards, "nodes": nodes,
             "cluster_wps": cluster, "dispatcher_us_at_rate": dispatcher_us,
             "single_node_wps": single, "speedup": cluster / single, "speedup_per_node": cluster / single / nodes,
@@ -518,83 +536,3 @@ def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads
             "merges_per_worker_per_s": cluster / k / words if words else 0.0,
             "interval_seconds": interval, "round_stalls": details["round_seconds"] > interval,
             **details, "params": params}
-
-
-def serial_seconds(costs, words, k, link_gbit, shards=None, model_bytes=0):
-    """Seconds of a run of ``words`` raw words that its links spend outside training (0 on loopback):
-    the session's transfers (the client uploads the ``model_bytes`` of rows to the shards and
-    downloads them at the end, one after the other through the head node's link; every worker
-    downloads them when it joins, the nodes at once) and the epochs' flushes (every changed row,
-    float32, up then down, once an epoch and worker, ``flush_bytes_per_word``: each node's share
-    over its link, less what stays on it). Training waits for them; a long corpus makes them small
-    per word (:func:`at_corpus`), a short one on a slow link does not
-    (``benchmarks/validate_projection.py``'s bandwidth case)."""
-    if link_gbit is None or not words:
-        return 0.0
-    shards = k if shards is None else shards
-    link = link_gbit * 1e9 / 8
-    crossing = (k - 1) / k if shards == k else 1.0
-    session = (2 + crossing) * model_bytes / link
-    flush = costs.get("flush_bytes_per_word", 0.0) * words / k * crossing / link
-    return session + flush
-
-
-def this_machine(run, cores=2, link_gbit=None, words=None, model_bytes=0, link_ns_per_byte=0.0, **options):
-    """The model of the host ``run`` was measured on (all of its processes on ``cores`` cores;
-    loopback, or with ``link_gbit`` each "node" in a network namespace of its own behind a link of
-    that rate, as ``benchmarks/validate_projection.py`` runs them), next to the words/s it measured.
-
-    ``run`` is a measured run's costs with ``K``, ``threads`` (trainer threads per worker, default 1),
-    ``shards``, ``corpus_file`` and ``raw_wps``; with a link, ``words`` (the run's raw words) and
-    ``model_bytes`` add the time its links spend outside training (:func:`serial_seconds`).
-
-    A round's CPU on this machine waits for a share of its cores. With ``round_ms`` (a round's mean
-    wall time measured on loopback at this K, where the runs keep the cores busy) its CPU terms take
-    ``S`` times their CPU time, ``S`` such that at loopback's round trip the round takes that long;
-    when the cluster leaves the cores idle part of the time (waiting for its links) a round waits
-    less: ``1 + (S - 1) u``, ``u`` the share of the cores the predicted words/s keep busy, solved
-    with the words/s (:func:`limits`' ``round_stretch``). Measured through a delaying relay (K=2 x
-    2, 2026-11-28, ``docs/measurements/validate-projection-explore-2026-11-28.txt``): a round's CPU
-    part took about 1.9, 2.0 and 1.6 times its CPU at cores about 70, 61 and 49% busy, where
-    loopback's took 2.3 times.
-
-    Between namespaces a byte costs this machine more CPU than on loopback, where the costs were
-    measured (a tbf that cuts segments into packets, a relay in Python): ``link_ns_per_byte``, the
-    difference measured in bulk beforehand (``benchmarks/netlab.py``), is added for every byte that
-    crosses a link, half to the workers' merges and half to the shards (their sends and receives).
-
-    Returns ``K``, ``threads``, ``model_wps``, ``measured_wps``, ``ratio`` (model / measured),
-    ``bottleneck``, ``limits``, ``serial_seconds`` and :func:`limits`' details.
-    """
-    k, threads = int(run["K"]), int(run.get("threads", 1))
-    shards = int(run.get("shards", k))
-    options.setdefault("kernel_threads", threads)
-    options.setdefault("rtt_ms", LOOPBACK_RTT_MS if link_gbit is None else default_rtt_ms(link_gbit))
-    full = options.pop("round_stretch", None)
-    if full is None and run.get("round_ms"):  # the round's CPU as it waited for the busy cores here
-        _, terms, _ = _round(run, k, shards, None, LOOPBACK_RTT_MS, options.get("round_trips", DEFAULT_ROUND_TRIPS),
-                             options.get("mergers", 1), options.get("fold_threads", 1),
-                             run.get("worker_gil_share", 1.0), run.get("shard_gil_share", 1.0), None)
-        cpu = sum(terms.values()) - terms["round_trips"]  # (its CPU terms, less what pieces in flight overlap)
-        full = max(1.0, (run["round_ms"] * 1e-3 - terms["round_trips"]) / cpu) if cpu > 0 else 1.0
-    full, busy = full or 1.0, 1.0
-    if link_ns_per_byte:  # the links' CPU per byte beyond loopback's, at both ends of what crosses them
-        crossing = (k - 1) / k if shards == k else 1.0
-        extra = link_ns_per_byte * 1e-3 * (run["bytes_up_per_word"] + run["bytes_down_per_word"]) * crossing
-        run = dict(run, worker_merge_us=run["worker_merge_us"] + extra / 2, shard_us=run["shard_us"] + extra / 2)
-    for _ in range(50):  # the words/s and the cores' load, solved together (a damped fixed point)
-        named, details = limits(run, k, threads, link_gbit, shards, machine_cores=cores,
-                                corpus_file=bool(run.get("corpus_file", False)),
-                                round_stretch=1.0 + (full - 1.0) * busy, **options)
-        model, bottleneck = _combine(named, details, k, options.get("sync", "ssp"))
-        load = min(1.0, model * details["node_cpu_us_per_word"] * 1e-6 / cores)
-        if abs(load - busy) < 1e-4:
-            break
-        busy = (busy + load) / 2
-    serial = serial_seconds(run, words, k, link_gbit, shards, model_bytes)
-    if serial:
-        model = words / (words / model + serial)
-    measured = run.get("raw_wps")
-    return {"K": k, "threads": threads, "shards": shards, "cores": cores, "model_wps": model,
-            "measured_wps": measured, "ratio": model / measured if measured else None, "bottleneck": bottleneck,
-            "limits": named, "serial_seconds": serial, "cores_busy": busy, **details}

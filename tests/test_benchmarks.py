@@ -311,6 +311,72 @@ def test_vocabulary_ratios_are_powers_through_the_nearest_measured_vocabularies(
 
 
 @pytest.mark.unit
+def test_projected_ks_take_their_intervals_routine_costs_and_more_shards_their_measured_costs(tmp_path):
+    """``--intervals-from``: K nodes at the interval the package's rule gives them (8 / K of K=8's beyond
+    eight), their routine rounds' costs as measured at that interval, flushes and session unchanged;
+    ``--shards-from``: each shard-dependent cost times its ratio between P = m K and P = K, and m."""
+    vocab_costs = load("vocab_costs")
+    base = {"K": 4, "shards": 4, "worker_merge_us": 1.0, "worker_routine_us": 0.4, "worker_take_us": 0.3,
+            "worker_routine_nogil_us": 0.3, "shard_us": 1.0, "shard_routine_call_us": 0.2,
+            "shard_routine_nogil_us": 0.1, "bytes_up_per_word": 14.0, "bytes_down_per_word": 14.0,
+            "flush_bytes_per_word": 8.0}
+    paths = []
+    for words, factor in ((185185, 1.0), (92593, 2.0), (46296, 4.0)):  # a routine cost doubling as the interval halves
+        run = dict(base, **{key: base[key] * factor for key in ("worker_routine_us", "worker_take_us",
+                                                                 "worker_routine_nogil_us", "shard_routine_call_us",
+                                                                 "shard_routine_nogil_us")},
+                   bytes_up_per_word=10.0 * factor + 4.0, bytes_down_per_word=10.0 * factor + 4.0)
+        paths.append(tmp_path / f"i{words}.json")
+        paths[-1].write_text(json.dumps({"args": {"sync_words": words}, "runs": [run]}))
+    adjust = vocab_costs.at_intervals(",".join(map(str, paths)), 1e9, sg=0)
+    headline = dict(base, K=16)
+    same, note = adjust(8, [headline])  # K=8 merges at the headline's interval: nothing changes
+    assert same == [headline] and note == ""
+    (at16,), note = adjust(16, [headline])
+    assert at16["rounds_per_word"] == pytest.approx(1 / 92593) and "92,593 words a round" in note
+    assert at16["worker_routine_us"] == pytest.approx(0.8, rel=1e-3)
+    assert at16["worker_merge_us"] == pytest.approx(1.0 + 0.4, rel=1e-3)  # the flush's 0.6 as it was
+    assert at16["shard_us"] == pytest.approx(1.0 + 0.2, rel=1e-3)
+    assert at16["bytes_up_per_word"] == pytest.approx(20.0 + 4.0, rel=1e-3)
+    (at32,), _ = adjust(32, [headline])
+    assert at32["worker_routine_us"] == pytest.approx(1.6, rel=1e-3) and at32["rounds_per_word"] == pytest.approx(
+        1 / 46296)
+
+    one, two = tmp_path / "p4.json", tmp_path / "p8.json"
+    one.write_text(json.dumps({"runs": [base]}))
+    two.write_text(json.dumps({"runs": [dict(base, shards=8, shard_us=1.2, worker_merge_us=1.1)]}))
+    factors, m = vocab_costs.reshard_factors(f"{one},{two}")
+    assert m == 2 and factors["shard_us"] == pytest.approx(1.2) and factors["worker_merge_us"] == pytest.approx(1.1)
+    assert factors["bytes_up_per_word"] == 1.0
+    with pytest.raises(SystemExit, match="P = K then P = m K"):
+        vocab_costs.reshard_factors(f"{two},{one}")
+
+
+@pytest.mark.unit
+def test_seeds_run_apart_are_averaged_back_into_one_configuration(tmp_path, capsys, monkeypatch):
+    mean_runs = load("mean_runs")
+    monkeypatch.setattr(mean_runs, "provenance", dict)  # (its git call is a subprocess)
+    paths = []
+    for seed, (wps, threads_us) in enumerate(((100.0, {"merger": 1.0}), (300.0, {"merger": 3.0, "main": 2.0})), 1):
+        paths.append(tmp_path / f"s{seed}.json")
+        paths[-1].write_text("a line of text first\n" + json.dumps({
+            "provenance": {"command": f"seed {seed}"}, "args": {"seeds": 1},
+            "runs": [{"K": 4, "shards": 8, "threads": 2, "corpus_file": True, "raw_wps": wps, "shard_us": wps / 100,
+                      "worker_threads_us": threads_us, "quality_delta": {"ws353": float("nan")}}]}))
+    mean_runs.main([str(p) for p in paths])
+    out = json.loads(capsys.readouterr().out)
+    (run,) = out["runs"]
+    assert run["raw_wps"] == 200.0 and run["shard_us"] == 2.0 and run["K"] == 4 and run["shards"] == 8
+    assert run["worker_threads_us"] == {"merger": 2.0, "main": 1.0} and out["args"]["seeds"] == 2
+    assert [source["command"] for source in out["sources"]] == ["seed 1", "seed 2"]
+    other = tmp_path / "p4.json"
+    other.write_text(json.dumps({"provenance": {}, "args": {}, "runs": [
+        {"K": 4, "shards": 4, "threads": 2, "corpus_file": True, "raw_wps": 1.0}]}))
+    with pytest.raises(SystemExit, match="differ in shards:"):
+        mean_runs.main([str(paths[0]), str(other)])
+
+
+@pytest.mark.unit
 def test_fold_threads_folds_rounds_of_every_worker_under_each_lock(capsys, monkeypatch):
     fold_threads = load("fold_threads")
     monkeypatch.setattr(fold_threads, "provenance", dict)  # (its git call is a subprocess)

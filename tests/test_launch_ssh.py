@@ -153,11 +153,11 @@ def two_hosts(keys, tmp_path):
             bridge.remove()
 
 
-def launch_two_hosts(keys, a, b, conf_file):
+def launch_two_hosts(keys, a, b, conf_file, *options):
     """``gensim-distw2v cluster`` on hosts ``a`` and ``b``, up: ``(launcher, lines, errs, readers)``, its output
     read to the end by one reader a stream (no second reader to split it with)."""
     launcher = subprocess.Popen([sys.executable, "-P", "-m", "gensim_distw2v", "cluster", "--hosts", f"{a}:1,{b}:1",
-                                 *ssh_args(keys, 22), "--ns-conf-file", str(conf_file)],
+                                 *ssh_args(keys, 22), "--ns-conf-file", str(conf_file), *options],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines, errs = [], []
     readers = [threading.Thread(target=lambda: lines.extend(launcher.stdout), daemon=True),
@@ -175,10 +175,13 @@ def launch_two_hosts(keys, a, b, conf_file):
 
 def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(keys, two_hosts, tmp_path,
                                                                                lee_corpus, nothing_left):
+    """Two shards a host (``--shards-per-host 2``, more fold threads a node): the lost host takes its worker
+    and both its shards with it."""
     a, b = two_hosts.addresses.values()
     conf_file = tmp_path / "ns_conf.json"
-    launcher, lines, errs, readers = launch_two_hosts(keys, a, b, conf_file)
+    launcher, lines, errs, readers = launch_two_hosts(keys, a, b, conf_file, "--shards-per-host", "2")
     try:
+        assert any("2 workers (2 threads), 4 shards" in line for line in lines), lines
         assert stat.S_IMODE(os.stat(conf_file).st_mode) == 0o600
         ns_conf = json.loads(conf_file.read_text())
         assert ns_conf["host"] == a and ns_conf["hmac_key"] not in "".join(lines)  # the key: in the file only
@@ -195,7 +198,7 @@ def test_a_cluster_on_two_hosts_trains_through_a_lost_host_and_stops_on_ctrl_c(k
         pids = subprocess.run(["ip", "netns", "pids", host_b], capture_output=True, text=True).stdout.split()
         victims = [int(p) for p in pids if "gensim_distw2v.worker" in _cmdline(p) or "gensim_distw2v.shard" in
                    _cmdline(p)]
-        assert len(victims) == 2
+        assert len(victims) == 3  # its worker and its two shards
         for pid in victims:  # the host's servers die (a crash; its agent stops what is left)
             os.kill(pid, signal.SIGKILL)
         thread.join(300)

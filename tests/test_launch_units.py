@@ -8,6 +8,7 @@ import pytest
 
 from gensim_distw2v.launch import agent, slurm
 from gensim_distw2v.launch.cli import write_private
+from gensim_distw2v.launch.cluster import RemoteCluster
 from gensim_distw2v.launch.events import Event, LaunchError
 from gensim_distw2v.launch.hosts import parse_hosts
 from gensim_distw2v.launch.ssh import SshRunner
@@ -52,6 +53,23 @@ def test_the_ssh_command_line_carries_no_secret_and_quotes_the_remote_command():
     assert argv[-2] == "alice@node1" and shlex.split(argv[-1]) == [
         "/opt/v b/python", "-m", "gensim_distw2v.launch.agent", "--roles", "shard,worker", "--host", "node1",
         "--label", "node1; rm -rf /"]
+
+
+def test_shards_per_host_reach_each_agent_and_are_bounded():
+    """``--shards-per-host N``: every host's agent starts N shard processes (more fold threads a node), and the
+    launcher waits for N a host; 0 or more than the bound is refused by the command line."""
+    hosts = parse_hosts("node1,node2")
+    cluster = RemoteCluster(hosts, SshRunner(), shards_per_host=2)
+    argv = cluster._agent_args(hosts[1], ["shard", "worker"])
+    assert argv[argv.index("--shards") + 1] == "2"
+    parsed = agent.build_parser().parse_args(argv)
+    assert parsed.shards == 2 and parsed.roles == "shard,worker"
+    for bad in ("0", str(agent.MAX_SHARDS_PER_HOST + 1)):
+        with pytest.raises(SystemExit):
+            agent.build_parser().parse_args(["--roles", "shard", "--host", "h", "--ns-host", "h", "--ns-port", "1",
+                                             "--shards", bad])
+    default = RemoteCluster(hosts, SshRunner())._agent_args(hosts[0], ["shard", "worker"])
+    assert agent.build_parser().parse_args(default).shards == 1
 
 
 @pytest.mark.parametrize("option", ["StrictHostKeyChecking=no", "stricthostkeychecking off",

@@ -15,7 +15,7 @@ MAX_MODULE_LINES = 600
 MAX_CLASS_LINES = 400
 # the layers, lowest first: a module may import from its own layer or a lower one (the roles and the
 # client side sit above the rest; see docs/design.rst)
-LAYERS = {"versions": 0, "_build_info": 0, "fields": 0, "build": 0, "projection": 0, "count_projection": 0, "protocol": 1, "settings": 1, "core": 2, "io": 3, "member": 4, "dispatcher": 4,
+LAYERS = {"versions": 0, "_build_info": 0, "fields": 0, "build": 0, "projection": 0, "count_projection": 0, "machine_projection": 0, "protocol": 1, "settings": 1, "core": 2, "io": 3, "member": 4, "dispatcher": 4,
           "shard": 4, "worker": 4, "nameserver": 4, "options": 4, "client": 5, "launch": 5, "model": 6, "__init__": 7, "__main__": 7}
 
 

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.unit
 
 projection = load("projection")
 from gensim_distw2v import count_projection as counting  # noqa: E402 - beside the model the benchmarks load
+from gensim_distw2v import machine_projection  # noqa: E402
 
 # a cheap cluster: every cost small, so that one made large binds
 CHEAP = {"kernel_us": 1.0, "worker_merge_us": 0.01, "worker_other_us": 0.001, "shard_us": 0.01, "dispatcher_us": 0.001,
@@ -20,7 +21,7 @@ CHEAP = {"kernel_us": 1.0, "worker_merge_us": 0.01, "worker_other_us": 0.001, "s
 
 
 def point(k=8, threads=16, link=10.0, shards=None, **changes):
-    options = {key: changes.pop(key) for key in list(changes) if key not in CHEAP}
+    options = {key: changes.pop(key) for key in list(changes) if key not in projection.COSTS}
     return projection.project(dict(CHEAP, **changes), 1.0, k, threads, link, shards, **options)
 
 
@@ -167,6 +168,27 @@ def test_links_one_shard_per_node_and_shards_elsewhere():
     assert p["bottleneck"] == "round latency" and p["cluster_wps"] < p["limits"]["node link"]
 
 
+def test_more_shards_than_nodes_fold_on_more_threads_of_the_same_nodes():
+    """m shards a node (P = m K, ``shards_per_node``): m fold threads and m GILs on each worker node, the
+    same node link (what stays on a node is still 1/K), a fold of 1/P of the rows in a round, no hosts added."""
+    one = point(shard_us=8.0, shard_gil_share=0.5, shard_member_cpu=0.01)
+    two = point(shard_us=8.0, shard_gil_share=0.5, shard_member_cpu=0.01, shards_per_node=2)
+    assert one["bottleneck"] == "shard fold threads" and one["cluster_wps"] == pytest.approx(8 * 1e6 / 8.0)
+    assert two["shards"] == 16 and two["nodes"] == 8 + 1
+    assert two["limits"]["shard fold threads"] == pytest.approx(16 * 1e6 / 8.0)
+    assert two["limits"]["shard GIL"] == pytest.approx(2 * one["limits"]["shard GIL"])
+    assert two["round_terms"]["shard_cpu"] == pytest.approx(one["round_terms"]["shard_cpu"] / 2)
+    assert two["cluster_wps"] > one["cluster_wps"]
+    # the shards' clock-driven threads (0.01 of a core each): m of them on each node's cores
+    cpu = one["node_cpu_us_per_word"]
+    assert one["limits"]["core budget"] == pytest.approx(8 * (16 - 0.01) * 1e6 / cpu)
+    assert two["limits"]["core budget"] == pytest.approx(8 * (16 - 0.02) * 1e6 / cpu)
+    links = dict(link=0.1, bytes_up_per_word=50.0, bytes_down_per_word=100.0, sync="asp")
+    assert point(**links, shards_per_node=2)["limits"]["node link"] == pytest.approx(point(**links)["limits"]["node link"])
+    assert projection.placed(8) == (8, True) and projection.placed(8, 4) == (4, False)
+    assert projection.placed(8, 4, shards_per_node=3) == (24, True)
+
+
 def test_a_nodes_cores_are_shared_by_its_trainers_merger_and_shard():
     # each role alone is under its own limit; together they fill the node's 16 cores
     roles = dict(worker_merge_us=0.05, shard_us=0.1, gil_share=0.0, shard_gil_share=0.0, fold_threads=8, mergers=8,
@@ -254,15 +276,15 @@ def test_k_beyond_the_measured_is_extrapolated_and_says_how():
 def test_this_machine_puts_every_role_on_its_cores():
     run = dict(CHEAP, K=2, threads=1, shards=2, raw_wps=400000.0, kernel_us=1.0, worker_merge_us=1.0,
                worker_other_us=0.2, shard_us=0.8, dispatcher_us=0.1, client_us=0.2, rounds_per_word=1 / 2200)
-    c = projection.this_machine(run, cores=2)
+    c = machine_projection.this_machine(run, cores=2)
     assert c["bottleneck"] == "core budget" and c["model_wps"] == pytest.approx(2e6 / 3.3)
     assert c["ratio"] == pytest.approx(c["model_wps"] / 400000.0)
     assert c["limits"]["node link"] is None and c["round_terms"]["wire"] == 0.0
     # corpus_file: the client's CPU still takes the host's cores, though it is no limit of its own
-    cf = projection.this_machine(dict(run, corpus_file=True), cores=2)
+    cf = machine_projection.this_machine(dict(run, corpus_file=True), cores=2)
     assert cf["limits"]["client CPU"] is None and cf["model_wps"] == pytest.approx(c["model_wps"])
     # one worker of two threads: its kernel costs were measured with two threads
-    one = projection.this_machine(dict(run, K=1, threads=2, shards=1), cores=2)
+    one = machine_projection.this_machine(dict(run, K=1, threads=2, shards=1), cores=2)
     assert one["threads"] == 2 and one["limits"]["trainer threads"] == pytest.approx(2e6 / 1.0)
 
 
@@ -304,8 +326,8 @@ def test_the_workers_joining_is_per_session_and_spread_like_the_flushes():
     assert "calls as measured" in how and "ns a byte" not in how
     assert whole["bytes_up_per_word"] == pytest.approx(27.8 - 23.0 * 0.99)
     # on the host it was measured on, its CPU counts in the core budget
-    machine = projection.this_machine(dict(CHEAP, **run, shards=1, raw_wps=1.0))
-    base = projection.this_machine(dict(CHEAP, **dict(run, worker_setup_us=0.0), shards=1, raw_wps=1.0))
+    machine = machine_projection.this_machine(dict(CHEAP, **run, shards=1, raw_wps=1.0))
+    base = machine_projection.this_machine(dict(CHEAP, **dict(run, worker_setup_us=0.0), shards=1, raw_wps=1.0))
     assert machine["limits"]["core budget"] < base["limits"]["core budget"]
 
 
@@ -320,9 +342,9 @@ def test_clock_driven_threads_take_a_share_of_a_core_not_a_cost_per_word():
     assert clock["core budget"] == pytest.approx(base["core budget"] * (16 - 0.03) / 16)
     # one host: every member's share comes off the host's cores
     run = dict(CHEAP, K=4, shards=4, raw_wps=1.0)
-    host = projection.this_machine(dict(run, worker_member_cpu=0.05, shard_member_cpu=0.05), cores=2)
+    host = machine_projection.this_machine(dict(run, worker_member_cpu=0.05, shard_member_cpu=0.05), cores=2)
     assert host["limits"]["core budget"] == pytest.approx(
-        projection.this_machine(run, cores=2)["limits"]["core budget"] * (2 - 8 * 0.05) / 2)
+        machine_projection.this_machine(run, cores=2)["limits"]["core budget"] * (2 - 8 * 0.05) / 2)
 
 
 def test_the_benchmark_splits_a_nodes_threads_into_per_word_and_by_the_clock():
@@ -438,12 +460,12 @@ def test_this_machine_counts_the_links_outside_training_and_the_rounds_wait_for_
            "flush_bytes_per_word": 20.0, "worker_gil_share": 1.0, "shard_gil_share": 1.0}
     # on loopback nothing is serial; on a link the session's rows (up, down, and each worker's at join)
     # and the flushes are
-    assert projection.serial_seconds(run, 3e6, 2, None) == 0.0
+    assert machine_projection.serial_seconds(run, 3e6, 2, None) == 0.0
     link = 0.1e9 / 8
-    assert projection.serial_seconds(run, 3e6, 2, 0.1, model_bytes=1e7) == pytest.approx(
+    assert machine_projection.serial_seconds(run, 3e6, 2, 0.1, model_bytes=1e7) == pytest.approx(
         2.5 * 1e7 / link + 20.0 * 3e6 / 2 * 0.5 / link)
-    plain = projection.this_machine(run, link_gbit=0.1)
-    timed = projection.this_machine(run, link_gbit=0.1, words=3e6, model_bytes=1e7)
+    plain = machine_projection.this_machine(run, link_gbit=0.1)
+    timed = machine_projection.this_machine(run, link_gbit=0.1, words=3e6, model_bytes=1e7)
     assert timed["serial_seconds"] > 0 and timed["model_wps"] == pytest.approx(
         3e6 / (3e6 / plain["model_wps"] + timed["serial_seconds"]))
     # a round measured at 7 ms on loopback, where its CPU is 2.0 + 0.875 ms: that CPU took 2.4x as long
@@ -451,29 +473,34 @@ def test_this_machine_counts_the_links_outside_training_and_the_rounds_wait_for_
     cpu = 2500 * 0.8e-6 + 2500 * 0.7e-6 / 2
     full = (7e-3 - projection.LOOPBACK_RTT_MS * 1e-3) / cpu
     for rtt_ms in (projection.LOOPBACK_RTT_MS, 4.0):
-        p = projection.this_machine(dict(run, round_ms=7.0), rtt_ms=rtt_ms)
+        p = machine_projection.this_machine(dict(run, round_ms=7.0), rtt_ms=rtt_ms)
         busy = p["model_wps"] * p["node_cpu_us_per_word"] * 1e-6 / 2
         assert p["cores_busy"] == pytest.approx(min(1.0, busy), abs=1e-3)
         assert p["round_stretch"] == pytest.approx(1 + (full - 1) * p["cores_busy"], rel=1e-6)
         assert p["round_seconds"] == pytest.approx(rtt_ms * 1e-3 + p["round_stretch"] * cpu)
         assert p["model_wps"] <= 2 * 2500 / p["round_seconds"] * (1 + 1e-9)
     # through a 4 ms round trip (one call to every shard at once) the cores idle part of the time
-    delayed = projection.this_machine(dict(run, round_ms=7.0), rtt_ms=4.0)
+    delayed = machine_projection.this_machine(dict(run, round_ms=7.0), rtt_ms=4.0)
     assert delayed["bottleneck"] == "round latency" and 0.5 < delayed["cores_busy"] < 0.9
-    assert projection.this_machine(run)["round_stretch"] == 1.0  # unmeasured: a core of its own
+    assert machine_projection.this_machine(run)["round_stretch"] == 1.0  # unmeasured: a core of its own
 
 
 def test_this_machine_charges_the_links_cpu_per_byte_to_both_ends():
     run = {"K": 4, "threads": 2, "shards": 4, "corpus_file": True, "kernel_us": 1.0, "worker_merge_us": 0.8,
            "shard_us": 0.7, "dispatcher_us": 0.04, "client_us": 0.07, "bytes_up_per_word": 70.0,
            "bytes_down_per_word": 50.0, "rounds_per_word": 1 / 2500}
-    plain = projection.this_machine(run, link_gbit=0.2)
-    costly = projection.this_machine(run, link_gbit=0.2, link_ns_per_byte=30.0)
+    plain = machine_projection.this_machine(run, link_gbit=0.2)
+    costly = machine_projection.this_machine(run, link_gbit=0.2, link_ns_per_byte=30.0)
     extra = 30.0 * 1e-3 * 120.0 * 3 / 4  # µs a word: what crosses a link, at 30 ns a byte
     assert costly["node_cpu_us_per_word"] == pytest.approx(plain["node_cpu_us_per_word"] + extra)
     assert costly["round_terms"]["merge_cpu"] == pytest.approx(
         plain["round_terms"]["merge_cpu"] * (0.8 + extra / 2) / 0.8)
     assert costly["model_wps"] < plain["model_wps"]
+    # what the rest of the machine spends on a byte (a relay, other processes' packets): its cores, not a round
+    elsewhere = machine_projection.this_machine(run, link_gbit=0.2, host_ns_per_byte=30.0)
+    assert elsewhere["node_cpu_us_per_word"] == pytest.approx(plain["node_cpu_us_per_word"] + extra)
+    assert elsewhere["round_terms"] == pytest.approx(plain["round_terms"])
+    assert elsewhere["limits"]["core budget"] < plain["limits"]["core budget"]
 
 
 def test_a_prediction_at_another_k_keeps_the_workers_joining():
@@ -488,7 +515,7 @@ def test_a_prediction_at_another_k_keeps_the_workers_joining():
     assert projection.costs_at(runs, 3)[0]["worker_setup_us"] == pytest.approx(0.75, rel=0.01)
     at5 = dict(projection.costs_at(runs, 5)[0], K=5, threads=2, shards=5, corpus_file=True)
     without = dict(at5, worker_setup_us=0.0)
-    assert projection.this_machine(at5, cores=2)["model_wps"] < 0.85 * projection.this_machine(without, cores=2)["model_wps"]
+    assert machine_projection.this_machine(at5, cores=2)["model_wps"] < 0.85 * machine_projection.this_machine(without, cores=2)["model_wps"]
 
 
 def test_pieces_in_flight_overlap_a_rounds_flight_with_its_taking_but_for_the_last_piece():

@@ -11,7 +11,8 @@ input closes (the launcher stopped, died, or lost the connection: ``ssh`` passes
 that input is silent for :data:`~gensim_distw2v.launch.events.SILENT_SECONDS` (the launcher writes a
 line every few seconds; a cut network closes nothing for hours), on SIGTERM or SIGINT, or when one
 of its children exits (saying which, with its last lines): nothing of the cluster outlives the
-launcher on any host.
+launcher on any host. ``--shards N`` starts N shard processes on the host (more fold threads and GILs
+on its cores: docs/scaling.rst, "More shards than nodes").
 """
 import argparse
 import json
@@ -34,6 +35,7 @@ ROLES = ("nameserver", "dispatcher", "shard", "worker")
 SHARED_VERSIONS = ("gensim_distw2v", "gensim")  # the versions a host must share with the launcher
 SERVER_UP_SECONDS = 60.0  # the most the name server and the dispatcher may take to come up
 SERVER_STOP_SECONDS = 5.0  # SIGTERM, then SIGKILL after this
+MAX_SHARDS_PER_HOST = 16  # a shard is a process with a fold thread: more shards a host, more of its cores fold
 
 
 def build_parser():
@@ -44,6 +46,8 @@ def build_parser():
     parser.add_argument("--ns-host", required=True)
     parser.add_argument("--ns-port", type=int, required=True)
     parser.add_argument("--threads", type=int, default=0, help="the worker's threads (0: this host's cores less one)")
+    parser.add_argument("--shards", type=int, default=1, choices=range(1, MAX_SHARDS_PER_HOST + 1), metavar="N",
+                        help=f"parameter shards on this host (1 to {MAX_SHARDS_PER_HOST}; default 1)")
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument("--corpus-dir", default=None, help="the worker's --corpus-dir (default: none given)")
     parser.add_argument("--label", default=None, help="how the launcher names this host (for messages)")
@@ -125,8 +129,9 @@ class Agent:
                 self._wait(proc, lambda: transport.lookup({"host": args.ns_host, "port": args.ns_port,
                                                            "hmac_key": self.key.encode("utf8")},
                                                           transport.DISPATCHER_NAME) or _not_yet())
-            elif role == "shard":
-                self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
+            elif role == "shard":  # (each its own process: its own fold thread and GIL)
+                for _ in range(getattr(args, "shards", 1)):
+                    self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
             else:
                 threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
                 folders = ["--corpus-dir", args.corpus_dir] if args.corpus_dir else []

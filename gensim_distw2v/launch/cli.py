@@ -10,6 +10,7 @@ import time
 from gensim_distw2v.io import transport
 from gensim_distw2v.io.store import private_dir
 from gensim_distw2v.launch.cluster import SCHEDULER, RemoteCluster, dispatcher_status
+from gensim_distw2v.launch.agent import MAX_SHARDS_PER_HOST
 from gensim_distw2v.launch.events import LaunchError
 from gensim_distw2v.launch.hosts import parse_hosts
 from gensim_distw2v.launch.ssh import SshRunner
@@ -24,7 +25,8 @@ __all__ = ["add_arguments", "cluster_command", "interrupt", "remote_cluster", "s
 def add_arguments(group):
     """The launcher's options, on an argparse group."""
     group.add_argument("--hosts", help="start the cluster over SSH on these hosts: HOST[:THREADS][,HOST...] (a "
-                                       "shard and a worker on each; threads: default the host's cores less one)")
+                                       "worker and --shards-per-host shards on each; threads: default the host's "
+                                       "cores less one)")
     group.add_argument("--slurm", action="store_true",
                        help="one cluster of the SLURM allocation's nodes: run as one task per node (srun "
                             "--ntasks-per-node=1 ...); rank 0 also runs the name server and the dispatcher")
@@ -41,6 +43,9 @@ def add_arguments(group):
     group.add_argument("--cluster-ns-port", type=int, default=transport.DEFAULT_NS_PORT,
                        help="the name server's port on the scheduler's host")
     group.add_argument("--cluster-log-level", default="WARNING", help="the servers' --log-level")
+    group.add_argument("--shards-per-host", type=int, default=1, choices=range(1, MAX_SHARDS_PER_HOST + 1), metavar="N",
+                       help="--hosts / --slurm: parameter shards on each host (default 1; 2 gives a node's cores two "
+                            "fold threads where many nodes' rounds come to each shard: docs/scaling.rst)")
     group.add_argument("--corpus-dir", metavar="DIR[:DIR...]",
                        help="the workers' --corpus-dir: the only folders whose files they read as corpora (default: "
                             "any file; give it beyond loopback)")
@@ -58,7 +63,7 @@ def remote_cluster(args):
     except LaunchError as err:
         sys.exit(f"error: {err}")
     return RemoteCluster(hosts, runner, scheduler, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level,
-                         corpus_dir=args.corpus_dir)
+                         corpus_dir=args.corpus_dir, shards_per_host=args.shards_per_host)
 
 
 def write_private(path, text):
@@ -83,7 +88,7 @@ def slurm_cluster(args):
     from gensim_distw2v.launch.slurm import SlurmCluster
 
     return SlurmCluster(key_dir=args.key_dir, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level,
-                        corpus_dir=args.corpus_dir)
+                        corpus_dir=args.corpus_dir, shards_per_node=args.shards_per_host)
 
 
 def _announce(ns_conf, ns_conf_file, what):

@@ -33,21 +33,22 @@ def dispatcher_status(ns_conf):
         transport.release(link)
 
 
-def wait_for_members(ns_conf, count, check):
-    """Wait until ``count`` workers and ``count`` shards have joined the dispatcher of ``ns_conf``;
-    ``check()`` says which hosts were lost meanwhile (``{label: why}``: a LaunchError)."""
+def wait_for_members(ns_conf, count, check, shards=None):
+    """Wait until ``count`` workers and ``shards`` shards (default ``count``) have joined the dispatcher of
+    ``ns_conf``; ``check()`` says which hosts were lost meanwhile (``{label: why}``: a LaunchError)."""
+    shards = count if shards is None else shards
     deadline = time.monotonic() + JOIN_SECONDS
     link = find_dispatcher(ns_conf)
     try:
         while True:
             status = link.call("status")
-            if len(status.workers) >= count and len(status.shards) >= count:
+            if len(status.workers) >= count and len(status.shards) >= shards:
                 return status
             gone = check()
             if gone:
                 raise LaunchError("; ".join(gone.values()))
             if time.monotonic() > deadline:
-                raise LaunchError(f"{len(status.workers)} workers and {len(status.shards)} shards of {count} "
+                raise LaunchError(f"{len(status.workers)} workers of {count} and {len(status.shards)} shards of {shards} "
                                   f"joined the dispatcher within {JOIN_SECONDS:.0f} s: can the hosts reach "
                                   f"{ns_conf['host']}:{ns_conf['port']} and each other? (docs/cluster.rst: ports "
                                   f"to open)")
@@ -62,7 +63,7 @@ class RemoteCluster:
     Parameters
     ----------
     hosts : list of gensim_distw2v.launch.hosts.Host
-        A shard and a worker on each.
+        ``shards_per_host`` shards and a worker on each.
     runner : gensim_distw2v.launch.ssh.SshRunner
         How an agent is started on a host.
     scheduler : gensim_distw2v.launch.hosts.Host, optional
@@ -73,6 +74,8 @@ class RemoteCluster:
         The servers' ``--log-level``.
     corpus_dir : str, optional
         The workers' ``--corpus-dir`` (the only folders whose files they read as corpora).
+    shards_per_host : int
+        Shard processes on each host (default 1).
 
     Attributes
     ----------
@@ -81,12 +84,13 @@ class RemoteCluster:
     """
 
     def __init__(self, hosts, runner, scheduler=None, ns_port=transport.DEFAULT_NS_PORT, log_level="WARNING",
-                 corpus_dir=None):
+                 corpus_dir=None, shards_per_host=1):
         if not hosts:
             raise ValueError("a cluster needs at least one host")
         self.hosts, self.runner = list(hosts), runner
         self.scheduler = scheduler or self.hosts[0]
         self.ns_port, self.log_level, self.corpus_dir = int(ns_port), log_level, corpus_dir
+        self.shards_per_host = int(shards_per_host)
         self.links = {}  # label -> AgentLink; the scheduler's under SCHEDULER
         self.ns_conf = None
         self.lost = {}  # label -> why
@@ -94,7 +98,8 @@ class RemoteCluster:
     def _agent_args(self, host, roles):
         return ["--roles", ",".join(roles), "--host", host.address, "--ns-host", self.scheduler.address,
                 "--ns-port", str(self.ns_port), "--threads", str(host.threads), "--log-level", self.log_level,
-                "--label", host.label] + (["--corpus-dir", self.corpus_dir] if self.corpus_dir else [])
+                "--label", host.label, "--shards", str(self.shards_per_host)] \
+            + (["--corpus-dir", self.corpus_dir] if self.corpus_dir else [])
 
     def start(self):
         """Start every host's agent and wait until every worker and shard has joined; returns self.
@@ -125,7 +130,7 @@ class RemoteCluster:
         return self
 
     def _wait_for_members(self):
-        return wait_for_members(self.ns_conf, len(self.hosts), self.check)
+        return wait_for_members(self.ns_conf, len(self.hosts), self.check, len(self.hosts) * self.shards_per_host)
 
     def status(self):
         """The dispatcher's :class:`gensim_distw2v.protocol.Status` of the cluster."""
