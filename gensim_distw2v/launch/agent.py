@@ -12,7 +12,7 @@ that input is silent for :data:`~gensim_distw2v.launch.events.SILENT_SECONDS` (t
 line every few seconds; a cut network closes nothing for hours), on SIGTERM or SIGINT, or when one
 of its children exits (saying which, with its last lines): nothing of the cluster outlives the
 launcher on any host. ``--shards N`` starts N shard processes on the host (more fold threads and GILs
-on its cores: docs/scaling.rst, "More shards than nodes").
+on its cores: docs/scaling.rst, "Each K at its own interval, and two shards a node").
 """
 import argparse
 import json
