@@ -115,8 +115,8 @@ def cpu_per_byte(sender=(), receiver=(), host="127.0.0.1", megabytes=256, messag
         port = int(server.stdout.readline())
         idle = _busy_seconds(0.5)
         send = f"import socket\ns = socket.create_connection(({host!r}, {port}))\n" + send
-        ends = _process_cpu_seconds(server.pid) + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime \
-            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ends = _process_cpu_seconds(server.pid) + children.ru_utime + children.ru_stime
         before, began = _cpu_seconds(), time.perf_counter()
         subprocess.run([*sender, sys.executable, "-c", send], check=True, capture_output=True, timeout=600)
         busy, elapsed = _cpu_seconds() - before, time.perf_counter() - began

@@ -129,7 +129,8 @@ def costs(row, k, threads=1, corpus_file=False):
 
 
 def shard_placement(args):
-    """Where the projection puts the shards, in words."""
+    """Where the projection puts the shards, in words (``shards_per_node``: ``vocab_costs.py --shards-from``
+    only, which measured what more shards a node cost; this script's runs did not)."""
     if getattr(args, "shards_per_node", None):
         return f"{args.shards_per_node} shards per node"
     return f"{args.project_shards} shard hosts" if args.project_shards else "one shard per node"
@@ -321,8 +322,6 @@ def parse_args(argv=None):
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
                         help="shard hosts of their own in the projection (default: one shard per node, P = K)")
-    parser.add_argument("--shards-per-node", type=int, default=None,
-                        help="shards on each worker node in the projection (P = m K; default 1)")
     parser.add_argument("--threads", type=int, default=16, help="threads (trainer threads) per node in the projection")
     parser.add_argument("--cores", type=int, default=None, help="cores per node in the projection (default --threads)")
     parser.add_argument("--links", default="1,10", help="link speeds in Gbit/s in the projection")

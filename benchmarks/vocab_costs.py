@@ -53,8 +53,9 @@ def parse_args(argv=None):
     projecting = scaling.parse_args(["--reproject", "-"])
     for key in ("threads", "cores", "links", "extrapolate", "gil_share",
                 "shard_gil_share", "job_python_us", "rtt_ms", "round_trips", "model_sync", "machine_cores",
-                "transport_ns_per_byte", "project_shards", "shards_per_node"):
+                "transport_ns_per_byte", "project_shards"):
         parser.set_defaults(**{key: getattr(projecting, key)})
+    parser.set_defaults(shards_per_node=None)  # (set by --shards-from, from what it measured)
     parser.add_argument("--project-k", dest="project_k", default="8,16,32")
     parser.add_argument("--mergers", type=int, default=1, help="merger threads per worker in the projection")
     parser.add_argument("--fold-threads", type=int, default=1,

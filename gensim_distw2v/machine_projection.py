@@ -64,8 +64,8 @@ def this_machine(run, cores=2, link_gbit=None, words=None, model_bytes=0, link_n
     full = options.pop("round_stretch", None)
     if full is None and run.get("round_ms"):  # the round's CPU as it waited for the busy cores here
         _, terms, _ = round_time(run, k, shards, None, LOOPBACK_RTT_MS, options.get("round_trips", DEFAULT_ROUND_TRIPS),
-                             options.get("mergers", 1), options.get("fold_threads", 1),
-                             run.get("worker_gil_share", 1.0), run.get("shard_gil_share", 1.0), None)
+                                 options.get("mergers", 1), options.get("fold_threads", 1),
+                                 run.get("worker_gil_share", 1.0), run.get("shard_gil_share", 1.0), None)
         cpu = sum(terms.values()) - terms["round_trips"]  # (its CPU terms, less what pieces in flight overlap)
         full = max(1.0, (run["round_ms"] * 1e-3 - terms["round_trips"]) / cpu) if cpu > 0 else 1.0
     full, busy = full or 1.0, 1.0

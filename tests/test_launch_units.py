@@ -70,6 +70,8 @@ def test_shards_per_host_reach_each_agent_and_are_bounded():
                                              "--shards", bad])
     default = RemoteCluster(hosts, SshRunner())._agent_args(hosts[0], ["shard", "worker"])
     assert agent.build_parser().parse_args(default).shards == 1
+    with pytest.raises(ValueError, match="shards_per_host must be 1 to 16, got 0"):
+        RemoteCluster(hosts, SshRunner(), shards_per_host=0)
 
 
 @pytest.mark.parametrize("option", ["StrictHostKeyChecking=no", "stricthostkeychecking off",

@@ -130,7 +130,7 @@ class Agent:
                                                            "hmac_key": self.key.encode("utf8")},
                                                           transport.DISPATCHER_NAME) or _not_yet())
             elif role == "shard":  # (each its own process: its own fold thread and GIL)
-                for _ in range(getattr(args, "shards", 1)):
+                for _ in range(args.shards):
                     self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
             else:
                 threads = args.threads or max(1, (os.cpu_count() or 2) - 1)

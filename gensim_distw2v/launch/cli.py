@@ -88,7 +88,7 @@ def slurm_cluster(args):
     from gensim_distw2v.launch.slurm import SlurmCluster
 
     return SlurmCluster(key_dir=args.key_dir, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level,
-                        corpus_dir=args.corpus_dir, shards_per_node=args.shards_per_host)
+                        corpus_dir=args.corpus_dir, shards_per_host=args.shards_per_host)
 
 
 def _announce(ns_conf, ns_conf_file, what):

@@ -11,6 +11,7 @@ import time
 
 from gensim_distw2v.client.links import find_dispatcher
 from gensim_distw2v.io import transport
+from gensim_distw2v.launch.agent import MAX_SHARDS_PER_HOST
 from gensim_distw2v.launch.events import LaunchError
 from gensim_distw2v.launch.ssh import AGENT_STOP_SECONDS
 from gensim_distw2v.versions import versions
@@ -90,6 +91,8 @@ class RemoteCluster:
         self.hosts, self.runner = list(hosts), runner
         self.scheduler = scheduler or self.hosts[0]
         self.ns_port, self.log_level, self.corpus_dir = int(ns_port), log_level, corpus_dir
+        if not 1 <= int(shards_per_host) <= MAX_SHARDS_PER_HOST:
+            raise ValueError(f"shards_per_host must be 1 to {MAX_SHARDS_PER_HOST}, got {shards_per_host!r}")
         self.shards_per_host = int(shards_per_host)
         self.links = {}  # label -> AgentLink; the scheduler's under SCHEDULER
         self.ns_conf = None

@@ -8,9 +8,9 @@ nodes share (``--key-dir``, default the job's submit folder), written whole unde
 and renamed; the other ranks wait for that file, check it is theirs and private, and read it. Each
 task then runs its node's servers as a launcher's agent does (:class:`gensim_distw2v.launch.agent.Agent`,
 in process): rank 0 the name server, the dispatcher, a shard and a worker; the others a shard and a
-worker (``--shards-per-host N``: N shards on each node). Rank 0 waits until every member has joined, then removes the key file; the others serve
-until the step is cancelled (``scancel``: SIGTERM) or rank 0's name server is gone for good (its
-``train`` finished). Every rank removes the key file on its way out, should it still be there.
+worker (``--shards-per-host N``: N shards on each node). Rank 0 waits until every member has joined,
+then removes the key file; the others serve until the step is cancelled (``scancel``: SIGTERM) or
+rank 0's name server is gone for good (its ``train`` finished). Every rank removes the key file on its way out, should it still be there.
 """
 import argparse
 import dataclasses
@@ -138,12 +138,12 @@ class SlurmCluster:
     """
 
     def __init__(self, key_dir=None, ns_port=transport.DEFAULT_NS_PORT, threads=0, log_level="WARNING",
-                 corpus_dir=None, shards_per_node=1):
+                 corpus_dir=None, shards_per_host=1):
         self.alloc = allocation()
         self.key_dir = key_dir or self.alloc.submit_dir
         self.ns_port, self.threads, self.log_level, self.corpus_dir = ns_port, threads, log_level, corpus_dir
         self.agent, self.key_path, self.ns_conf = None, None, None
-        self.shards_per_node = int(shards_per_node)
+        self.shards_per_host = int(shards_per_host)
 
     @property
     def rank(self):
@@ -159,7 +159,7 @@ class SlurmCluster:
         self.ns_conf = {"host": scheduler, "port": self.ns_port, "hmac_key": key}
         roles = (["nameserver", "dispatcher"] if alloc.rank == 0 else []) + ["shard", "worker"]
         args = argparse.Namespace(host=here, ns_host=scheduler, ns_port=self.ns_port, log_level=self.log_level,
-                                  corpus_dir=self.corpus_dir, shards=self.shards_per_node,
+                                  corpus_dir=self.corpus_dir, shards=self.shards_per_host,
                                   threads=self.threads or max(1, alloc.cpus - 1), label=f"{alloc.node} (rank "
                                                                                          f"{alloc.rank})")
         self.agent = Agent(args, key)
@@ -168,7 +168,7 @@ class SlurmCluster:
                 self._wait_for_name_server()  # (a shard or a worker started before it would give up)
             self.agent.start(roles)
             if alloc.rank == 0:
-                wait_for_members(self.ns_conf, alloc.size, check=self._check, shards=alloc.size * self.shards_per_node)
+                wait_for_members(self.ns_conf, alloc.size, check=self._check, shards=alloc.size * self.shards_per_host)
                 os.remove(self.key_path)  # every node has read it (each joined with it): on disk no longer
         except BaseException:
             self.close()
