@@ -82,6 +82,8 @@ def parse_args(argv=None):
                         help="a routine round's pieces in flight (default: the package's; an install before them: 1)")
     parser.add_argument("--rounds-in-flight", type=int, default=None,
                         help="a worker's routine rounds under way at once (default: the package's; before them: 1)")
+    parser.add_argument("--lag-limit", default=None,
+                        help="interval plus lag kept within this many intervals, or 'none' (default: the package's)")
     parser.add_argument("--merge-dtype", default=None,
                         help="values of routine merges on the wire: int8, float16 or float32 (default: the package's)")
     parser.add_argument("--no-hmac", action="store_true",
@@ -230,6 +232,8 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.round_pieces is None else {"round_pieces": args.round_pieces}),
                              **({} if args.rounds_in_flight is None else {"rounds_in_flight": args.rounds_in_flight}),
+                             **({} if args.lag_limit is None else
+                                {"lag_limit": None if args.lag_limit == "none" else float(args.lag_limit)}),
                              **({} if args.sync is None else {"sync": args.sync}),
                              **({"workers_read": False} if args.no_workers_read else {}), **params)
 
@@ -294,6 +298,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                           routine_nogil_cpu=stats.get("routine_nogil_cpu", {"workers": 0.0, "shards": 0.0}),
                           take_cpu=stats.get("take_cpu", 0.0), round_pieces=getattr(model, "round_pieces", 1),
                           rounds_in_flight=getattr(model, "rounds_in_flight", 1), overlapped=stats.get("overlapped", 0),
+                          lag_words=stats.get("lag_words", 0),
                           exact_bytes=stats.get("exact_bytes_up", 0) + stats.get("exact_bytes_down", 0),
                           epochs=model.epochs, setup_cpu=stats.get("setup_cpu", 0.0),
                           # the dispatcher's calls, call by call: [calls, CPU seconds in them] (what its CPU
@@ -442,7 +447,10 @@ def main(argv=None):
                              + "/".join(f"{role} {row['cpu_seconds'].get(role, 0):.1f}"
                                         for role in ("client", "dispatcher", "shard", "worker"))
                              + f" (shards' merge calls {row['merge_cpu']['shards']:.1f}; workers' kernels "
-                               f"{row['kernel_cpu']:.1f}, merge rounds {row['merge_cpu']['workers']:.1f})"
+                               f"{row['kernel_cpu']:.1f}, merge rounds {row['merge_cpu']['workers']:.1f}); "
+                               f"{row['raw_words'] / max(1, row['rounds']):.0f} words and a lag of "
+                               f"{row['lag_words'] / max(1, row['rounds']):.0f} a round, "
+                               f"{row['overlapped'] / max(1, row['rounds']):.0%} landed late"
                              if mode in CLUSTER_MODES else f", CPU s {row['cpu_seconds']['process']:.1f}"), flush=True)
     header = (f"{'mode':<10}{'K':>3}{'train s':>9}{'raw w/s':>10}{'eff w/s':>10}{'speed-up':>9}{'merge s':>9}"
               f"{'B/w up':>8}{'B/w dn':>8}{'RSS MB':>18}{'analogy':>9}{'ws353':>8}{'simlex':>8}"

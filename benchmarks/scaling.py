@@ -46,6 +46,9 @@ from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery and the corpus preparation
 import projection  # noqa: E402 - the model
 from gensim_distw2v import machine_projection  # noqa: E402 - the model of this machine
+from gensim_distw2v.core.schedule import FEW_WORKERS  # noqa: E402
+from gensim_distw2v.settings import LAG_LIMIT  # noqa: E402
+from gensim_distw2v.worker.merger import SHORTEST  # noqa: E402
 
 efficiency = projection.efficiency
 SHOWN = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "dispatcher CPU", "client CPU",
@@ -212,17 +215,17 @@ def print_projection(runs, gensim_us, args, at_interval=None):
           f"node; "
           f"K beyond the measured: {args.extrapolate}")
     print(f"{'K':>3}{'Gbit/s':>7}{'cluster w/s':>13}{'1 node w/s':>12}{'speed-up':>9}{'/node':>6}{'round ms':>9}"
-          f"{'intvl ms':>9}"
+          f"{'intvl ms':>9}{'stale':>6}"
           + "".join(f"{name[:11]:>12}" for name in SHOWN) + "  bottleneck; costs")
     out = []
     scaled = [projection.at_corpus(run, args.project_corpus_words, args.transport_ns_per_byte) for run in runs]
     if args.project_corpus_words:
         print("epoch flushes: " + "; ".join(f"K={run['K']} {how}" for run, (_, how) in zip(runs, scaled)))
 
-    def point(measured, k, link):
+    def at(measured, k, link, interval=None):
         note = ""
         if at_interval is not None:  # (before the flushes are spread: the routine rounds' part changes)
-            measured, note = at_interval(k, measured)
+            measured, note = at_interval(k, measured, interval)
         measured = [projection.at_corpus(run, args.project_corpus_words, args.transport_ns_per_byte)[0]
                     for run in measured]
         at_k, label = projection.costs_at(measured, k, args.extrapolate)
@@ -232,6 +235,10 @@ def print_projection(runs, gensim_us, args, at_interval=None):
                     rtt_ms=args.rtt_ms, kernel_threads=at_once, gensim_threads=at_once, **model_options(args))
         p["costs_from"], p["costs"] = label, {key: at_k[key] for key in projection.COSTS if key in at_k}
         return p
+
+    def point(measured, k, link):  # (the workers steer their intervals from eight on: settings.lag_limit)
+        return within_lag(lambda interval: at(measured, k, link, interval),
+                          lag_limit(args) if k >= FEW_WORKERS else None, shortened=at_interval is not None)
     largest = max(int(run["K"]) for run in runs)
     for k in [int(x) for x in args.project_k.split(",")]:
         for link in [float(x) for x in args.links.split(",")]:
@@ -245,10 +252,54 @@ def print_projection(runs, gensim_us, args, at_interval=None):
                 print(f"ERROR: K={k} projected above {k} x one node ({p['speedup']:.2f}x) with no measured mechanism")
             print(f"{k:>3}{link:>7g}{p['cluster_wps']:>13.0f}{p['single_node_wps']:>12.0f}{p['speedup']:>9.2f}"
                   f"{p['speedup_per_node']:>6.2f}"
-                  f"{1e3 * p['round_seconds']:>9.2f}{1e3 * p['interval_seconds']:>9.2f}"
+                  f"{1e3 * p['round_seconds']:>9.2f}{1e3 * p['interval_seconds']:>9.2f}{p['staleness']:>6.2f}"
                   + "".join(f"{p['limits'][n] / 1e6:>11.2f}M" if p["limits"][n] is not None else f"{'-':>12}"
                             for n in SHOWN) + f"  {p['bottleneck']}; {label}")
     return out
+
+
+def lag_limit(args):
+    """``--lag-limit`` as a number (the package's ``settings.LAG_LIMIT`` by default; None for 'none')."""
+    value = getattr(args, "lag_limit", None)
+    if value is None:
+        return LAG_LIMIT
+    return None if str(value).lower() == "none" else float(value)
+
+
+def within_lag(at, limit, shortened=True):
+    """The projected point ``at(interval)`` (None: the interval asked for) where its interval and its rounds'
+    lag (:func:`projection.lag_share`) together stay within ``limit`` intervals asked for, as the workers steer
+    their intervals (``settings.lag_limit``): the longest interval, down to a quarter of the one asked for
+    (``merger.SHORTEST``), that keeps them there, found by bisection on the costs at each interval. Adds
+    ``staleness`` (interval and lag over the interval asked for), ``interval_asked`` and ``lag_limit``; without
+    costs at other intervals (``shortened=False``) a point beyond the limit is only marked
+    (``beyond_lag_limit``: its quality is not shown)."""
+    p = at(None)
+    asked = p["sync_words"]
+    p.update(staleness=1 + p["lag_share"], interval_asked=asked, lag_limit=limit, beyond_lag_limit=False)
+    if limit is None or p["staleness"] <= limit or not asked:
+        return p
+    if not shortened:
+        p["beyond_lag_limit"] = True
+        p["costs_from"] += f"; interval and lag {p['staleness']:.2f} intervals, beyond the limit {limit:g}"
+        return p
+    low, high, best = SHORTEST, 1.0, None
+    for _ in range(14):
+        share = (low + high) / 2
+        q = at(share * asked)
+        stale = share * (1 + q["lag_share"])
+        if stale <= limit:
+            low, best = share, (q, stale)
+        else:
+            high = share
+    if best is None:  # (even a quarter of the interval lags beyond the limit)
+        q = at(SHORTEST * asked)
+        best = (q, SHORTEST * (1 + q["lag_share"]))
+    q, stale = best
+    q.update(staleness=stale, interval_asked=asked, lag_limit=limit, beyond_lag_limit=stale > limit)
+    q["costs_from"] += (f"; interval {q['sync_words']:,.0f} words for the lag (limit {limit:g}: "
+                        f"{p['staleness']:.2f} intervals at {asked:,.0f})")
+    return q
 
 
 def extrapolation_check(runs, largest, link, point):
@@ -318,6 +369,8 @@ def parse_args(argv=None):
                         help="a routine round's pieces in flight (default: the package's)")
     parser.add_argument("--rounds-in-flight", type=int, default=None,
                         help="a worker's routine rounds under way at once (default: the package's)")
+    parser.add_argument("--lag-limit", default=None,
+                        help="interval plus lag kept within this many intervals, or 'none' (default: the package's)")
     parser.add_argument("--shards", default="1",
                         help="parameter shards of the measured runs: a number, or K for one per worker (default 1)")
     parser.add_argument("--project-shards", type=int, default=None,
@@ -412,6 +465,8 @@ def measure(args, ks, shards_at):
         base_args += ["--round-pieces", str(args.round_pieces)]
     if args.rounds_in_flight is not None:
         base_args += ["--rounds-in-flight", str(args.rounds_in_flight)]
+    if args.lag_limit is not None:
+        base_args += ["--lag-limit", args.lag_limit]
     if args.no_hmac:
         base_args += ["--no-hmac"]
     if args.no_channel:

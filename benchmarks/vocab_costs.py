@@ -53,7 +53,7 @@ def parse_args(argv=None):
     projecting = scaling.parse_args(["--reproject", "-"])
     for key in ("threads", "cores", "links", "extrapolate", "gil_share",
                 "shard_gil_share", "job_python_us", "rtt_ms", "round_trips", "model_sync", "machine_cores",
-                "transport_ns_per_byte", "project_shards"):
+                "transport_ns_per_byte", "project_shards", "lag_limit"):
         parser.set_defaults(**{key: getattr(projecting, key)})
     parser.set_defaults(shards_per_node=None)  # (set by --shards-from, from what it measured)
     parser.add_argument("--project-k", dest="project_k", default="8,16,32")
@@ -71,7 +71,7 @@ def parse_args(argv=None):
     parser.add_argument("--intervals-from", metavar="JSON,JSON[,...]",
                         help="scaling JSONs at one K and vocabulary, the headline's interval first, then others: each "
                              "projected K at the interval the package's rule gives it for --project-corpus-words "
-                             "(8 / K of K=8's beyond eight workers), its routine rounds' costs as measured there")
+                             "((8 / K) ** 2 of K=8's beyond eight workers), its routine rounds' costs as measured there")
     return parser.parse_args(argv)
 
 
@@ -165,11 +165,11 @@ def _routine_bytes(run):
 
 
 def at_intervals(paths, corpus_words, sg):
-    """``at_interval(k, runs)`` for :func:`scaling.print_projection` from ``--intervals-from``: the runs' routine
-    costs (:data:`INTERVAL_KEYS`) times their measured ratio at the interval K nodes merge at
-    (:func:`gensim_distw2v.core.schedule.default_sync_words` for the corpus; a power of the interval through the
-    nearest measured, a cost that falls beyond the longest held) over the first JSON's (the headline's)
-    interval; the totals rebuilt from their parts, the rounds a word one over the interval."""
+    """``at_interval(k, runs, interval=None)`` for :func:`scaling.print_projection` from ``--intervals-from``: the
+    runs' routine costs (:data:`INTERVAL_KEYS`) times their measured ratio at the interval K nodes merge at
+    (``interval``, or :func:`gensim_distw2v.core.schedule.default_sync_words` for the corpus; a power of the
+    interval through the nearest measured, a cost that falls beyond the longest held) over the first JSON's (the
+    headline's) interval; the totals rebuilt from their parts, the rounds a word one over the interval."""
     from gensim_distw2v.core.schedule import default_sync_words
 
     points = []
@@ -183,8 +183,8 @@ def at_intervals(paths, corpus_words, sg):
     base = points[0][0]
     points.sort(key=lambda p: p[0])
 
-    def adjust(k, runs):
-        interval = float(default_sync_words(k, corpus_words, sg=bool(sg)))
+    def adjust(k, runs, interval=None):
+        interval = float(interval or default_sync_words(k, corpus_words, sg=bool(sg)))
         if interval == base:
             return runs, ""
         factors = {key: ratio(points, key, interval, base) for key in INTERVAL_KEYS if all(key in r for _, r in points)}

@@ -31,7 +31,8 @@ import math
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms",
            "dispatcher_split", "pipelined", "in_flight", "merge_speedup", "fold_speedup", "dispatcher_limit", "costs_at",
-           "at_corpus", "placed", "limits", "round_time", "combine", "concurrent_threads", "single_node", "project"]
+           "at_corpus", "placed", "limits", "round_time", "combine", "concurrent_threads", "single_node", "lag_share",
+           "project"]
 
 #: every limit a projected point lists, by name, in this order (``None``: not a limit there)
 LIMITS = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "shard GIL", "dispatcher CPU",
@@ -499,6 +500,14 @@ def single_node(gensim_us, threads, gensim_threads=1):
     return threads * efficiency(threads) * 1e6 / (gensim_us * efficiency(gensim_threads))
 
 
+def lag_share(round_seconds, cluster_wps, k, sync_words):
+    """A round's lag in intervals: the words a worker trains while its round is on its way (``round_seconds``
+    at the cluster's rate, ``cluster_wps / k`` a worker) over the words a round carries. Interval and lag
+    together are what a replica misses of the others (``settings.lag_limit`` bounds them): 1 where the round's
+    latency binds with rounds in flight (a round lands as the next is due)."""
+    return round_seconds * cluster_wps / k / sync_words if sync_words and k else 0.0
+
+
 def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads=1, **options):
     """K nodes of ``threads`` threads on ``link_gbit`` links, against one node of plain gensim.
 
@@ -512,7 +521,8 @@ def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads
     error unless a measured mechanism is named, since the cluster's threads run gensim's kernel),
     ``merges_per_worker_per_s``, the round (``round_seconds``, its ``round_terms``,
     ``interval_seconds``: the interval's training time at the rate of the other limits; the round
-    stalls the trainers when it is the longer) and the parameters used.
+    stalls the trainers when it is the longer), its lag in intervals (:func:`lag_share`) and the
+    parameters used.
     """
     shards, local = placed(k, shards, options.get("shards_per_node"))
     sync = options.get("sync", "ssp")
@@ -535,4 +545,5 @@ def project(costs, gensim_us, k, threads, link_gbit, shards=None, gensim_threads
             "above_linear": cluster / single > k * (1 + 1e-9), "bottleneck": bottleneck, "limits": named,
             "merges_per_worker_per_s": cluster / k / words if words else 0.0,
             "interval_seconds": interval, "round_stalls": details["round_seconds"] > interval,
+            "lag_share": lag_share(details["round_seconds"], cluster, k, words),
             **details, "params": params}

@@ -16,7 +16,7 @@ import numpy as np
 from gensim_distw2v import fields
 from gensim_distw2v.protocol.constants import DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
 
-__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "ROUND_PIECES", "ROUNDS_IN_FLIGHT", "TENSORBOARD_WORDS",
+__all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "LAG_LIMIT", "ROUND_PIECES", "ROUNDS_IN_FLIGHT", "TENSORBOARD_WORDS",
            "Settings", "check_codec", "check_cold_every"]
 
 PART_BYTES = 16 * 1024 * 1024  # arrays and merge rounds move in parts of at most this many bytes
@@ -46,6 +46,13 @@ ROUND_PIECES = 1
 # work: 18-20% faster through 4-7 ms round trips on this machine, the same quality at K=2 and 8 (skip-gram
 # and CBOW, devmix's first 5 M words, 3 epochs, seeds 1-2; docs/scaling.rst, "Rounds in flight")
 ROUNDS_IN_FLIGHT = 2
+# A worker's interval plus its rounds' lag (the words it trains between taking a round and taking that round's
+# replies in) is kept within this many intervals (sync_words), the interval shortened as the lag grows: through a
+# real cluster (40 M tokens of discourse text, CBOW, one epoch), eight workers at 1.65 times their interval
+# (7,407 words and a lag of 4,809) and sixteen at 1.61 (2,200 and 3,779) held gensim's quality; sixteen at 2.49
+# times theirs (3,704 and 5,501, rounds in flight) lost 4.8-6.5 analogy points, at 1.83 (one round at a time)
+# 0.6-1.3 (docs/schedule.rst, "The lag")
+LAG_LIMIT = 1.65
 
 
 def check_codec(codec):
@@ -79,7 +86,7 @@ class Settings(fields.Declared):
     sync_words: typing.Optional[int] = fields.option(
         None, "words each worker trains between merges (None: derived from the corpus)", fields.Count(1, optional=True),
         doc="None, the default: a 5,400th of the corpus's words per epoch at eight workers (skip-gram half "
-            "that), 8 / K of that with more, longer with fewer; at least 2,200 and at most 1 M; 1 M with one worker "
+            "that), (8 / K) ** 2 of that with more, longer with fewer; at least 2,200 and at most 1 M; 1 M with one worker "
             "(:func:`gensim_distw2v.core.schedule.default_sync_words`, ``docs/schedule.rst``). Shorter costs more "
             "rounds and bytes per word; longer costs quality.", group="merging")
     merge: str = fields.option(
@@ -154,8 +161,21 @@ class Settings(fields.Declared):
             "a round then bounds training at about its CPU or its flight, whichever is longer, not their sum "
             "(``docs/scaling.rst``, \"Rounds in flight\": 18-20% faster through 4-7 ms round trips, the same "
             "quality). The trainers' bound is the same (an interval's words a round), but a replica may go one "
-            "interval longer without the others' changes when a round outlasts its interval. Epoch ends, and "
+            "interval longer without the others' changes when a round outlasts its interval (``lag_limit`` then "
+            "shortens the interval). Epoch ends, and "
             "``sync='bsp'``, wait for every reply; 1 takes every round's replies in before the next round.",
+        group="merging")
+    lag_limit: typing.Optional[float] = fields.option(
+        LAG_LIMIT, "a worker's interval plus its rounds' lag (words it trains between taking a round and taking "
+                   "the round's replies in) is kept within this many times sync_words (None: never shortened)",
+        fields.Real(1.0, 100.0, optional=True),
+        doc="The other workers' changes reach a replica an interval and a lag after they were made; where rounds "
+            "take longer than their interval (slow links, busy cores) the lag grows and quality goes "
+            "(``docs/schedule.rst``, \"The lag\"). Each worker then shortens its own interval so that the two "
+            "together stay within this bound, down to a quarter of ``sync_words`` and never below the schedule's "
+            "2,200-word floor (chosen through a cluster, its lag included); more rounds a word cost more "
+            "merges and bytes a word. From eight workers on (fewer workers' intervals were chosen through the "
+            "cluster, their lag included), not with ``sync='bsp'`` or ``'local'``.",
         group="merging")
     checkpoint_dir: typing.Optional[str] = fields.option(
         None, "a folder the dispatcher and the shards write checkpoints to, the same path on every node that runs "

@@ -312,8 +312,8 @@ def test_vocabulary_ratios_are_powers_through_the_nearest_measured_vocabularies(
 
 @pytest.mark.unit
 def test_projected_ks_take_their_intervals_routine_costs_and_more_shards_their_measured_costs(tmp_path):
-    """``--intervals-from``: K nodes at the interval the package's rule gives them (8 / K of K=8's beyond
-    eight), their routine rounds' costs as measured at that interval, flushes and session unchanged;
+    """``--intervals-from``: K nodes at the interval the package's rule gives them ((8 / K) ** 2 of K=8's
+    beyond eight) or at one given, their routine rounds' costs as measured at that interval, flushes and session unchanged;
     ``--shards-from``: each shard-dependent cost times its ratio between P = m K and P = K, and m."""
     vocab_costs = load("vocab_costs")
     base = {"K": 4, "shards": 4, "worker_merge_us": 1.0, "worker_routine_us": 0.4, "worker_take_us": 0.3,
@@ -332,15 +332,18 @@ def test_projected_ks_take_their_intervals_routine_costs_and_more_shards_their_m
     headline = dict(base, K=16)
     same, note = adjust(8, [headline])  # K=8 merges at the headline's interval: nothing changes
     assert same == [headline] and note == ""
-    (at16,), note = adjust(16, [headline])
+    (at16,), note = adjust(16, [headline], 92593)  # an interval given (as the lag's bound gives one)
     assert at16["rounds_per_word"] == pytest.approx(1 / 92593) and "92,593 words a round" in note
     assert at16["worker_routine_us"] == pytest.approx(0.8, rel=1e-3)
     assert at16["worker_merge_us"] == pytest.approx(1.0 + 0.4, rel=1e-3)  # the flush's 0.6 as it was
     assert at16["shard_us"] == pytest.approx(1.0 + 0.2, rel=1e-3)
     assert at16["bytes_up_per_word"] == pytest.approx(20.0 + 4.0, rel=1e-3)
-    (at32,), _ = adjust(32, [headline])
-    assert at32["worker_routine_us"] == pytest.approx(1.6, rel=1e-3) and at32["rounds_per_word"] == pytest.approx(
+    (at16,), _ = adjust(16, [headline])  # the rule's: (8 / 16) ** 2 of K=8's
+    assert at16["worker_routine_us"] == pytest.approx(1.6, rel=1e-3) and at16["rounds_per_word"] == pytest.approx(
         1 / 46296)
+    (at32,), _ = adjust(32, [headline])  # beyond the shortest measured: the power through the two shortest
+    assert at32["worker_routine_us"] == pytest.approx(6.4, rel=1e-3) and at32["rounds_per_word"] == pytest.approx(
+        1 / 11574)
 
     one, two = tmp_path / "p4.json", tmp_path / "p8.json"
     one.write_text(json.dumps({"runs": [base]}))

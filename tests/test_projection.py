@@ -573,3 +573,52 @@ def test_rounds_in_flight_overlap_a_rounds_flight_with_the_next_rounds_taking():
         assert at(link, rounds_in_flight=2)["round_seconds"] == serial["round_seconds"]
         assert at(link, rounds_in_flight=1, worker_take_us=0.3)["round_seconds"] == serial["round_seconds"]
     assert projection.in_flight(3.0, 1.0, 5.0) == 6.0 and projection.in_flight(3.0, 1.0, 2.0) == 4.0
+
+
+def test_a_rounds_lag_is_its_time_at_the_clusters_rate_over_its_interval():
+    """``lag_share``: the words a worker trains while its round is on its way, in intervals. Where the round's
+    latency binds with rounds in flight a round lands as the next is due: one interval."""
+    assert projection.lag_share(0.05, 8e6, 8, 100_000) == pytest.approx(0.5)
+    assert projection.lag_share(0.05, 8e6, 8, 0) == 0.0
+    costs = dict(CHEAP, rounds_per_word=1 / 50_000, worker_merge_us=0.5, bytes_up_per_word=40.0,
+                 bytes_down_per_word=40.0, rounds_in_flight=2, worker_take_us=0.3)
+    bound = projection.project(costs, 1.0, 8, 16, 0.1, cores=1000)
+    assert bound["bottleneck"] == "round latency" and bound["lag_share"] == pytest.approx(1.0)
+    free = projection.project(costs, 1.0, 8, 16, 100.0, cores=1000)
+    assert free["bottleneck"] != "round latency" and 0 < free["lag_share"] < 1
+    assert free["lag_share"] == pytest.approx(free["round_seconds"] / free["sync_words"] * free["cluster_wps"] / 8)
+
+
+def test_a_point_whose_lag_is_beyond_the_limit_is_projected_at_the_interval_the_workers_steer_to():
+    """``scaling.within_lag``: the longest interval (down to a quarter) whose interval and lag stay within the
+    limit, found on the costs at each interval; a point within it, or with no limit, stays as asked; without
+    costs at other intervals one beyond it is marked, not moved."""
+    scaling = load("scaling")
+
+    def at(interval, fixed=0.05, asked=100_000.0):
+        words = interval or asked  # a round's time: a fixed part and one growing with the interval
+        seconds = fixed + words * 2e-7
+        wps = 1e7 * min(1.0, words / asked) ** 0.2  # shorter intervals cost speed
+        return {"sync_words": words, "lag_share": projection.lag_share(seconds, wps, 8, words), "costs_from": ""}
+    asked = at(None)
+    assert 1 + asked["lag_share"] > 1.65
+    p = scaling.within_lag(at, 1.65)
+    assert p["staleness"] <= 1.65 and p["staleness"] == pytest.approx(p["sync_words"] / 1e5 * (1 + p["lag_share"]))
+    assert p["staleness"] > 1.64 and p["interval_asked"] == 100_000 and not p["beyond_lag_limit"]
+    assert "for the lag" in p["costs_from"]
+    longer = at(p["sync_words"] * 1.01)
+    assert p["sync_words"] * 1.01 / 1e5 * (1 + longer["lag_share"]) > 1.65  # the longest that holds
+    assert scaling.within_lag(at, 3.0)["sync_words"] == 100_000  # within the limit: as asked
+    assert scaling.within_lag(at, None)["sync_words"] == 100_000
+    marked = scaling.within_lag(at, 1.65, shortened=False)
+    assert marked["sync_words"] == 100_000 and marked["beyond_lag_limit"] and "beyond the limit" in marked["costs_from"]
+    hopeless = scaling.within_lag(lambda interval: at(interval, fixed=10.0), 1.65)
+    assert hopeless["sync_words"] == pytest.approx(25_000) and hopeless["beyond_lag_limit"]
+
+
+def test_the_cli_summary_says_when_a_projected_point_lags_beyond_the_limit():
+    from gensim_distw2v.client import summary
+    assert "beyond lag_limit 1.65: its workers would shorten" in summary._lag_note({"lag_share": 1.0}, 1.65, 9_000)
+    assert summary._lag_note({"lag_share": 0.3}, 1.65, 9_000) == "; interval and lag 1.30 intervals"
+    assert "beyond" not in summary._lag_note({"lag_share": 5.0}, None, 9_000)
+    assert "floor: not shortened" in summary._lag_note({"lag_share": 1.0}, 1.65, 2_200)

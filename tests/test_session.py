@@ -390,6 +390,18 @@ def test_worker_counters_fold_round_reports():
     assert counts.merge_seconds == 0.5 and counts.exact_bytes_up == 40
 
 
+def test_round_reports_lag_is_summed_and_checked():
+    """A report's lag (words trained between a round's take and its replies) adds up over reports; one
+    that is not a non-negative int is refused by name."""
+    counts = protocol.WorkerCounts()
+    for lag in (120, 80):
+        counts.add(protocol.RoundReport(**{**report([[0, 10]]).to_wire(), "lag_words": lag}), 10)
+    assert counts.lag_words == 200
+    for bad in (-1, 2.5, True, 2 ** 41):
+        with pytest.raises(ValueError, match="lag_words"):
+            protocol.RoundReport.from_wire({**report([[0, 10]]).to_wire(), "lag_words": bad})
+
+
 # ------------------------------------------------------------------ sync="bsp": dealt jobs, rounds in turn
 def bsp_session(workers=2, **kwargs):
     session = Session("s1", config(sync="bsp", workers=workers, **kwargs), [["shard-a", "PYRO:a@h:1"]])

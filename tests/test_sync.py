@@ -68,9 +68,14 @@ def test_rounds_in_flight_overlap_and_train_as_rounds_in_turn(two_workers, lee_c
     round before is still in flight (none with one round under way), every job is reported, and the
     model learns the corpus as gensim and one round under way do (adjacent words' similarity)."""
     params = dict(sg=0, epochs=5, vector_size=32)
-    one, two = (train(two_workers, lee_corpus, rounds_in_flight=n, sync_words=300, **params) for n in (1, 2))
+    one, two = (train(two_workers, lee_corpus, rounds_in_flight=n, sync_words=300, lag_limit=None, **params)
+                for n in (1, 2))
     assert one.cluster_stats["overlapped"] == 0
     assert two.cluster_stats["overlapped"] > 0.1 * two.cluster_stats["merges"], two.cluster_stats["merges"]
+    # the lag (words trained between a round's take and its replies taken in) is counted either way, and
+    # a round landed by the next one lags by about an interval (at least: but for rounds made for want of jobs)
+    lags = [m.cluster_stats["lag_words"] for m in (one, two)]
+    assert lags[0] > 0 and lags[1] >= 150 * two.cluster_stats["overlapped"], (lags, two.cluster_stats["overlapped"])
     assert two.cluster_stats["raw_words"] == 5 * sum(len(s) for s in lee_corpus)
     plain = {**SMALL, **params}
     reference, untrained = gensim.models.Word2Vec(lee_corpus, **plain), gensim.models.Word2Vec(**plain)
@@ -79,6 +84,38 @@ def test_rounds_in_flight_overlap_and_train_as_rounds_in_turn(two_workers, lee_c
     assert scores[3] > scores[0] + 0.2 and abs(scores[3] - scores[2]) < 0.05 and abs(scores[3] - scores[1]) < 0.05, \
         scores
     assert np.isfinite(two.wv.vectors).all() and np.isfinite(two.syn1neg).all()
+
+
+def _per_round(model):
+    """Raw words and lag (words trained before its replies came) a merge round, over the workers."""
+    stats = model.cluster_stats
+    rounds = sum(w["merges"] for w in stats["workers"].values())
+    return stats["raw_words"] / rounds, stats["lag_words"] / rounds
+
+
+@pytest.mark.cluster
+def test_a_lag_beyond_the_limit_shortens_eight_workers_intervals(lee_corpus):
+    """Eight workers (on two cores) whose rounds lag beyond ``lag_limit`` (1: any lag): with it they shorten
+    their intervals (more rounds, fewer words a round), and interval and lag together come down; without it a
+    round carries the interval asked for. Every word is trained."""
+    params = dict(sg=0, epochs=20, vector_size=32, rounds_in_flight=2, sync_words=3_000)
+    with LocalCluster(n_workers=8, threads_per_worker=1, n_shards=2) as cluster:
+        free, steered = (train(cluster, lee_corpus, lag_limit=limit, **params) for limit in (None, 1.0))
+    (free_words, free_lag), (words, lag) = _per_round(free), _per_round(steered)
+    assert free_lag > 0.1 * free_words, (free_words, free_lag)  # (so the limit binds)
+    # (means over every round, those made for want of jobs and the epochs' flushes too: the floor is unit-tested)
+    assert 0.4 * free_words < words < 0.95 * free_words and words + lag < free_words + free_lag, \
+        (free_words, free_lag, words, lag)
+    assert steered.cluster_stats["raw_words"] == 20 * sum(len(s) for s in lee_corpus)
+
+
+@pytest.mark.cluster
+def test_fewer_than_eight_workers_keep_the_interval_asked_whatever_their_lag(two_workers, lee_corpus):
+    """Below eight workers the intervals were chosen through the cluster, lag included: not steered."""
+    params = dict(sg=0, epochs=5, vector_size=32, rounds_in_flight=2, sync_words=3_000)
+    free, limited = (train(two_workers, lee_corpus, lag_limit=limit, **params) for limit in (None, 1.0))
+    (free_words, free_lag), (words, _) = _per_round(free), _per_round(limited)
+    assert free_lag > 0 and abs(words / free_words - 1) < 0.1, (free_words, words)
 
 
 def _adjacent(model, corpus):

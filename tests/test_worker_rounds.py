@@ -263,3 +263,52 @@ def test_a_trainer_thread_failing_outside_a_job_ends_the_session_rather_than_han
     t._wait_for_round = broken
     t._train(0, None)
     assert isinstance(t.error, RuntimeError) and t.stop.is_set()
+
+
+def _steered(sync_target, lag_limit=1.65):
+    rounds = merger.MergeRounds()
+    rounds.sync_target = rounds.sync_words = sync_target
+    rounds.lag_limit = lag_limit
+    return rounds
+
+
+@pytest.mark.parametrize("late", [0.3, 1.5, 3.0])
+def test_the_lag_shortens_the_interval_until_interval_and_lag_are_within_the_limit(late):
+    """Rounds whose replies land ``late`` intervals after they were taken (the lag growing with the
+    interval, as when rounds land late): the interval settles where interval and lag together are
+    ``lag_limit`` intervals asked for, and no lower; a lag within the limit leaves it as asked."""
+    target, limit = 40_000, 1.65
+    rounds = _steered(target, limit)
+    for _ in range(60):
+        carried = rounds.sync_words
+        rounds._steer_interval(carried, int(late * carried))
+    settled = rounds.sync_words
+    if 1 + late <= limit:
+        assert settled == target
+    else:
+        assert settled * (1 + late) == pytest.approx(limit * target, rel=0.01), settled
+        assert settled >= target * merger.SHORTEST
+
+
+@pytest.mark.parametrize("asked, shortest", [(40_000, 10_000), (4_000, 2_200), (1_000, 1_000)])
+def test_the_interval_stays_within_a_quarter_the_floor_and_the_whole_of_what_was_asked(asked, shortest):
+    """Never below a quarter of the interval asked, nor below the schedule's floor (2,200 words, chosen through
+    a cluster with its lag), nor above what was asked: an interval asked below the floor is never steered."""
+    rounds = _steered(asked)
+    for _ in range(60):
+        rounds._steer_interval(rounds.sync_words, 100 * rounds.sync_words)  # a lag no interval can meet
+    assert rounds.sync_words == shortest
+    for _ in range(60):
+        rounds._steer_interval(rounds.sync_words, 0)  # the lag gone: back to the interval asked for
+    assert rounds.sync_words == asked
+
+
+def test_without_a_lag_limit_the_interval_is_never_steered():
+    """``lag_limit=None`` (also one worker, ``bsp`` and ``local``: set by the worker's session), and rounds
+    made for want of jobs (nothing carried), leave the interval as asked."""
+    rounds = _steered(40_000, None)
+    rounds._steer_interval(40_000, 400_000)
+    assert rounds.sync_words == 40_000
+    rounds = _steered(40_000)
+    rounds._steer_interval(0, 400_000)
+    assert rounds.sync_words == 40_000

@@ -136,6 +136,8 @@ class Reports:
                       "take_cpu": final.total("take_cpu"),
                       # routine rounds taken while the one before was in flight (rounds_in_flight=2)
                       "overlapped": final.total("overlapped"),
+                      # words the workers trained between taking a routine round and taking its replies in
+                      "lag_words": final.total("lag_words"),
                       "stall_seconds": final.total("stall_seconds"),
                       "setup_cpu": final.total("setup_cpu"),  # the workers' joining: per session
                       "shards": shards,
@@ -144,6 +146,7 @@ class Reports:
                       "effective_words": trained, "raw_words": raw,
                       "corpus_file": config.corpus_file is not None,  # the workers read the corpus themselves
                       "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
+                      "lag_limit": config.settings.lag_limit,
                       "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
                       "cold_every": config.settings.cold_every,
                       "cold_output_every": config.settings.cold_output_every,

@@ -6,6 +6,7 @@ trained word, and what those costs project to on a real cluster (an estimate, sa
 the figures a single run has); :func:`lines` writes the summary.
 """
 from gensim_distw2v import projection
+from gensim_distw2v.core.schedule import SYNC_WORDS
 
 __all__ = ["costs", "lines", "PROJECTED"]
 
@@ -74,7 +75,8 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_us=None, ge
                    f"nodes of {node_threads} threads (and a head node) on {link:g} Gbit/s would train this corpus "
                    f"with these settings "
                    f"at {point['cluster_wps'] / 1e6:.1f} M words/s, {point['speedup']:.1f}x one {node_threads}-thread "
-                   f"gensim node ({point['single_node_wps'] / 1e6:.1f} M words/s); bound by {point['bottleneck']}")
+                   f"gensim node ({point['single_node_wps'] / 1e6:.1f} M words/s); bound by {point['bottleneck']}"
+                   + _lag_note(point, stats.get("lag_limit"), stats["sync_words"]))
     if not local:
         return out
     out.append(f"why slower here than gensim: {where} shares {cores or 'these'} cores among its workers, shards, "
@@ -82,3 +84,16 @@ def lines(stats, where, threads, corpus_file, client_cpu=0.0, gensim_us=None, ge
                f"threads share one copy of the weights in one process; the cluster gains where one machine's "
                f"cores are the limit, at corpora of billions of words")
     return out
+
+
+def _lag_note(point, limit, sync_words):
+    """The projected point's interval and lag (:func:`gensim_distw2v.projection.lag_share`) against the
+    run's ``lag_limit``: beyond it the workers would shorten their intervals, and train slower than this
+    (not an interval at the schedule's floor, :data:`gensim_distw2v.core.schedule.SYNC_WORDS`, or below)."""
+    stale = 1 + point["lag_share"]
+    if limit is None or stale <= limit:
+        return f"; interval and lag {stale:.2f} intervals"
+    if sync_words is not None and sync_words <= SYNC_WORDS:
+        return f"; interval and lag {stale:.2f} intervals (at the {SYNC_WORDS:,}-word floor: not shortened)"
+    return (f"; interval and lag {stale:.2f} intervals, beyond lag_limit {limit:g}: its workers would shorten "
+            f"their intervals, so slower than this (benchmarks/scaling.py projects it)")

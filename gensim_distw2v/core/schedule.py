@@ -46,6 +46,11 @@ ONE_WORKER_SYNC_WORDS = 1_000_000
 # with fewer workers than this the interval is longer (default_sync_words): (FEW_WORKERS / K) ** 1.5 for CBOW,
 # ** 2.5 for skip-gram: measured at K=2 on devmix (docs/schedule.rst, "Fewer workers, longer intervals")
 FEW_WORKERS = 8
+# with more workers than FEW_WORKERS the share is (FEW_WORKERS / K) ** MANY_WORKERS_POWER of eight's: through a
+# real cluster, 120 M tokens of discourse text, CBOW, one epoch, two seeds, sixteen workers at 8 / K (11,111
+# words) lost 5.4 analogy points to gensim, at (8 / K) ** 2 (5,556) gained 5.8; eight at theirs gained 4.6
+# (docs/schedule.rst, "The lag")
+MANY_WORKERS_POWER = 2
 HOT_SIGHTINGS = 0.25
 # the matrices whose rows are words in vocabulary order (most frequent first); hs's syn1 is tree nodes,
 # busiest first as the cluster trains them (kernel.reverse_tree), with counts of their own
@@ -179,9 +184,9 @@ def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
 
 def default_sync_words(n_workers, corpus_words=0, sg=True):
     """Words each worker trains between merges, by default: :data:`SYNC_SHARE` of the corpus's words
-    per epoch at :data:`FEW_WORKERS` (8) workers; with more, ``8 / K`` of that, so that a worker
-    misses as many words of the others' training between its merges as one of eight does (the
-    merges per trained word, and their bytes and CPU, grow with K beyond 8); and a longer share
+    per epoch at :data:`FEW_WORKERS` (8) workers; with more, ``(8 / K) ** 2`` of that
+    (:data:`MANY_WORKERS_POWER`; the merges per trained word, and their bytes and CPU, grow as K squared
+    beyond 8); and a longer share
     with fewer workers: ``(8 / K) ** 1.5`` times as long for CBOW, ``(8 / K) ** 2.5`` for skip-gram
     (8 and 32 times at K=2); skip-gram (and hs with ``sg=1``) at half of all that
     (:data:`SG_SHORTER`); at least :data:`SYNC_WORDS` (2,200) and at most 1 M; one worker merges
@@ -224,9 +229,15 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     workers taking in the rows of the ranges they hold, skip-gram gained 1.5 points at K=8 and held
     gensim's quality at K=2 (two seeds; "Skip-gram at half the share"). Sixteen workers through a real
     cluster on two cores (40 M tokens, shuffled, one epoch, two seeds) lost 6.45 points at this rule's
-    3,704 words and held at the 2,200-word floor (docs/schedule.rst, "Sixteen workers through a real
-    cluster"): beyond eight workers the rule is not shown to hold through a cluster. Hierarchical
-    softmax takes its model's rule (``sg``).
+    3,704 words (then ``8 / K`` of eight's share) with rounds in flight, their replies taken in 1.5
+    intervals late on average: quality follows the interval and that lag together
+    (``settings.lag_limit`` bounds them at 1.65 intervals asked; with it, -0.1 points at that
+    interval: docs/schedule.rst, "The lag"). The simulator's rounds have no lag. At 120 M tokens
+    (2026-11-30, through the cluster, the lag bounded, two seeds) sixteen workers at ``8 / K`` (11,111
+    words) lost 5.4 analogy points (+0.016 on the pairs) and at ``(8 / K) ** 2`` (5,556) gained 5.8
+    (+0.12), eight at their 22,222 words gained 4.6: hence ``(8 / K) ** 2`` beyond eight (at 40 M it is the
+    floor, which held). K=32 is not measured through a cluster. Hierarchical softmax takes its
+    model's rule (``sg``).
 
     Parameters
     ----------
@@ -239,8 +250,8 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
     """
     if n_workers <= 1:
         return ONE_WORKER_SYNC_WORDS
-    if n_workers > FEW_WORKERS:  # more workers: each misses as many words of the others' as eight do
-        longer = FEW_WORKERS / n_workers
+    if n_workers > FEW_WORKERS:  # more workers: (8 / K) ** 2 (through a cluster, 8 / K lost analogies at K=16)
+        longer = (FEW_WORKERS / n_workers) ** MANY_WORKERS_POWER
     else:
         longer = (FEW_WORKERS / n_workers) ** (2.5 if sg else 1.5)
     share = SYNC_SHARE * longer * max(0, int(corpus_words or 0)) / (SG_SHORTER if sg else 1)

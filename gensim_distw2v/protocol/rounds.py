@@ -202,6 +202,9 @@ class RoundReport(Record):
     routine_nogil_cpu: float = 0.0  # of merge_cpu, the routine rounds' compiled calls' (a total so far): no GIL
     take_cpu: float = 0.0  # of merge_cpu, the routine rounds' taking of their pieces (a total so far)
     overlapped: int = 0  # of the rounds, those taken while the round before was still in flight (rounds_in_flight)
+    # of the routine rounds, the words this worker trained between taking a round and taking its replies in,
+    # summed: how old the other workers' changes are when it sees them, beyond the interval (the lag)
+    lag_words: int = 0
 
     def check(self):
         if self.flush < -1:
@@ -211,6 +214,9 @@ class RoundReport(Record):
         if isinstance(self.overlapped, bool) or not isinstance(self.overlapped, int) \
                 or not 0 <= self.overlapped <= self.rounds:
             raise ValueError(f"round report: overlapped must be an int from 0 to rounds, got {self.overlapped!r}")
+        if isinstance(self.lag_words, bool) or not isinstance(self.lag_words, int) \
+                or not 0 <= self.lag_words < MAX_REPORT_WORDS:
+            raise ValueError(f"round report: lag_words must be an int in [0, 2**40), got {self.lag_words!r}")
         self.turn = check_turn(self.turn, "round report")
         if self.node is not None and self.node.role != "worker":
             raise ValueError(f"round report: node must be a worker's metrics, got role {self.node.role!r}")

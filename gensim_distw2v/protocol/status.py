@@ -37,6 +37,7 @@ class WorkerCounts(Record):
     routine_nogil_cpu: float = 0.0
     take_cpu: float = 0.0
     overlapped: int = 0
+    lag_words: int = 0
 
     def check(self):
         _non_negative(self, *self.names())
@@ -47,6 +48,7 @@ class WorkerCounts(Record):
         self.words += words
         self.merges += report.rounds
         self.overlapped += report.overlapped
+        self.lag_words += report.lag_words
         self.bytes_up += report.bytes_up
         self.bytes_down += report.bytes_down
         if report.exact:

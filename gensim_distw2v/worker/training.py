@@ -19,7 +19,7 @@ from gensim_distw2v.io.corpusfile import check_files, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import row_bytes
 from gensim_distw2v.core.replica import Replica
-from gensim_distw2v.core.schedule import default_cold_output_every
+from gensim_distw2v.core.schedule import FEW_WORKERS, default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
 from gensim_distw2v.worker.held import RangeReads, held_job, open_ranges, train_range, wants_held_rows
@@ -93,6 +93,12 @@ class _Training(MergeRounds):
             self.sync_words = LOCAL_INTERVAL
         self.hold_back, self.part_bytes, self.round_pieces = settings.hold_back, settings.part_bytes, settings.round_pieces
         self.rounds_in_flight = settings.rounds_in_flight
+        # the interval asked for; sync_words (the interval trained to) shortened from it as the rounds' lag grows:
+        # from eight workers on (fewer workers' intervals were chosen through the cluster, their lag included:
+        # docs/schedule.rst, "The lag"), not under bsp (no lag) nor local (no rounds)
+        self.sync_target, self.lag_limit = self.sync_words, settings.lag_limit
+        if config.workers < FEW_WORKERS or self.sync in ("bsp", "local"):
+            self.lag_limit = None
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
         self.cold_output_every = settings.cold_output_every or default_cold_output_every(self.params.sg)
