@@ -46,9 +46,8 @@ from provenance import provenance  # noqa: E402 - a sibling module
 import compare_gensim  # noqa: E402 - the single-run machinery and the corpus preparation
 import projection  # noqa: E402 - the model
 from gensim_distw2v import machine_projection  # noqa: E402 - the model of this machine
-from gensim_distw2v.core.schedule import FEW_WORKERS  # noqa: E402
+from gensim_distw2v.core.schedule import FEW_WORKERS, shortest_interval  # noqa: E402
 from gensim_distw2v.settings import LAG_LIMIT  # noqa: E402
-from gensim_distw2v.worker.merger import SHORTEST  # noqa: E402
 
 efficiency = projection.efficiency
 SHOWN = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "dispatcher CPU", "client CPU",
@@ -269,8 +268,8 @@ def lag_limit(args):
 def within_lag(at, limit, shortened=True):
     """The projected point ``at(interval)`` (None: the interval asked for) where its interval and its rounds'
     lag (:func:`projection.lag_share`) together stay within ``limit`` intervals asked for, as the workers steer
-    their intervals (``settings.lag_limit``): the longest interval, down to a quarter of the one asked for
-    (``merger.SHORTEST``), that keeps them there, found by bisection on the costs at each interval. Adds
+    their intervals (``settings.lag_limit``): the longest interval, down to the shortest they may take
+    (``schedule.shortest_interval``), that keeps them there, found by bisection on the costs at each interval. Adds
     ``staleness`` (interval and lag over the interval asked for), ``interval_asked`` and ``lag_limit``; without
     costs at other intervals (``shortened=False``) a point beyond the limit is only marked
     (``beyond_lag_limit``: its quality is not shown)."""
@@ -283,7 +282,12 @@ def within_lag(at, limit, shortened=True):
         p["beyond_lag_limit"] = True
         p["costs_from"] += f"; interval and lag {p['staleness']:.2f} intervals, beyond the limit {limit:g}"
         return p
-    low, high, best = SHORTEST, 1.0, None
+    shortest = shortest_interval(asked) / asked
+    if shortest >= 1.0:  # (an interval at the floor is not shortened: marked)
+        p["beyond_lag_limit"] = True
+        p["costs_from"] += f"; interval and lag {p['staleness']:.2f} intervals, at the floor: not shortened"
+        return p
+    low, high, best = shortest, 1.0, None
     for _ in range(14):
         share = (low + high) / 2
         q = at(share * asked)
@@ -293,8 +297,8 @@ def within_lag(at, limit, shortened=True):
         else:
             high = share
     if best is None:  # (even a quarter of the interval lags beyond the limit)
-        q = at(SHORTEST * asked)
-        best = (q, SHORTEST * (1 + q["lag_share"]))
+        q = at(shortest * asked)
+        best = (q, shortest * (1 + q["lag_share"]))
     q, stale = best
     q.update(staleness=stale, interval_asked=asked, lag_limit=limit, beyond_lag_limit=stale > limit)
     q["costs_from"] += (f"; interval {q['sync_words']:,.0f} words for the lag (limit {limit:g}: "

@@ -614,6 +614,8 @@ def test_a_point_whose_lag_is_beyond_the_limit_is_projected_at_the_interval_the_
     assert marked["sync_words"] == 100_000 and marked["beyond_lag_limit"] and "beyond the limit" in marked["costs_from"]
     hopeless = scaling.within_lag(lambda interval: at(interval, fixed=10.0), 1.65)
     assert hopeless["sync_words"] == pytest.approx(25_000) and hopeless["beyond_lag_limit"]
+    floor = scaling.within_lag(lambda interval: at(interval, asked=2_200.0), 1.01)  # the workers' floor: not moved
+    assert floor["sync_words"] == 2_200 and floor["beyond_lag_limit"] and "at the floor" in floor["costs_from"]
 
 
 def test_the_cli_summary_says_when_a_projected_point_lags_beyond_the_limit():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gensim_distw2v import protocol
+from gensim_distw2v.core import schedule
 from gensim_distw2v.worker import merger
 from gensim_distw2v.worker.held import wants_held_rows
 from gensim_distw2v.worker.training import _Training
@@ -287,7 +288,7 @@ def test_the_lag_shortens_the_interval_until_interval_and_lag_are_within_the_lim
         assert settled == target
     else:
         assert settled * (1 + late) == pytest.approx(limit * target, rel=0.01), settled
-        assert settled >= target * merger.SHORTEST
+        assert settled >= schedule.shortest_interval(target) == target // 4
 
 
 @pytest.mark.parametrize("asked, shortest", [(40_000, 10_000), (4_000, 2_200), (1_000, 1_000)])

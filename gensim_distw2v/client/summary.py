@@ -6,7 +6,7 @@ trained word, and what those costs project to on a real cluster (an estimate, sa
 the figures a single run has); :func:`lines` writes the summary.
 """
 from gensim_distw2v import projection
-from gensim_distw2v.core.schedule import SYNC_WORDS
+from gensim_distw2v.core.schedule import SYNC_WORDS, shortest_interval
 
 __all__ = ["costs", "lines", "PROJECTED"]
 
@@ -93,7 +93,7 @@ def _lag_note(point, limit, sync_words):
     stale = 1 + point["lag_share"]
     if limit is None or stale <= limit:
         return f"; interval and lag {stale:.2f} intervals"
-    if sync_words is not None and sync_words <= SYNC_WORDS:
+    if sync_words is not None and shortest_interval(sync_words) >= sync_words:
         return f"; interval and lag {stale:.2f} intervals (at the {SYNC_WORDS:,}-word floor: not shortened)"
     return (f"; interval and lag {stale:.2f} intervals, beyond lag_limit {limit:g}: its workers would shorten "
             f"their intervals, so slower than this (benchmarks/scaling.py projects it)")

@@ -29,6 +29,8 @@ DAMP_WORDS = 2_200
 # hot rows a worker lacks and, of the others, those of the jobs it holds. Measured in
 # benchmarks/clustersim.py and through the cluster at K = 2, 4, 8 (docs/schedule.rst).
 SYNC_WORDS = 2_200
+# the rounds' lag shortens an interval (settings.lag_limit) to this share of the one asked at most
+LAG_SHORTEST = 0.25
 # The interval a corpus tolerates grows with the corpus: at K=8 (CBOW, simulated) one round per
 # 5,400th of an epoch's words cost 0.68, 0.45 and 0.64 analogy points on 3 M, 6 M and 12 M words,
 # four times that interval 2.47 (3 M) and 2.10 (12 M) points (docs/schedule.rst, "The interval").
@@ -256,6 +258,14 @@ def default_sync_words(n_workers, corpus_words=0, sg=True):
         longer = (FEW_WORKERS / n_workers) ** (2.5 if sg else 1.5)
     share = SYNC_SHARE * longer * max(0, int(corpus_words or 0)) / (SG_SHORTER if sg else 1)
     return int(min(ONE_WORKER_SYNC_WORDS, max(SYNC_WORDS, round(share))))
+
+
+def shortest_interval(asked):
+    """The shortest interval the rounds' lag may shorten one of ``asked`` words to (``settings.lag_limit``): a
+    quarter of it (:data:`LAG_SHORTEST`: at most four times the rounds a word asked for), and never below the
+    floor, :data:`SYNC_WORDS` (chosen through a cluster, its lag included: an interval at the floor or below
+    it is not shortened)."""
+    return max(1, int(asked * LAG_SHORTEST), min(int(asked), SYNC_WORDS))
 
 
 def default_cold_output_every(sg):

@@ -13,11 +13,11 @@ import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.merge import compiled_cpu
-from gensim_distw2v.core.schedule import SYNC_WORDS, round_pieces, round_rows
+from gensim_distw2v.core.schedule import round_pieces, round_rows, shortest_interval
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import tables
 
-__all__ = ["LOOK_AGAIN", "MergeRounds", "REPORT_EVERY", "SHORTEST", "SessionLost"]
+__all__ = ["LOOK_AGAIN", "MergeRounds", "REPORT_EVERY", "SessionLost"]
 
 # seconds between a worker's reports of routine merge rounds to the dispatcher (their jobs count as
 # trained from then on): a few calls a second per worker whatever the interval, so that the dispatcher is
@@ -31,8 +31,6 @@ LOOK_AGAIN = 0.25
 # seconds the merger waits for a round in flight's replies before it looks again whether the next round
 # is due (rounds_in_flight=2): a round comes due every few tens of milliseconds at most
 LAND_WAIT = 0.002
-# the shortest interval the rounds' lag may shorten a worker's to (settings.lag_limit), as a share of sync_words
-SHORTEST = 0.25
 
 
 class SessionLost(Exception):
@@ -247,10 +245,9 @@ class MergeRounds:
         trained to (``sync_words``) set where interval and lag together would come to ``lag_limit`` times
         ``sync_target``, from the recent rounds' words and lags (moving sums, a third the latest round's: a
         ratio of sums, so that the mean comes there and not one noisy round), taking the lag as growing with
-        the interval (it does when rounds land late); never above ``sync_target`` nor below a quarter of it
-        (:data:`SHORTEST`: at most four times the rounds a word asked for), nor below the schedule's floor,
-        :data:`gensim_distw2v.core.schedule.SYNC_WORDS` (2,200 words, chosen through a cluster, its lag
-        included: sixteen workers held gensim's quality there on 40 M tokens with rounds lagging 1.7 intervals)."""
+        the interval (it does when rounds land late); never above ``sync_target`` nor below
+        :func:`gensim_distw2v.core.schedule.shortest_interval` of it (a quarter, and not below the 2,200-word
+        floor: sixteen workers held gensim's quality there on 40 M tokens with rounds lagging 1.7 intervals)."""
         if self.lag_limit is None or carried <= 0:
             return
         if self.recent is None:
@@ -259,8 +256,7 @@ class MergeRounds:
             self.recent = [(2 * old + new) / 3 for old, new in zip(self.recent, (carried, lag))]
         words, lagged = self.recent
         wanted = words * self.lag_limit * self.sync_target / (words + lagged)
-        floor = max(1, int(self.sync_target * SHORTEST), min(self.sync_target, SYNC_WORDS))
-        self.sync_words = int(round(min(self.sync_target, max(floor, wanted))))
+        self.sync_words = int(round(min(self.sync_target, max(shortest_interval(self.sync_target), wanted))))
 
     def _restart_interval(self):
         """The interval's word count back to 0 (under the lock), its words kept on the lag's clock."""
