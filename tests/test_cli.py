@@ -130,9 +130,10 @@ def test_checkpoints_from_the_command_line(tmp_path):
     # one checkpoint per epoch end, the last marks the run finished: a fresh cluster reads it from disk
     assert sorted(p.name for p in (folder / "dispatcher").iterdir()) == ["ckpt-00000001", "ckpt-00000002"]
     assert sorted(p.name for p in (folder / "shard-0-of-1").iterdir()) == ["ckpt-00000001", "ckpt-00000002"]
+    # resuming the finished run hands its trained model back (its client died before saving it, say)
+    (tmp_path / "m").unlink()
     out = run_cli(args + ["--resume"], tmp_path)
-    assert out.returncode != 0 and "finished (checkpoint 2): nothing to resume" in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr
+    assert out.returncode == 0 and (tmp_path / "m").exists(), out.stderr
     out = run_cli(args[:-2] + ["--resume"], tmp_path)
     assert out.returncode != 0 and "--resume needs --checkpoint-dir" in out.stderr, out.stderr
 

@@ -149,6 +149,31 @@ def test_a_server_killed_mid_run_is_restarted_and_every_word_is_trained_once(cor
         assert meta["finished"] and meta["point"]["epoch"] == EPOCHS
 
 
+def test_a_shard_lost_before_the_first_checkpoint_trains_the_run_again_from_its_start(corpus, tmp_path, caplog):
+    """No checkpoint to resume from yet (the first is at epoch 0's end): the call that began the run
+    still holds the weights it was called with, so it trains the run again from its start rather than
+    raising, and counts every word once."""
+    folder = str(tmp_path / "checkpoints")
+    with LocalCluster(n_workers=2, n_shards=2, worker_timeout=3.0) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=folder, checkpoint_every=1e6,
+                         **PARAMS)
+        model.build_vocab(corpus)
+        total = words(corpus)
+        thread, result = train_in_thread(model, corpus_iterable=corpus, total_examples=model.corpus_count)
+        before = wait_for_progress(cluster, 0.1 * total, committed=0)  # a third of epoch 0
+        dispatcher = cluster.processes["dispatcher"]
+        mark = len(dispatcher.lines)
+        cluster.processes[next(name for name in cluster.processes if name.startswith("shard-"))].kill()
+        dispatcher.wait_for(r"shard \S+ of session \S+ lost", timeout=30, start=mark)
+        cluster.add_shard()
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "train() hangs after a shard was lost"
+        assert "error" not in result, result.get("error")
+        assert before["checkpoints"]["committed"] == 0 and "training again from the start" in caplog.text
+        assert result["counts"][1] == total == model.cluster_stats["raw_words"]
+        assert CheckpointStore(folder, "dispatcher").latest()[1]["finished"]
+
+
 CLIENT = """
 import logging, sys
 from gensim.models.word2vec import LineSentence
@@ -265,8 +290,13 @@ def test_a_resume_with_another_corpus_or_vocabulary_is_refused(cluster, corpus, 
     # nothing was lost: the run resumes with its own corpus
     counts = model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
     assert counts[1] == words(corpus)
-    with pytest.raises(ValueError, match=r"the run in .* finished \(checkpoint \d+\): nothing to resume"):
-        model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+    # a finished run resumed (its client died before it had the weights) trains nothing and hands them back
+    trained = model.wv.vectors.copy()
+    again = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    again.build_vocab(corpus)
+    assert again.train(corpus, total_examples=again.corpus_count, epochs=EPOCHS, resume_from=folder) == counts
+    assert np.array_equal(again.wv.vectors, trained)
+    assert sum(w["words"] for w in again.cluster_stats["workers"].values()) == 0
 
 
 def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(cluster, lee_corpus, tmp_path,

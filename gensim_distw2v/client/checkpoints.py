@@ -126,7 +126,13 @@ class Resumes:
             except errors.NoCheckpoint:
                 if lost_error is None:
                     raise
-                raise lost_error from None  # lost before the run's first checkpoint was written
+                if resume_from is not None or len(self._begun) > 1:
+                    raise lost_error from None  # lost before the run's first checkpoint was written
+                # this call began the run and no epoch ended: the model's weights are still those it was
+                # called with, so the run starts again from its beginning (less than a checkpoint's words lost)
+                logger.warning("the cluster was lost before the run's first checkpoint was written: training "
+                               "again from the start")
+                resume, below = False, None
             except _Lost as err:
                 if self.settings.checkpoint_dir is None or lost >= MAX_RESUMES:
                     raise err.error from None

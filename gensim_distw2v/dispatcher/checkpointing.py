@@ -33,7 +33,8 @@ def start_point(spec, key=None):
     Raises
     ------
     NoCheckpoint
-        Nothing to resume: no usable checkpoint, or the run finished.
+        Nothing to resume: no usable checkpoint. (A finished run's last checkpoint is a resume point
+        past its last epoch: the session trains nothing and the client takes the trained weights.)
     OtherRun
         The checkpoint is of a run with another identity (naming what differs).
     CheckpointUnreadable
@@ -65,9 +66,9 @@ def start_point(spec, key=None):
         raise errors.OtherRun(
             f"resume: checkpoint {sequence} in {spec.dir} is of another run: " + "; ".join(differ)
             + ". Resume with the same corpus, vocabulary and hyper-parameters, or give another checkpoint_dir")
-    if meta.get("finished"):
-        raise errors.NoCheckpoint(f"resume: the run in {spec.dir} finished (checkpoint {sequence}): nothing to "
-                                  f"resume; the trained model is the one its train() returned")
+    if meta.get("finished"):  # its client may have died before it had the weights: the session hands them back
+        logger.info("resume: the run in %s finished (checkpoint %i): its session trains nothing and hands back "
+                    "the trained weights", spec.dir, sequence)
     try:
         point = protocol.Resumed.from_wire(meta["point"])
     except (KeyError, ValueError) as err:
