@@ -433,13 +433,29 @@ def test_a_worker_lost_while_counting_leaves_the_counts_exact(big_file, monkeypa
 
 @pytest.mark.cluster
 def test_a_shard_lost_before_the_count_is_named_and_nothing_hangs(tmp_path):
+    """A shard killed just before a count. The dispatcher drops it once it sees its heartbeat connection
+    close, which races the count's start: if the count still finds it listed, the count fails naming it;
+    if not, the count goes on with the shard left. Either way within 30 s. Up to four kills (a shard
+    started again between them), until the first case is seen (it is, three times in four)."""
     with LocalCluster(n_workers=1, threads_per_worker=1, n_shards=2, log_level="WARNING") as broken:
-        broken.processes["shard-1"].kill()  # the dispatcher still lists it (until its heartbeats are missed)
-        model = Word2Vec(distributed=True, ns_conf=broken.ns_conf, vector_size=8)
-        began = time.monotonic()
-        with pytest.raises(errors.ShardLost, match=r"lost parameter shard gensim_distw2v\.shard\.\w+ at .*restart it"):
-            model.build_vocab(corpus_file=LEE)
-        assert time.monotonic() - began < 30
+        named = False
+        for _attempt in range(4):
+            victim = max(n for n, p in broken.processes.items() if n.startswith("shard-") and p.alive())
+            broken.processes[victim].kill()
+            model = Word2Vec(distributed=True, ns_conf=broken.ns_conf, vector_size=8)
+            began = time.monotonic()
+            try:
+                model.build_vocab(corpus_file=LEE)
+            except errors.ShardLost as err:
+                assert re.search(r"lost parameter shard gensim_distw2v\.shard\.\w+ at .*restart it", str(err)), err
+                named = True
+            else:
+                assert len(model.wv) > 1000  # dropped first: counted on the shard left
+            assert time.monotonic() - began < 30
+            if named:
+                break
+            broken.add_shard()  # back to two listed shards
+        assert named
 
 
 NEEDS_UNSHARE = pytest.mark.skipif(
