@@ -92,6 +92,7 @@ def run_client(args, corpus, folder, out, resume):
     from gensim.models.word2vec import LineSentence
 
     from gensim_distw2v import Word2Vec
+    from gensim_distw2v.protocol import errors
 
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=logging.WARNING)
     ns_conf = {"host": netlab.address(-1), "port": netlab.PORT, "hmac_key": netlab.KEY}
@@ -106,13 +107,13 @@ def run_client(args, corpus, folder, out, resume):
             trained = model.train(sentences, total_examples=model.corpus_count, epochs=args.epochs,
                                   **({"resume_from": folder} if resume else {}))
             break
-        except Exception as err:  # noqa: BLE001 - the user reads the message and does what it says
-            text = f"{type(err).__name__}: {err}"
-            if "busy" in text.lower() and time.perf_counter() - began < 600:
+        except Exception as err:  # noqa: BLE001 - the user reads the error and does what it says
+            text, code = f"{type(err).__name__}: {err}", getattr(err, "code", None)
+            if code is errors.Code.BUSY and time.perf_counter() - began < 600:
                 print(f"client: {text[:200]} -- waiting", file=sys.stderr, flush=True)
                 time.sleep(2.0)
                 continue
-            if resume and ("NoCheckpoint" in text or "no usable checkpoint" in text):
+            if resume and code is errors.Code.NO_CHECKPOINT:
                 print(f"client: {text[:200]} -- starting anew", file=sys.stderr, flush=True)
                 resume = False
                 continue
@@ -467,7 +468,6 @@ def main(argv=None):
 
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--json"]
     with tempfile.TemporaryDirectory(prefix="chaos_") as workdir, netlab.Network(args.hosts) as net:
-        os.chmod(workdir, 0o755)
         corpus = os.path.join(workdir, "corpus.txt")
         words = head(args.corpus, corpus, args.max_words)
         spec = {"head": net.head, "hosts": net.workers, "switch": net.switch, "workdir": workdir, "corpus": corpus,
