@@ -67,6 +67,9 @@ def parse_args(argv=None):
     parser.add_argument("--all-rows-down", action="store_true",
                         help="a routine reply carries every row the worker lacks (default, as the cluster: of the "
                              "rows beyond the hot ones, only those of the jobs the worker holds)")
+    parser.add_argument("--cold-output-down", choices=("all", "held"), default=None,
+                        help="rounds that merge rare rows bring down every syn1neg row a worker lacks ('all') or those "
+                             "of its held jobs ('held'); default: the cluster's (settings.cold_output_down)")
     parser.add_argument("--value-codec", default=None, help="experiment: codec of the values of rows a worker "
                                                             "lacks (default: the cluster's)")
     parser.add_argument("--local", action="store_true",
@@ -179,8 +182,8 @@ class Simulation:
         from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
         from gensim_distw2v.core.merge import GlobalWeights
         from gensim_distw2v.core.replica import Replica
-        from gensim_distw2v.core.schedule import (damp_words as damp_clock, damped_rows, default_sync_words, hot_rows,
-                                                  tree_hot_rows)
+        from gensim_distw2v.core.schedule import (damp_words as damp_clock, damped_rows, default_cold_output_down,
+                                                  default_sync_words, hot_rows, tree_hot_rows, wanted_only)
         from gensim_distw2v.protocol.transfers import row_ranges
 
         kernel, arrays = model_arrays(model)
@@ -203,7 +206,9 @@ class Simulation:
             tree_hot_rows(tree, np.sum(counts, dtype=np.float64), self.sync_words) or -1
         self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge, damp,
                                     settings.merge_dtype, value_codec=value_codec,
-                                    delta_rows={"syn0": self.hot, "syn1neg": self.hot, "syn1": max(0, self.tree_hot)})
+                                    delta_rows={"syn0": self.hot, "syn1neg": self.hot, "syn1": max(0, self.tree_hot)},
+                                    wanted_only=wanted_only(settings.cold_output_down or
+                                                            default_cold_output_down(bool(model.sg))))
         self.ranges = row_ranges(self.n_rows, 4 * self.size * len(self.names), settings.part_bytes)
         self.workers = []
         for rank in range(k):
@@ -337,7 +342,8 @@ def main(argv=None):
         print("  gensim workers=1: " + _scores(result["gensim"]), flush=True)
     given = {key: value for key, value in (("sync_words", args.sync_words), ("merge", args.merge),
                                            ("hold_back", args.hold_back),
-                                           ("cold_every", args.cold_every), ("merge_dtype", args.merge_dtype))
+                                           ("cold_every", args.cold_every), ("merge_dtype", args.merge_dtype),
+                                           ("cold_output_down", args.cold_output_down))
              if value is not None}
     settings = Settings(**given)
     for k in (int(x) for x in args.workers.split(",")):

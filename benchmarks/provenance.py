@@ -12,7 +12,8 @@ import sys
 
 
 def provenance(argv=None):
-    """``{"date", "command", "machine", "python", "commit"}`` of the running benchmark.
+    """``{"date", "command", "machine", "python", "commit"}`` of the running benchmark (``commit`` ends in
+    ``+changes`` when the package's code differs from it).
 
     Parameters
     ----------
@@ -26,6 +27,10 @@ def provenance(argv=None):
     try:
         commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, timeout=10).stdout.strip() or None
+        # the package's code changed since that commit: the figures are not that commit's
+        changed = subprocess.run(["git", "-C", here, "diff", "--quiet", "HEAD", "--", "../gensim_distw2v", "../cython"],
+                                 capture_output=True, timeout=10).returncode == 1
+        commit = f"{commit}+changes" if commit and changed else commit
     except (OSError, subprocess.SubprocessError):
         commit = None
     try:

@@ -369,6 +369,8 @@ def parse_args(argv=None):
                         help="merge the cold rows every n-th round (default: the package's)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge cold rows, every n-th sends syn1neg's (default: the package's)")
+    parser.add_argument("--cold-output-down", choices=("all", "held"), default=None,
+                        help="which rare syn1neg rows those rounds bring down (default: the package's)")
     parser.add_argument("--round-pieces", type=int, default=None,
                         help="a routine round's pieces in flight (default: the package's)")
     parser.add_argument("--rounds-in-flight", type=int, default=None,
@@ -465,6 +467,8 @@ def measure(args, ks, shards_at):
         base_args += ["--cold-every", str(args.cold_every)]
     if args.cold_output_every is not None:
         base_args += ["--cold-output-every", str(args.cold_output_every)]
+    if args.cold_output_down is not None:
+        base_args += ["--cold-output-down", args.cold_output_down]
     if args.round_pieces is not None:
         base_args += ["--round-pieces", str(args.round_pieces)]
     if args.rounds_in_flight is not None:

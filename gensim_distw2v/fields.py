@@ -141,8 +141,8 @@ class Choice(Check):
     the command line's text first (e.g. ``str.upper``).
     """
 
-    def __init__(self, options, noun=None, normalise=None, cli_type=None):
-        super().__init__(False)
+    def __init__(self, options, noun=None, normalise=None, cli_type=None, optional=False):
+        super().__init__(optional)
         self.options, self.noun, self.fix, self.cli_type = tuple(options), noun, normalise, cli_type
         self.type_doc = "{" + ", ".join(repr(o) for o in self.options) + "}"
 

@@ -14,7 +14,7 @@ import typing
 import numpy as np
 
 from gensim_distw2v import fields
-from gensim_distw2v.protocol.constants import DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
+from gensim_distw2v.protocol.constants import COLD_OUTPUT_DOWN, DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
 
 __all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "LAG_LIMIT", "ROUND_PIECES", "ROUNDS_IN_FLIGHT", "TENSORBOARD_WORDS",
            "Settings", "check_codec", "check_cold_every"]
@@ -124,6 +124,15 @@ class Settings(fields.Declared):
             "worker's negatives push) waits in ``R - B`` meanwhile, as held-back rows do; their current values "
             "still come down in every round that merges rare rows, and epoch ends send every row.",
         group="merging")
+    cold_output_down: typing.Optional[str] = fields.option(
+        None, "which rare rows of syn1neg a round that merges the rare rows brings down: 'all' a worker lacks, or "
+              "'held', those of its jobs (None: derived from the model)", fields.Choice(COLD_OUTPUT_DOWN, optional=True),
+        doc="None, the default: ``'all'`` for skip-gram, ``'held'`` for CBOW "
+            "(:func:`gensim_distw2v.core.schedule.default_cold_output_down`, ``docs/schedule.rst``, \"Skip-gram's "
+            "negatives\"). The negatives a worker draws come from every word; with ``'held'`` a rare word's output "
+            "row comes down to it only when the word is in a job it holds (and at epoch ends), so the negatives it "
+            "draws meanwhile are those rows as it left them. The input rows (syn0) of rare words come down as the "
+            "jobs want them either way.", group="merging")
     merge_dtype: str = fields.option(
         MERGE_DTYPE, "values of routine merges on the wire, both ways (deltas, and rows a worker lacks)",
         fields.Choice(DELTA_DTYPES, normalise=_dtype_name),

@@ -411,3 +411,34 @@ def test_an_epoch_end_reuses_a_checkpoint_ordered_at_it_and_a_resumed_run_keeps_
     assert plan.ask(completed=0) == 3  # ordered after epoch 0, before any job of epoch 1: that epoch end's
     assert plan.ask(completed=1) == 4 and plan.wanted == 4
     assert not plan.expired(10.0 + CHECKPOINT_DEADLINE) and plan.expired(10.1 + CHECKPOINT_DEADLINE)
+
+
+def test_a_session_a_shard_would_not_open_is_opened_again_then_given_up(monkeypatch):
+    """A shard that had not heard of the new session from the dispatcher (their heartbeat frozen or cut) refuses
+    to open it: nothing was trained in it, so the run opens a session again, checkpoints or not, up to
+    ``MAX_REOPENS`` times, with the same resume point; then the shard's refusal is raised."""
+    from gensim_distw2v.client import checkpoints
+    from gensim_distw2v.protocol import errors
+    from gensim_distw2v.settings import Settings
+
+    monkeypatch.setattr(checkpoints, "REOPEN_WAIT", 0.0)
+
+    class Run(checkpoints.Resumes):
+        settings = Settings()
+
+        def __init__(self, refusals):
+            self.refusals, self.calls = refusals, []
+
+        def _run(self, *args, resume, below):
+            self.calls.append((resume, below))
+            if len(self.calls) <= self.refusals:
+                raise checkpoints._NotOpened("shard s0 did not hear of the new session",
+                                             errors.SessionClosed("open_session: the dispatcher runs no session"))
+            return 10, 12
+
+    run = Run(2)
+    assert run._train((), None) == (10, 12) and run.calls == [(False, None)] * 3
+    run = Run(checkpoints.MAX_REOPENS + 1)
+    with pytest.raises(errors.SessionClosed, match="the dispatcher runs no session"):
+        run._train((), None)
+    assert len(run.calls) == checkpoints.MAX_REOPENS + 1

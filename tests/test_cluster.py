@@ -252,6 +252,29 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
 
 
 @pytest.mark.cluster
+def test_skip_gram_takes_down_every_rare_output_row_in_the_rounds_that_merge_them(three_workers, lee_corpus):
+    """``cold_output_down``: skip-gram's rounds that merge the rare rows bring down every ``syn1neg`` row a
+    worker lacks by default (its negatives come from every word), CBOW's only those of its jobs; with
+    ``'held'`` skip-gram moves fewer bytes down, every word trained either way (short jobs, so that a worker
+    holds the rows of a small part of the vocabulary: measured 1.5x the bytes down)."""
+    params = {**SMALL, "sg": 1, "negative": 5, "epochs": 2, "batch_words": 200}
+    runs = {}
+    for down in (None, "held"):
+        model = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=1000, cold_every=2,
+                         cold_output_down=down, **params)
+        model.build_vocab(lee_corpus)
+        model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+        assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
+        runs[down] = model.cluster_stats
+    assert runs[None]["cold_output_down"] == "all" and runs["held"]["cold_output_down"] == "held"
+    assert runs[None]["bytes_down"] > 1.2 * runs["held"]["bytes_down"], (runs[None], runs["held"])
+    cbow = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=1000, **{**params, "sg": 0})
+    cbow.build_vocab(lee_corpus)
+    cbow.train(lee_corpus, total_examples=cbow.corpus_count, epochs=1)
+    assert cbow.cluster_stats["cold_output_down"] == "held"
+
+
+@pytest.mark.cluster
 def test_int8_deltas_move_fewer_bytes_than_float16(three_workers, lee_corpus):
     """merge_dtype reaches the wire: int8 routine rounds (d + 8 bytes a row with its index) move fewer bytes
     up than float16 (2 d + 4), and every word is trained. Down, the hot rows' missed change goes as int8

@@ -422,6 +422,29 @@ def test_only_the_wanted_cold_rows_come_down_and_the_rest_wait():
         np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)
 
 
+def test_skip_gram_takes_every_rare_output_row_it_lacks_and_only_the_wanted_input_rows():
+    """``wanted_only=("syn0",)`` (skip-gram's ``cold_output_down="all"``): a reply carries every
+    ``syn1neg`` row the worker lacks (the negatives it draws come from every word), ``syn0``'s only where
+    wanted; a matrix whose rows are not words is refused."""
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, delta_rows=10, wanted_only=("syn0",))
+    a, b = Replica(init), Replica(init)
+    g.add_worker(0)
+    g.add_worker(1)
+    train(a, np.array([1, 20, 30, 40]), 0.1, 1)
+    merge_round(a, g, 0)
+    wanted = np.zeros(V, dtype=bool)
+    wanted[30] = True
+    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted)
+    assert values["syn0"][0].tolist() == [30] and values["syn1neg"][0].tolist() == [20, 30, 40], values
+    assert missed["syn0"][0].tolist() == missed["syn1neg"][0].tolist() == [1]
+    b.take_in(missed, values)
+    np.testing.assert_allclose(b.replica["syn1neg"], g.weights["syn1neg"], atol=1e-6)
+    assert not np.allclose(b.replica["syn0"][[20, 40]], g.weights["syn0"][[20, 40]])  # not wanted: they wait
+    with pytest.raises(ValueError, match="wanted_only names matrices whose rows are not words"):
+        GlobalWeights(initial(), wanted_only=("syn1",))
+
+
 def test_hot_rows_come_down_as_deltas_and_only_the_damped_ones_are_damped():
     """Rows below ``delta_rows`` get a per-worker snapshot: replies carry them as (int8) deltas; the
     damp rule still damps only its own rows, the other hot rows are summed."""

@@ -6,6 +6,7 @@ anything: the kill lands at about 40 % of the run, after a checkpoint was commit
 """
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -172,6 +173,39 @@ def test_a_shard_lost_before_the_first_checkpoint_trains_the_run_again_from_its_
         assert before["checkpoints"]["committed"] == 0 and "training again from the start" in caplog.text
         assert result["counts"][1] == total == model.cluster_stats["raw_words"]
         assert CheckpointStore(folder, "dispatcher").latest()[1]["finished"]
+
+
+def test_a_run_whose_every_worker_was_dropped_resumes_once_they_rejoin(corpus, tmp_path, caplog):
+    """The only worker frozen past its heartbeat (the dispatcher drops it) and let go: it finds itself unknown and
+    says hello again. Then, as the race goes, either it quits the session, which fails as ``workers_dropped``, and
+    a run with checkpoints resumes from its last one (before: ``train()`` raised "training failed on every
+    worker"), or its session ends quietly and it joins the session again (before: it could remember that session
+    as trained and never join, and the run waited for ever). Either way every word is trained once."""
+    folder = str(tmp_path / "checkpoints")
+    with LocalCluster(n_workers=1, worker_timeout=2.0) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, checkpoint_dir=folder, checkpoint_every=0.5,
+                         **PARAMS)
+        model.build_vocab(corpus)
+        total = words(corpus)
+        thread, result = train_in_thread(model, corpus_iterable=corpus, total_examples=model.corpus_count)
+        wait_for_progress(cluster, 0.4 * total, committed=1)
+        dispatcher = cluster.processes["dispatcher"]
+        mark = len(dispatcher.lines)
+        worker = next(p for name, p in cluster.processes.items() if name.startswith("worker"))
+        os.kill(worker.pid, signal.SIGSTOP)
+        try:
+            dispatcher.wait_for(r"worker \S+ lost", timeout=30, start=mark)
+        finally:
+            os.kill(worker.pid, signal.SIGCONT)
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "train() hangs after its worker was dropped"
+        assert "error" not in result, result.get("error")
+        log = "\n".join(dispatcher.lines[mark:])
+        if "every worker of the session was dropped from the cluster" in caplog.text:
+            assert RESUMED.search(log), log
+        else:
+            assert re.search(r"worker \S+ joined session \S+ as rank 1", log), log
+        assert result["counts"][1] == total == model.cluster_stats["raw_words"]
 
 
 CLIENT = """

@@ -275,6 +275,42 @@ def test_workers_that_quit_for_a_lost_shard_leave_the_cause_to_the_shards_loss()
     assert other.failure.code == "no_workers" and "worker w1: lost shard shard-a" in other.failure.message
 
 
+def test_workers_that_quit_because_they_were_dropped_fail_it_as_dropped_and_a_training_failure_does_not():
+    """Every worker quit because the dispatcher (or a shard, told by it) had dropped it meanwhile: ``workers_dropped``
+    (they rejoin by themselves: a run with checkpoints resumes); one that failed at training itself: ``no_workers``."""
+    session = running()
+    for name in ("w1", "w2"):
+        session.join(name)
+    session.quit_worker("w1", "unknown worker 'w1': say hello first", code="unknown_member")
+    assert not session.workers_seen(["w1", "w2"], now=1.0)  # w2 trains on
+    session.quit_worker("w2", "worker rank 1 left session s: join it again", code="not_in_session")
+    assert session.workers_seen(["w1", "w2"], now=2.0) and session.failure.code == "workers_dropped"
+    assert "worker w1: unknown worker 'w1'" in session.failure.message
+    other = running()
+    for name in ("w1", "w2"):
+        other.join(name)
+    other.quit_worker("w1", "unknown worker 'w1': say hello first", code="unknown_member")
+    other.quit_worker("w2", "MemoryError: out of memory")
+    assert other.workers_seen(["w1", "w2"], now=2.0) and other.failure.code == "no_workers"
+
+
+def test_a_session_whose_registered_workers_never_join_fails_rather_than_waiting_for_ever():
+    """Registered workers join a running session within a heartbeat; if none is in it for the cluster timeout (at
+    least ``JOIN_WAIT``), the session fails naming that, instead of waiting for them for ever."""
+    from gensim_distw2v.core.failures import JOIN_WAIT
+
+    session = running()
+    limit = max(JOIN_WAIT, session.config.settings.cluster_timeout)
+    assert not session.workers_seen(["w1"], now=0.0) and session.unjoined_since == 0.0
+    assert not session.workers_seen(["w1"], now=limit) and session.state == "running"
+    session.join("w1")
+    assert not session.workers_seen(["w1"], now=limit + 1.0) and session.unjoined_since is None  # it came
+    session.release("w1")
+    assert not session.workers_seen(["w1"], now=limit + 2.0)
+    assert session.workers_seen(["w1"], now=2 * limit + 2.5) and session.failure.code == "no_workers"
+    assert "none of the 1 registered joined it" in session.failure.message
+
+
 def test_a_session_without_workers_fails_after_the_cluster_timeout():
     session = running()  # cluster_timeout: the settings' default
     timeout = session.config.settings.cluster_timeout

@@ -71,9 +71,11 @@ def test_records_check_their_fields():
                 merge="damp", merge_dtype="float16", damp_rows={"syn0": 3, "syn1neg": 2}, hot_rows=5, versions={},
                 token="t")
     assert protocol.ShardSpec.from_wire(spec).damp_rows == {"syn0": 3, "syn1neg": 2}
+    assert protocol.ShardSpec.from_wire(spec).cold_output_down == "held"  # (a spec without it: as before)
     for field, bad, problem in (("index", 2, "index must be in \\[0, count\\)"), ("weights", ["cum_table"], "weights"),
                                 ("merge", "avg", "unknown merge rule"), ("damp_rows", {"syn0": -1}, "damp_rows"),
-                                ("hot_rows", 11, "hot_rows must be in"), ("hot_rows", "5", "hot_rows")):
+                                ("hot_rows", 11, "hot_rows must be in"), ("hot_rows", "5", "hot_rows"),
+                                ("cold_output_down", "every", "cold_output_down must be one of")):
         with pytest.raises(ValueError, match=problem):
             protocol.ShardSpec.from_wire({**spec, field: bad})
 

@@ -313,3 +313,27 @@ def test_without_a_lag_limit_the_interval_is_never_steered():
     rounds = _steered(40_000)
     rounds._steer_interval(0, 400_000)
     assert rounds.sync_words == 40_000
+
+
+def test_a_session_that_ends_after_a_new_hello_is_not_remembered_as_trained(monkeypatch):
+    """Dropped by the dispatcher and back (a new hello) while its session thread was still ending: that session is
+    not remembered as trained, so the worker joins it again if it still runs (before, the thread ending after the
+    hello remembered it, and the worker never joined: the session waited for ever)."""
+    from gensim_distw2v.worker import service
+
+    worker = service.Worker({}, threads=1)
+    monkeypatch.setattr(service.endpoints, "link", lambda *args, **kwargs: None)
+    monkeypatch.setattr(service.transport, "release", lambda proxy: None)
+
+    def session(sid, hello_meanwhile):
+        def run():
+            if hello_meanwhile:
+                worker.found("PYRO:dispatcher@127.0.0.1:1")
+            raise service.SessionLost(sid)
+        training = types.SimpleNamespace(sid=sid, stop=threading.Event(), proxy=None, run=run)
+        worker._run_session(training, worker.hellos)
+
+    session("ended", hello_meanwhile=False)
+    assert list(worker.trained_sessions) == ["ended"]  # not joined again
+    session("dropped", hello_meanwhile=True)
+    assert "dropped" not in worker.trained_sessions and not worker.trained_sessions  # joined again if it runs

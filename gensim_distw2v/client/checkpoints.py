@@ -22,6 +22,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["SkippedJobs", "Resumes"]
 
 MAX_RESUMES = 20  # a run resumes from its checkpoints after at most this many losses of a server
+MAX_REOPENS = 5  # a session a shard refused to open (it had not heard of it) is opened again this many times
+REOPEN_WAIT = 1.0  # seconds before opening it again
 
 
 class _Retry(Exception):
@@ -34,6 +36,11 @@ class _Lost(_Retry):
     def __init__(self, what, error):
         super().__init__(what)
         self.what, self.error = what, error
+
+
+class _NotOpened(_Lost):
+    """A shard refused to open the session (it had not heard of it from the dispatcher in time: their
+    heartbeat frozen or cut): nothing was trained in it, so the run opens a session again."""
 
 
 class _RestoreFailed(_Retry):
@@ -116,9 +123,17 @@ class Resumes:
         self._resumes = 0
         self._checkpoint_wait = 0.0  # seconds the client waited at epoch ends for checkpoints
         lost_error = None  # resuming after a loss: the error to raise if there is nothing to resume from
+        reopened = 0
         while True:
             try:
                 return self._run(*args, resume=resume, below=below)
+            except _NotOpened as err:  # nothing trained in that session: open one again, checkpoints or not
+                if reopened >= MAX_REOPENS:
+                    raise err.error from None
+                reopened += 1
+                logger.warning("%s (%s): opening the session again in %.0f s (attempt %i of %i)", err.what, err.error,
+                               REOPEN_WAIT, reopened, MAX_REOPENS)
+                time.sleep(REOPEN_WAIT)
             except _RestoreFailed as err:
                 logger.warning("checkpoint %i could not be restored (%s): resuming from the one before",
                                err.sequence, err)

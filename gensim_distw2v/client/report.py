@@ -150,6 +150,7 @@ class Reports:
                       "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
                       "cold_every": config.settings.cold_every,
                       "cold_output_every": config.settings.cold_output_every,
+                      "cold_output_down": config.settings.cold_output_down,
                       "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
                       "call_seconds": time.monotonic() - self._call_start, "resumes": self._resumes,
                       "checkpoint_wait": self._checkpoint_wait,

@@ -10,10 +10,10 @@ from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.io.corpusfile import fingerprint, fingerprint_files, vocab_arrays
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
-from gensim_distw2v.core.schedule import (damp_words, damped_rows, default_cold_output_every, default_sync_words,
-                                          hot_rows, tree_hot_rows)
+from gensim_distw2v.core.schedule import (damp_words, damped_rows, default_cold_output_down, default_cold_output_every,
+                                          default_sync_words, hot_rows, tree_hot_rows)
 from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
-from gensim_distw2v.client.checkpoints import _RestoreFailed
+from gensim_distw2v.client.checkpoints import _NotOpened, _RestoreFailed
 from gensim_distw2v.client.links import ShardLinks
 from gensim_distw2v.versions import versions
 
@@ -76,7 +76,8 @@ class SessionSetup:
             params=params,
             arrays={name: {"dtype": a.dtype.name, "shape": list(a.shape)} for name, a in arrays.items()},
             settings=settings.replace(sync_words=sync_words, cold_output_every=int(
-                settings.cold_output_every or default_cold_output_every(bool(model.sg)))),
+                settings.cold_output_every or default_cold_output_every(bool(model.sg))),
+                cold_output_down=settings.cold_output_down or default_cold_output_down(bool(model.sg))),
             damp_rows=damped_rows(counts, damp_words(sync_words), tree_counts=tree),
             hot_rows=hot_rows(counts, sync_words),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
@@ -150,7 +151,7 @@ class SessionSetup:
                 vector_size=config.params.vector_size, weights=list(weights), merge=config.settings.merge,
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
                 tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=opened.token,
-                owner=capability,
+                owner=capability, cold_output_down=config.settings.cold_output_down or "held",
                 max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec)
@@ -158,6 +159,8 @@ class SessionSetup:
                 if restore is not None:
                     raise _RestoreFailed(resumed.checkpoint, str(err)) from None
                 raise
+            except errors.SessionClosed as err:  # the dispatcher's word did not reach it: nothing trained yet
+                raise _NotOpened(f"shard {links.shards[shard][0]} did not hear of the new session", err) from None
             if restore is None:
                 for name, array in weights.items():
                     send_rows(links.layout.rows_of(array, shard), part_bytes, lambda lo, part, name=name: links.call(

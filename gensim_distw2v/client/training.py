@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DistributedTraining", "SkippedJobs", "ShardLinks", "find_dispatcher", "wait_for_workers"]
 
 JOBS_PER_CALL = 8
+WORKERS_DROPPED_LOSS = "every worker of the session was dropped from the cluster"  # (a loss: resumed with checkpoints)
 FINISH_WAIT = 1.0  # seconds an epoch-end wait asks the dispatcher to hold its answer (a long poll)
 # The client streaming an iterable is "the cap" when it spent this share of an epoch's streaming producing
 # jobs (reading, splitting, encoding) rather than waiting for room in the dispatcher's queue; epochs
@@ -202,6 +203,8 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 raise
             if getattr(failure, "code", None) is errors.Code.SHARD_LOST:
                 raise _Lost("lost a parameter shard", failure) from None
+            if getattr(failure, "code", None) is errors.Code.WORKERS_DROPPED:
+                raise _Lost(WORKERS_DROPPED_LOSS, failure) from None
             raise failure from None
         except transport.CommunicationError as err:
             host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
@@ -356,7 +359,10 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                          state.error, state.committed)
             self._failed_reported = state.failed
         if progress.failure is not None:  # the session failed: its cause, as the error its code calls for
-            raise self._failure(errors.Code(progress.failure.code), progress.failure.message)
+            failure = self._failure(errors.Code(progress.failure.code), progress.failure.message)
+            if failure.code is errors.Code.WORKERS_DROPPED:
+                raise _Lost(WORKERS_DROPPED_LOSS, failure)
+            raise failure
 
     def _failure(self, code, message):
         """The error ``train()`` raises for a session that failed with ``code`` (the dispatcher's
@@ -375,6 +381,11 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 f"callbacks). Find out what runs under that worker's name (its log, its host) before training again")
         if code is errors.Code.NO_WORKERS:
             return RuntimeError(message)
+        if code is errors.Code.WORKERS_DROPPED:
+            return errors.WorkersDropped(
+                f"{message}. The workers rejoin the cluster by themselves; {keeps}: call train() again"
+                + ("" if self.settings.checkpoint_dir is None else
+                   f" with resume_from={self.settings.checkpoint_dir!r} to go on from its last checkpoint"))
         if code is errors.Code.CORPUS_FILE:
             return errors.CorpusFileMismatch(
                 f"{message}. Every worker must read the same file at the same path (a shared filesystem, or the "

@@ -8,7 +8,13 @@ causes of the same code are added to its message (a second shard lost, say).
 from gensim_distw2v import protocol
 from gensim_distw2v.protocol.errors import Code
 
-__all__ = ["SessionFailures"]
+__all__ = ["DROPPED", "SessionFailures"]
+
+# the codes of a worker's quit that say the dispatcher (or a shard, told by it) no longer counted it a member: it
+# was dropped meanwhile (frozen or cut off past the heartbeat) and rejoins by itself
+DROPPED = frozenset({Code.UNKNOWN_MEMBER.value, Code.NOT_IN_SESSION.value})
+# seconds a running session may have registered workers and none in it (they join within a heartbeat), at least
+JOIN_WAIT = 10.0
 
 
 class SessionFailures:
@@ -18,6 +24,7 @@ class SessionFailures:
         Code.SHARD_LOST: ("lost parameter shard ", "; ", ""),
         Code.POISONED: ("a worker sent a merge that would poison the model, so this train() call stops: ", "; ", ""),
         Code.NO_WORKERS: ("", "; ", ""),
+        Code.WORKERS_DROPPED: ("", "; ", ""),
         Code.CORPUS_FILE: ("", "; ", ""),
     }
 
@@ -56,13 +63,22 @@ class SessionFailures:
         """Event: the workers registered with the holder now (names), at ``now`` (its clock). The
         session fails when no worker is left to train it: every one quit it (``no_workers``; at once,
         unless each quit because it lost a shard: that shard's loss is the cause, seen within a
-        heartbeat), none has been registered for ``cluster_timeout`` seconds (``no_workers``), or every
-        one reported it does not see the corpus file (``corpus_file``). Returns True if this failed it."""
+        heartbeat; ``workers_dropped`` if each quit because it had been dropped from the cluster), none
+        has been registered for ``cluster_timeout`` seconds (``no_workers``), or every one reported it
+        does not see the corpus file (``corpus_file``). Returns True if this failed it."""
         if self.state != "running":
             return False
         able = [name for name in registered if name not in self.quit]
         if able:
             self.no_workers_since = None
+            # registered workers join a running session within a heartbeat: none in it for long is a stuck session
+            self.unjoined_since = None if self.ranks else self.unjoined_since if self.unjoined_since is not None \
+                else now
+            waited = 0.0 if self.unjoined_since is None else now - self.unjoined_since
+            if waited > max(JOIN_WAIT, self.config.settings.cluster_timeout):
+                return self._fail(Code.NO_WORKERS, (
+                    f"no worker is in the session, and none of the {len(able)} registered joined it for {waited:.0f} "
+                    f"s: their logs say why"))
             if self.file is not None and all(self.file_checks.get(name) for name in able):
                 problems = sorted((name, self.file_checks[name]) for name in able)
                 return self._fail(Code.CORPUS_FILE, (
@@ -74,8 +90,12 @@ class SessionFailures:
             "training failed on every worker of the session, so nothing trains it: "
             + "; ".join(f"worker {name}: {reason}" for name, reason in sorted(self.quit.items()))
             + ". The workers' logs have the details; they keep serving other sessions")
-        if not set(self.quit) <= self.quit_for_shard:
-            return self._fail(Code.NO_WORKERS, quit_)
+        codes = set(self.quit_codes.values())
+        if codes - {Code.SHARD_LOST.value}:  # (none quit, or each for a lost shard: that loss fails it, below)
+            # every one dropped meanwhile (some may have lost a shard too): they rejoin by themselves, and a run
+            # with checkpoints resumes; else one failed at training itself, which a resume would meet again
+            dropped = codes <= DROPPED | {Code.SHARD_LOST.value}
+            return self._fail(Code.WORKERS_DROPPED if dropped else Code.NO_WORKERS, quit_)
         # none left, or every one quit for a lost shard: that shard's loss fails the session (it is
         # seen within a heartbeat); else, after cluster_timeout, the workers' absence does
         self.no_workers_since = self.no_workers_since if self.no_workers_since is not None else now

@@ -192,13 +192,19 @@ class GlobalWeights:
         undamped (summed, or averaged under ``mean``): replies carry what the
         worker missed of them as deltas, in ``codec`` (int8 deltas: half the bytes of float16
         values), the rounding waiting in ``G - snapshot``.
+    wanted_only : tuple of str
+        Of ``syn0`` and ``syn1neg``, those whose other rows a reply carries only where the worker wants
+        them (:meth:`apply`'s ``wanted``); the rest it carries wherever the worker lacks them. Default:
+        both. Skip-gram's rounds that merge the rare rows bring every ``syn1neg`` row down
+        (``settings.cold_output_down``): the negatives a worker draws come from every word.
 
     Parts of several workers fold at once where their rows differ (:class:`RowRanges`): a shard serves
     each worker's link on a thread of its own, and a worker's pieces in flight
     (:func:`gensim_distw2v.core.schedule.round_pieces`) keep the workers' parts on different rows.
     """
 
-    def __init__(self, weights, rule="sum", damp_rows=None, codec="float16", delta_rows=0, value_codec=None):
+    def __init__(self, weights, rule="sum", damp_rows=None, codec="float16", delta_rows=0, value_codec=None,
+                 wanted_only=BY_FREQUENCY):
         self.codec = check_codec(codec)
         self.value_codec = check_codec(value_codec or self.codec)
         if rule not in MERGE_RULES:
@@ -227,6 +233,11 @@ class GlobalWeights:
         # the rows being folded: parts of several workers fold at once where their rows differ (workers'
         # pieces in flight keep their parts apart); membership, and copies of everything, hold every row
         self.held = RowRanges(n_rows)
+        unknown = sorted(set(wanted_only) - set(BY_FREQUENCY))
+        if unknown:
+            raise ValueError(f"wanted_only names matrices whose rows are not words: {unknown}; "
+                             f"choose among {list(BY_FREQUENCY)}")
+        self.wanted_only = tuple(wanted_only)
 
     def _bit(self, worker):
         """``(word, mask)`` of a worker's stale bit."""
@@ -311,7 +322,7 @@ class GlobalWeights:
             and ``syn1neg`` below this only, or of each matrix below its count (the others wait).
             Default: every row.
         wanted : numpy.ndarray of bool, optional
-            Over ``[lo, hi)``: of the rows of ``syn0`` and ``syn1neg`` sent as values (those beyond
+            Over ``[lo, hi)``: of the rows of the matrices :attr:`wanted_only` names sent as values (those beyond
             the snapshot's: the hot rows come as deltas), reply with these only (the rows of the
             jobs the worker holds); the others it lacks wait (their stale bits stay set). Default:
             every row it lacks.
@@ -352,7 +363,7 @@ class GlobalWeights:
                 # exact reply, of those it has as float16 only)
                 a = max(lo, top_rows)
                 codec = "float32" if exact else self.value_codec
-                want = wanted if wanted is not None and name in BY_FREQUENCY else None
+                want = wanted if wanted is not None and name in self.wanted_only else None
                 if HAS_F16C or codec != "float16":  # one compiled pass: the bits, the values, the bits again
                     values_out[name] = compiled_call(stale_reply, weights, self.stale[name], self.rounded[name], word,
                                                      mask, a, max(a, end), exact, want, lo, codec)

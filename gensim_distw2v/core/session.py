@@ -49,7 +49,6 @@ from gensim_distw2v import protocol
 from gensim_distw2v.core.failures import SessionFailures
 from gensim_distw2v.core.jobs import next_alpha
 from gensim_distw2v.core.resume import Resumable
-from gensim_distw2v.protocol.errors import Code
 
 __all__ = ["Session"]
 
@@ -107,7 +106,7 @@ class Session(SessionFailures, Resumable):
         self.in_flight = {}  # worker -> {job id: queued job}, handed out, not yet merged
         self.flushed = {}  # worker -> last epoch it flushed (sent all it had)
         self.quit = {}  # worker -> why the session failed on it (it does not come back)
-        self.quit_for_shard = set()  # those of them that quit because they lost a shard (the shard's loss fails it)
+        self.quit_codes = {}  # worker -> the error code of its quit (None: none given; failures.SessionFailures)
         self.poisoned = set()  # workers a shard refused a merge of as poison
         self.closed_epoch = -1  # the client has put every job of epochs up to this one
         self.file = config.corpus_file  # corpus_file training: ranges cut here, lazily
@@ -137,7 +136,7 @@ class Session(SessionFailures, Resumable):
         self.turns = {rank: (0, 0) for rank in self.dealt}
         self.started = set()  # bsp: ranks that asked for jobs, so hold their replica (may_merge waits for all)
         # the holder's bookkeeping (its clock): last call from the client, since when no worker is left
-        self.client_seen = self.no_workers_since = self.started_at = None
+        self.client_seen = self.no_workers_since = self.unjoined_since = self.started_at = None
         # the run this session trains (a resumed session keeps its run's id), and its checkpoints
         # (gensim_distw2v.io.store.SessionCheckpoints, with checkpoint_dir)
         self.run = session_id
@@ -256,9 +255,7 @@ class Session(SessionFailures, Resumable):
     def quit_worker(self, worker, reason, code=None):
         """The session failed on a worker: it leaves for good (:meth:`workers_seen` fails the session
         once none is left, naming why each quit); its jobs are requeued, how many returned."""
-        self.quit[worker] = reason
-        if code == Code.SHARD_LOST.value:
-            self.quit_for_shard.add(worker)
+        self.quit[worker], self.quit_codes[worker] = reason, code
         return self.release(worker)
 
     def check_file(self, worker, problem):

@@ -32,6 +32,9 @@ Codes
     A shard of the session was lost: the session cannot go on (resume from a checkpoint).
 ``no_workers``
     No worker joined, or every worker quit.
+``workers_dropped``
+    Every worker of the session was dropped from the cluster meanwhile (frozen or cut off past the
+    heartbeat): they rejoin by themselves; resume from a checkpoint.
 ``poisoned``
     A merge's values are beyond the session's bound (a worker's replica diverged, or it is hostile).
 ``no_checkpoint``
@@ -50,7 +53,7 @@ Codes
 import enum
 
 __all__ = ["Code", "ClusterFault", "BadRequest", "Forbidden", "VersionMismatch", "UnknownMember", "NotInSession",
-           "MemberConflict", "Full", "SessionClosed", "NoShard", "ShardLost", "NoWorkers", "Poisoned",
+           "MemberConflict", "Full", "SessionClosed", "NoShard", "ShardLost", "NoWorkers", "WorkersDropped", "Poisoned",
            "NoCheckpoint", "OtherRun", "CheckpointUnreadable", "RestoreFailed", "CorpusFileMismatch", "Busy",
            "Internal",
            "ClusterError", "FAULT_CLASS", "dict_to_fault", "fault", "fault_to_dict", "to_wire", "from_wire"]
@@ -76,6 +79,7 @@ class Code(str, enum.Enum):
     NO_SHARD = "no_shard"
     SHARD_LOST = "shard_lost"
     NO_WORKERS = "no_workers"
+    WORKERS_DROPPED = "workers_dropped"
     POISONED = "poisoned"
     NO_CHECKPOINT = "no_checkpoint"
     OTHER_RUN = "other_run"
@@ -122,6 +126,8 @@ SessionClosed = _subclass("SessionClosed", Code.SESSION_CLOSED, "No such session
 NoShard = _subclass("NoShard", Code.NO_SHARD, "No parameter shard is registered.")
 ShardLost = _subclass("ShardLost", Code.SHARD_LOST, "A shard of the session was lost.")
 NoWorkers = _subclass("NoWorkers", Code.NO_WORKERS, "No worker joined, or every worker quit.")
+WorkersDropped = _subclass("WorkersDropped", Code.WORKERS_DROPPED,
+                           "Every worker of the session was dropped from the cluster meanwhile.")
 Poisoned = _subclass("Poisoned", Code.POISONED, "A merge's values are beyond the session's bound.")
 NoCheckpoint = _subclass("NoCheckpoint", Code.NO_CHECKPOINT, "Nothing to resume from.")
 OtherRun = _subclass("OtherRun", Code.OTHER_RUN, "A checkpoint is of another run.")
@@ -134,7 +140,8 @@ Busy = _subclass("Busy", Code.BUSY, "The dispatcher runs another session (of ano
 Internal = _subclass("Internal", Code.INTERNAL, "Anything else: a bug.")
 
 _BY_CODE = {cls.CODE: cls for cls in (BadRequest, Forbidden, VersionMismatch, UnknownMember, NotInSession,
-                                      MemberConflict, Full, SessionClosed, NoShard, ShardLost, NoWorkers, Poisoned,
+                                      MemberConflict, Full, SessionClosed, NoShard, ShardLost, NoWorkers,
+                                      WorkersDropped, Poisoned,
                                       NoCheckpoint, OtherRun, CheckpointUnreadable, RestoreFailed,
                                       CorpusFileMismatch, Busy, Internal)}
 assert set(_BY_CODE) == set(Code), "every code has its class"

@@ -4,7 +4,7 @@ import typing
 
 from gensim_distw2v.protocol.arrays import MAX_SCALE, check_damp_rows, check_turn, unpack_deltas, unpack_wanted
 from gensim_distw2v.protocol.checkpoints import RestoreSpec
-from gensim_distw2v.protocol.constants import DELTA_DTYPES, MERGE_RULES, WEIGHTS
+from gensim_distw2v.protocol.constants import COLD_OUTPUT_DOWN, DELTA_DTYPES, MERGE_RULES, WEIGHTS
 from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative
 
@@ -43,8 +43,13 @@ class ShardSpec(Record):
     restore: typing.Optional["RestoreSpec"] = None  # a resumed session: the rows come from a checkpoint
     max_delta: float = 64.0  # the largest change a merge may make to one weight (max_delta_for)
     owner: str = ""  # the client's secret (Opened.owner): opening, uploads, start and close need it
+    # which rare syn1neg rows a cold round's reply carries: "all" the worker lacks, or "held" (those it wants)
+    cold_output_down: str = "held"
 
     def check(self):
+        if self.cold_output_down not in COLD_OUTPUT_DOWN:
+            raise ValueError(f"shard spec: cold_output_down must be one of {COLD_OUTPUT_DOWN}, "
+                             f"got {self.cold_output_down!r}")
         if not 0 < self.max_delta <= MAX_SCALE:
             raise ValueError(f"shard spec: max_delta must be in (0, {MAX_SCALE:.3g}], got {self.max_delta}")
         if not 0 <= self.index < self.count <= 4096:

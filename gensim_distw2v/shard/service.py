@@ -46,7 +46,7 @@ from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import GlobalWeights, compiled_cpu
 from gensim_distw2v.shard.counts import CountTables
 from gensim_distw2v.shard.held import _Held
-from gensim_distw2v.core.schedule import row_limits
+from gensim_distw2v.core.schedule import row_limits, wanted_only
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +211,8 @@ class Shard(Member):
             held.weights = GlobalWeights(held.arrays, rule=spec.merge, damp_rows=damp, codec=spec.merge_dtype,
                                          delta_rows={"syn0": held.layout.count(spec.hot_rows, spec.index),
                                                      "syn1neg": held.layout.count(spec.hot_rows, spec.index),
-                                                     "syn1": held.layout.count(spec.tree_hot_rows, spec.index)})
+                                                     "syn1": held.layout.count(spec.tree_hot_rows, spec.index)},
+                                         wanted_only=wanted_only(spec.cold_output_down))
         logger.info("session %s started on shard %i of %i", sid, spec.index, spec.count)
 
     def download(self, request):

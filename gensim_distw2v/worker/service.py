@@ -89,6 +89,8 @@ class Worker(Member):
         self.dispatcher_uri = None
         self.training = None
         self.trained_sessions = collections.deque(maxlen=10)
+        self.hellos = 0  # hellos said: sessions ended before the last one are not "trained" for the dispatcher
+        self.hello_lock = threading.Lock()  # (hellos and trained_sessions change together)
         self.counting = Counting(self)  # its count call: vocabulary counts (gensim_distw2v.worker.counting)
 
     def status(self, _request=None):
@@ -112,7 +114,9 @@ class Worker(Member):
 
     def found(self, uri):
         self.dispatcher_uri = uri
-        self.trained_sessions.clear()  # after a new hello the dispatcher treats us as new
+        with self.hello_lock:
+            self.hellos += 1
+            self.trained_sessions.clear()  # after a new hello the dispatcher treats us as new
 
     def lost(self, asked):
         self.session_wanted = None
@@ -130,7 +134,7 @@ class Worker(Member):
             old = None
         if self.session_wanted and old is None and self.session_wanted not in self.trained_sessions:
             self.training = _Training(self, self.session_wanted, None)
-            threading.Thread(target=self._run_session, args=(self.training,), daemon=True,
+            threading.Thread(target=self._run_session, args=(self.training, self.hellos), daemon=True,
                              name="session").start()
 
     def session_metrics(self):
@@ -140,7 +144,11 @@ class Worker(Member):
             return training.metrics()
         return None
 
-    def _run_session(self, training):
+    def _run_session(self, training, hellos):
+        """Train ``training``'s session until it ends here; ``hellos``: :attr:`hellos` when it began. A session
+        ended after a newer hello (dropped meanwhile, then back) is not remembered as trained: the dispatcher
+        counts this worker as new, and it joins that session again if it still runs (else it would wait for a
+        worker that never comes)."""
         training.proxy = endpoints.link(self.dispatcher_uri, tables.DISPATCHER, self.hmac_key, timeout=60.0)
         try:
             training.run()
@@ -157,7 +165,9 @@ class Worker(Member):
         finally:
             training.stop.set()
             transport.release(training.proxy)
-            self.trained_sessions.append(training.sid)
+            with self.hello_lock:
+                if hellos == self.hellos:
+                    self.trained_sessions.append(training.sid)
             self.meter.mark(None)
             if self.training is training:  # a newer session may have started meanwhile
                 self.training = None
