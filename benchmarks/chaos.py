@@ -320,7 +320,7 @@ class Soak:
         folder = os.path.join(self.spec["workdir"], f"run-{index}")
         out = os.path.join(self.spec["workdir"], f"run-{index}.json")
         os.makedirs(folder)
-        run = {"folder": folder, "out": out, "attempts": 1}
+        run = {"folder": folder, "out": out, "attempts": 1, "raised": 0}
         progress = Progress({"host": netlab.address(-1), "port": netlab.PORT, "hmac_key": netlab.KEY})
         began = time.monotonic()
         self.client(folder, out, resume=False)
@@ -343,6 +343,7 @@ class Soak:
                 if client.proc.returncode == 0:
                     break
                 run["attempts"] += 1
+                run["raised"] += 1  # train() or build_vocab() raised: the user had to call it again
                 print(f"  {now - self.t0:7.1f} s  the client stopped ({client.tail(1)[-300:]}): started again",
                       flush=True)
                 self.client(folder, out, resume=True)
@@ -361,7 +362,7 @@ class Soak:
                                    f"last lines:\n{client.tail(20)}")
         with open(out) as fin:
             result = json.load(fin)
-        result.update(index=index, faulted=faulted, wall=time.monotonic() - began, attempts=run["attempts"],
+        result.update(index=index, faulted=faulted, wall=time.monotonic() - began, attempts=run["attempts"], raised=run["raised"],
                       faults=len(self.faults) - faults_before, sessions=progress.sessions,
                       retrained=progress.retrained, longest_stall=progress.longest_stall,
                       progress_words=progress.best, **evaluate(out + ".kv"))
@@ -443,6 +444,7 @@ def summarise(args, words, soak):
         "recovery_longest": max(recoveries, default=float("nan")),
         "recovered": len(recoveries),
         "client_attempts": sum(r["attempts"] for r in faulted), "self_exits": len(soak["self_exits"]),
+        "client_raised": sum(r.get("raised", 0) for r in faulted),
         "quality_clean": {key: clean[key] for key in ("analogy", "ws353", "simlex")},
         "quality_delta_mean": {key: mean[key] - clean[key] for key in mean}, "quality_delta_worst": worst}
 

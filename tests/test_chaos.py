@@ -46,7 +46,7 @@ def test_the_soak_summary_counts_faults_words_and_quality_against_the_clean_run(
     args = chaos.parse_args(["--corpus", "x", "--epochs", "2", "--checkpoint-every", "1"])
     clean = {"wall": 10.0, "trained": 200, "progress_words": 200, "retrained": 0, "longest_stall": 0.5,
              "attempts": 1, "analogy": 0.5, "ws353": 0.6, "simlex": 0.3}
-    faulted = [dict(clean, wall=30.0, faults=2, retrained=40, longest_stall=8.0, attempts=2, analogy=0.49),
+    faulted = [dict(clean, wall=30.0, faults=2, retrained=40, longest_stall=8.0, attempts=2, raised=1, analogy=0.49),
                dict(clean, wall=20.0, faults=1, trained=180, progress_words=150, retrained=10, longest_stall=3.0,
                     analogy=0.47, simlex=0.25)]
     faults = [{"kind": "kill", "target": "shard", "recovery": 2.0}, {"kind": "cut", "target": "client"},
@@ -65,6 +65,7 @@ def test_the_soak_summary_counts_faults_words_and_quality_against_the_clean_run(
                                            "self_exits": []})["retrained_within_bound"]
     assert summary["recovered"] == 2 and summary["recovery_median"] == 3.5 and summary["recovery_longest"] == 5.0
     assert summary["longest_stall"] == 8.0 and summary["faulted_seconds"] == 25.0 and summary["client_attempts"] == 3
+    assert summary["client_raised"] == 1  # of the three starts, one after train() raised
     assert summary["quality_delta_mean"]["analogy"] == pytest.approx(-0.02)
     assert summary["quality_delta_worst"]["simlex"] == pytest.approx(-0.05)
 

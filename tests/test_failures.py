@@ -223,3 +223,33 @@ def test_a_dead_clients_session_times_out_and_the_next_client_trains(corpus, tmp
             transport.release(probe)
         finally:
             client.kill()
+
+
+def test_a_dispatcher_frozen_past_every_timeout_counts_no_one_silent_for_its_own_pause(corpus):
+    """The dispatcher stopped (SIGSTOP) for longer than the worker and client timeouts, then let go: the silence
+    of its members and of the client in that time was its own, so it drops no one and aborts nothing, and the run
+    finishes (before: it dropped every worker and shard at once, and ``train()`` raised ShardLostError)."""
+    with LocalCluster(n_workers=2, worker_timeout=2.0, client_timeout=3.0) as cluster:
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+        model.build_vocab(corpus)
+        result = {}
+
+        def train():
+            try:
+                result["counts"] = model.train(corpus, total_examples=model.corpus_count, epochs=3)
+            except Exception as err:  # noqa: BLE001 - the test reads it
+                result["error"] = err
+        thread = threading.Thread(target=train, daemon=True)
+        thread.start()
+        dispatcher = cluster.processes["dispatcher"]
+        dispatcher.wait_for(r"worker \S+ joined session", timeout=60)
+        mark = len(dispatcher.lines)
+        os.kill(dispatcher.pid, signal.SIGSTOP)
+        time.sleep(5.0)
+        os.kill(dispatcher.pid, signal.SIGCONT)
+        thread.join(timeout=120)
+        assert not thread.is_alive() and "error" not in result, result.get("error")
+        dispatcher.wait_for(r"the dispatcher did not run for [4-9]\.\d s", timeout=5, start=mark)
+        log = "\n".join(dispatcher.lines[mark:])
+        assert "no heartbeat" not in log and "aborted" not in log, log
+        assert result["counts"][1] == 3 * sum(len(s) for s in corpus) == model.cluster_stats["raw_words"]

@@ -184,6 +184,11 @@ class Membership:
         self.cluster.workers_changed()
         self.cluster.wake()
 
+    def excuse(self, seconds):
+        """The dispatcher did not run for ``seconds``: no member's silence counts them (the lock held)."""
+        for member in self.members.values():
+            member.last_seen += seconds
+
     def expire(self, now):
         """Drop the members silent for longer than the worker timeout."""
         timeout = self.cluster.limits.worker_timeout
