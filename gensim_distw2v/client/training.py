@@ -360,7 +360,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             self._failed_reported = state.failed
         if progress.failure is not None:  # the session failed: its cause, as the error its code calls for
             failure = self._failure(errors.Code(progress.failure.code), progress.failure.message)
-            if failure.code is errors.Code.WORKERS_DROPPED:
+            if getattr(failure, "code", None) is errors.Code.WORKERS_DROPPED:  # (some errors carry no code)
                 raise _Lost(WORKERS_DROPPED_LOSS, failure)
             raise failure
 
