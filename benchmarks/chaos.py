@@ -362,8 +362,8 @@ class Soak:
                                    f"last lines:\n{client.tail(20)}")
         with open(out) as fin:
             result = json.load(fin)
-        result.update(index=index, faulted=faulted, wall=time.monotonic() - began, attempts=run["attempts"], raised=run["raised"],
-                      faults=len(self.faults) - faults_before, sessions=progress.sessions,
+        result.update(index=index, faulted=faulted, wall=time.monotonic() - began, attempts=run["attempts"],
+                      raised=run["raised"], faults=len(self.faults) - faults_before, sessions=progress.sessions,
                       retrained=progress.retrained, longest_stall=progress.longest_stall,
                       progress_words=progress.best, **evaluate(out + ".kv"))
         shutil.rmtree(folder, ignore_errors=True)

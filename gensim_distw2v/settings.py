@@ -126,7 +126,8 @@ class Settings(fields.Declared):
         group="merging")
     cold_output_down: typing.Optional[str] = fields.option(
         None, "which rare rows of syn1neg a round that merges the rare rows brings down: 'all' a worker lacks, or "
-              "'held', those of its jobs (None: derived from the model)", fields.Choice(COLD_OUTPUT_DOWN, optional=True),
+              "'held', those of its jobs (None: derived from the model)",
+        fields.Choice(COLD_OUTPUT_DOWN, optional=True),
         doc="None, the default: ``'all'`` for skip-gram, ``'held'`` for CBOW "
             "(:func:`gensim_distw2v.core.schedule.default_cold_output_down`, ``docs/schedule.rst``, \"Skip-gram's "
             "negatives\"). The negatives a worker draws come from every word; with ``'held'`` a rare word's output "
