@@ -311,6 +311,19 @@ def test_a_session_whose_registered_workers_never_join_fails_rather_than_waiting
     assert "none of the 1 registered joined it" in session.failure.message
 
 
+def test_a_pause_of_the_holder_is_not_counted_as_anyones_silence():
+    """``excuse``: the dispatcher did not run for a while; the client's, the held jobs' and the no-worker clocks move
+    on by that much, so nothing fails for the pause alone."""
+    session = running()
+    timeout = session.config.settings.cluster_timeout
+    session.client_seen, session.last_round["w1"] = 10.0, 12.0
+    assert not session.workers_seen([], now=100.0)
+    session.excuse(timeout + 5.0)
+    assert session.client_seen == 15.0 + timeout and session.last_round["w1"] == 17.0 + timeout
+    assert not session.workers_seen([], now=101.0 + timeout) and session.state == "running"  # 1 s of its own
+    assert session.workers_seen([], now=106.0 + 2 * timeout) and session.failure.code == "no_workers"
+
+
 def test_a_session_without_workers_fails_after_the_cluster_timeout():
     session = running()  # cluster_timeout: the settings' default
     timeout = session.config.settings.cluster_timeout

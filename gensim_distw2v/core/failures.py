@@ -41,6 +41,17 @@ class SessionFailures:
             return True
         return False
 
+    def excuse(self, seconds):
+        """Event: the holder did not run for ``seconds`` (stopped, or starved of CPU): the silence its clocks
+        measure (the client's calls, jobs held without a merge, no worker left or joined) was its own, so they
+        do not count it."""
+        if self.client_seen is not None:
+            self.client_seen += seconds
+        self.no_workers_since = None if self.no_workers_since is None else self.no_workers_since + seconds
+        self.unjoined_since = None if self.unjoined_since is None else self.unjoined_since + seconds
+        for name in self.last_round:
+            self.last_round[name] += seconds
+
     def lose_shard(self, name, reason):
         """Event: a shard is gone. If it held rows of this session, the session fails
         (``shard_lost``); True if it was one of its shards."""

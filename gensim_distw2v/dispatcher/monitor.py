@@ -56,14 +56,8 @@ class Monitor:
                            "counted without that time", seconds)
             self.workers.excuse(seconds)
             self.shards.excuse(seconds)
-            session = cluster.session
-            if session is None:
-                return
-            for clock in ("client_seen", "no_workers_since", "unjoined_since"):
-                if getattr(session, clock) is not None:
-                    setattr(session, clock, getattr(session, clock) + seconds)
-            for name in session.last_round:
-                session.last_round[name] += seconds
+            if cluster.session is not None:
+                cluster.session.excuse(seconds)
 
     def look(self, now):
         """One look at the cluster (see the module's docstring)."""
