@@ -78,6 +78,9 @@ def parse_args(argv=None):
                         help="merge the rows of rare words every n-th round (default: the package's; 1: every round)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge rare rows, every n-th sends syn1neg's (default: the package's)")
+    parser.add_argument("--corpus-file-rate", choices=("linear", "gensim"), default=None,
+                        help="dist_cf: the learning rate's decay (default: the package's, 'linear'; 'gensim': as "
+                             "gensim's corpus_file mode with as many threads as the cluster's trainers)")
     parser.add_argument("--cold-output-down", choices=("all", "held"), default=None,
                         help="which rare syn1neg rows those rounds bring down: every one a worker lacks, or those of "
                              "its jobs (default: the package's)")
@@ -233,6 +236,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                              **({} if args.cold_output_every is None else
                                 {"cold_output_every": args.cold_output_every}),
                              **({} if args.cold_output_down is None else {"cold_output_down": args.cold_output_down}),
+                             **({} if args.corpus_file_rate is None else {"corpus_file_rate": args.corpus_file_rate}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.round_pieces is None else {"round_pieces": args.round_pieces}),
                              **({} if args.rounds_in_flight is None else {"rounds_in_flight": args.rounds_in_flight}),
@@ -434,7 +438,8 @@ def main(argv=None):
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
               f"seeds={args.seeds} merge={args.merge} threads_per_worker={args.threads_per_worker} "
               f"cold_every={args.cold_every} cold_output_every={args.cold_output_every} "
-              f"cold_output_down={args.cold_output_down} sync={args.sync}", flush=True)
+              f"cold_output_down={args.cold_output_down} corpus_file_rate={args.corpus_file_rate} "
+              f"sync={args.sync}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:
                 for mode in modes:

@@ -14,7 +14,8 @@ import typing
 import numpy as np
 
 from gensim_distw2v import fields
-from gensim_distw2v.protocol.constants import COLD_OUTPUT_DOWN, DELTA_DTYPES, MAX_ARRAY_BYTES, MERGE_RULES, SYNC_MODES
+from gensim_distw2v.protocol.constants import (COLD_OUTPUT_DOWN, CORPUS_FILE_RATES, DELTA_DTYPES, MAX_ARRAY_BYTES,
+                                                MERGE_RULES, SYNC_MODES)
 
 __all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "LAG_LIMIT", "ROUND_PIECES", "ROUNDS_IN_FLIGHT", "TENSORBOARD_WORDS",
            "Settings", "check_codec", "check_cold_every"]
@@ -151,6 +152,16 @@ class Settings(fields.Declared):
             "trains the same words with the same learning rates either way, without passing through the client "
             "(``docs/corpus_file.rst``); if a worker does not see the file, the client streams it. False keeps "
             "gensim's job cuts: with one worker of one thread, the model bit-exact with gensim's.", group="cluster")
+    corpus_file_rate: str = fields.option(
+        "linear", "how a corpus_file run's learning rate decays: 'linear' over the whole run, as gensim's iterable "
+                  "mode, or 'gensim', as gensim's corpus_file mode with as many threads as the cluster's trainers",
+        fields.Choice(CORPUS_FILE_RATES),
+        doc="gensim's ``corpus_file`` mode with W threads decays each epoch's rate only 1/W of the way (each thread "
+            "counts its own words against the whole corpus's), so its rate runs hotter the more threads it has, "
+            "and with one epoch never anneals. ``'gensim'`` copies that, with W the cluster's trainer threads, for "
+            "a run that should train as gensim's ``corpus_file`` run of as many threads (``docs/corpus_file.rst``, "
+            "\"gensim's corpus_file rate\"); a ``LineSentence`` the workers read keeps gensim's iterable schedule "
+            "either way.", group="cluster")
     part_bytes: int = fields.option(
         PART_BYTES, "arrays and merge rounds move in messages of at most this many bytes",
         fields.Count(1024, MAX_ARRAY_BYTES // 2), doc="Tests shrink it; there is no other reason to change it.",

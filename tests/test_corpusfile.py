@@ -295,6 +295,25 @@ def test_line_sentence_of_a_file_is_read_by_the_workers(two_workers, counted_fil
 
 
 @pytest.mark.cluster
+def test_gensims_corpus_file_rate_runs_each_epoch_one_wth_of_the_way(two_workers, counted_file):
+    """corpus_file_rate='gensim': the cluster's two trainer threads each take an epoch's rate half the
+    way, as gensim's corpus_file mode with workers=2 does; the default, and a LineSentence the workers
+    read, decay linearly to min_alpha."""
+    model = Word2Vec(distributed=True, ns_conf=two_workers.ns_conf, batch_words=29, corpus_file_rate="gensim",
+                     **PARAMS)
+    model.build_vocab(corpus_file=counted_file)
+    total, start, end = model.corpus_total_words, model.alpha, model.min_alpha
+    model.train(corpus_file=counted_file, total_words=total, epochs=2)
+    assert model.cluster_stats["rate_threads"] == 2 and model.cluster_stats["raw_words"] == 2 * total
+    assert model.min_alpha_yet_reached == pytest.approx(start - (start - end) * 1.5 / 2)
+    model.train(LineSentence(counted_file), total_examples=model.corpus_count, epochs=2)
+    assert model.cluster_stats["rate_threads"] == 1 and model.min_alpha_yet_reached == pytest.approx(end)
+    model.corpus_file_rate = "linear"
+    model.train(corpus_file=counted_file, total_words=total, epochs=2)
+    assert model.cluster_stats["rate_threads"] == 1 and model.min_alpha_yet_reached == pytest.approx(end)
+
+
+@pytest.mark.cluster
 def test_path_line_sentences_of_several_files_are_read_by_the_workers(two_workers, counted_file, tmp_path, caplog):
     """A folder of files (PathLineSentences): read back to back in its order, ranges spanning files, every
     line once; the model's vocabulary and counts from gensim's build_vocab over the same iterable."""

@@ -196,6 +196,32 @@ def test_corpus_file_ranges_follow_a_long_interval(lee_corpus, tmp_path):
     assert range_words(50_000, 64, 10 ** 6) == pytest.approx(10_000, rel=0.01)  # never below batch_words
 
 
+@pytest.mark.unit
+def test_gensims_corpus_file_rate_is_asked_of_the_ranges_only_for_a_given_corpus_file(tmp_path, lee_corpus):
+    """``corpus_file_rate='gensim'`` divides each epoch's decay by the cluster's trainer threads, and
+    only for a ``corpus_file`` the user gave: a LineSentence the workers read (the same spec, built
+    for gensim's iterable mode) keeps the linear schedule, as does the default."""
+    from gensim_distw2v.client.training import DistributedTraining
+
+    path = tmp_path / "lee.txt"
+    path.write_text("\n".join(" ".join(s) for s in lee_corpus) + "\n")
+    model = Word2Vec(distributed=True, vector_size=8, min_count=2, corpus_file_rate="gensim")
+    model.build_vocab(lee_corpus)
+
+    def rate_threads(given, threads, rate=None):
+        training = DistributedTraining(model, {}, model.settings if rate is None else
+                                       model.settings.replace(corpus_file_rate=rate))
+        training._given_file = given
+        return training._config(4, False, 1, str(path), 10 ** 6, threads=threads)[0].corpus_file.rate_threads
+
+    assert rate_threads(True, 8) == 8
+    assert rate_threads(True, None) == 4  # no thread count: one a worker
+    assert rate_threads(False, 8) == 1  # a LineSentence the workers read
+    assert rate_threads(True, 8, "linear") == 1
+    with pytest.raises(ValueError, match="corpus_file_rate"):
+        Word2Vec(distributed=True, corpus_file_rate="hot")
+
+
 def _run_python(code, cwd):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
 

@@ -151,6 +151,7 @@ class Reports:
                       "cold_every": config.settings.cold_every,
                       "cold_output_every": config.settings.cold_output_every,
                       "cold_output_down": config.settings.cold_output_down,
+                      "rate_threads": None if config.corpus_file is None else config.corpus_file.rate_threads,
                       "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
                       "call_seconds": time.monotonic() - self._call_start, "resumes": self._resumes,
                       "checkpoint_wait": self._checkpoint_wait,

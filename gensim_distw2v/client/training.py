@@ -70,7 +70,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         self.board = None  # a board.Board while train() writes TensorBoard events
         self._failed_reported = 0  # the last failed checkpoint logged (each is logged once)
         self._awaiting = None  # the epoch end's checkpoint _checkpoint() waits for (it logs that one)
-
+        self._given_file = False  # train() was given a corpus_file (not a LineSentence the workers read)
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
               report_delay=1.0, corpus_file=None, resume_from=None):
@@ -95,6 +95,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         args = (corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
                 corpus_file)
         readable = self._readable(corpus_iterable, total_examples, total_words) if corpus_file is None else None
+        self._given_file = corpus_file is not None
         self.board = None if self.settings.tensorboard_dir is None else Board(self.settings.tensorboard_dir)
         try:
             if readable is None:
@@ -174,7 +175,8 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                     self._next_report = time.monotonic() + report_delay
                     self._finish_epoch(dispatcher, sid, epoch, time.monotonic(), total_examples, total_words,
                                        report_delay)
-                    model.min_alpha_yet_reached = next_alpha(model.alpha, model.min_alpha, epoch + 1, epochs, 0.0)
+                    model.min_alpha_yet_reached = next_alpha(model.alpha, model.min_alpha, epoch, epochs,
+                                                             1.0 / config.corpus_file.rate_threads)
                 else:
                     skip = resumed if resumed is not None and epoch == resumed.epoch else None
                     job_id = self._train_epoch(dispatcher, sid, corpus_iterable, epoch, epochs, total_examples,

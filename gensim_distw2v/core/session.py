@@ -364,7 +364,7 @@ class Session(SessionFailures, Resumable):
         words = position * spec.total_words / max(1, spec.size) if by_position else \
             self.counts[epoch].raw_words + pending * spec.total_words / max(1, spec.size)
         alpha = next_alpha(spec.start_alpha, spec.end_alpha, epoch, self.config.epochs,
-                           min(1.0, words / spec.total_words))
+                           min(1.0, words / spec.total_words) / spec.rate_threads)
         self.ranges_out[epoch] += hi - lo
         job = protocol.RangeJob(id=self.next_job, epoch=epoch, alpha=alpha, lo=lo, hi=hi)
         self.next_job += 1

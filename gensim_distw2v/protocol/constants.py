@@ -9,6 +9,8 @@ DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with
 MERGE_RULES = ("sum", "damp", "mean")
 # which rare syn1neg rows a round that merges the rare rows brings down (settings.Settings.cold_output_down)
 COLD_OUTPUT_DOWN = ("all", "held")
+# how a corpus_file run's learning rate decays (settings.Settings.corpus_file_rate)
+CORPUS_FILE_RATES = ("linear", "gensim")
 SYNC_MODES = ("ssp", "bsp", "asp", "local")  # how workers' merge rounds are ordered (settings.Settings.sync)
 WEIGHTS = ("syn0", "syn1neg", "syn1")  # the trained matrices (held and merged by the shards)
 STATIC = {"lockf": "float32", "cum_table": "uint32", "sample_int": "uint32", "points": "uint32",

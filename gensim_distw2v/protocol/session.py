@@ -97,6 +97,10 @@ class CorpusFileSpec(Record):
     ``streams``: the ranges are handed out from this many evenly spaced stretches of the file in turn
     (the cluster's trainer threads, as gensim's ``corpus_file`` mode reads one stretch a thread), so
     that an ordered file (by topic, date, source) is trained stretch beside stretch, not front to back.
+
+    ``rate_threads``: a range's learning rate takes the epoch's progress divided by this many (1:
+    gensim's linear schedule; the cluster's trainer threads under ``corpus_file_rate='gensim'``, as
+    gensim's ``corpus_file`` mode with as many threads decays an epoch's rate: ``docs/corpus_file.rst``).
     """
 
     WHAT: typing.ClassVar[str] = "corpus_file"
@@ -109,6 +113,7 @@ class CorpusFileSpec(Record):
     end_alpha: float
     files: typing.Optional[list] = None
     streams: int = 1
+    rate_threads: int = 1
 
     def check(self):
         if self.size < 0 or self.range_bytes < 1 or self.total_words < 1:
@@ -119,6 +124,10 @@ class CorpusFileSpec(Record):
                              f"buffer), got {self.range_bytes}: lower range_words")
         if not isinstance(self.streams, int) or isinstance(self.streams, bool) or not 1 <= self.streams <= MAX_STREAMS:
             raise ValueError(f"corpus_file: streams must be an int in [1, {MAX_STREAMS}], got {self.streams!r}"[:200])
+        if not isinstance(self.rate_threads, int) or isinstance(self.rate_threads, bool) or \
+                not 1 <= self.rate_threads <= MAX_STREAMS:
+            raise ValueError(f"corpus_file: rate_threads must be an int in [1, {MAX_STREAMS}], "
+                             f"got {self.rate_threads!r}"[:200])
         if self.files is not None:
             if not self.files or len(self.files) > MAX_CORPUS_FILES:
                 raise ValueError(f"corpus_file: files must hold 1 to {MAX_CORPUS_FILES} files, got {len(self.files)}")
