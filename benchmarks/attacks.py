@@ -30,7 +30,7 @@ from insiders import insider_attacks  # (benchmarks/ is on sys.path when this fi
 
 IDLE_DISPATCHER, IDLE_NS, HUGE = 70, 45, 200 * 1024 * 1024
 INSIDER_CALLS = ("forged_heartbeat", "put_jobs_without_owner", "shard_open_with_workers_token", "takeover_by_resume",
-                 "forged_leave", "shard_name_taken_over")
+                 "forged_leave", "shard_name_taken_over", "count_open_without_lease")
 TRICKLES, FLOOD_THREADS, FLOOD_SECONDS = 16, 4, 3.0
 
 
@@ -226,8 +226,10 @@ def main(argv=None):
                "trickles_cut": statistics.median(r["trickles_cut"] / r["trickles"] for r in rows),
                "flood_requests_per_s": statistics.median(r["flood_requests_per_s"] for r in rows),
                "flood_dispatcher_cpu_share": statistics.median(r["flood_dispatcher_cpu_share"] for r in rows),
-               "insider_refused": {key: sum(r["insiders"][key].startswith("refused") for r in rows)
+               "insider_refused": {key: sum(r["insiders"].get(key, "").startswith("refused") for r in rows)
                                    for key in INSIDER_CALLS},
+               "client_counted": sum(r["insiders"].get("client_count_after_insiders") == "counted every word"
+                                     for r in rows),
                "insider_runs_trained": sum(r["insiders"]["keyed_training"] == "trained every word" for r in rows),
                # an outsider shard's poisoned-merge report: the session must go on (older scripts: absent)
                "poison_ignored": sum(r["insiders"].get("poison_from_outside_shard") == "ignored" for r in rows),
@@ -239,6 +241,8 @@ def main(argv=None):
           f"{summary['trickles_cut']:.0%}, flood {summary['flood_requests_per_s']:.0f} requests/s; insiders: "
           + ", ".join(f"{k} refused {n} of {args.repeats}" for k, n in summary["insider_refused"].items())
           + f"; an outsider shard's poison report ignored in {summary['poison_ignored']} of {args.repeats}"
+          + f"; the client's count after an insider's counted every word in {summary['client_counted']} of "
+            f"{args.repeats}"
           + f"; the run under their attacks trained in {summary['insider_runs_trained']} of {args.repeats}; a crafted "
           f"resume answered in {summary['crafted_answered']} of {args.repeats}")
     if args.json:

@@ -6,7 +6,10 @@ While a keyed client trains with checkpoints, an insider registers as a worker, 
 included, and the workers' token), leaves it, then: sends a heartbeat in the real worker's name,
 puts jobs with the workers' token, asks a shard to open the session with the workers' token,
 resumes the run's checkpoint folder (taking the session over), sends the real worker's ``leave``,
-and says hello under the live shard's name. Then a client resumes from a
+and says hello under the live shard's name. Then (issue 54) it opens vocabulary counts of its own on
+the shard (four, as many as a shard held; before the dispatcher leased counts, they made every
+client's count fail for 15 minutes) and the client counts its corpus on the cluster. Then a client
+resumes from a
 folder whose ``meta.json`` is a symlink to ``/dev/zero`` (its manifest edited to say 0 bytes, and
 signed with the key where the package signs manifests). Reports each attack's answer, whether the
 client's run still trained every word, how long the crafted resume took to be answered, and
@@ -132,6 +135,7 @@ def insider_attacks(cluster, corpus, params):
     training.join(180)
     out["keyed_training"] = "trained every word" if trained.get("value", (0, 0))[1] == epochs * sum(
         len(s) for s in corpus) else f"failed ({trained.get('error', 'words missing')})"
+    out.update(_count_attacks(cluster, corpus, params, root))
     crafted = os.path.join(root, "crafted")
     _crafted(crafted, cluster.hmac_key)
     resumer = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **params)
@@ -145,6 +149,42 @@ def insider_attacks(cluster, corpus, params):
     out["crafted_resume_seconds"] = None if resume.is_alive() else round(time.monotonic() - began, 2)
     out["crafted_resume_answer"] = "no answer" if resume.is_alive() else resumed.get("error", "trained")[:120]
     out["status_during_crafted_resume"] = status
+    return out
+
+
+def _count_attacks(cluster, corpus, params, root):
+    """A keyed peer's counts on the shard, then the client's count of its corpus on the cluster."""
+    from gensim_distw2v import Word2Vec
+    from gensim_distw2v.client.training import find_dispatcher
+    from gensim_distw2v.io import endpoints, transport
+    from gensim_distw2v.protocol import tables
+
+    path = os.path.join(root, "corpus.txt")
+    with open(path, "w") as fout:
+        fout.writelines(" ".join(sentence) + "\n" for sentence in corpus)
+    link = find_dispatcher(cluster.ns_conf)
+    try:
+        uri = next(iter(link.call("status").shards.values())).uri
+    finally:
+        transport.release(link)
+    shard = endpoints.link(uri, tables.SHARD, cluster.hmac_key, timeout=30.0)
+    out = {}
+    try:
+        for i in range(4):  # as many as a shard held; the first refusal means none is held
+            out["count_open_without_lease"] = _answer(lambda: shard.send("count_open", {
+                "count": f"insider{i}", "token": "insider", "index": 0, "parts": 1}))
+            if out["count_open_without_lease"] != "accepted":
+                break
+    finally:
+        shard.release()
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **params)
+    try:
+        model.build_vocab(corpus_file=path)
+        words = sum(len(sentence) for sentence in corpus)
+        out["client_count_after_insiders"] = "counted every word" if model.corpus_total_words == words else \
+            f"counted {model.corpus_total_words} of {words} words"
+    except Exception as err:  # noqa: BLE001 - reported
+        out["client_count_after_insiders"] = f"failed ({type(err).__name__}: {str(err)[:120]})"
     return out
 
 

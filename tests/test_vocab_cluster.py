@@ -5,6 +5,7 @@ range added once, a worker killed or frozen while it counts (its ranges counted 
 counts exact), a line that is not UTF-8 and a worker that does not see the file named.
 """
 import collections
+import dataclasses
 import logging
 import os
 import random
@@ -29,6 +30,7 @@ from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.shard import counts as vocab_counts
 from gensim_distw2v.shard.counts import CountTables
+from gensim_distw2v.versions import versions
 
 LEE = datapath("lee_background.cor")
 
@@ -67,6 +69,11 @@ def test_split_puts_each_word_in_the_same_part_on_every_table():
         one.split(0)
 
 
+def leased(secret="t0k"):
+    """A shard's ``granted``: the dispatcher leases every count, with secret ``secret``."""
+    return lambda count: protocol.owner_digest(secret)
+
+
 def part(table, index, parts, rid, token=None, count="c1"):
     """Range ``rid``'s part ``index`` of ``parts`` of ``table``, carrying the range's token (of the count
     secret "t0k") unless ``token`` is given."""
@@ -78,7 +85,7 @@ def part(table, index, parts, rid, token=None, count="c1"):
 
 @pytest.mark.unit
 def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
-    shard = CountTables("shard-x", max_bytes=1 << 30)
+    shard = CountTables("shard-x", max_bytes=1 << 30, granted=leased())
     shard.open(protocol.CountOpen(count="c1", token="t0k", index=1, parts=2))
     first = table_of("b a c\na d\n")
     second = WordCounts()  # a range further on: its first offsets are file offsets, after the first's
@@ -114,7 +121,7 @@ def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
 
 @pytest.mark.unit
 def test_a_shard_sends_only_the_words_of_min_count_and_tells_of_the_others():
-    shard = CountTables("shard-x", max_bytes=1 << 30)
+    shard = CountTables("shard-x", max_bytes=1 << 30, granted=leased())
     shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
     shard.add(part(table_of("naïve b a naïve\nc 日本語 a naïve 日本語 d\n"), 0, 1, rid=0))
     chunk = shard.take(protocol.CountTake(count="c1", token="t0k", lo=0, hi=10, min_count=2))
@@ -127,7 +134,7 @@ def test_a_shard_sends_only_the_words_of_min_count_and_tells_of_the_others():
 
 @pytest.mark.unit
 def test_a_shard_refuses_a_part_beyond_its_memory():
-    shard = CountTables("shard-x", max_bytes=10_000)
+    shard = CountTables("shard-x", max_bytes=10_000, granted=leased())
     shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
     big = table_of(" ".join(f"word{i}" for i in range(5000)))
     with pytest.raises(errors.Full, match="beyond its limit of 10000"):
@@ -159,11 +166,11 @@ def test_count_messages_refuse_what_does_not_fit():
 @pytest.mark.unit
 def test_a_shard_never_drops_a_count_in_use_for_another(monkeypatch):
     """Issue 54, item 3: a fifth count_open from a peer with the key used to drop the oldest count, live."""
-    shard = CountTables("shard-x", max_bytes=1 << 30)
+    shard = CountTables("shard-x", max_bytes=1 << 30, granted=leased())
     for i in range(4):
         shard.open(protocol.CountOpen(count=f"c{i}", token="t0k", index=0, parts=1))
     with pytest.raises(errors.Busy, match="holds 4 vocabulary counts in use"):
-        shard.open(protocol.CountOpen(count="mallory", token="x", index=0, parts=1))
+        shard.open(protocol.CountOpen(count="mallory", token="t0k", index=0, parts=1))
     assert shard.add(part(table_of("a b\n"), 0, 1, rid=0, count="c0")) is True  # the live count goes on
     shard.held["c1"].touched -= vocab_counts.IDLE_SECONDS + 1  # c1 idle for longer than a count may be
     shard.open(protocol.CountOpen(count="c4", token="t0k", index=0, parts=1))
@@ -177,13 +184,77 @@ def test_a_shard_checks_its_budget_before_a_part_is_added():
     text = " ".join(f"word{i}" for i in range(3000)) + "\n"
     one = part(table_of(text), 0, 1, rid=0, count="c0")
     need = vocab_counts._growth(one)
-    shard = CountTables("shard-x", max_bytes=need + 20_000)
+    shard = CountTables("shard-x", max_bytes=need + 20_000, granted=leased())
     shard.open(protocol.CountOpen(count="c0", token="t0k", index=0, parts=1))
     shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
     assert shard.add(one) is True
     with pytest.raises(errors.Full, match="counts take .* bytes, and range 0's part may take"):
         shard.add(part(table_of(text), 0, 1, rid=0, count="c1"))
     assert sorted(shard.held) == ["c0"]  # the count that would not fit is dropped; the other kept
+
+
+@pytest.mark.unit
+def test_a_shard_opens_only_the_count_the_dispatcher_leases_for_its_holder():
+    """Issue 54: counts had no owner the dispatcher vouched for, so a keyed peer could open four of its own on
+    every shard first and make a client's count fail (Busy). A shard now opens the leased count only, with its
+    secret, and drops a count the dispatcher no longer leases (one opened before the heartbeat was asked)."""
+    lease = {"count": "c1", "owner": protocol.owner_digest("t0k")}
+    shard = CountTables("shard-x", max_bytes=1 << 30,
+                        granted=lambda count: lease["owner"] if count == lease["count"] else None)
+    with pytest.raises(errors.SessionClosed, match="leases no count 'mallory'.*open_count"):
+        shard.open(protocol.CountOpen(count="mallory", token="m4l", index=0, parts=1))
+    with pytest.raises(errors.Forbidden, match="count_open"):  # the leased count, not its holder's secret
+        shard.open(protocol.CountOpen(count="c1", token="m4l", index=0, parts=1))
+    assert not shard.held
+    shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
+    shard.keep_only("c1", time.monotonic())
+    assert list(shard.held) == ["c1"]
+    shard.keep_only(None, shard.held["c1"].opened - 1.0)  # a reply asked before c1 was opened: old news
+    assert list(shard.held) == ["c1"]
+    shard.keep_only(None, time.monotonic())  # the lease is gone: so is the count
+    assert not shard.held
+
+
+@pytest.mark.unit
+def test_the_dispatcher_leases_one_count_at_a_time_and_tells_the_shards():
+    """The dispatcher's count lease (dispatcher.counts): one count at a time, renewed and given back by its
+    holder only (its secret), withdrawn after client_timeout of silence; a shard's heartbeat reply names it
+    and a digest of its secret, and a shard's long poll answers when it changes."""
+    from gensim_distw2v.dispatcher import Dispatcher
+
+    dispatcher = Dispatcher(client_timeout=5.0)
+    try:
+        call = dispatcher.local().call
+        secret = call("shard_hello", name=protocol.SHARD_PREFIX + "a", uri="PYRO:a@h:1", versions=versions())
+        beat = protocol.Heartbeat(name=protocol.SHARD_PREFIX + "a", secret=secret, wait=0.0)
+        assert call("shard_beat", beat).count is None
+        call("open_count", protocol.CountRef(count="c1", token="t0k"))
+        call("open_count", protocol.CountRef(count="c1", token="t0k"))  # the holder again: no error
+        with pytest.raises(errors.Busy, match="another vocabulary count is running"):
+            call("open_count", protocol.CountRef(count="c2", token="m4l"))
+        with pytest.raises(errors.Forbidden):
+            call("count_alive", protocol.CountRef(count="c1", token="m4l"))
+        with pytest.raises(errors.Forbidden):
+            call("close_count", protocol.CountRef(count="c1", token="m4l"))
+        told = call("shard_beat", beat)
+        assert (told.count, told.count_owner) == ("c1", protocol.owner_digest("t0k"))
+        began = time.monotonic()  # what the shard knows: a long poll that waits, and one that answers at once
+        assert call("shard_beat", dataclasses.replace(beat, known=None, count="c1", wait=0.5)).count == "c1"
+        assert time.monotonic() - began >= 0.4
+        call("count_alive", protocol.CountRef(count="c1", token="t0k"))
+        with dispatcher.cluster.cond:
+            dispatcher.counts.expire(time.monotonic() + 4.0)  # within client_timeout of the renewal: kept
+            assert dispatcher.cluster.count is not None
+            dispatcher.counts.expire(time.monotonic() + 6.0)  # silent for longer: withdrawn
+            assert dispatcher.cluster.count is None
+        with pytest.raises(errors.SessionClosed, match="no count 'c1' is leased"):
+            call("count_alive", protocol.CountRef(count="c1", token="t0k"))
+        call("open_count", protocol.CountRef(count="c2", token="t2"))
+        call("close_count", protocol.CountRef(count="c2", token="t2"))
+        call("close_count", protocol.CountRef(count="c2", token="t2"))  # closed already: no error
+        assert call("shard_beat", beat).count is None
+    finally:
+        dispatcher.shutdown()
 
 
 @pytest.mark.unit
@@ -378,6 +449,41 @@ def test_bad_input_is_named_and_the_cluster_serves_on(cluster, tmp_path):
         model.build_vocab(corpus_file=str(tmp_path / "nowhere.txt"))
     model.build_vocab(corpus_file=LEE)  # the cluster serves on
     assert model.corpus_count == 300
+
+
+@pytest.mark.cluster
+def test_a_keyed_peer_cannot_hold_counts_on_the_shards_behind_the_dispatchers_back():
+    """Issue 54: a peer with the cluster's key opened four counts of its own on every shard, and a client's
+    build_vocab then failed (Busy) for 15 minutes. Now a shard refuses a count the dispatcher has not leased,
+    so the peer's counts never open and the client's count runs; a peer holding the lease itself (one count at
+    a time, as one session) is named to the client, who counts once it is given back."""
+    from gensim_distw2v.client.links import find_dispatcher
+    from gensim_distw2v.io import endpoints
+    from gensim_distw2v.protocol import tables
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, n_shards=1, hmac_key="count insiders") as keyed:
+        peer = find_dispatcher(keyed.ns_conf)
+        try:
+            (name, member), = peer.call("status").shards.items()
+            shard = endpoints.link(member.uri, tables.SHARD, keyed.hmac_key, timeout=30.0)
+            try:
+                with pytest.raises(errors.SessionClosed, match="the dispatcher leases no count"):  # (after 10 s)
+                    shard.call("count_open", protocol.CountOpen(count="mallory", token="m4l", index=0, parts=1))
+                model = Word2Vec(distributed=True, ns_conf=keyed.ns_conf, vector_size=8)
+                model.build_vocab(corpus_file=LEE)  # its count opens: none of the peer's is held
+                assert model.corpus_count == 300
+                peer.call("open_count", protocol.CountRef(count="mallory", token="m4l"))
+                with pytest.raises(errors.Busy, match="another vocabulary count is running on this cluster"):
+                    Word2Vec(distributed=True, ns_conf=keyed.ns_conf, vector_size=8).build_vocab(corpus_file=LEE)
+                with pytest.raises(errors.Forbidden):  # the lease's count, opened with another secret
+                    shard.call("count_open", protocol.CountOpen(count="mallory", token="guess", index=0, parts=1))
+                peer.call("close_count", protocol.CountRef(count="mallory", token="m4l"))
+                model.build_vocab(corpus_file=LEE)
+                assert model.corpus_count == 300 and shard.call("status").session is None
+            finally:
+                shard.release()
+        finally:
+            peer.release()
 
 
 @pytest.fixture

@@ -4,7 +4,10 @@ gensim's ``build_vocab`` scans the whole corpus in one Python thread (about 1.6 
 the longest step of a run on a large corpus. A distributed model's ``build_vocab(corpus_file=F)``
 (or of a ``LineSentence`` / ``PathLineSentences`` the workers can read) counts on the cluster:
 
-1. The client cuts the corpus into byte ranges (:func:`range_bytes`: several per worker thread) and
+1. The client cuts the corpus into byte ranges (:func:`range_bytes`: several per worker thread),
+   takes the cluster's count lease from the dispatcher (``open_count``, renewed every
+   :data:`WATCH_EVERY` seconds while the count runs and given back at its end:
+   :mod:`gensim_distw2v.dispatcher.counts`; a shard opens only the leased count, for its holder) and
    opens the count on every shard: shard ``p`` of ``P`` will hold the words whose hash falls in
    part ``p`` (``count_open``).
 2. One thread per worker hands it as many ranges as it has threads at a time (the worker's
@@ -55,7 +58,7 @@ RANGES_PER_THREAD = 4  # ranges per worker thread at least (a slow range holds u
 MIN_RANGE_BYTES = 1 << 20
 MAX_RANGE_BYTES = 32 << 20  # a range's table is at most about this many distinct words' bytes
 CALL_TIMEOUT = 600.0  # seconds a worker may take to count its ranges of one call (else it is lost)
-WATCH_EVERY = 2.0  # seconds between two looks at the dispatcher's members while counting
+WATCH_EVERY = 2.0  # seconds between two looks at the dispatcher's members (and renewals of the lease) while counting
 
 
 def range_bytes(size, threads):
@@ -99,6 +102,45 @@ def corpus_spec(paths):
                                    total_words=1, start_alpha=0.0, end_alpha=0.0, files=found.get("files"))
     spec.check()
     return spec
+
+
+class _Lease:
+    """The cluster's count lease (:mod:`gensim_distw2v.dispatcher.counts`) for ``ref`` (a
+    :class:`gensim_distw2v.protocol.CountRef`): taken on entering (``Busy`` if another count holds
+    it), renewed every :data:`WATCH_EVERY` seconds on a thread of its own, given back on leaving."""
+
+    def __init__(self, dispatcher, ns_conf, hmac_key, ref):
+        self.dispatcher, self.ns_conf, self.hmac_key, self.ref = dispatcher, ns_conf, hmac_key, ref
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._renew, daemon=True, name="count-lease")
+
+    def __enter__(self):
+        self.dispatcher.call("open_count", self.ref)
+        self.thread.start()
+        return self
+
+    def _renew(self):
+        try:
+            link = find_dispatcher(self.ns_conf, self.hmac_key)
+        except transport.ClusterError as err:
+            logger.warning("count %s: cannot renew its lease: %s", self.ref.count, err)
+            return
+        try:
+            while not self.stop.wait(WATCH_EVERY):
+                try:
+                    link.call("count_alive", self.ref)
+                except (transport.PyroError, ValueError) as err:
+                    logger.warning("count %s: could not renew its lease: %s", self.ref.count, err)
+        finally:
+            link.release()
+
+    def __exit__(self, *_exc):
+        self.stop.set()
+        self.thread.join(WATCH_EVERY + 1.0)
+        try:
+            self.dispatcher.call("close_count", self.ref)
+        except (transport.PyroError, ValueError) as err:
+            logger.warning("count %s: could not give its lease back (it lapses by itself): %s", self.ref.count, err)
 
 
 class ClusterCount:
@@ -160,21 +202,22 @@ class ClusterCount:
         count_id, token = uuid.uuid4().hex, secrets.token_hex(16)
         logger.info("counting the vocabulary of %s (%i bytes) on %i workers (%i threads), %i ranges of %i bytes, "
                     "%i shards", spec.path, spec.size, len(workers), threads, n_ranges, step, len(shards))
-        held = links.ShardLinks(shards, self.hmac_key, self.ns_conf, token)
-        try:
-            held.call_all("count_open", [protocol.CountOpen(count=count_id, token=token, index=i, parts=len(shards))
-                                         for i in range(len(shards))])
-            request = dict(count=count_id, corpus=spec, shards=shards)  # (each range with its token, not the secret)
-            self.secret = token
-            helpers = [threading.Thread(target=self._feed, args=(name, uri, t, request), daemon=True,
-                                        name=f"count-{name[-6:]}") for name, (uri, t) in workers.items()]
-            for helper in helpers:
-                helper.start()
-            self._wait(dispatcher, spec.path, len(workers))
-            counted = time.monotonic()
-            words, offsets, counts, firsts = self._take(held, count_id, token, min_count)
-        finally:
-            self._close(held, count_id, token)
+        with _Lease(dispatcher, self.ns_conf, self.hmac_key, protocol.CountRef(count=count_id, token=token)):
+            held = links.ShardLinks(shards, self.hmac_key, self.ns_conf, token)
+            try:
+                held.call_all("count_open", [protocol.CountOpen(count=count_id, token=token, index=i,
+                                                                parts=len(shards)) for i in range(len(shards))])
+                request = dict(count=count_id, corpus=spec, shards=shards)  # (each range its token, not the secret)
+                self.secret = token
+                helpers = [threading.Thread(target=self._feed, args=(name, uri, t, request), daemon=True,
+                                            name=f"count-{name[-6:]}") for name, (uri, t) in workers.items()]
+                for helper in helpers:
+                    helper.start()
+                self._wait(dispatcher, spec.path, len(workers))
+                counted = time.monotonic()
+                words, offsets, counts, firsts = self._take(held, count_id, token, min_count)
+            finally:
+                self._close(held, count_id, token)
         raw_vocab = _vocab(words, offsets, counts, firsts)
         total_words = sum(r[0] for r in self.results.values())
         sentences = sum(r[1] for r in self.results.values())

@@ -1,6 +1,6 @@
 """The dispatcher's monitor: a thread that, twice a second, drops silent workers and shards,
-aborts the session of a silent client, and watches the running session (its history, workers
-left, the order of rounds, jobs' deadlines, checkpoints)."""
+aborts the session of a silent client, withdraws the count lease of a silent one, and watches the
+running session (its history, workers left, the order of rounds, jobs' deadlines, checkpoints)."""
 import logging
 import threading
 import time
@@ -25,10 +25,12 @@ class Monitor:
     workers : gensim_distw2v.dispatcher.workers.WorkerCalls
     shards : gensim_distw2v.dispatcher.shards.ShardCalls
     checkpointing : gensim_distw2v.dispatcher.checkpointing.Checkpointing
+    counts : gensim_distw2v.dispatcher.counts.CountLeases
     """
 
-    def __init__(self, cluster, workers, shards, checkpointing):
+    def __init__(self, cluster, workers, shards, checkpointing, counts):
         self.cluster, self.workers, self.shards, self.checkpointing = cluster, workers, shards, checkpointing
+        self.counts = counts
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="dispatcher-monitor", daemon=True)
         self.thread.start()
@@ -56,6 +58,7 @@ class Monitor:
                            "counted without that time", seconds)
             self.workers.excuse(seconds)
             self.shards.excuse(seconds)
+            self.counts.excuse(seconds)
             if cluster.session is not None:
                 cluster.session.excuse(seconds)
 
@@ -65,6 +68,7 @@ class Monitor:
         with cluster.cond:
             self.workers.expire(now)
             self.shards.expire(now)
+            self.counts.expire(now)
             session = cluster.session
             if session is None or session.state not in ("uploading", "running", "failed"):
                 return

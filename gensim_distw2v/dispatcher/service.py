@@ -36,12 +36,14 @@ How it works:
 Its remote calls are :data:`gensim_distw2v.protocol.tables.DISPATCHER`, handled by its
 client-facing (:mod:`~gensim_distw2v.dispatcher.clients`), worker-facing
 (:mod:`~gensim_distw2v.dispatcher.workers`) and shard-facing
-(:mod:`~gensim_distw2v.dispatcher.shards`) parts over one cluster state
+(:mod:`~gensim_distw2v.dispatcher.shards`) parts and its vocabulary-count leases
+(:mod:`~gensim_distw2v.dispatcher.counts`) over one cluster state
 (:mod:`~gensim_distw2v.dispatcher.state`).
 """
 from gensim_distw2v.dispatcher import overview
 from gensim_distw2v.dispatcher.checkpointing import Checkpointing
 from gensim_distw2v.dispatcher.clients import MAX_JOBS_PER_CALL, ClientCalls
+from gensim_distw2v.dispatcher.counts import CountLeases
 from gensim_distw2v.dispatcher.membership import NAME_HELD_FOR
 from gensim_distw2v.dispatcher.monitor import Monitor
 from gensim_distw2v.dispatcher.shards import ShardCalls
@@ -99,7 +101,8 @@ class Dispatcher:
         self.clients = ClientCalls(self.cluster, checkpointing)
         self.workers = WorkerCalls(self.cluster)
         self.shards = ShardCalls(self.cluster, checkpointing)
-        self.monitor = Monitor(self.cluster, self.workers, self.shards, checkpointing)
+        self.counts = CountLeases(self.cluster)
+        self.monitor = Monitor(self.cluster, self.workers, self.shards, checkpointing, self.counts)
 
     @property
     def uri(self):

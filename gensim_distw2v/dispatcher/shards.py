@@ -27,22 +27,27 @@ class ShardCalls(Membership):
 
     # ------------------------------------------------------------------ membership
     def answer(self, name, request, final):
-        """The session the shard should hold, its workers' ranks, and a checkpoint order for it."""
-        session = self.cluster.session
+        """The session the shard should hold, its workers' ranks, a checkpoint order for it, and the
+        vocabulary count it may hold (:mod:`~gensim_distw2v.dispatcher.counts`)."""
+        session, lease = self.cluster.session, self.cluster.count
         order = None
         index = -1 if session is None else self.cluster.shard_index(session, name)
         if index >= 0 and session.checkpoints is not None and session.state == "running":
             order = session.checkpoints.order(index)
-        if (session.id if session else None) == request.known and not final and order is None:
+        leased = lease.count if lease else None
+        if (session.id if session else None) == request.known and leased == request.count and not final \
+                and order is None:
             return None
+        count = {} if lease is None else {"count": lease.count, "count_owner": lease.owner()}
         if session is None:
-            return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=False)
+            return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=False, **count)
         spec = session.config.checkpoint
         # who may open the session here: the digest of this shard's capability (the owner's secret stays the client's)
         owner = None if index < 0 else protocol.owner_digest(protocol.shard_capability(session.owner, session.id, index))
         return protocol.ShardBeat(session=session.id, next_rank=session.next_rank, hello=False,
                                   ranks=sorted(session.ranks.values()), checkpoint=order, owner=owner,
-                                  run=session.run if spec else None, checkpoint_dir=spec.dir if spec else None)
+                                  run=session.run if spec else None, checkpoint_dir=spec.dir if spec else None,
+                                  **count)
 
     def unknown(self):
         return protocol.ShardBeat(session=None, ranks=[], next_rank=0, hello=True)

@@ -98,6 +98,7 @@ class Cluster:
         self.members = {"worker": {}, "shard": {}}  # role -> name -> Member
         self.workers, self.shards = self.members["worker"], self.members["shard"]
         self.session = None
+        self.count = None  # the vocabulary count the shards may hold (a counts.CountLease), if any
         self.meter = meter.Meter("dispatcher", calls=True)  # its own CPU (call by call), memory, traffic
         self.book = book.NodeBook()  # the workers' and shards' latest metrics (on their heartbeats)
         self.history = None  # the session's words, rate and loss over time (a book.History)

@@ -64,9 +64,12 @@ class Heartbeat(Record):
     metrics: typing.Optional[NodeMetrics] = None
     poisoned: typing.Optional[dict] = None
     secret: str = ""  # the member's secret from its hello: a member calls for its own name only
+    count: typing.Optional[str] = None  # a shard's: the count lease it last heard of (news is what differs)
 
     def check(self):
         _check_wait(self, "heartbeat", LONG_POLL)
+        if self.count is not None and not 0 < len(self.count) <= 64:
+            raise BadRequest(f"shard_beat: count must be 1 to 64 characters, got {len(self.count)}")
         if self.poisoned is not None and not (len(self.poisoned) <= 4096 and all(
                 isinstance(k, str) and k.isdigit() and len(k) < 12 and isinstance(v, str) and len(v) <= 4096
                 for k, v in self.poisoned.items())):
@@ -194,7 +197,8 @@ class ShardBeat(Record):
     ranks of the workers in it, and ``next_rank`` (ranks below it were handed out before this
     answer: a shard frees the slots of those not in ``ranks``). ``hello``: say hello again.
     ``owner``, ``checkpoint_dir`` and ``run``: who may open the session on the shard (a digest of
-    the client's secret) and the only checkpoints it may restore rows from."""
+    the client's secret) and the only checkpoints it may restore rows from. ``count`` and
+    ``count_owner``: the one vocabulary count it may hold, and a digest of its secret."""
 
     WHAT: typing.ClassVar[str] = "shard heartbeat reply"
     session: typing.Optional[str]
@@ -205,6 +209,8 @@ class ShardBeat(Record):
     owner: typing.Optional[str] = None  # owner_digest() of the session's owner secret: who may open it on a shard
     checkpoint_dir: typing.Optional[str] = None  # the session's checkpoint folder: the only one it may restore from
     run: typing.Optional[str] = None  # the run its checkpoints are of
+    count: typing.Optional[str] = None  # the vocabulary count the shard may hold (dispatcher.counts), if any
+    count_owner: typing.Optional[str] = None  # owner_digest() of that count's secret: who may open it
 
     def check(self):
         if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.ranks):

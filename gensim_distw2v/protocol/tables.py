@@ -31,6 +31,11 @@ DISPATCHER = Table("dispatcher", [
     Call("checkpoint", SessionRef, _C + "checkpoint", int, "checkpoint now: its number"),
     Call("download", Download, _C + "download", dict, "rows of a static array (an array message)"),
     Call("close", Close, _C + "close", None, "end the session"),
+    # a vocabulary count's lease (gensim_distw2v.dispatcher.counts)
+    Call("open_count", CountRef, "counts.open", None,
+         "lease the cluster's count: the shards may open it, for its client only"),
+    Call("count_alive", CountRef, "counts.alive", None, "the count's client is alive"),
+    Call("close_count", CountRef, "counts.close", None, "give the count's lease back"),
     # a worker's calls (gensim_distw2v.dispatcher.workers)
     Call("hello", Hello, _W + "hello", str, "a worker registers: its secret (its later calls carry it)"),
     Call("heartbeat", Heartbeat, _W + "heartbeat", Beat, "a worker is alive: the session to be in (long poll)"),

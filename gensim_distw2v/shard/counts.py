@@ -8,11 +8,13 @@ GIL), each range once: a range counted again (its first worker was lost before i
 added twice. The client then takes the merged words in chunks (those counted at least ``min_count``
 times: the others' number and occurrences only), and closes the count.
 
-What a peer holding the cluster's key can do is bounded: a part is added only with its range's token
-(:func:`gensim_distw2v.protocol.range_token`, which the client gives the worker it asks to count that
-range), taken or closed only with the count's secret; every count a shard holds fits in one budget
-(``max_bytes``, checked before a part is added, not after); and a count in use is never dropped to make
-room for another (only one idle for :data:`IDLE_SECONDS`).
+What a peer holding the cluster's key can do is bounded: a count is opened only once the dispatcher
+leases it, and only with the secret the lease names (:mod:`gensim_distw2v.dispatcher.counts`: one
+count at a time on a cluster; a count the dispatcher no longer leases is dropped); a part is added
+only with its range's token (:func:`gensim_distw2v.protocol.range_token`, which the client gives the
+worker it asks to count that range), taken or closed only with the count's secret; every count a
+shard holds fits in one budget (``max_bytes``, checked before a part is added, not after); and a count
+in use is never dropped to make room for another (only one idle for :data:`IDLE_SECONDS`).
 """
 import collections
 import logging
@@ -87,10 +89,14 @@ class CountTables:
         The most the counts this shard holds may take together: a part that could take them beyond
         it is refused, before it is added, as :class:`gensim_distw2v.protocol.errors.Full`, naming the
         limit.
+    granted : callable
+        ``granted(count)``: the digest (:func:`gensim_distw2v.protocol.owner_digest`) of the secret of
+        count ``count`` once the dispatcher leases it, or None (the shard's service waits a while for
+        the dispatcher's word).
     """
 
-    def __init__(self, name, max_bytes):
-        self.name, self.max_bytes = name, int(max_bytes)
+    def __init__(self, name, max_bytes, granted):
+        self.name, self.max_bytes, self.granted = name, int(max_bytes), granted
         self.lock = threading.Lock()
         self.held = collections.OrderedDict()  # count id -> _Count
 
@@ -110,9 +116,19 @@ class CountTables:
 
         Raises
         ------
+        gensim_distw2v.protocol.errors.SessionClosed
+            The dispatcher leases no such count.
+        gensim_distw2v.protocol.errors.Forbidden
+            Not the secret of the count the dispatcher leases.
         gensim_distw2v.protocol.errors.Busy
             :data:`MAX_COUNTS` counts are held and none is idle: none in use is dropped for another.
         """
+        owner = self.granted(request.count)  # (may wait for the dispatcher's word: not under the lock)
+        if owner is None:
+            raise errors.SessionClosed(f"count_open: the dispatcher leases no count {request.count!r} (shard "
+                                       f"{self.name} heard of none): a count is opened on the dispatcher first "
+                                       f"(open_count), one at a time")
+        protocol.check_token(protocol.owner_digest(request.token), owner, "count_open", owner=True)
         now = time.monotonic()
         with self.lock:
             if request.count in self.held:
@@ -128,6 +144,16 @@ class CountTables:
                                idle.request.count, now - idle.touched, MAX_COUNTS)
             self.held[request.count] = _Count(request)
         logger.info("count %s opened: part %i of %i", request.count, request.index, request.parts)
+
+    def keep_only(self, count, asked):
+        """Drop every count but ``count`` (the one the dispatcher leases, or None) opened before ``asked``
+        (monotonic: when the heartbeat that said so was asked; a count opened since may be newer news)."""
+        with self.lock:
+            gone = [c for c, held in self.held.items() if c != count and held.opened < asked]
+            for c in gone:
+                del self.held[c]
+        for c in gone:
+            logger.info("count %s dropped: the dispatcher no longer leases it", c)
 
     def _room(self, part, held):
         """Full unless ``part`` fits this shard's budget with every count it holds (before it is added)."""

@@ -112,11 +112,13 @@ class Shard(Member):
         self.told = None  # the session the dispatcher last said it runs (a heartbeat's news is what differs)
         self.grant = None  # that session's ShardBeat: who may open it here, the checkpoints it may restore from
         self.granted = threading.Condition(self.lock)
+        self.count_grant = (None, None)  # the count the dispatcher leases, and its owner's digest (dispatcher.counts)
         self.stopped = threading.Event()
         self.ordered = (None, 0)  # the last checkpoint order taken: (session, sequence)
         self.dispatcher_uri = None
         self.writing = threading.Lock()  # one checkpoint write at a time (a replaced session's may still run)
-        self.counts = CountTables(self.name, self.max_model_bytes)  # vocabulary counts (their calls: count_*)
+        # vocabulary counts (their calls: count_*), the dispatcher's leased one only
+        self.counts = CountTables(self.name, self.max_model_bytes, self._count_granted)
 
     # ------------------------------------------------------------------ helpers (not remote)
     def _held(self, sid, started=True):
@@ -156,6 +158,16 @@ class Shard(Member):
         if restore is not None and (restore.dir != grant.checkpoint_dir or restore.run != grant.run):
             raise errors.Forbidden(f"open_session: session {spec.session} may restore rows from its own checkpoints "
                                    f"only (its folder and run), not from {restore.dir[:200]!r}")
+
+    def _count_granted(self, count):
+        """The digest of count ``count``'s secret once the dispatcher leases it (waiting up to
+        :data:`GRANT_WAIT` seconds for its word), or None."""
+        deadline = time.monotonic() + GRANT_WAIT
+        with self.granted:
+            while self.count_grant[0] != count and time.monotonic() < deadline:
+                self.granted.wait(deadline - time.monotonic())
+            leased, owner = self.count_grant
+        return owner if leased == count else None
 
     def open_session(self, spec):
         """Hold a session's share of rows (any other session held is dropped): ``spec``, a
@@ -322,7 +334,7 @@ class Shard(Member):
         # but this shard does not hold yet is no news to answer at once, again and again, until the
         # client opens it here)
         return protocol.Heartbeat(name=self.name, secret=self.secret, known=held.id if held else self.told,
-                                  wait=self.heartbeat_every,
+                                  wait=self.heartbeat_every, count=self.count_grant[0],
                                   poisoned=poisoned or None, metrics=self.metrics())
 
     def on_beat(self, link, request, beat):
@@ -331,7 +343,9 @@ class Shard(Member):
         self.told = beat.session
         with self.granted:
             self.grant = beat if beat.session is not None else None
+            self.count_grant = (beat.count, beat.count_owner)
             self.granted.notify_all()
+        self.counts.keep_only(beat.count, self._asked)
         self._beat(beat, self._asked)
         if beat.checkpoint is not None:
             self._checkpoint(link, beat.session, beat.checkpoint)
