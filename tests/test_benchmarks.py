@@ -413,3 +413,34 @@ def test_debian_corpus_keeps_file_order_and_skips_markup_binaries_and_copies(tmp
         "apkg unstable urgency low",
         "b's news it's well-known and then some",  # bpkg's NEWS; its HTML and binary skipped; cpkg's copy too
     ]
+
+
+@pytest.mark.unit
+def test_quality_matrix_compares_each_mode_with_gensims_and_keeps_the_latest(tmp_path, capsys, monkeypatch):
+    quality_matrix = load("quality_matrix")
+
+    def record(name, rate, dist_cf_ws353):
+        path = tmp_path / name
+        row = dict(analogy=0.08, ws353=0.36, simlex=0.12)
+        path.write_text(json.dumps({"args": {"corpus": "/x/devmix.txt", "max_words": 5e6, "sg": 1, "seeds": 2,
+                                             "corpus_file_rate": rate},
+                                    "table": [dict(row, mode="gensim", k=8), dict(row, mode="gensim_cf", k=8),
+                                              dict(row, mode="dist", k=8, analogy=0.064),
+                                              dict(row, mode="dist_cf", k=8, ws353=dist_cf_ws353)]}))
+        return str(path)
+
+    old, linear, gensim = record("a.json", None, 0.30), record("b.json", None, 0.35), record("c.json", "gensim", 0.37)
+    stub = type(sys)("provenance")  # (its git call is a subprocess)
+    stub.provenance = dict
+    monkeypatch.setitem(sys.modules, "provenance", stub)
+    quality_matrix.main([old, linear, gensim, "--json"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = {(r["mode"], r["rate"]): r for r in out["rows"]}
+    assert set(rows) == {("iterable", "linear"), ("corpus_file", "linear"), ("corpus_file", "gensim")}
+    iterable = rows["iterable", "linear"]
+    assert iterable["analogy_points"] == pytest.approx(-1.6) and not iterable["within"]  # beyond 1.5 points
+    assert rows["corpus_file", "linear"]["ws353"] == pytest.approx(-0.01) and rows["corpus_file", "linear"]["within"]
+    assert rows["corpus_file", "linear"]["source"] == "b.json"  # the later record of the same case
+    assert rows["corpus_file", "gensim"]["ws353"] == pytest.approx(0.01) and rows["corpus_file", "gensim"]["within"]
+    assert (out["within"], out["cases"]) == (2, 3) and iterable["corpus"].startswith("devmix.txt")
+    assert iterable["gensim_ws353_spread"] is None  # gensim at one K only: no spread to show
