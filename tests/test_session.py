@@ -628,16 +628,10 @@ def test_reported_values_are_bounded_so_that_the_totals_stay_finite():
     assert math.isfinite(session.loss)
 
 
-def test_file_ranges_decay_the_rate_over_the_whole_corpus_whatever_the_workers():
-    """Two workers take a file's ranges in turn for three epochs: every range's rate is gensim's
-    schedule at the run's progress (the words of every worker), so the last ranges of the last epoch
-    reach the end rate. gensim's own corpus_file mode with W threads divides each thread's words by
-    the whole corpus's (word2vec_corpusfile.pyx, get_next_alpha): its epochs decay only 1/W of the way
-    (with 2 threads and 3 epochs, down to 0.0042 rather than 0.0001): a hotter schedule this cluster
-    copies only when asked (``corpus_file_rate='gensim'``, below; docs/corpus_file.rst)."""
-    start, end, epochs = 0.025, 0.0001, 3
-    spec = {"path": "/x", "size": 1000, "range_bytes": 100, "total_words": 200, "start_alpha": start,
-            "end_alpha": end, "digest": "d"}
+def _file_range_rates(epochs, **spec):
+    """Two workers take a file's ranges (10 of 20 raw words) in turn for ``epochs`` epochs (``spec``
+    added to the file's): ``[(epoch, lo, alpha)]`` of every range."""
+    spec = {"path": "/x", "size": 1000, "range_bytes": 100, "total_words": 200, "digest": "d", **spec}
     session = running(corpus_file=spec, epochs=epochs)
     for name in ("w1", "w2"):
         session.join(name)
@@ -656,6 +650,18 @@ def test_file_ranges_decay_the_rate_over_the_whole_corpus_whatever_the_workers()
             if not took:
                 break
     assert len(alphas) == 10 * epochs
+    return alphas
+
+
+def test_file_ranges_decay_the_rate_over_the_whole_corpus_whatever_the_workers():
+    """Two workers take a file's ranges in turn for three epochs: every range's rate is gensim's
+    schedule at the run's progress (the words of every worker), so the last ranges of the last epoch
+    reach the end rate. gensim's own corpus_file mode with W threads divides each thread's words by
+    the whole corpus's (word2vec_corpusfile.pyx, get_next_alpha): its epochs decay only 1/W of the way
+    (with 2 threads and 3 epochs, down to 0.0042 rather than 0.0001): a hotter schedule this cluster
+    copies only when asked (``corpus_file_rate='gensim'``, below; docs/corpus_file.rst)."""
+    start, end, epochs = 0.025, 0.0001, 3
+    alphas = _file_range_rates(epochs, start_alpha=start, end_alpha=end)
     for epoch, lo, alpha in alphas:  # the rate of the words before the range, over the whole run
         progress = (epoch + lo / 1000) / epochs
         assert alpha == pytest.approx(start - (start - end) * progress, abs=1e-9)
@@ -668,26 +674,7 @@ def test_file_ranges_under_gensims_corpus_file_rate_decay_each_epoch_one_wth_of_
     corpus_file mode's with W threads, each epoch decaying only 1/W of its share (two workers, W=2: the
     last range of three epochs at 0.0042 or above, where the linear schedule reaches 0.0001)."""
     start, end, epochs = 0.025, 0.0001, 3
-    spec = {"path": "/x", "size": 1000, "range_bytes": 100, "total_words": 200, "start_alpha": start,
-            "end_alpha": end, "digest": "d", "rate_threads": 2}
-    session = running(corpus_file=spec, epochs=epochs)
-    for name in ("w1", "w2"):
-        session.join(name)
-        session.check_file(name, None)
-    alphas = []
-    for epoch in range(epochs):
-        session.open_file_epoch(epoch)
-        while True:
-            took = 0
-            for name in ("w1", "w2"):
-                out, _ = session.hand_out(name, 1)
-                if out:
-                    alphas.append((epoch, out[0]["lo"], out[0]["alpha"]))
-                    session.round_done(name, report([[out[0]["id"], 15, 20, 1]]))
-                    took += 1
-            if not took:
-                break
-    assert len(alphas) == 10 * epochs
+    alphas = _file_range_rates(epochs, start_alpha=start, end_alpha=end, rate_threads=2)
     for epoch, lo, alpha in alphas:
         progress = (epoch + lo / 1000 / 2) / epochs
         assert alpha == pytest.approx(start - (start - end) * progress, abs=1e-9)
