@@ -538,6 +538,44 @@ def test_a_worker_lost_while_counting_leaves_the_counts_exact(big_file, monkeypa
 
 
 @pytest.mark.cluster
+def test_a_dispatcher_restarted_during_a_count_ends_it_naming_why(big_file, monkeypatch):
+    """The count's lease dies with its dispatcher: the new one leases no count, so the shards drop it, and
+    the count ends with each worker's reason (here a worker frozen while it held ranges, thawed after the
+    restart, whose adds the shard refuses), within a minute, not a hang; build_vocab is called again."""
+    monkeypatch.setattr(vocab, "MIN_RANGE_BYTES", 50_000)
+    with LocalCluster(n_workers=1, threads_per_worker=1, n_shards=1) as cluster:
+        process = sorted(cluster.workers())[0]
+        victim, pid = cluster.names[process], cluster.processes[process].pid
+        counter = vocab.ClusterCount(cluster.ns_conf)
+        failed = []
+
+        def run():
+            try:
+                counter.count(big_file)
+            except Exception as err:  # noqa: BLE001 - checked below
+                failed.append(err)
+        os.kill(pid, signal.SIGSTOP)
+        thread = threading.Thread(target=run)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while victim not in counter.out and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert victim in counter.out, "the frozen worker was handed ranges"
+            cluster.processes["dispatcher"].kill()
+            cluster.start_dispatcher()
+            time.sleep(3.0)  # the shard's heartbeat reaches the new dispatcher, which leases no count
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        thread.join(60)
+        assert not thread.is_alive(), "the count hangs after its dispatcher was restarted"
+        assert failed and "no count" in str(failed[0]), failed
+        model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, vector_size=8)
+        model.build_vocab(corpus_file=LEE)  # called again: it counts
+        assert model.corpus_count == 300
+
+
+@pytest.mark.cluster
 def test_a_shard_lost_before_the_count_is_named_and_nothing_hangs(tmp_path):
     """A shard killed just before a count. The dispatcher drops it once it sees its heartbeat connection
     close, which races the count's start: if the count still finds it listed, the count fails naming it;
