@@ -5,6 +5,7 @@ is left running, and the key file is gone.
 """
 import json
 import os
+import signal
 import stat
 import sys
 import tempfile
@@ -72,6 +73,60 @@ def test_srun_cluster_serves_a_client_until_scancel(cluster, tmp_path, lee_corpu
         cluster.run(["scancel", *jobs])
         out, err = step.communicate(timeout=60)
     assert "cluster up on 2 nodes of job" in out and "stopping this node's part" in out, out + err
+
+
+def _rank_processes(job):
+    """``{rank: {pid: command line}}`` of this package's processes in SLURM job ``job``."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fin:
+                cmdline = fin.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/environ", "rb") as fin:
+                env = dict(item.split(b"=", 1) for item in fin.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        if "-m gensim_distw2v" in cmdline and env.get(b"SLURM_JOB_ID") == job.encode():
+            found.setdefault(int(env[b"SLURM_PROCID"]), {})[int(pid)] = cmdline
+    return found
+
+
+def test_rank_0_killed_before_everyone_joined_leaves_no_key_file(cluster, tmp_path, nothing_left):
+    """Issue 54, item 8: rank 0 killed (-9) while it waits for the others (rank 1's shard frozen,
+    so it cannot join) cannot remove the key file itself; rank 1, stopped by srun, removes it."""
+    step = cluster.popen(srun("cluster", "--slurm", "--key-dir", str(tmp_path), "--cluster-ns-port",
+                              str(free_port())), cwd=str(tmp_path))
+    frozen = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert step.poll() is None and time.monotonic() < deadline, step.communicate()
+            jobs = cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()
+            ranks = _rank_processes(jobs[0]) if jobs else {}
+            shard = [pid for pid, cmd in ranks.get(1, {}).items() if "gensim_distw2v.shard" in cmd]
+            if shard:
+                os.kill(shard[0], signal.SIGSTOP)  # before it registers: rank 0 waits on
+                frozen.append(shard[0])
+                break
+            time.sleep(0.02)
+        keys = [p for p in tmp_path.iterdir() if p.name.endswith(".key")]
+        assert len(keys) == 1, keys
+        time.sleep(2.0)
+        assert keys[0].exists()  # rank 0 still waits for rank 1's shard
+        main = [pid for pid, cmd in _rank_processes(jobs[0])[0].items() if " cluster --slurm" in cmd]
+        os.kill(main[0], signal.SIGKILL)
+        out, err = step.communicate(timeout=90)
+    finally:
+        for pid in frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        if step.poll() is None:
+            cluster.run(["scancel", *cluster.run(["squeue", "-h", "-o", "%i"]).stdout.split()])
+            step.communicate(timeout=60)
+    assert step.returncode != 0, out + err
+    assert not keys[0].exists(), f"the key file was left behind: {out + err}"
 
 
 def test_the_docs_sbatch_script_trains_a_model(cluster, tmp_path, nothing_left):

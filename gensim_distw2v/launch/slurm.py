@@ -92,9 +92,14 @@ def node_address(name):
     return name
 
 
+def key_file(folder, alloc):
+    """Where rank 0 writes the step's key in ``folder``."""
+    return os.path.join(folder, f".gensim-distw2v-{alloc.job}.key")
+
+
 def shared_key(folder, alloc):
     """The cluster's key: made by rank 0 and written to ``folder`` (mode 0600), read by the others."""
-    path = os.path.join(folder, f".gensim-distw2v-{alloc.job}.key")
+    path = key_file(folder, alloc)
     if alloc.rank == 0:
         key = secrets.token_urlsafe(32)
         temporary = f"{path}.{os.getpid()}"
@@ -155,7 +160,8 @@ class SlurmCluster:
 
         alloc = self.alloc
         scheduler, here = node_address(alloc.nodes[0]), node_address(alloc.node)
-        key, self.key_path = shared_key(self.key_dir, alloc)
+        self.key_path = key_file(self.key_dir, alloc)  # (removed on the way out, even if stopped before reading it)
+        key = shared_key(self.key_dir, alloc)[0]
         self.ns_conf = {"host": scheduler, "port": self.ns_port, "hmac_key": key}
         roles = (["nameserver", "dispatcher"] if alloc.rank == 0 else []) + ["shard", "worker"]
         args = argparse.Namespace(host=here, ns_host=scheduler, ns_port=self.ns_port, log_level=self.log_level,
