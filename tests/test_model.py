@@ -222,6 +222,31 @@ def test_gensims_corpus_file_rate_is_asked_of_the_ranges_only_for_a_given_corpus
         Word2Vec(distributed=True, corpus_file_rate="hot")
 
 
+@pytest.mark.unit
+def test_a_linesentence_the_workers_read_is_cut_front_to_back_a_corpus_file_a_stretch_a_thread(tmp_path,
+                                                                                                lee_corpus):
+    """A ``corpus_file`` given to ``train()`` is handed out from as many stretches of it as the
+    cluster has trainer threads, as gensim's corpus_file mode reads it; a LineSentence the workers
+    read, front to back, as gensim's iterable mode reads it (on an ordered file the stretches cost
+    CBOW 0.03 SimLex against gensim's iterable mode: docs/schedule.rst, "Ordered files")."""
+    from gensim_distw2v.client.training import DistributedTraining
+    from gensim_distw2v.core.session import stream_bounds
+
+    path = tmp_path / "lee.txt"
+    path.write_text("\n".join(" ".join(s) for s in lee_corpus) + "\n")
+    model = Word2Vec(distributed=True, vector_size=8, min_count=2)
+    model.build_vocab(lee_corpus)
+
+    def spec(given, threads):
+        training = DistributedTraining(model, {}, model.settings)
+        training._given_file = given
+        return training._config(4, False, 1, str(path), 10 ** 6, threads=threads)[0].corpus_file
+
+    given, read = spec(True, 8), spec(False, 8)
+    assert (given.streams, read.streams) == (8, 1)
+    ranges = -(-given.size // given.range_bytes)
+    assert ranges >= 2 and len(stream_bounds(given)) == min(8, ranges) + 1 and stream_bounds(read) == [0, ranges]
+
 def _run_python(code, cwd):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
 

@@ -96,7 +96,8 @@ class CorpusFileSpec(Record):
 
     ``streams``: the ranges are handed out from this many evenly spaced stretches of the file in turn
     (the cluster's trainer threads, as gensim's ``corpus_file`` mode reads one stretch a thread), so
-    that an ordered file (by topic, date, source) is trained stretch beside stretch, not front to back.
+    that an ordered file (by topic, date, source) is trained stretch beside stretch, not front to back;
+    1 (a ``LineSentence`` the workers read): front to back, as gensim's iterable mode reads it.
 
     ``rate_threads``: a range's learning rate takes the epoch's progress divided by this many (1:
     gensim's linear schedule; the cluster's trainer threads under ``corpus_file_rate='gensim'``, as
