@@ -8,7 +8,9 @@ tolerances of gensim (no more than 1.5 points or 0.02 below it; above it is no m
 gensim's own spread (its runs of the same mode at the record's other Ks: how far gensim moves from
 itself on that file). Later
 records replace earlier ones of the same file, model, K, mode and learning-rate schedule, so give
-them oldest first::
+them oldest first; a later record of other seeds (``compare_gensim.py ... --first-seed 3``, the same
+package) adds to the earlier one instead: the case's differences are then the means over all its
+seeds, weighted by their number::
 
     python benchmarks/quality_matrix.py docs/measurements/a.json docs/measurements/b.json --json
 """
@@ -53,13 +55,35 @@ def rows_of(path):
         rate = (args.get("corpus_file_rate") or "linear") if mode == "dist_cf" else "linear"
         out.append({"corpus": corpus, "model": "skip-gram" if args["sg"] else "CBOW", "k": k,
                     "mode": "corpus_file" if mode == "dist_cf" else "iterable", "rate": rate,
-                    "seeds": args.get("seeds", 1), **delta,
+                    "seeds": args.get("seeds", 1), "first_seed": args.get("first_seed", 1), **delta,
                     "gensim_ws353_spread": spread.get(("gensim" + mode[4:], "ws353")),
                     "gensim_simlex_spread": spread.get(("gensim" + mode[4:], "simlex")),
-                    "within": delta["analogy_points"] >= -POINTS and delta["ws353"] >= -SPEARMAN
-                    and delta["simlex"] >= -SPEARMAN,
+                    "within": within(delta),
                     "source": os.path.basename(path)})
     return out
+
+
+def within(row):
+    """Whether a row's differences are within the tolerances (above gensim is no miss)."""
+    return row["analogy_points"] >= -POINTS and row["ws353"] >= -SPEARMAN and row["simlex"] >= -SPEARMAN
+
+
+def pooled(earlier, later):
+    """``later`` added to ``earlier`` if its seeds are others (means weighted by seeds), else ``later``."""
+    def seeds(row):
+        first = row.get("first_seed", 1)
+        return set(range(first, first + row["seeds"]))
+    if earlier is None or seeds(earlier) & seeds(later):
+        return later
+    n, m = earlier["seeds"], later["seeds"]
+    row = dict(later, seeds=n + m, first_seed=min(earlier.get("first_seed", 1), later.get("first_seed", 1)),
+               source=f"{earlier['source']} + {later['source']}")
+    for key in ("analogy_points", "ws353", "simlex"):
+        row[key] = (n * earlier[key] + m * later[key]) / (n + m)
+    for key in ("gensim_ws353_spread", "gensim_simlex_spread"):  # the larger of the two runs' spreads
+        row[key] = max((r[key] for r in (earlier, later) if r[key] is not None), default=None)
+    row["within"] = within(row)
+    return row
 
 
 def _fmt(value):
@@ -71,10 +95,12 @@ def main(argv=None):
     latest = {}
     for path in args.records:
         for row in rows_of(path):
-            latest[(row["corpus"], row["model"], row["k"], row["mode"], row["rate"])] = row
+            key = (row["corpus"], row["model"], row["k"], row["mode"], row["rate"])
+            latest[key] = pooled(latest.get(key), row)
     rows = sorted(latest.values(), key=lambda r: (r["corpus"], r["model"], r["k"], r["mode"], r["rate"]))
     for row in rows:
         print(f"{row['corpus'][:40]:40s} {row['model']:9s} K={row['k']:<2d} {row['mode']:11s} {row['rate']:6s} "
+              f"{row['seeds']} seeds "
               f"{row['analogy_points']:+6.2f} {row['ws353']:+.4f} {row['simlex']:+.4f} "
               f"{'within' if row['within'] else 'MISS':6s} gensim's spread {_fmt(row['gensim_ws353_spread'])} "
               f"{_fmt(row['gensim_simlex_spread'])}  {row['source']}")

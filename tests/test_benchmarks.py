@@ -419,13 +419,13 @@ def test_debian_corpus_keeps_file_order_and_skips_markup_binaries_and_copies(tmp
 def test_quality_matrix_compares_each_mode_with_gensims_and_keeps_the_latest(tmp_path, capsys, monkeypatch):
     quality_matrix = load("quality_matrix")
 
-    def record(name, rate, dist_cf_ws353):
+    def record(name, rate, dist_cf_ws353, first_seed=1, dist_analogy=0.064):
         path = tmp_path / name
         row = dict(analogy=0.08, ws353=0.36, simlex=0.12)
         path.write_text(json.dumps({"args": {"corpus": "/x/devmix.txt", "max_words": 5e6, "sg": 1, "seeds": 2,
-                                             "corpus_file_rate": rate},
+                                             "corpus_file_rate": rate, "first_seed": first_seed},
                                     "table": [dict(row, mode="gensim", k=8), dict(row, mode="gensim_cf", k=8),
-                                              dict(row, mode="dist", k=8, analogy=0.064),
+                                              dict(row, mode="dist", k=8, analogy=dist_analogy),
                                               dict(row, mode="dist_cf", k=8, ws353=dist_cf_ws353)]}))
         return str(path)
 
@@ -444,3 +444,11 @@ def test_quality_matrix_compares_each_mode_with_gensims_and_keeps_the_latest(tmp
     assert rows["corpus_file", "gensim"]["ws353"] == pytest.approx(0.01) and rows["corpus_file", "gensim"]["within"]
     assert (out["within"], out["cases"]) == (2, 3) and iterable["corpus"].startswith("devmix.txt")
     assert iterable["gensim_ws353_spread"] is None  # gensim at one K only: no spread to show
+    # seeds 3 and 4 of the same cases add to seeds 1 and 2: means over four seeds
+    more = record("d.json", "gensim", 0.37, first_seed=3, dist_analogy=0.08)
+    quality_matrix.main([old, linear, gensim, more, "--json"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = {(r["mode"], r["rate"]): r for r in out["rows"]}
+    iterable = rows["iterable", "linear"]
+    assert iterable["analogy_points"] == pytest.approx(-0.8) and iterable["within"] and iterable["seeds"] == 4
+    assert iterable["source"] == "c.json + d.json" and rows["corpus_file", "linear"]["seeds"] == 2
