@@ -5,6 +5,7 @@ is left running, and the key file is gone.
 """
 import json
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -33,6 +34,7 @@ def cluster():
     daemons = slurm.Slurm(folder)
     yield daemons
     daemons.stop()
+    shutil.rmtree(folder, ignore_errors=True)  # config, munge's key, state and logs
 
 
 def srun(*args):
