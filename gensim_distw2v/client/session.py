@@ -66,15 +66,15 @@ class SessionSetup:
             range_words = model.batch_words
             if sync_words > MAX_WORDS_IN_JOB:
                 range_words = max(range_words, min(sync_words, int(total_words) // (4 * max(1, n_workers))))
+            trainers = max(1, min(protocol.MAX_STREAMS, int(threads or n_workers)))
             spec = protocol.CorpusFileSpec(
                 path=path, size=found["size"], digest=found["digest"], total_words=int(total_words),
                 range_bytes=max(1, round(range_words * found["size"] / max(1, total_words))),
                 start_alpha=float(model.alpha), end_alpha=float(model.min_alpha), files=found.get("files"),
-                # a corpus_file as gensim's corpus_file mode reads it, a stretch a thread; a LineSentence the
-                # workers read, front to back, as gensim's iterable mode does (docs/schedule.rst, "Ordered files")
-                streams=max(1, min(protocol.MAX_STREAMS, int(threads or n_workers))) if self._given_file else 1,
-                rate_threads=max(1, min(protocol.MAX_STREAMS, int(threads or n_workers)))
-                if self._given_file and settings.corpus_file_rate == "gensim" else 1)
+                # a corpus_file as gensim's corpus_file mode reads it, a stretch a trainer thread; a LineSentence
+                # the workers read, front to back, as gensim's iterable mode does (docs/schedule.rst, "Ordered files")
+                streams=trainers if self._given_file else 1,
+                rate_threads=trainers if self._given_file and settings.corpus_file_rate == "gensim" else 1)
         config = protocol.SessionConfig(
             versions=versions(),
             params=params,
