@@ -67,9 +67,20 @@ def parse_args(argv=None):
     parser.add_argument("--all-rows-down", action="store_true",
                         help="a routine reply carries every row the worker lacks (default, as the cluster: of the "
                              "rows beyond the hot ones, only those of the jobs the worker holds)")
-    parser.add_argument("--cold-output-down", choices=("all", "held"), default=None,
-                        help="rounds that merge rare rows bring down every syn1neg row a worker lacks ('all') or those "
-                             "of its held jobs ('held'); default: the cluster's (settings.cold_output_down)")
+    parser.add_argument("--cold-output-down", choices=("all", "with_up", "held"), default=None,
+                        help="rounds that merge rare rows bring down every syn1neg row a worker lacks ('all'), in the "
+                             "rounds that send those rows up only ('with_up'), or those of its held jobs ('held'); "
+                             "default: the cluster's (settings.cold_output_down)")
+    parser.add_argument("--output-hot-rows", type=int, default=None, metavar="ROWS",
+                        help="syn1neg's hot rows (default: the cluster's, schedule.output_hot_rows; 0: the words' hot "
+                             "rows, as before 2026-12-01)")
+    parser.add_argument("--cold-output-every", type=int, default=None,
+                        help="of the rounds that merge rare rows, every n-th sends syn1neg's rare rows up (default: "
+                             "the cluster's, schedule.default_cold_output_every; runs before 2026-12-01 sent them in "
+                             "every one)")
+    parser.add_argument("--every-round", default="", metavar="MATRICES",
+                        help="experiment: routine rounds merge every row of these matrices (comma-separated, of "
+                             "syn0 and syn1neg), not only their hot rows (down: as a cold round, the rows wanted)")
     parser.add_argument("--value-codec", default=None, help="experiment: codec of the values of rows a worker "
                                                             "lacks (default: the cluster's)")
     parser.add_argument("--local", action="store_true",
@@ -176,14 +187,15 @@ class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
     def __init__(self, model, k, settings, damp_words=None, all_rows_down=False, damp_output=None, hot=None,
-                 value_codec=None, all_tree_rows=False):
+                 value_codec=None, all_tree_rows=False, out_hot=None, cold_output_every=None):
         from gensim_distw2v import protocol
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
         from gensim_distw2v.core.merge import GlobalWeights
         from gensim_distw2v.core.replica import Replica
         from gensim_distw2v.core.schedule import (damp_words as damp_clock, damped_rows, default_cold_output_down,
-                                                  default_sync_words, hot_rows, tree_hot_rows, wanted_only)
+                                                  default_cold_output_every, default_sync_words, hot_rows,
+                                                  output_hot_rows, tree_hot_rows, wanted_only)
         from gensim_distw2v.protocol.transfers import row_ranges
 
         kernel, arrays = model_arrays(model)
@@ -197,6 +209,12 @@ class Simulation:
         self.settings = settings
         self.sync_words = int(settings.sync_words or default_sync_words(k, model.corpus_total_words, sg=bool(model.sg)))
         self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
+        if out_hot is None:  # the cluster's (schedule.output_hot_rows; hot is given only by --hot-rows)
+            out_hot = self.hot if hot is not None else output_hot_rows(
+                counts, self.sync_words, model.negative, getattr(model, "cum_table", None), bool(model.sg))
+        self.out_hot = max(self.hot, min(self.n_rows, out_hot))
+        self.cold_output_every = cold_output_every or default_cold_output_every(bool(model.sg))
+        self.cold_output_down = settings.cold_output_down or default_cold_output_down(bool(model.sg))
         tree = node_counts(arrays["points"], arrays["code_offsets"], counts, self.n_rows) if "syn1" in arrays else None
         damp = damped_rows(counts, damp_words or damp_clock(self.sync_words), tree_counts=tree)
         if damp_output is not None:
@@ -206,9 +224,8 @@ class Simulation:
             tree_hot_rows(tree, np.sum(counts, dtype=np.float64), self.sync_words) or -1
         self.server = GlobalWeights({name: np.array(arrays[name]) for name in self.names}, settings.merge, damp,
                                     settings.merge_dtype, value_codec=value_codec,
-                                    delta_rows={"syn0": self.hot, "syn1neg": self.hot, "syn1": max(0, self.tree_hot)},
-                                    wanted_only=wanted_only(settings.cold_output_down or
-                                                            default_cold_output_down(bool(model.sg))))
+                                    delta_rows={"syn0": self.hot, "syn1neg": self.out_hot, "syn1": max(0, self.tree_hot)},
+                                    wanted_only=wanted_only(self.cold_output_down))
         self.ranges = row_ranges(self.n_rows, 4 * self.size * len(self.names), settings.part_bytes)
         self.workers = []
         for rank in range(k):
@@ -221,33 +238,42 @@ class Simulation:
                 rng.seed([model.seed & 0xFFFFFFFF, rank, 0, 0x5EED])
             self.workers.append(SimWorker(rank, replica, JobTrainer(**kernel, **replica.replica, **static), rng))
         self.all_rows_down = all_rows_down
+        self.every_round = ()
         self.local = False
         self.bytes_up = self.bytes_down = self.rounds = 0
         self.hot_up = self.hot_down = 0  # of those, the hot rows' (syn0 and syn1neg rows below self.hot)
         self.worker_cpu = self.server_cpu = self.kernel_cpu = 0.0
 
     def merge(self, worker, flush):
-        """One merge round of ``worker`` (an exact flush at epoch ends), part by part."""
+        """One merge round of ``worker`` (an exact flush at epoch ends), part by part, with the rows the cluster's
+        worker takes (``schedule.round_rows``) and its shard replies with (``schedule.row_limits``)."""
+        from gensim_distw2v.core.schedule import output_down, round_rows, row_limits
+
         settings = self.settings
         worker.rounds += 1
-        every_row = flush or worker.rounds % settings.cold_every == 0
-        from gensim_distw2v.core.schedule import row_limits
-
-        limits = None if every_row else row_limits(self.hot, self.tree_hot)
-        top = self.n_rows if every_row or ("syn1" in self.names and self.tree_hot < 0) else max(self.hot, self.tree_hot)
+        every_row, hot, tree, up_limits = round_rows(worker.rounds, self.hot, self.tree_hot, settings.cold_every,
+                                                     self.cold_output_every, flush=flush, output_hot_rows=self.out_hot)
+        limits = row_limits(hot, tree, None if hot < 0 else self.out_hot)  # (the reply's, as a shard reads the part)
+        top = self.n_rows if every_row or ("syn1" in self.names and self.tree_hot < 0) else \
+            max(self.hot, self.tree_hot, self.out_hot)
+        if not every_row and self.every_round:  # experiment: these matrices' every row in every round
+            limits = dict(limits) if isinstance(limits, dict) else {"syn0": limits, "syn1neg": limits, "syn1": -1}
+            limits.update({name: -1 for name in self.every_round})
+            up_limits, top = limits, self.n_rows
         codec, hold_back = ("float32", 0.0) if flush else (settings.merge_dtype, settings.hold_back)
         wanted = None if flush or self.all_rows_down else worker.held_rows()
+        down = output_down(self.cold_output_down, worker.rounds, settings.cold_every, self.cold_output_every, flush)
         parts = [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
         for lo, hi in parts:
             cpu = time.thread_time()
-            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, limits)
+            deltas = worker.replica.take_delta(lo, hi, codec, hold_back, up_limits)
             between = time.thread_time()
             if wanted is not None:  # of the rows beyond the hot ones, as the worker names them
                 mask = np.zeros(hi - lo, dtype=bool)
                 mask[wanted[np.searchsorted(wanted, max(lo, self.hot)):np.searchsorted(wanted, hi)].astype(np.int64)
                      - lo] = True
             missed, values = self.server.apply(worker.rank, lo, hi, deltas, hold_back, flush, limits,
-                                               None if wanted is None else mask)
+                                               None if wanted is None else mask, output_down=down)
             after = time.thread_time()
             worker.replica.take_in(missed, values)
             self.worker_cpu += (between - cpu) + (time.thread_time() - after)
@@ -349,8 +375,9 @@ def main(argv=None):
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
         sim = Simulation(model, k, settings, args.damp_words, args.all_rows_down, args.damp_output, args.hot_rows,
-                         args.value_codec, args.all_tree_rows)
+                         args.value_codec, args.all_tree_rows, args.output_hot_rows, args.cold_output_every)
         sim.local = args.local
+        sim.every_round = tuple(name for name in args.every_round.split(",") if name)
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
         run = dict(K=k, sync_words=sim.sync_words, corpus_words=template.corpus_total_words, hot_rows=sim.hot,

@@ -126,15 +126,19 @@ class Settings(fields.Declared):
             "still come down in every round that merges rare rows, and epoch ends send every row.",
         group="merging")
     cold_output_down: typing.Optional[str] = fields.option(
-        None, "which rare rows of syn1neg a round that merges the rare rows brings down: 'all' a worker lacks, or "
+        None, "which rare rows of syn1neg a round that merges the rare rows brings down: 'all' a worker lacks, "
+              "'with_up' (all, in the rounds that also send syn1neg's rare rows up; else those of its jobs), or "
               "'held', those of its jobs (None: derived from the model)",
         fields.Choice(COLD_OUTPUT_DOWN, optional=True),
-        doc="None, the default: ``'all'`` for skip-gram, ``'held'`` for CBOW "
+        doc="None, the default: ``'all'`` for skip-gram, ``'with_up'`` for CBOW (``'held'`` until 2026-12-01) "
             "(:func:`gensim_distw2v.core.schedule.default_cold_output_down`, ``docs/schedule.rst``, \"Skip-gram's "
-            "negatives\"). The negatives a worker draws come from every word; with ``'held'`` a rare word's output "
-            "row comes down to it only when the word is in a job it holds (and at epoch ends), so the negatives it "
-            "draws meanwhile are those rows as it left them. The input rows (syn0) of rare words come down as the "
-            "jobs want them either way.", group="merging")
+            "negatives\" and \"CBOW's negatives on ordered text\"). The negatives a worker draws come from every "
+            "word; with ``'held'`` a rare word's output row comes down to it only when the word is in a job it holds "
+            "(and at epoch ends), so the negatives it draws meanwhile are those rows as it left them, for up to an "
+            "epoch. ``'with_up'`` brings them all in the rounds that send the worker's own changes to them "
+            "(every ``cold_output_every``-th round that merges rare rows; with skip-gram's every one it is "
+            "``'all'``). The input rows (syn0) of rare words come down as the jobs want them either way.",
+        group="merging")
     merge_dtype: str = fields.option(
         MERGE_DTYPE, "values of routine merges on the wire, both ways (deltas, and rows a worker lacks)",
         fields.Choice(DELTA_DTYPES, normalise=_dtype_name),

@@ -254,7 +254,7 @@ def test_cold_rows_merge_later_and_none_are_lost(one_worker, lee_corpus):
 @pytest.mark.cluster
 def test_skip_gram_takes_down_every_rare_output_row_in_the_rounds_that_merge_them(three_workers, lee_corpus):
     """``cold_output_down``: skip-gram's rounds that merge the rare rows bring down every ``syn1neg`` row a
-    worker lacks by default (its negatives come from every word), CBOW's only those of its jobs; with
+    worker lacks by default (its negatives come from every word); with
     ``'held'`` skip-gram moves fewer bytes down, every word trained either way (short jobs, so that a worker
     holds the rows of a small part of the vocabulary: measured 1.5x the bytes down)."""
     params = {**SMALL, "sg": 1, "negative": 5, "epochs": 2, "batch_words": 200}
@@ -268,10 +268,29 @@ def test_skip_gram_takes_down_every_rare_output_row_in_the_rounds_that_merge_the
         runs[down] = model.cluster_stats
     assert runs[None]["cold_output_down"] == "all" and runs["held"]["cold_output_down"] == "held"
     assert runs[None]["bytes_down"] > 1.2 * runs["held"]["bytes_down"], (runs[None], runs["held"])
-    cbow = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=1000, **{**params, "sg": 0})
-    cbow.build_vocab(lee_corpus)
-    cbow.train(lee_corpus, total_examples=cbow.corpus_count, epochs=1)
-    assert cbow.cluster_stats["cold_output_down"] == "held"
+    assert runs[None]["output_hot_rows"] == runs[None]["hot_rows"]  # (skip-gram: the words' hot rows)
+
+
+@pytest.mark.cluster
+def test_cbows_negatives_output_rows_merge_every_round_and_come_down_with_their_changes(three_workers, lee_corpus):
+    """CBOW's ``syn1neg`` hot rows count the negatives a worker draws (``schedule.output_hot_rows``: more than the
+    words' hot rows), and by default (``cold_output_down='with_up'``) the rounds that send the rare output rows
+    up bring every one a worker lacks down: more bytes down than with ``'held'`` (the rows of its jobs only),
+    every word trained either way (short rounds, so that rare output rows remain: measured 1.27x the bytes
+    down)."""
+    params = {**SMALL, "sg": 0, "negative": 5, "epochs": 2, "batch_words": 200}
+    runs = {}
+    for down in (None, "held"):
+        model = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=300, cold_every=2,
+                         cold_output_every=2, cold_output_down=down, **params)
+        model.build_vocab(lee_corpus)
+        model.train(lee_corpus, total_examples=model.corpus_count, epochs=2)
+        assert model.cluster_stats["raw_words"] == 2 * sum(len(s) for s in lee_corpus)
+        runs[down] = model.cluster_stats
+    assert runs[None]["cold_output_down"] == "with_up" and runs["held"]["cold_output_down"] == "held"
+    stats = runs[None]
+    assert stats["hot_rows"] < stats["output_hot_rows"] < len(model.wv), stats  # (rare output rows remain)
+    assert runs[None]["bytes_down"] > 1.15 * runs["held"]["bytes_down"], (runs[None], runs["held"])
 
 
 @pytest.mark.cluster

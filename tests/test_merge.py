@@ -837,6 +837,74 @@ def test_syn1neg_rare_rows_go_up_every_nth_cold_round_and_come_down_in_every_one
     np.testing.assert_allclose(g.weights["syn0"][30], 0.125)
 
 
+def test_cbows_output_hot_rows_count_the_negatives_per_the_damp_clock():
+    """``schedule.output_hot_rows``: CBOW's ``syn1neg`` rows a worker touches as the predicted word or as a
+    negative (gensim's ``cum_table``: count ** 0.75) a quarter of a time per ``damp_words`` words are hot, at
+    least the words' hot rows; skip-gram, no negatives or no table: the words' hot rows. At a long interval the
+    clock stops at 2,200 words, so the words' hot rows (counted per interval) are the larger."""
+    counts = np.array([10_000.0, 5_000, 1_000, 300, 100, 30, 10, 3, 1, 1])
+    table = np.cumsum(counts ** 0.75)
+    total = counts.sum()
+    hot = schedule.hot_rows(counts, 20)
+    drawn = counts ** 0.75 / table[-1]
+    expect = int(np.argmin(20 * (counts / total + 5 * drawn) >= 0.25))
+    assert hot == 4 and expect == 7 == schedule.output_hot_rows(counts, 20, 5, table, sg=False)
+    assert schedule.output_hot_rows(counts, 20, 5, table, sg=True) == hot
+    assert schedule.output_hot_rows(counts, 20, 0, table, sg=False) == hot  # hs alone: no syn1neg
+    assert schedule.output_hot_rows(counts, 20, 5, None, sg=False) == hot
+    assert schedule.output_hot_rows(np.zeros(10), 20, 5, table, sg=False) == schedule.hot_rows(np.zeros(10), 20)
+    long = 10 ** 6  # a large corpus's interval: counted per 2,200 words, the negatives add nothing
+    assert schedule.output_hot_rows(counts * 1e5, long, 5, np.cumsum((counts * 1e5) ** 0.75), sg=False) == \
+        schedule.hot_rows(counts * 1e5, long)
+
+
+def test_syn1negs_own_hot_rows_reach_the_rounds_limits():
+    """``output_hot_rows`` beyond the words' hot rows: routine rounds read and reply with ``syn1neg`` below it
+    (``syn0`` below the words'), and the cold rounds that leave syn1neg's rare rows waiting still send its
+    hot ones; none given or not more: as before."""
+    assert schedule.row_limits(5, -1, 5) == 5 and schedule.row_limits(5, -1, None) == 5
+    assert schedule.row_limits(5, -1, 9) == {"syn0": 5, "syn1neg": 9, "syn1": -1}
+    assert schedule.row_limits(5, 7, 9) == {"syn0": 5, "syn1neg": 9, "syn1": 7}
+    assert schedule.row_limits(-1, -1, 9) is None
+    assert schedule.round_rows(5, 10, -1, 6, 4, output_hot_rows=30) == (False, 10, -1,
+                                                                       {"syn0": 10, "syn1neg": 30, "syn1": -1})
+    assert schedule.round_rows(6, 10, -1, 6, 4, output_hot_rows=30) == (True, -1, -1,
+                                                                       {"syn0": -1, "syn1neg": 30, "syn1": -1})
+    assert schedule.round_rows(24, 10, -1, 6, 4, output_hot_rows=30) == (True, -1, -1, None)
+    init = initial()
+    a = Replica(init)
+    for name in a.replica:
+        a.replica[name][[3, 12, 40]] += 0.25
+    sent = a.take_delta(0, V, "float32", 0.0, schedule.row_limits(10, -1, 20))
+    assert sent["syn0"][0].tolist() == [3] and sent["syn1neg"][0].tolist() == [3, 12]  # row 40 waits in both
+
+
+def test_with_up_brings_every_rare_output_row_down_in_the_rounds_that_send_them():
+    """``cold_output_down='with_up'`` (CBOW's default): the rounds that send syn1neg's rare rows up (every
+    ``cold_every * cold_output_every``-th, not a flush) ask for every rare output row the worker lacks
+    (``output_down``); a shard's reply to such a part carries them whatever the worker wants, ``syn0`` still
+    only where wanted."""
+    asks = [r for r in range(1, 49) if schedule.output_down("with_up", r, 6, 4)]
+    assert asks == [24, 48] and not schedule.output_down("with_up", 24, 6, 4, flush=True)
+    assert not any(schedule.output_down(mode, 24, 6, 4) for mode in ("all", "held"))
+    assert [r for r in range(1, 13) if schedule.output_down("with_up", r, 6, 1)] == [6, 12]  # every cold round
+    assert schedule.default_cold_output_down(False) == "with_up" and schedule.default_cold_output_down(True) == "all"
+    assert schedule.wanted_only("with_up") == schedule.wanted_only("held") == ("syn0", "syn1neg")
+    init = initial()
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, delta_rows=10, wanted_only=schedule.wanted_only("with_up"))
+    a, b = Replica(init), Replica(init)
+    g.add_worker(0)
+    g.add_worker(1)
+    train(a, np.array([1, 20, 30, 40]), 0.1, 1)
+    merge_round(a, g, 0)
+    wanted = np.zeros(V, dtype=bool)
+    wanted[30] = True
+    _, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted, exact=False)  # a round that does not ask
+    assert values["syn0"][0].tolist() == values["syn1neg"][0].tolist() == [30]
+    missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted, exact=False, output_down=True)
+    assert not len(values["syn0"][0]) and values["syn1neg"][0].tolist() == [20, 40], values
+
+
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
 @pytest.mark.parametrize("exact", [False, True])
 def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):

@@ -4,7 +4,7 @@ import pytest
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.layout import ShardLayout
-from gensim_distw2v.protocol import calls, errors, tables, transfers
+from gensim_distw2v.protocol import calls, constants, errors, tables, transfers
 from gensim_distw2v.versions import versions
 
 pytestmark = pytest.mark.unit
@@ -150,7 +150,7 @@ def test_a_shard_opens_a_session_for_its_owner_only_restoring_from_its_own_check
     from gensim_distw2v.io.store import shard_store
     from gensim_distw2v.shard import Shard, service
 
-    monkeypatch.setattr(service, "GRANT_WAIT", 0.2)
+    monkeypatch.setattr(constants, "GRANT_WAIT", 0.2)
     shard = Shard({"port": 1})
     local = calls.Caller(tables.SHARD, calls.Handlers(tables.SHARD, shard).handle)
     sid, run = "s" * 32, "r" * 32

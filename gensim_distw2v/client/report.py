@@ -148,6 +148,7 @@ class Reports:
                       "sync_words": config.settings.sync_words, "damp_rows": config.damp_rows,
                       "lag_limit": config.settings.lag_limit,
                       "hot_rows": config.hot_rows, "tree_hot_rows": config.tree_hot_rows,
+                      "output_hot_rows": max(config.hot_rows, config.output_hot_rows),
                       "cold_every": config.settings.cold_every,
                       "cold_output_every": config.settings.cold_output_every,
                       "cold_output_down": config.settings.cold_output_down,

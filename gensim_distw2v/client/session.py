@@ -11,7 +11,7 @@ from gensim_distw2v.protocol import errors
 from gensim_distw2v.io.corpusfile import fingerprint, fingerprint_files, vocab_arrays
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
 from gensim_distw2v.core.schedule import (damp_words, damped_rows, default_cold_output_down, default_cold_output_every,
-                                          default_sync_words, hot_rows, tree_hot_rows)
+                                          default_sync_words, hot_rows, output_hot_rows, tree_hot_rows)
 from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
 from gensim_distw2v.client.checkpoints import _NotOpened, _RestoreFailed
 from gensim_distw2v.client.links import ShardLinks
@@ -84,6 +84,7 @@ class SessionSetup:
                 cold_output_down=settings.cold_output_down or default_cold_output_down(bool(model.sg))),
             damp_rows=damped_rows(counts, damp_words(sync_words), tree_counts=tree),
             hot_rows=hot_rows(counts, sync_words),
+            output_hot_rows=output_hot_rows(counts, sync_words, params.negative, arrays.get("cum_table"), bool(model.sg)),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),
             compute_loss=bool(compute_loss), epochs=int(epochs), rng_state=protocol.RngState.of(rng), workers=int(n_workers),
             total_words=int(total_words or model.corpus_total_words or 0), corpus_file=spec)
@@ -156,6 +157,7 @@ class SessionSetup:
                 merge_dtype=config.settings.merge_dtype, damp_rows=config.damp_rows, hot_rows=config.hot_rows,
                 tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=opened.token,
                 owner=capability, cold_output_down=config.settings.cold_output_down or "held",
+                output_hot_rows=config.output_hot_rows,
                 max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec)

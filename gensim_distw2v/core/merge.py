@@ -300,7 +300,7 @@ class GlobalWeights:
                 self.rounded[name][lo:hi, word] &= ~mask
             return rows
 
-    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, hot_rows=None, wanted=None):
+    def apply(self, worker, lo, hi, deltas, hold_back=0.0, exact=True, hot_rows=None, wanted=None, output_down=False):
         """Fold one worker's deltas for rows ``[lo, hi)`` into the weights; return what it lacks there.
 
         Parameters
@@ -326,6 +326,9 @@ class GlobalWeights:
             the snapshot's: the hot rows come as deltas), reply with these only (the rows of the
             jobs the worker holds); the others it lacks wait (their stale bits stay set). Default:
             every row it lacks.
+        output_down : bool
+            Reply with every ``syn1neg`` row the worker lacks, whatever ``wanted`` says (as if :attr:`wanted_only`
+            did not name it: ``cold_output_down='with_up'``'s rounds that send those rows up).
 
         Returns
         -------
@@ -363,7 +366,8 @@ class GlobalWeights:
                 # exact reply, of those it has as float16 only)
                 a = max(lo, top_rows)
                 codec = "float32" if exact else self.value_codec
-                want = wanted if wanted is not None and name in self.wanted_only else None
+                want = wanted if wanted is not None and name in self.wanted_only and not (
+                    output_down and name == "syn1neg") else None
                 if HAS_F16C or codec != "float16":  # one compiled pass: the bits, the values, the bits again
                     values_out[name] = compiled_call(stale_reply, weights, self.stale[name], self.rounded[name], word,
                                                      mask, a, max(a, end), exact, want, lo, codec)

@@ -184,6 +184,56 @@ def hot_rows(counts, sync_words, sightings=HOT_SIGHTINGS):
     return int(hot[-1]) + 1 if len(hot) else 0
 
 
+def output_hot_rows(counts, sync_words, negative=0, cum_table=None, sg=True, sightings=HOT_SIGHTINGS):
+    """How many first rows of ``syn1neg`` merge in every round: for CBOW with negative sampling, the output rows
+    a worker expects to touch, as the word it predicts or as a negative it draws, at least ``sightings`` times in
+    :func:`damp_words` of ``sync_words`` (at most 2,200) words, and never fewer than the words' hot rows
+    (:func:`hot_rows`); for skip-gram, and without negatives, the words' hot rows.
+
+    A negative is drawn from every word by its count to the power 0.75 (gensim's ``cum_table``), so a CBOW
+    worker touches many more output rows per word than input rows: at devmix's first 5 M words and 2,200 words
+    a merge, 7,559 output rows a quarter of a time against 1,135 words. Merged only every ``cold_every``-th
+    round, those rows are pushed by every worker from values some rounds old, and on text whose lines come
+    grouped by topic every worker pushes them the same way at once: simulated at K=8 (three epochs, two
+    seeds), SimLex 0.048 below gensim ``workers=1`` with the words' hot rows, 0.012 with these and
+    ``cold_output_down='with_up'`` (docs/schedule.rst, "CBOW's negatives on ordered text"). Counted per 2,200
+    words at most, as the damped rows are: at a large corpus's interval the words' hot rows hold them already,
+    so a large corpus's rounds do not grow. Skip-gram touches ``window + 1`` times as many output rows a word:
+    counted the same way its every row would merge every round; it keeps the words' hot rows (its quality
+    holds with them: "The matrix").
+
+    Parameters
+    ----------
+    counts : array_like
+        Word counts in vocabulary order (most frequent first).
+    sync_words : int
+        Words each worker trains between merges.
+    negative : int
+        Negatives drawn per predicted word (0: none, no ``syn1neg``).
+    cum_table : array_like, optional
+        gensim's cumulative table of the negatives' distribution (``model.cum_table``).
+    sg : bool
+        Skip-gram (else CBOW).
+    sightings : float
+        Expected touches per worker and clock that make a row hot.
+
+    Returns
+    -------
+    int
+    """
+    hot = hot_rows(counts, sync_words, sightings)
+    if sg or not negative or cum_table is None or not len(counts):
+        return hot
+    counts = np.asarray(counts, dtype=np.float64)
+    table = np.asarray(cum_table, dtype=np.float64)
+    total = float(counts.sum())
+    if total <= 0 or len(table) != len(counts) or table[-1] <= 0:
+        return hot
+    drawn = np.diff(table, prepend=0.0) / table[-1]  # each row's share of the negatives drawn
+    seen = damp_words(sync_words) * (counts / total + negative * drawn) >= sightings
+    return max(hot, _prefix(seen))
+
+
 def default_sync_words(n_workers, corpus_words=0, sg=True):
     """Words each worker trains between merges, by default: :data:`SYNC_SHARE` of the corpus's words
     per epoch at :data:`FEW_WORKERS` (8) workers; with more, ``(8 / K) ** 2`` of that
@@ -285,8 +335,15 @@ def default_cold_output_every(sg):
 
 def default_cold_output_down(sg):
     """Which rare rows of ``syn1neg`` a round that merges the rare rows brings down to a worker, by default
-    (``settings.cold_output_down``): ``'all'`` it lacks for skip-gram, ``'held'`` (those of the jobs it
-    holds) for CBOW.
+    (``settings.cold_output_down``): ``'all'`` it lacks for skip-gram, ``'with_up'`` for CBOW (every one it
+    lacks in the rounds that also send its own changes to them up, every ``cold_output_every``-th: the 24th;
+    those of the jobs it holds in the others; ``'held'`` until 2026-12-01).
+
+    CBOW on devmix's first 5 M words grouped by topic, K=8, simulated, two seeds: with ``'held'`` a rare output
+    row a worker draws as a negative but holds no job for came down only at the epoch's end, and SimLex was
+    0.048 below gensim ``workers=1``; with ``'with_up'`` and the negatives' output rows hot
+    (:func:`output_hot_rows`) 0.012, as with ``'all'``, which brings four times as many of those rows down
+    (docs/schedule.rst, "CBOW's negatives on ordered text").
 
     Measured (docs/schedule.rst, "Skip-gram's negatives"; devmix's first 5 M words, three epochs, K=8,
     simulated, seed 1): skip-gram lost SimLex 0.023 to gensim ``workers=1`` (0.098 against 0.121) while a
@@ -294,29 +351,41 @@ def default_cold_output_down(sg):
     them; with every row a worker lacks coming down in those rounds SimLex came within 0.006. CBOW scored no
     better that way.
     """
-    return "all" if sg else "held"
+    return "all" if sg else "with_up"
 
 
 def wanted_only(cold_output_down):
     """The matrices whose rare rows a reply carries only where the worker wants them
     (:class:`gensim_distw2v.core.merge.GlobalWeights`'s ``wanted_only``), for ``cold_output_down``:
-    ``syn0`` alone under ``'all'``, both under ``'held'``."""
+    ``syn0`` alone under ``'all'``, both under ``'held'`` and ``'with_up'`` (whose worker asks for every
+    ``syn1neg`` row in its rounds that send them: :func:`output_down`)."""
     return ("syn0",) if cold_output_down == "all" else BY_FREQUENCY
 
 
-def row_limits(hot_rows, tree_hot_rows=-1):
+def output_down(cold_output_down, rounds, cold_every, cold_output_every, flush=False):
+    """Whether round number ``rounds`` asks for every rare ``syn1neg`` row the worker lacks
+    (:class:`gensim_distw2v.protocol.rounds.MergePart`'s ``output_down``): under ``'with_up'``, the rounds that
+    send syn1neg's rare rows up (every ``cold_every * cold_output_every``-th; :func:`round_rows`); never for a
+    flush (it carries every row anyway) nor under ``'all'`` (the shard sends them in every cold round) or
+    ``'held'``."""
+    return cold_output_down == "with_up" and not flush and rounds % (cold_every * cold_output_every) == 0
+
+
+def row_limits(hot_rows, tree_hot_rows=-1, output_hot_rows=None):
     """What a routine round reads of each matrix, for :meth:`GlobalWeights.apply` and
     :meth:`Replica.take_delta`: None (every row) if ``hot_rows`` is negative; else the words' hot
-    rows (``syn0``, ``syn1neg``) and, if ``tree_hot_rows`` is not negative, hs's ``syn1`` below
-    that (otherwise every ``syn1`` row)."""
+    rows (``syn0``, and ``syn1neg`` unless ``output_hot_rows`` gives it more: :func:`output_hot_rows`) and, if
+    ``tree_hot_rows`` is not negative, hs's ``syn1`` below that (otherwise every ``syn1`` row)."""
     if hot_rows is None or hot_rows < 0:
         return None
-    if tree_hot_rows is None or tree_hot_rows < 0:
+    out = int(hot_rows) if output_hot_rows is None or output_hot_rows <= hot_rows else int(output_hot_rows)
+    if (tree_hot_rows is None or tree_hot_rows < 0) and out == hot_rows:
         return int(hot_rows)
-    return {"syn0": int(hot_rows), "syn1neg": int(hot_rows), "syn1": int(tree_hot_rows)}
+    return {"syn0": int(hot_rows), "syn1neg": out,
+            "syn1": -1 if tree_hot_rows is None or tree_hot_rows < 0 else int(tree_hot_rows)}
 
 
-def round_rows(rounds, hot_rows, tree_hot_rows, cold_every, cold_output_every, flush=False):
+def round_rows(rounds, hot_rows, tree_hot_rows, cold_every, cold_output_every, flush=False, output_hot_rows=None):
     """Which rows a worker's merge round takes: ``(cold, hot, tree, limits)``.
 
     Every ``cold_every``-th round (and every epoch's flush) is *cold*: it merges the rare words' rows
@@ -337,6 +406,8 @@ def round_rows(rounds, hot_rows, tree_hot_rows, cold_every, cold_output_every, f
         The settings of those names.
     flush : bool
         An epoch's flush (every row, exactly).
+    output_hot_rows : int, optional
+        ``syn1neg``'s hot rows where they are more than the words' (:func:`output_hot_rows`).
 
     Returns
     -------
@@ -346,9 +417,10 @@ def round_rows(rounds, hot_rows, tree_hot_rows, cold_every, cold_output_every, f
     """
     cold = flush or rounds % cold_every == 0
     hot, tree = (-1, -1) if cold else (hot_rows, tree_hot_rows)
-    limits = row_limits(hot, tree)
+    limits = row_limits(hot, tree, output_hot_rows)
     if cold and not flush and rounds % (cold_every * cold_output_every):
-        limits = {"syn0": -1, "syn1neg": int(hot_rows), "syn1": -1}
+        out = hot_rows if output_hot_rows is None else max(hot_rows, output_hot_rows)
+        limits = {"syn0": -1, "syn1neg": int(out), "syn1": -1}
     return cold, hot, tree, limits
 
 

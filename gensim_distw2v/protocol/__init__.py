@@ -39,6 +39,7 @@ _WHERE = {
     "SYNC_MODES": "constants",
     "WEIGHTS": "constants",
     "DISPATCHER_NAME": "constants",
+    "GRANT_WAIT": "constants",
     "LONG_POLL": "constants",
     "MAX_URI": "constants",
     "MEMBER_ID": "constants",
@@ -96,6 +97,7 @@ _WHERE = {
     "CountRef": "counting",
     "CountTake": "counting",
     "Counted": "counting",
+    "corpus_digest": "counting",
     "range_token": "counting",
     # jobs
     "Job": "jobs",

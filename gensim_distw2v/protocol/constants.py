@@ -7,8 +7,9 @@ No imports of this package: every other module may import this one.
 ARRAY_DTYPES = {"float32", "float16", "int8", "uint32", "uint8", "int64"}
 DELTA_DTYPES = ("float32", "float16", "int8")  # merge deltas' values (int8 with a float32 scale per row)
 MERGE_RULES = ("sum", "damp", "mean")
-# which rare syn1neg rows a round that merges the rare rows brings down (settings.Settings.cold_output_down)
-COLD_OUTPUT_DOWN = ("all", "held")
+# which rare syn1neg rows a round that merges the rare rows brings down (settings.Settings.cold_output_down): every
+# one a worker lacks in every such round, only in those that also send syn1neg's rare rows up, or those of its jobs
+COLD_OUTPUT_DOWN = ("all", "with_up", "held")
 # how a corpus_file run's learning rate decays (settings.Settings.corpus_file_rate)
 CORPUS_FILE_RATES = ("linear", "gensim")
 SYNC_MODES = ("ssp", "bsp", "asp", "local")  # how workers' merge rounds are ordered (settings.Settings.sync)
@@ -34,4 +35,5 @@ WORKER_PREFIX = "gensim_distw2v.worker."
 SHARD_PREFIX = "gensim_distw2v.shard."
 MEMBER_ID = r"[A-Za-z0-9_.-]{1,64}"  # what follows a worker's or shard's prefix
 MAX_URI = 512
+GRANT_WAIT = 10.0  # seconds a shard's session or a worker's count waits to hear from the dispatcher that it is granted
 LONG_POLL = 5.0  # seconds a heartbeat may wait at the dispatcher for a change (its long poll), at most

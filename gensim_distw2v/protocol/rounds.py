@@ -43,8 +43,11 @@ class ShardSpec(Record):
     restore: typing.Optional["RestoreSpec"] = None  # a resumed session: the rows come from a checkpoint
     max_delta: float = 64.0  # the largest change a merge may make to one weight (max_delta_for)
     owner: str = ""  # the client's secret (Opened.owner): opening, uploads, start and close need it
-    # which rare syn1neg rows a cold round's reply carries: "all" the worker lacks, or "held" (those it wants)
+    # which rare syn1neg rows a cold round's reply carries: "all" the worker lacks, or "held" (those it wants;
+    # "with_up": held, but every one in the rounds whose part asks for it, MergePart.output_down)
     cold_output_down: str = "held"
+    # syn1neg's hot rows (replies carry them as deltas) where more than hot_rows (schedule.output_hot_rows); 0: as hot_rows
+    output_hot_rows: int = 0
 
     def check(self):
         if self.cold_output_down not in COLD_OUTPUT_DOWN:
@@ -66,9 +69,9 @@ class ShardSpec(Record):
         if self.merge_dtype not in DELTA_DTYPES:
             raise ValueError(f"merge_dtype must be one of {DELTA_DTYPES}, got {self.merge_dtype!r}")
         self.damp_rows = check_damp_rows(self.damp_rows, "shard spec")
-        if not 0 <= self.hot_rows <= self.vocab_size or not 0 <= self.tree_hot_rows <= self.vocab_size:
-            raise ValueError(f"shard spec: hot_rows and tree_hot_rows must be in [0, vocab_size={self.vocab_size}], "
-                             f"got {self.hot_rows} and {self.tree_hot_rows}")
+        if not all(0 <= n <= self.vocab_size for n in (self.hot_rows, self.tree_hot_rows, self.output_hot_rows)):
+            raise ValueError(f"shard spec: hot_rows, tree_hot_rows and output_hot_rows must be in [0, vocab_size="
+                             f"{self.vocab_size}], got {self.hot_rows}, {self.tree_hot_rows} and {self.output_hot_rows}")
         self.weights = list(self.weights)
 
 
@@ -100,9 +103,11 @@ class MergePart(Record):
     ``matrices`` maps a matrix to its deltas (:func:`pack_deltas`) for rows in ``[lo, hi)``;
     ``hold_back`` shapes the reply, ``exact`` asks for float32,
     ``hot_rows`` (-1: every row) limits a routine round's ``syn0`` and ``syn1neg`` to the rows
-    below it. ``wanted`` (None: every row) names the rows of ``syn0`` and ``syn1neg`` beyond the
+    below it (``syn1neg`` to those below ``output_hot_rows`` if that is given and more). ``wanted`` (None:
+    every row) names the rows of ``syn0`` and ``syn1neg`` beyond the
     hot ones whose values the worker wants now (those of the jobs it holds: :func:`pack_wanted`);
-    the others it lacks wait on the shard (the hot rows come as deltas, always). The shard answers
+    the others it lacks wait on the shard (the hot rows come as deltas, always); ``output_down`` asks for
+    every ``syn1neg`` row it lacks whatever it wants (``cold_output_down='with_up'``). The shard answers
     with a :class:`MergeReply`.
     """
 
@@ -118,6 +123,8 @@ class MergePart(Record):
     token: str  # the session's secret (Joined.token)
     wanted: typing.Optional[dict] = None
     tree_hot_rows: int = -1  # with hs: syn1's rows in a routine round (-1: every row)
+    output_hot_rows: typing.Optional[int] = None  # syn1neg's rows in a routine round, if more than hot_rows
+    output_down: bool = False  # every syn1neg row the worker lacks, not only those it wants
 
     def check(self, n_rows=None, vector_size=None, weights=(), max_delta=None):
         """What a part is on its own (it arrives so, as the shard's ``merge`` call: its arrays stay
@@ -130,6 +137,8 @@ class MergePart(Record):
         if self.hot_rows < -1 or self.tree_hot_rows < -1:
             raise ValueError(f"merge part: hot_rows and tree_hot_rows must be >= 0, or -1 (every row), got "
                              f"{self.hot_rows} and {self.tree_hot_rows}")
+        if self.output_hot_rows is not None and self.output_hot_rows < 0:
+            raise ValueError(f"merge part: output_hot_rows must be >= 0 or None (as hot_rows), got {self.output_hot_rows}")
         if n_rows is not None:
             self.fit(n_rows, vector_size, weights, max_delta)
 

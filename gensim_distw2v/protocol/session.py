@@ -181,6 +181,7 @@ class SessionConfig(Record):
     tree_hot_rows: int = 0  # with hs: syn1's hot rows (tree nodes, busiest first; merge.tree_hot_rows)
     checkpoint: typing.Optional["CheckpointSpec"] = None  # with checkpoint_dir: where and how often
     total_words: int = 0  # raw words per epoch, as the client expects them (0: unknown): progress and ETA
+    output_hot_rows: int = 0  # syn1neg's hot rows where more than hot_rows (schedule.output_hot_rows); 0: as hot_rows
 
     def check(self):
         _non_negative(self, "total_words")
@@ -210,6 +211,8 @@ class SessionConfig(Record):
             raise ValueError(f"hot_rows must be in [0, vocab_size={vocab}], got {self.hot_rows}")
         if not 0 <= self.tree_hot_rows <= vocab:
             raise ValueError(f"tree_hot_rows must be in [0, vocab_size={vocab}], got {self.tree_hot_rows}")
+        if not 0 <= self.output_hot_rows <= vocab:
+            raise ValueError(f"output_hot_rows must be in [0, vocab_size={vocab}], got {self.output_hot_rows}")
         if not 1 <= self.epochs <= 1_000_000:
             raise ValueError(f"session config: epochs must be in [1, 1000000], got {self.epochs}")
         if not 1 <= self.workers <= 65_536:

@@ -37,7 +37,7 @@ import uuid
 from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, meter, transport
 from gensim_distw2v.member import Member
-from gensim_distw2v.protocol import errors, tables, transfers
+from gensim_distw2v.protocol import constants, errors, tables, transfers
 from gensim_distw2v.io.store import shard_store
 from gensim_distw2v.versions import check_versions
 from gensim_distw2v.io.meter import model_bytes_limit
@@ -53,7 +53,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["Shard", "cap_malloc_arenas"]
 
 REPORT_ATTEMPTS = 5  # tries to tell the dispatcher a checkpoint's rows are written
-GRANT_WAIT = 10.0  # seconds open_session waits to hear from the dispatcher who may open a session it runs
 MALLOC_ARENAS = 2
 
 
@@ -144,15 +143,16 @@ class Shard(Member):
 
     def _granted(self, spec):
         """Check that ``spec`` comes from the owner of a session the dispatcher runs (waiting up to
-        :data:`GRANT_WAIT` seconds for its word), restoring from that session's checkpoints only."""
-        deadline = time.monotonic() + GRANT_WAIT
+        :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds for its word), restoring from
+        that session's checkpoints only."""
+        deadline = time.monotonic() + constants.GRANT_WAIT
         with self.granted:
             while (self.grant is None or self.grant.session != spec.session) and time.monotonic() < deadline:
                 self.granted.wait(deadline - time.monotonic())
             grant = self.grant
         if grant is None or grant.session != spec.session:
             raise errors.SessionClosed(f"open_session: the dispatcher runs no session {spec.session!r} (this shard "
-                                       f"heard of none within {GRANT_WAIT:.0f} s)")
+                                       f"heard of none within {constants.GRANT_WAIT:.0f} s)")
         protocol.check_token(protocol.owner_digest(spec.owner), grant.owner, "open_session", owner=True)
         restore = spec.restore
         if restore is not None and (restore.dir != grant.checkpoint_dir or restore.run != grant.run):
@@ -161,8 +161,8 @@ class Shard(Member):
 
     def _count_granted(self, count):
         """The digest of count ``count``'s secret once the dispatcher leases it (waiting up to
-        :data:`GRANT_WAIT` seconds for its word), or None."""
-        deadline = time.monotonic() + GRANT_WAIT
+        :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds for its word), or None."""
+        deadline = time.monotonic() + constants.GRANT_WAIT
         with self.granted:
             while self.count_grant[0] != count and time.monotonic() < deadline:
                 self.granted.wait(deadline - time.monotonic())
@@ -222,7 +222,8 @@ class Shard(Member):
             damp = {name: held.layout.count(n, spec.index) for name, n in spec.damp_rows.items()}
             held.weights = GlobalWeights(held.arrays, rule=spec.merge, damp_rows=damp, codec=spec.merge_dtype,
                                          delta_rows={"syn0": held.layout.count(spec.hot_rows, spec.index),
-                                                     "syn1neg": held.layout.count(spec.hot_rows, spec.index),
+                                                     "syn1neg": held.layout.count(max(spec.hot_rows,
+                                                                                      spec.output_hot_rows), spec.index),
                                                      "syn1": held.layout.count(spec.tree_hot_rows, spec.index)},
                                          wanted_only=wanted_only(spec.cold_output_down))
         logger.info("session %s started on shard %i of %i", sid, spec.index, spec.count)
@@ -303,7 +304,8 @@ class Shard(Member):
         if part.exact:  # an epoch's flush: a cost per epoch, counted apart from the routine rounds'
             meter.CALLS.name("merge_flush")
         missed, values = held.weights.apply(part.rank, part.lo, part.hi, part.matrices, part.hold_back, part.exact,
-                                            row_limits(part.hot_rows, part.tree_hot_rows), part.wanted)
+                                            row_limits(part.hot_rows, part.tree_hot_rows, part.output_hot_rows),
+                                            part.wanted, output_down=part.output_down)
         reply = protocol.MergeReply(
             matrices={name: protocol.pack_deltas(*d) for name, d in missed.items() if len(d[0])},
             values={name: protocol.pack_deltas(*v) for name, v in values.items() if len(v[0])})

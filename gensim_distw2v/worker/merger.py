@@ -13,7 +13,7 @@ import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v.core.merge import compiled_cpu
-from gensim_distw2v.core.schedule import round_pieces, round_rows, shortest_interval
+from gensim_distw2v.core.schedule import output_down, round_pieces, round_rows, shortest_interval
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import tables
 
@@ -140,8 +140,12 @@ class MergeRounds:
         # if those are not known): parts beyond them are skipped
         self.rounds += 1
         every_row, hot, tree, limits = round_rows(self.rounds, self.hot_rows, self.tree_hot_rows, self.cold_every,
-                                                  self.cold_output_every, flush=flush_epoch is not None)
-        top = self.params.vocab_size if "syn1" in self.replica.replica and tree < 0 else max(hot, tree)
+                                                  self.cold_output_every, flush=flush_epoch is not None,
+                                                  output_hot_rows=self.output_hot_rows)
+        out = -1 if hot < 0 else max(hot, self.output_hot_rows)  # syn1neg's hot rows (CBOW: its negatives' too)
+        down = output_down(self.cold_output_down, self.rounds, self.cold_every, self.cold_output_every,
+                           flush=flush_epoch is not None)
+        top = self.params.vocab_size if "syn1" in self.replica.replica and tree < 0 else max(hot, tree, out)
         parts = self.flush_ranges if flush_epoch is not None else self.ranges if every_row \
             else [(lo, hi) for lo, hi in self.ranges if lo < top] or self.ranges[:1]
         traffic, pool_cpu = [0, 0], 0.0  # bytes up, down; CPU of the shard links' threads
@@ -165,8 +169,8 @@ class MergeRounds:
         try:
             for lo, hi in round_pieces(parts, top, self.round_pieces):
                 taking, taking_helpers = time.thread_time(), self.replica.helper_cpu
-                requests, sent = self._part_requests(lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic,
-                                                     exact=flush_epoch is not None)
+                requests, sent = self._part_requests(lo, hi, dtype, hold_back, limits, (hot, tree, out, down), wanted,
+                                                     traffic, exact=flush_epoch is not None)
                 if flush_epoch is None:
                     self.take_cpu += time.thread_time() - taking + self.replica.helper_cpu - taking_helpers
                 if flight is not None:
@@ -263,9 +267,12 @@ class MergeRounds:
         self.words_before += self.words_since_merge
         self.words_since_merge = 0
 
-    def _part_requests(self, lo, hi, dtype, hold_back, limits, hot, tree, wanted, traffic, exact):
+    def _part_requests(self, lo, hi, dtype, hold_back, limits, rows, wanted, traffic, exact):
         """The merge parts of rows ``[lo, hi)``, one per shard: this worker's changes taken there (and
-        marked sent), the rows it wants back; and the changes (:meth:`Replica.take_delta`'s)."""
+        marked sent), the rows it wants back; and the changes (:meth:`Replica.take_delta`'s). ``rows`` is
+        the round's ``(hot, tree, out, down)``: the words' hot rows, hs's tree rows and syn1neg's (-1: every
+        row), and whether every rare syn1neg row it lacks should come down."""
+        hot, tree, out, down = rows
         deltas = self.replica.take_delta(lo, hi, dtype, hold_back, limits, exact=exact)
         traffic[0] += sum(_nbytes(d) for d in deltas.values())
         split = {name: self.layout.split(*d) for name, d in deltas.items() if len(d[0])}
@@ -281,6 +288,7 @@ class MergeRounds:
                 matrices={name: protocol.pack_deltas(*d[shard]) for name, d in split.items() if len(d[shard][0])},
                 hot_rows=-1 if hot < 0 else self.layout.count(hot, shard), exact=exact,
                 tree_hot_rows=-1 if hot < 0 or tree < 0 else self.layout.count(tree, shard),
+                output_hot_rows=None if hot < 0 or out <= hot else self.layout.count(out, shard), output_down=down,
                 wanted=None if wanted_split is None else protocol.pack_wanted(wanted_split[shard][0], local_lo,
                                                                           local_hi)))
             traffic[0] += 0 if requests[-1].wanted is None else len(requests[-1].wanted["data"])

@@ -19,7 +19,7 @@ from gensim_distw2v.io.corpusfile import check_files, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import row_bytes
 from gensim_distw2v.core.replica import Replica
-from gensim_distw2v.core.schedule import FEW_WORKERS, default_cold_output_every
+from gensim_distw2v.core.schedule import FEW_WORKERS, default_cold_output_down, default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
 from gensim_distw2v.worker.held import RangeReads, held_job, open_ranges, train_range, wants_held_rows
@@ -102,6 +102,9 @@ class _Training(MergeRounds):
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
         self.cold_output_every = settings.cold_output_every or default_cold_output_every(self.params.sg)
+        # syn1neg's hot rows (CBOW: the negatives' rows too; schedule.output_hot_rows), and which rare ones come down
+        self.output_hot_rows = max(self.hot_rows, config.output_hot_rows)
+        self.cold_output_down = settings.cold_output_down or default_cold_output_down(self.params.sg)
         # hs: syn1's hot rows (tree nodes, busiest first); 0: not known, syn1 moves every row every round
         self.tree_hot_rows = config.tree_hot_rows if "syn1" in config.arrays and config.tree_hot_rows else -1
         self.merge_dtype = settings.merge_dtype
