@@ -6,7 +6,8 @@ While a keyed client trains with checkpoints, an insider registers as a worker, 
 included, and the workers' token), leaves it, then: sends a heartbeat in the real worker's name,
 puts jobs with the workers' token, asks a shard to open the session with the workers' token,
 resumes the run's checkpoint folder (taking the session over), sends the real worker's ``leave``,
-and says hello under the live shard's name. Then (issue 54) it opens vocabulary counts of its own on
+and says hello under the live shard's name. Then (issue 54) it asks a worker to count a file of its
+choosing with no count leased (before item 7 the worker read it), opens vocabulary counts of its own on
 the shard (four, as many as a shard held; before the dispatcher leased counts, they made every
 client's count fail for 15 minutes) and the client counts its corpus on the cluster. Then a client
 resumes from a
@@ -164,11 +165,14 @@ def _count_attacks(cluster, corpus, params, root):
         fout.writelines(" ".join(sentence) + "\n" for sentence in corpus)
     link = find_dispatcher(cluster.ns_conf)
     try:
-        uri = next(iter(link.call("status").shards.values())).uri
+        status = link.call("status")
+        (shard_name, shard_entry), = list(status.shards.items())[:1]
+        uri = shard_entry.uri
+        worker_uri = next(iter(status.workers.values())).uri
     finally:
         transport.release(link)
+    out = {"worker_count_without_lease": _worker_count(cluster, worker_uri, [shard_name, uri], root)}
     shard = endpoints.link(uri, tables.SHARD, cluster.hmac_key, timeout=30.0)
-    out = {}
     try:
         for i in range(4):  # as many as a shard held; the first refusal means none is held
             out["count_open_without_lease"] = _answer(lambda: shard.send("count_open", {
@@ -186,6 +190,27 @@ def _count_attacks(cluster, corpus, params, root):
     except Exception as err:  # noqa: BLE001 - reported
         out["client_count_after_insiders"] = f"failed ({type(err).__name__}: {str(err)[:120]})"
     return out
+
+
+def _worker_count(cluster, worker_uri, shard, root):
+    """A keyed peer asks a worker to count a file of its choosing (no count leased): the worker's answer (before
+    issue 54's item 7 it read the file, then failed to add its words to the shard, which holds no such count)."""
+    from gensim_distw2v.io import endpoints
+    from gensim_distw2v.io.corpusfile import fingerprint
+    from gensim_distw2v.protocol import tables
+
+    path = os.path.join(root, "private.txt")
+    with open(path, "w") as fout:
+        fout.write("words of a file the peer wants read\n" * 100)
+    found = fingerprint(path)
+    corpus = {"path": path, "size": found["size"], "digest": found["digest"], "range_bytes": found["size"],
+              "total_words": 0, "start_alpha": 0.025, "end_alpha": 0.0001}
+    worker = endpoints.link(worker_uri, tables.WORKER, cluster.hmac_key, timeout=30.0)
+    try:
+        return _answer(lambda: worker.send("count", {"count": "insider-count", "tokens": ["t"], "corpus": corpus,
+                                                     "ranges": [[0, 0, found["size"]]], "shards": [shard]}))
+    finally:
+        worker.release()
 
 
 def _status_within(cluster, seconds):

@@ -110,6 +110,7 @@ cdef class WordCounts:
     cdef int64_t *slots  # a word's number, or -1
     cdef uint64_t mask
     cdef readonly int64_t probes  # slots looked at past each word's first: how long the chains run
+    cdef readonly int64_t adds  # words counted (each a look along its chain)
     cdef readonly bint keyed  # whether the slots follow the keyed hash (after a chain of more than MAX_CHAIN)
 
     def __cinit__(self):
@@ -119,6 +120,7 @@ cdef class WordCounts:
         self.n = self.cap = self.arena_len = self.arena_cap = 0
         self.mask = 0
         self.probes = 0
+        self.adds = 0
         self.keyed = False
         if self._grow_words(16) or self._grow_arena(256) or self._rehash(64):  # (small: a table a range)
             raise MemoryError()
@@ -184,6 +186,10 @@ cdef class WordCounts:
         cdef uint64_t at = h & self.mask
         cdef int64_t word, cap
         cdef Py_ssize_t chain = 0
+        self.adds += 1
+        if not self.keyed and self.probes > _MEAN_PROBES * self.adds + _PROBE_SLACK:
+            # many short chains of words written to collide (each below MAX_CHAIN): on to the keyed hash
+            return self._rekey() or self._add(p, length, count, first)
         while True:
             word = self.slots[at]
             if word < 0:

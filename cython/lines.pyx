@@ -78,28 +78,32 @@ cdef class VocabTable:
         self.offsets = &offsets_view[0]
         self.slots = &slots_view[0]
         self.mask = capacity - 1
-        if self._fill(words) > _MAX_CHAIN:  # words written to collide in FNV-1a: again, on the keyed hash
+        if self._fill(words):  # words written to collide in FNV-1a, in one chain or many short: again, keyed
             self.keyed = True
             slots.fill(-1)
             self.n_words = 0
             self._fill(words)
 
-    cdef Py_ssize_t _fill(self, Py_ssize_t words):
-        """Put every word in its slot; the longest chain an insert looked along."""
-        cdef Py_ssize_t i, longest = 0
-        cdef int64_t before
+    cdef bint _fill(self, Py_ssize_t words):
+        """Put every word in its slot; on FNV-1a, stop (True) where an insert looks along more than MAX_CHAIN
+        slots, or more than LONG_SHARE of the words (LONG_SLACK aside) more than LONG_CHAIN: every token of such
+        a word looks as far (groups of words written to collide, each group its own chain)."""
+        cdef Py_ssize_t i
+        cdef int64_t before, long_ones = 0
+        cdef int64_t most_long = <int64_t>(words * LONG_SHARE) + LONG_SLACK
         cdef uint64_t at
         for i in range(words):
             before = self.probes
             at = self._slot(self.data + self.offsets[i], self.offsets[i + 1] - self.offsets[i], &self.probes)
-            if self.probes - before > longest:
-                longest = self.probes - before
-                if longest > _MAX_CHAIN and not self.keyed:
-                    return longest
+            if not self.keyed:
+                if self.probes - before > _LONG_CHAIN:
+                    long_ones += 1
+                if self.probes - before > _MAX_CHAIN or long_ones > most_long:
+                    return True
             if self.slots[at] < 0:
                 self.n_words += 1
             self.slots[at] = i  # a repeated word: the last index wins, as in a dict
-        return longest
+        return False
 
     cdef inline uint64_t _slot(self, const unsigned char *p, Py_ssize_t n, int64_t *probes) noexcept nogil:
         """The slot holding these bytes, or the empty slot where they would go (the table is at

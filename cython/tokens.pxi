@@ -11,15 +11,27 @@ cdef extern from "siphash.h":
 
 
 # The word tables hash with FNV-1a, fast on short words, until one insert looks at more than MAX_CHAIN
-# slots: then the table is rebuilt once on SipHash-1-3 under a key drawn from the OS once per process
-# (per module) and never sent anywhere. Text written to collide in FNV-1a (its low bits follow its
-# state's low bits only, so chained birthday collisions give 2^k words in one slot chain) costs a table
-# one rebuild, after which its words land in slots nobody can predict; real text grows no such chain
-# and keeps FNV-1a's speed (benchmarks/hashflood.py measures both).
+# slots, or the slots looked at past each word's first come to more than MEAN_PROBES a word on average
+# (PROBE_SLACK aside): then the table is rebuilt once on SipHash-1-3 under a key drawn from the OS once per
+# process (per module) and never sent anywhere. Text written to collide in FNV-1a (its low bits follow its
+# state's low bits only, so chained birthday collisions give 2^k words in one slot chain; or many groups of
+# fewer than MAX_CHAIN such words, each its own chain) costs a table one rebuild, after which its words land
+# in slots nobody can predict; real text grows no such chain (about one slot past the first a word, at most
+# half the slots full) and keeps FNV-1a's speed (benchmarks/hashflood.py measures both).
 cdef uint64_t _KEY0 = int.from_bytes(_os.urandom(8), "little")
 cdef uint64_t _KEY1 = int.from_bytes(_os.urandom(8), "little")
 MAX_CHAIN = 100  # slots one insert may look at before its table is rebuilt on the keyed hash
 cdef Py_ssize_t _MAX_CHAIN = MAX_CHAIN
+MEAN_PROBES = 8  # slots past the first a counted word may cost on average before the rebuild
+PROBE_SLACK = 4096  # ... beyond these many: a small table's first words decide nothing
+cdef int64_t _MEAN_PROBES = MEAN_PROBES
+cdef int64_t _PROBE_SLACK = PROBE_SLACK
+# a vocabulary's table (built once, then looked up by every token, however often the text repeats a word): more
+# than LONG_SHARE of its words (LONG_SLACK aside) placed more than LONG_CHAIN slots past their first rebuilds it
+LONG_CHAIN = 16
+LONG_SHARE = 1 / 256
+LONG_SLACK = 64
+cdef int64_t _LONG_CHAIN = LONG_CHAIN
 
 
 cdef inline Py_ssize_t _space(const unsigned char *p, Py_ssize_t i, Py_ssize_t end) noexcept nogil:

@@ -98,11 +98,12 @@ def _entry(path, **extra):
 
 
 @pytest.mark.parametrize("craft", ["name-empty", "name-dot", "name-dotdot", "zip", "meta-json", "symlink", "fifo",
-                                   "meta-nested", "manifest-nested", "shape-wraps"])
+                                   "meta-nested", "manifest-nested", "shape-wraps", "shape-negative", "name-nul"])
 def test_a_crafted_checkpoint_is_refused_as_unreadable_and_skipped(tmp_path, caplog, craft):
     """Issue 38, item 6 (and 2's regular files): manifest names "", "." and "..", a .npy that is a zip
-    archive, metadata that is not JSON, a symlink and a FIFO: each a CheckpointError naming it (the
-    folder falls back to the previous checkpoint), never another exception nor a blocked read."""
+    archive, metadata that is not JSON, a symlink and a FIFO; issue 54's nesting deeper than the parser, a
+    shape whose element count wraps, negative dimensions and a name with a NUL: each a CheckpointError naming
+    it (the folder falls back to the previous checkpoint), never another exception nor a blocked read."""
     store = CheckpointStore(tmp_path, "shard-1-of-2")
     store.write(meta(1), arrays(1))
     store.write(meta(2), arrays(2))
@@ -110,7 +111,7 @@ def test_a_crafted_checkpoint_is_refused_as_unreadable_and_skipped(tmp_path, cap
     npy = os.path.join(folder, "syn0.npy")
     spec = {"array": {"dtype": "<f4", "shape": [50, 8]}}
     if craft.startswith("name-"):
-        name = {"name-empty": "", "name-dot": ".", "name-dotdot": ".."}[craft]
+        name = {"name-empty": "", "name-dot": ".", "name-dotdot": "..", "name-nul": "syn0\0.npy"}[craft]
         _forge(folder, name, {"size": 4096, "digest": "0" * 32, **spec})
         expected = "names a file it may not"
     elif craft == "zip":
@@ -144,6 +145,13 @@ def test_a_crafted_checkpoint_is_refused_as_unreadable_and_skipped(tmp_path, cap
             f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
         _forge(folder, "syn0.npy", _entry(npy, array={"dtype": "<f4", "shape": [4294967296, 4294967296]}))
         expected = "syn0.npy is not a numpy array file of numbers"
+    elif craft == "shape-negative":  # numpy reads (-1, -1); 4 bytes are "one" element of it; reshape refuses it
+        header = "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, -1), }"
+        header += " " * (63 - (10 + len(header)) % 64) + "\n"
+        with open(npy, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\0" * 4)
+        _forge(folder, "syn0.npy", _entry(npy, array={"dtype": "<f4", "shape": [-1, -1]}))
+        expected = "syn0.npy is not a numpy array file of numbers \\(shape \\(-1, -1\\)\\)"
     elif craft == "symlink":
         real = os.path.join(str(tmp_path), "elsewhere.npy")
         os.rename(npy, real)

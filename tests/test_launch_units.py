@@ -75,13 +75,23 @@ def test_shards_per_host_reach_each_agent_and_are_bounded():
 
 
 @pytest.mark.parametrize("option", ["StrictHostKeyChecking=no", "stricthostkeychecking off",
-                                    'StrictHostKeyChecking="No"'])
+                                    'StrictHostKeyChecking="No"', "StrictHostKeyChecking=false"])
 def test_options_that_turn_off_the_host_key_check_are_refused_with_the_fix(option):
     with pytest.raises(LaunchError, match=r"the hosts' keys must be checked; add the hosts to known_hosts .*"
                                           r"StrictHostKeyChecking=accept-new"):
         SshRunner(options=["IdentityFile=/k", option])
     for fine in ("StrictHostKeyChecking=accept-new", "StrictHostKeyChecking yes", "UserKnownHostsFile=/k/known"):
         assert SshRunner(options=[fine]).options == [fine]
+
+
+def test_accept_new_with_no_known_hosts_kept_is_refused():
+    """``accept-new`` with ``UserKnownHostsFile=/dev/null`` remembers no key, so every host's key is new and
+    accepted: refused, naming the fix; either alone is fine (a known_hosts of /dev/null alone makes ssh refuse
+    every host in BatchMode)."""
+    with pytest.raises(LaunchError, match=r"no host key would be remembered, so any key is accepted"):
+        SshRunner(options=["StrictHostKeyChecking=accept-new", "UserKnownHostsFile /dev/null"])
+    for fine in (["UserKnownHostsFile=/dev/null"], ["StrictHostKeyChecking=accept-new", "UserKnownHostsFile=/k/kh"]):
+        assert SshRunner(options=fine).options == fine
 
 
 def test_private_files_are_0600_and_never_written_through_a_symlink(tmp_path):

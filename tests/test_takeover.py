@@ -6,6 +6,8 @@ FIFO) is refused within seconds while the dispatcher goes on serving.
 """
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,7 +20,7 @@ from gensim_distw2v.io.store import CheckpointStore, manifest_mac
 from gensim_distw2v.protocol import errors, tables
 from gensim_distw2v.versions import versions
 
-from .test_resume import EPOCHS, PARAMS, kill_a_client_mid_run, wait_for_progress, words
+from .test_resume import CLIENT, EPOCHS, PARAMS, kill_a_client_mid_run, wait_for_progress, words
 
 pytestmark = pytest.mark.cluster
 
@@ -113,6 +115,50 @@ def test_a_dead_clients_resume_waits_for_its_session_to_end(cluster, corpus, tmp
     dispatcher.wait_for(r"session \S+ aborted: no word from its client", timeout=5, start=mark)
     assert not any("replaced: a client resumes" in line for line in dispatcher.lines[mark:])
     assert time.monotonic() - began < CLIENT_TIMEOUT + 30
+
+
+def test_a_resume_while_its_runs_session_lives_is_told_busy_not_that_there_is_no_checkpoint(cluster, corpus,
+                                                                                           tmp_path, caplog):
+    """Issue 54 (the fresh-start race): a client killed before its run's first checkpoint leaves its session
+    live, and the session may still write that checkpoint. A resume of the run meanwhile is told Busy (and
+    waits), not NoCheckpoint: that sent its user to a fresh start, which the session's checkpoint, written a
+    moment later, then refused. Once the session has ended the resume goes on from the checkpoint it left, or,
+    the folder empty, says there is none."""
+    folder = str(tmp_path / "run")
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT.format(ns_conf=cluster.ns_conf, folder=folder, params=PARAMS, epochs=EPOCHS).replace(
+        "checkpoint_every=0.3", "checkpoint_every=3600"))
+    client = subprocess.Popen([sys.executable, "-P", str(script)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=cluster._env())
+    try:
+        wait_for_progress(cluster, 0.05 * words(corpus), committed=0)
+    finally:
+        client.kill()
+        client.wait()
+    link, name, secret = _mallory(cluster)
+    try:
+        sid = link.call("status").session.id
+        joined = link.call("join", name=name, secret=secret, session=sid)
+        link.call("quit_session", name=name, secret=secret, session=sid, reason="mallory leaves")
+        config = joined.config
+        config.checkpoint.resume = True
+        with pytest.raises(errors.Busy, match=r"busy with session \S+ of this run"):
+            link.call("open_session", config)
+    finally:
+        transport.release(link)
+    model = Word2Vec(distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
+    model.build_vocab(corpus)
+    dispatcher = cluster.processes["dispatcher"]
+    mark = len(dispatcher.lines)
+    try:  # the session, its client gone, may finish its first epoch and write its checkpoint meanwhile
+        counts = model.train(corpus, total_examples=model.corpus_count, epochs=EPOCHS, resume_from=folder)
+    except errors.NoCheckpoint as err:
+        assert "resume: no usable checkpoint in" in str(err)
+        assert CheckpointStore(folder, "dispatcher").sequences() == [], "a checkpoint was there to resume from"
+    else:
+        assert counts[1] == words(corpus)
+    dispatcher.wait_for(r"session \S+ aborted: no word from its client", timeout=5, start=mark)
+    assert any("resume: the dispatcher is busy with session" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("craft", ["dev-zero", "fifo"])

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+import types
 
 import gensim.models
 import numpy as np
@@ -27,7 +28,7 @@ from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.client import vocab
 from gensim_distw2v.io import transport
-from gensim_distw2v.protocol import errors
+from gensim_distw2v.protocol import constants, errors
 from gensim_distw2v.shard import counts as vocab_counts
 from gensim_distw2v.shard.counts import CountTables
 from gensim_distw2v.versions import versions
@@ -255,6 +256,68 @@ def test_the_dispatcher_leases_one_count_at_a_time_and_tells_the_shards():
         assert call("shard_beat", beat).count is None
     finally:
         dispatcher.shutdown()
+
+
+@pytest.mark.unit
+def test_the_dispatcher_tells_the_workers_the_leased_count_its_corpus_and_shards():
+    """Issue 54, item 7: a worker's heartbeat reply names the leased count with the corpus and the shards its
+    client named (open_count), and a worker's long poll answers when the lease changes."""
+    from gensim_distw2v.dispatcher import Dispatcher
+
+    dispatcher = Dispatcher(client_timeout=5.0)
+    try:
+        call = dispatcher.local().call
+        name = protocol.WORKER_PREFIX + "w"
+        secret = call("hello", name=name, uri="PYRO:w@h:1", versions=versions(), threads=1)
+        beat = protocol.Heartbeat(name=name, secret=secret, wait=0.0)
+        assert call("heartbeat", beat).count is None
+        shards = [[protocol.SHARD_PREFIX + "a", "PYRO:a@h:2"]]
+        call("open_count", protocol.CountRef(count="c1", token="t0k", corpus="d1g", shards=shards))
+        told = call("heartbeat", dataclasses.replace(beat, wait=0.5))  # news: answered at once
+        assert (told.count, told.count_corpus, told.count_shards) == ("c1", "d1g", shards)
+        began = time.monotonic()
+        assert call("heartbeat", dataclasses.replace(beat, count="c1", wait=0.5)).count == "c1"
+        assert time.monotonic() - began >= 0.4  # known already: the long poll waits
+        call("close_count", protocol.CountRef(count="c1", token="t0k"))
+        assert call("heartbeat", dataclasses.replace(beat, count="c1", wait=5.0)).count is None
+    finally:
+        dispatcher.shutdown()
+
+
+@pytest.mark.unit
+def test_a_worker_counts_for_the_leased_count_its_corpus_and_its_shards_only(tmp_path, monkeypatch):
+    """Issue 54, item 7: any keyed caller could have a worker count any file it sees and send the words to
+    shards of its choosing. A worker now counts for the count the dispatcher leases only, for the corpus and
+    the shards its lease names (waiting a moment for the dispatcher's word), and says which it is not."""
+    from gensim_distw2v.io.corpusfile import fingerprint
+    from gensim_distw2v.worker import counting
+
+    monkeypatch.setattr(constants, "GRANT_WAIT", 0.3)
+    path = tmp_path / "corpus.txt"
+    path.write_text("a b c\n")
+    found = fingerprint(str(path))
+    spec = protocol.CorpusFileSpec(path=str(path), size=found["size"], digest=found["digest"], range_bytes=6,
+                                   total_words=3, start_alpha=0.025, end_alpha=0.0001)
+    shards = [[protocol.SHARD_PREFIX + "a", "PYRO:a@127.0.0.1:1"]]
+    request = protocol.CountRanges(count="c1", tokens=["t"], corpus=spec, ranges=[[0, 0, 6]], shards=shards)
+    worker = types.SimpleNamespace(name=protocol.WORKER_PREFIX + "w", uri=None, threads=1, corpus_dirs=None,
+                                   hmac_key=None, ns_conf={})
+    count = counting.Counting(worker)
+    with pytest.raises(errors.SessionClosed, match="the dispatcher leases no count 'c1'"):
+        count.count(request)
+    count.lease("c2", protocol.corpus_digest(spec), shards)
+    with pytest.raises(errors.SessionClosed, match="leases no count 'c1'"):
+        count.count(request)
+    count.lease("c1", protocol.corpus_digest(dataclasses.replace(spec, path="/etc/passwd")), shards)
+    with pytest.raises(errors.Forbidden, match="not the corpus its lease names"):
+        count.count(request)
+    count.lease("c1", protocol.corpus_digest(spec), [[protocol.SHARD_PREFIX + "m", "PYRO:m@10.0.0.9:1"]])
+    with pytest.raises(errors.Forbidden, match="not the shards its lease names"):
+        count.count(request)
+    count.lease(None, None, None)  # the dispatcher's word comes while the count waits: it goes on, to the shard
+    threading.Timer(0.1, count.lease, ("c1", protocol.corpus_digest(spec), shards)).start()
+    with pytest.raises(errors.ShardLost):  # (no shard listens there: past the lease's checks)
+        count.count(request)
 
 
 @pytest.mark.unit

@@ -218,6 +218,41 @@ def test_words_written_to_collide_in_fnv_share_no_chain():
 
 
 @pytest.mark.unit
+def test_many_short_chains_of_colliding_words_cost_a_rebuild_not_a_chain_a_token():
+    """Groups of words written to collide, each group shorter than MAX_CHAIN and its own chain (a family of
+    32 words sharing their low 32 bits of FNV-1a, each group with its own suffix), among plain words and
+    repeated: no insert looks along MAX_CHAIN slots, but every token of them along a dozen or more (the build
+    before this check: 21.9 slots a token, never rebuilt). Counting rebuilds
+    its table on the keyed hash once the slots looked at average more than MEAN_PROBES a word; a vocabulary
+    once more than LONG_SHARE of its words sit LONG_CHAIN slots past their first."""
+    from gensim_distw2v import _counts
+    from gensim_distw2v._lines import VocabTable, encode_lines
+
+    flood = _flood()
+    family = flood.colliding_words(5)
+    suffixes = sorted({bytes(r) for r in np.random.default_rng(4).integers(97, 123, size=(128, 3), dtype=np.uint8)})
+    groups = [[w + suffix for w in family] for suffix in suffixes[:32]]
+    lows = [{flood.fnv1a(w) & 0xFFFFFFFF for w in group} for group in groups]
+    assert all(len(low) == 1 for low in lows) and len(set().union(*lows)) == len(groups)  # the attack is real
+    colliding = [w for group in groups for w in group]
+    plain = flood.random_words(4_000, len(colliding[0]))
+    text = b"\n".join(plain + colliding * 32) + b"\n"
+    table = WordCounts()
+    assert table.count_lines(text, 0, len(text))[0] == len(plain) + 32 * len(colliding)
+    assert table.keyed and table.probes <= _counts.MEAN_PROBES * table.adds + _counts.PROBE_SLACK + 200, \
+        (table.probes, table.adds)
+    got = as_dict(table)
+    assert len(got) == len(plain) + len(colliding) and got[colliding[0].decode()] == got[colliding[-1].decode()] == 32
+    words = plain + colliding
+    data = np.frombuffer(b"".join(words), dtype=np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(w) for w in words])]).astype(np.int64)
+    vocab = VocabTable(data, offsets)
+    assert vocab.keyed and len(vocab) == len(words)
+    assert encode_lines(text, 0, len(text), vocab)[0][-len(colliding):].tolist() == list(
+        range(len(plain), len(words)))
+
+
+@pytest.mark.unit
 def test_real_text_keeps_the_fast_hash():
     from gensim_distw2v._lines import VocabTable
 

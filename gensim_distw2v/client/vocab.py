@@ -202,7 +202,9 @@ class ClusterCount:
         count_id, token = uuid.uuid4().hex, secrets.token_hex(16)
         logger.info("counting the vocabulary of %s (%i bytes) on %i workers (%i threads), %i ranges of %i bytes, "
                     "%i shards", spec.path, spec.size, len(workers), threads, n_ranges, step, len(shards))
-        with _Lease(dispatcher, self.ns_conf, self.hmac_key, protocol.CountRef(count=count_id, token=token)):
+        # the lease names the count's corpus and shards: the workers count for these only
+        lease = protocol.CountRef(count=count_id, token=token, corpus=protocol.corpus_digest(spec), shards=shards)
+        with _Lease(dispatcher, self.ns_conf, self.hmac_key, lease):
             held = links.ShardLinks(shards, self.hmac_key, self.ns_conf, token)
             try:
                 held.call_all("count_open", [protocol.CountOpen(count=count_id, token=token, index=i,

@@ -64,6 +64,27 @@ class ClientCalls:
                 session=None if session is None else protocol.SessionState(id=session.id, state=session.state))
 
     # ------------------------------------------------------------------ a session's set-up
+    def _refuse_while_busy(self, spec):
+        """Under ``cluster.cond``: raise Busy while another session is live, unless it is of this run
+        (``spec``'s checkpoint folder), ``spec`` resumes it and the dispatcher allows takeovers (then True:
+        the session may be replaced)."""
+        cluster = self.cluster
+        current = cluster.session
+        if current is None or current.state not in ("uploading", "running", "failed"):
+            return False
+        same_run = spec is not None and spec.resume and current.config.checkpoint is not None \
+            and current.config.checkpoint.dir == spec.dir
+        if same_run and cluster.limits.allow_takeover:
+            return True
+        silent, limit = time.monotonic() - current.client_seen, cluster.limits.client_timeout
+        raise errors.Busy(
+            f"the dispatcher is busy with session {current.id} of " + (
+                f"this run (its client was last heard {silent:.0f} s ago): it ends {limit:.0f} s after "
+                f"its client's last call, then the resume can go on (a dispatcher started with "
+                f"--allow-takeover lets a resume replace it at once)" if same_run else
+                f"another train() call; wait for it to finish (or for it to time out after "
+                f"{limit:.0f} s if its client died)"))
+
     def open_session(self, config):
         """Open a training session (``config``: a :class:`~gensim_distw2v.protocol.SessionConfig`): an
         :class:`~gensim_distw2v.protocol.Opened`, the session and the shards that hold the weights, in
@@ -92,28 +113,18 @@ class ClientCalls:
                               f"more than its limit of {limit / 2 ** 20:.0f} MiB; start the dispatcher with "
                               f"--max-model-bytes N to raise it (default: half the machine's memory)")
         spec = config.checkpoint
+        if spec is not None:  # a live session of this folder's run may be writing its first checkpoint: wait for it
+            with cluster.cond:  # (a resume found none, and the fresh start after it an unfinished run's checkpoint)
+                self._refuse_while_busy(spec)
         # the checkpoint folder is read before the lock is taken (a slow or hostile folder holds up this call only)
         run, point = (None, None) if spec is None else start_point(spec, cluster.key)
         store = None if spec is None else CheckpointStore(spec.dir, "dispatcher", keep=2, key=cluster.key)
         with cluster.cond:
             sid = uuid.uuid4().hex
             run = run or sid
-            current = cluster.session
-            if current is not None and current.state in ("uploading", "running", "failed"):
-                same_run = spec is not None and spec.resume and current.config.checkpoint is not None \
-                    and current.config.checkpoint.dir == spec.dir
-                if same_run and cluster.limits.allow_takeover:
-                    logger.warning("session %s replaced: a client resumes its run from %s (--allow-takeover)",
-                                   current.id, spec.dir)
-                else:
-                    silent, limit = time.monotonic() - current.client_seen, cluster.limits.client_timeout
-                    raise errors.Busy(
-                        f"the dispatcher is busy with session {current.id} of " + (
-                            f"this run (its client was last heard {silent:.0f} s ago): it ends {limit:.0f} s after "
-                            f"its client's last call, then the resume can go on (a dispatcher started with "
-                            f"--allow-takeover lets a resume replace it at once)" if same_run else
-                            f"another train() call; wait for it to finish (or for it to time out after "
-                            f"{limit:.0f} s if its client died)"))
+            if self._refuse_while_busy(spec):
+                logger.warning("session %s replaced: a client resumes its run from %s (--allow-takeover)",
+                               cluster.session.id, spec.dir)
             if not cluster.shards:
                 raise errors.NoShard("no parameter shard is registered with the dispatcher: start one (on each "
                                      "worker node) with: python -m gensim_distw2v.shard")

@@ -6,8 +6,11 @@ dispatcher for the cluster's count lease (``open_count``, with the count's id an
 leased count and a digest of its secret (:class:`gensim_distw2v.protocol.ShardBeat`'s ``count`` and
 ``count_owner``): a shard opens only that count, for its holder only, and drops any other it holds.
 So a peer holding the cluster's key cannot fill the shards with counts of its own behind the
-dispatcher's back; it can hold the one lease, as it could open a session, and that is all. A lease
-whose client is silent for ``client_timeout`` seconds is withdrawn.
+dispatcher's back; it can hold the one lease, as it could open a session, and that is all. The
+workers' heartbeat replies carry the lease too, with the corpus and the shards its client named
+(:class:`gensim_distw2v.protocol.Beat`): a worker counts for the leased count only, that corpus and those
+shards, so that a peer can neither have a worker read another file nor send a count's words elsewhere.
+A lease whose client is silent for ``client_timeout`` seconds is withdrawn.
 """
 import dataclasses
 import logging
@@ -23,11 +26,14 @@ __all__ = ["CountLease", "CountLeases"]
 
 @dataclasses.dataclass
 class CountLease:
-    """The count the shards may hold: its id, its client's secret, when its client was last heard."""
+    """The count the shards may hold: its id, its client's secret, when its client was last heard, and the
+    corpus (:func:`gensim_distw2v.protocol.corpus_digest`) and shards its client named."""
 
     count: str
     token: str
     seen: float
+    corpus: str = None
+    shards: list = None
 
     def owner(self):
         """What the shards are told of the secret (they check the one a ``count_open`` shows against it)."""
@@ -74,7 +80,7 @@ class CountLeases:
                 raise errors.Busy(f"another vocabulary count is running on this cluster (count {lease.count[:8]}, "
                                   f"its client heard from {time.monotonic() - lease.seen:.0f} s ago); one runs at a "
                                   f"time: try again when it ends")
-            cluster.count = CountLease(request.count, request.token, time.monotonic())
+            cluster.count = CountLease(request.count, request.token, time.monotonic(), request.corpus, request.shards)
             cluster.wake()  # the shards' long polls answer with it
         logger.info("count %s leased: the shards may open it", request.count)
 

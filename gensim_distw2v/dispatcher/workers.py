@@ -26,10 +26,15 @@ class WorkerCalls(Membership):
 
     # ------------------------------------------------------------------ membership
     def answer(self, name, request, final):
-        session = self.cluster.session
+        """The session the worker should be in, and the vocabulary count it may count for
+        (:mod:`~gensim_distw2v.dispatcher.counts`), once either differs from what it knows."""
+        session, lease = self.cluster.session, self.cluster.count
         current = session.id if session is not None and session.state == "running" else None
-        if current != request.known or final:
-            return protocol.Beat(session=current, hello=False)
+        leased = lease.count if lease is not None else None
+        if current != request.known or leased != request.count or final:
+            count = {} if lease is None else {"count": lease.count, "count_corpus": lease.corpus,
+                                              "count_shards": lease.shards}
+            return protocol.Beat(session=current, hello=False, **count)
         return None
 
     def unknown(self):

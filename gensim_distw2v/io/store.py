@@ -186,6 +186,8 @@ def _npy(data, what):
         shape, fortran, dtype = readers[version](stream)
     except (ValueError, EOFError, TypeError) as err:
         raise CheckpointError(f"{what} is not a numpy array file ({err})") from None
+    if not all(isinstance(n, int) and n >= 0 for n in shape):  # (numpy reads (-1, -1) and reshape refuses it)
+        raise CheckpointError(f"{what} is not a numpy array file of numbers (shape {shape})")
     count = math.prod(shape)  # Python's integers: a crafted shape cannot wrap round to a size that fits
     if dtype.kind not in _ALLOWED_KINDS or dtype.hasobject or count * dtype.itemsize != len(data) - stream.tell():
         raise CheckpointError(f"{what} is not a numpy array file of numbers ({dtype}, {shape}, "
@@ -385,7 +387,7 @@ class CheckpointStore:
         arrays, meta = {}, None
         for fname, entry in manifest["files"].items():
             if not isinstance(fname, str) or fname in ("", ".", "..") or os.path.basename(fname) != fname \
-                    or not isinstance(entry, dict):
+                    or "\0" in fname or not isinstance(entry, dict):
                 raise CheckpointError(f"{where}: {MANIFEST} names a file it may not ({fname!r})")
             path = os.path.join(folder, fname)
             try:

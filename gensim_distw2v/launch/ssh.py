@@ -7,6 +7,7 @@ and what a failure means, in words naming the host and the fix.
 import collections
 import json
 import logging
+import os
 import queue
 import shlex
 import subprocess
@@ -145,21 +146,39 @@ class AgentLink:
             self.proc.wait()
 
 
-def unchecked_host_keys(option):
-    """Refuse an ``ssh -o`` option that lets any host answer for the one named (``StrictHostKeyChecking``
-    ``no`` or ``off``); the cluster's key goes down the connection, so whoever answers would hold it.
+#: the values of ``StrictHostKeyChecking`` that turn the check off (OpenSSH's readconf.c reads all three so)
+NO_CHECK = ("no", "off", "false")
+
+
+def _option(option):
+    """An ``ssh -o`` option's ``(name, value)``, the name lower-cased, the value unquoted."""
+    name, _, value = option.replace("=", " ", 1).partition(" ")
+    return name.strip().lower(), value.strip().strip('"')
+
+
+def unchecked_host_keys(options):
+    """Refuse ``ssh -o`` options that let any host answer for the one named: ``StrictHostKeyChecking`` ``no``,
+    ``off`` or ``false``, or ``accept-new`` with ``UserKnownHostsFile=/dev/null`` (no key is ever remembered,
+    so every key is new and accepted); the cluster's key goes down the connection, so whoever answers would
+    hold it.
 
     Raises
     ------
     LaunchError
         Naming the option and the fix.
     """
-    name, _, value = option.replace("=", " ", 1).partition(" ")
-    if name.strip().lower() == "stricthostkeychecking" and value.strip().strip('"').lower() in ("no", "off"):
-        raise LaunchError(f"--ssh-option {option}: the cluster's key travels over these SSH connections, so the "
-                          f"hosts' keys must be checked; add the hosts to known_hosts (ssh-keyscan, then check "
-                          f"the fingerprints) or trust each host's key the first time with --ssh-option "
-                          f"StrictHostKeyChecking=accept-new")
+    fix = ("the cluster's key travels over these SSH connections, so the hosts' keys must be checked; add the "
+           "hosts to known_hosts (ssh-keyscan, then check the fingerprints) or trust each host's key the first "
+           "time with --ssh-option StrictHostKeyChecking=accept-new")
+    parsed = [(_option(option), option) for option in options]
+    for (name, value), option in parsed:
+        if name == "stricthostkeychecking" and value.lower() in NO_CHECK:
+            raise LaunchError(f"--ssh-option {option}: {fix}")
+    accept_new = any(name == "stricthostkeychecking" and value.lower() == "accept-new" for (name, value), _ in parsed)
+    for (name, value), option in parsed:
+        if accept_new and name == "userknownhostsfile" and os.path.realpath(value) == os.devnull:
+            raise LaunchError(f"--ssh-option {option} with StrictHostKeyChecking=accept-new: no host key would be "
+                              f"remembered, so any key is accepted; {fix}, into a known_hosts file that is kept")
 
 
 class SshRunner:
@@ -183,8 +202,7 @@ class SshRunner:
     """
 
     def __init__(self, port=None, options=(), python="python3"):
-        for option in options:
-            unchecked_host_keys(option)
+        unchecked_host_keys(options)
         self.port, self.options, self.python = port, list(options), python
 
     def argv(self, destination, agent_args):

@@ -20,7 +20,7 @@ from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
 from gensim_distw2v.protocol.session import MAX_READ_BYTES, CorpusFileSpec
 
 __all__ = ["CountOpen", "CountRef", "CountPart", "CountTake", "CountChunk", "CountRanges", "Counted",
-           "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS", "range_token"]
+           "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS", "corpus_digest", "range_token"]
 
 MAX_COUNT_PARTS = 4096  # shards of a count at most (as of a session)
 MAX_RANGES_PER_CALL = 1024  # byte ranges one worker call counts at most
@@ -32,6 +32,21 @@ MAX_ID = 64  # characters of a count's id and token at most
 def range_token(secret, count, rid):
     """The token of range ``rid`` of count ``count`` whose secret is ``secret``: what its parts carry."""
     return hmac.new(secret.encode("utf8"), f"count-range {count} {rid}".encode("utf8"), hashlib.sha256).hexdigest()[:32]
+
+
+def corpus_digest(corpus):
+    """What names a count's corpus (a :class:`CorpusFileSpec`): a digest of its path, size, fingerprint and
+    files, the same for the client's lease (:class:`CountRef`) and a worker's ranges (:class:`CountRanges`)."""
+    text = repr((corpus.path, int(corpus.size), corpus.digest, [list(f) for f in corpus.files or ()]))
+    return hashlib.blake2b(text.encode("utf8"), digest_size=16).hexdigest()
+
+
+def _check_shards(record, shards, what):
+    """``shards`` as ``[name, uri]`` lists (1 to MAX_COUNT_PARTS of them)."""
+    if not 0 < len(shards) <= MAX_COUNT_PARTS or not all(
+            isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(v, str) for v in s) for s in shards):
+        raise ValueError(f"{what}: shards must be 1 to {MAX_COUNT_PARTS} [name, uri] pairs")
+    return [list(s) for s in shards]
 
 
 def _check_ids(record):
@@ -73,14 +88,22 @@ class CountOpen(Record):
 
 @dataclasses.dataclass
 class CountRef(Record):
-    """A count, with its token (client -> shard: close it)."""
+    """A count, with its token (client -> shard: close it; client -> dispatcher: its lease). Leasing it
+    (``open_count``), the client names the count's corpus (:func:`corpus_digest`) and its shards (``[name,
+    uri]`` in part order): the workers count for that corpus and those shards only."""
 
     WHAT: typing.ClassVar[str] = "count"
     count: str
     token: str
+    corpus: typing.Optional[str] = None
+    shards: typing.Optional[list] = None
 
     def check(self):
         _check_ids(self)
+        if self.corpus is not None and not 0 < len(self.corpus) <= MAX_ID:
+            raise ValueError(f"malformed count: corpus must be a digest of 1 to {MAX_ID} characters")
+        if self.shards is not None:
+            self.shards = _check_shards(self, self.shards, "count")
 
 
 @dataclasses.dataclass
@@ -182,10 +205,7 @@ class CountRanges(Record):
         if len(self.tokens) != len(self.ranges) or not all(
                 isinstance(t, str) and 0 < len(t) <= MAX_ID for t in self.tokens):
             raise ValueError(f"count ranges: one token of 1 to {MAX_ID} characters per range")
-        if not 0 < len(self.shards) <= MAX_COUNT_PARTS or not all(
-                isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(v, str) for v in s)
-                for s in self.shards):
-            raise ValueError(f"count ranges: shards must be 1 to {MAX_COUNT_PARTS} [name, uri] pairs")
+        self.shards = _check_shards(self, self.shards, "count ranges")
         self.ranges = [list(entry) for entry in self.ranges]
         self.shards = [list(s) for s in self.shards]
 

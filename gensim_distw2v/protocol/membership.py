@@ -64,12 +64,12 @@ class Heartbeat(Record):
     metrics: typing.Optional[NodeMetrics] = None
     poisoned: typing.Optional[dict] = None
     secret: str = ""  # the member's secret from its hello: a member calls for its own name only
-    count: typing.Optional[str] = None  # a shard's: the count lease it last heard of (news is what differs)
+    count: typing.Optional[str] = None  # the count lease it last heard of (news is what differs)
 
     def check(self):
         _check_wait(self, "heartbeat", LONG_POLL)
         if self.count is not None and not 0 < len(self.count) <= 64:
-            raise BadRequest(f"shard_beat: count must be 1 to 64 characters, got {len(self.count)}")
+            raise BadRequest(f"heartbeat: count must be 1 to 64 characters, got {len(self.count)}")
         if self.poisoned is not None and not (len(self.poisoned) <= 4096 and all(
                 isinstance(k, str) and k.isdigit() and len(k) < 12 and isinstance(v, str) and len(v) <= 4096
                 for k, v in self.poisoned.items())):
@@ -184,11 +184,17 @@ class QuitSession(Record):
 @dataclasses.dataclass
 class Beat(Record):
     """The dispatcher's answer to a worker's heartbeat: the session to be in (or None);
-    ``hello``: the dispatcher does not know the worker (it restarted or dropped it): say hello."""
+    ``hello``: the dispatcher does not know the worker (it restarted or dropped it): say hello.
+    ``count``, ``count_corpus`` and ``count_shards``: the vocabulary count the dispatcher leases
+    (:mod:`gensim_distw2v.dispatcher.counts`), its corpus (a digest) and its shards: the only count a
+    worker counts for."""
 
     WHAT: typing.ClassVar[str] = "heartbeat reply"
     session: typing.Optional[str]
     hello: bool
+    count: typing.Optional[str] = None
+    count_corpus: typing.Optional[str] = None
+    count_shards: typing.Optional[list] = None
 
 
 @dataclasses.dataclass

@@ -7,6 +7,12 @@ time (:class:`gensim_distw2v.protocol.CountRanges`, one call); the worker counts
 each part to its shard (``count_add``; by the shard's bulk channel where it has one) and answers
 with each range's raw words, sentences and distinct words. A range's table lives only while it is
 sent: a worker holds at most one table per thread.
+
+A worker counts for the count the dispatcher leases only (its heartbeat replies say which, with the
+corpus and the shards the lease's client named: :mod:`gensim_distw2v.dispatcher.counts`), waiting up
+to :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds for the dispatcher's word: a peer
+holding the cluster's key cannot have it read another file, nor send a count's words to shards of
+its choosing.
 """
 import concurrent.futures
 import logging
@@ -16,7 +22,7 @@ import time
 from gensim_distw2v import protocol
 from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.io import corpusfile, links, transport
-from gensim_distw2v.protocol import errors
+from gensim_distw2v.protocol import constants, errors
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +45,37 @@ class Counting:
         self.lock = threading.Lock()
         self.pool = None  # the counting threads, made at the first count
         self.checked = {}  # count id -> None (the corpus is the client's) or what is wrong
+        self.granted = threading.Condition(threading.Lock())
+        self.grant = (None, None, None)  # the leased count, its corpus's digest, its shards (the dispatcher's word)
+
+    def lease(self, count, corpus, shards):
+        """The dispatcher's word (a heartbeat reply): the count it leases (None: none), its corpus's digest
+        (:func:`gensim_distw2v.protocol.corpus_digest`) and its shards."""
+        with self.granted:
+            self.grant = (count, corpus, None if shards is None else [list(s) for s in shards])
+            self.granted.notify_all()
+
+    def leased(self):
+        """The leased count this worker last heard of (its heartbeat says so: news is what differs)."""
+        return self.grant[0]
+
+    def _check_lease(self, request):
+        """Refuse a count the dispatcher does not lease, or one whose corpus or shards are not the
+        lease's (waiting up to :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds for the
+        dispatcher's word)."""
+        deadline = time.monotonic() + constants.GRANT_WAIT
+        with self.granted:
+            while self.grant[0] != request.count and time.monotonic() < deadline:
+                self.granted.wait(deadline - time.monotonic())
+            count, corpus, shards = self.grant
+        if count != request.count:
+            raise errors.SessionClosed(f"{self._where()}: the dispatcher leases no count {request.count[:64]!r} "
+                                       f"(heard of none within {constants.GRANT_WAIT:.0f} s): a count is opened by its client "
+                                       f"on the dispatcher first")
+        if corpus != protocol.corpus_digest(request.corpus):
+            raise errors.Forbidden(f"{self._where()}: count {request.count[:16]}: not the corpus its lease names")
+        if shards != request.shards:
+            raise errors.Forbidden(f"{self._where()}: count {request.count[:16]}: not the shards its lease names")
 
     def _where(self):
         uri = self.worker.uri
@@ -64,6 +101,8 @@ class Counting:
 
         Raises
         ------
+        gensim_distw2v.protocol.errors.SessionClosed, gensim_distw2v.protocol.errors.Forbidden
+            The dispatcher leases no such count, or leases it for another corpus or other shards.
         gensim_distw2v.protocol.errors.CorpusFileMismatch
             This node does not see the client's corpus (missing, other size or content).
         ValueError
@@ -71,6 +110,7 @@ class Counting:
         gensim_distw2v.protocol.errors.ShardLost
             A shard of the count does not answer.
         """
+        self._check_lease(request)
         problem = self._check(request)
         if problem is not None:
             raise errors.CorpusFileMismatch(f"{self._where()}: {problem}")

@@ -110,7 +110,7 @@ class Worker(Member):
 
     def beat_request(self):
         return protocol.Heartbeat(name=self.name, secret=self.secret, known=self.session_wanted,
-                                  wait=self.heartbeat_every, metrics=self.metrics())
+                                  wait=self.heartbeat_every, metrics=self.metrics(), count=self.counting.leased())
 
     def found(self, uri):
         self.dispatcher_uri = uri
@@ -120,11 +120,13 @@ class Worker(Member):
 
     def lost(self, asked):
         self.session_wanted = None
+        self.counting.lease(None, None, None)
         if not asked:
             self.dispatcher_uri = None
 
     def on_beat(self, link, request, beat):
-        """Start and stop session work as the dispatcher says."""
+        """Start and stop session work as the dispatcher says, and count for the count it leases only."""
+        self.counting.lease(beat.count, beat.count_corpus, beat.count_shards)
         self.session_wanted = beat.session
         old = self.training
         if old is not None and old.sid != self.session_wanted:
