@@ -231,6 +231,9 @@ def main(argv=None):
                "client_counted": sum(r["insiders"].get("client_count_after_insiders") == "counted every word"
                                      for r in rows),
                "insider_runs_trained": sum(r["insiders"]["keyed_training"] == "trained every word" for r in rows),
+               # a worker asked to count a file with no count leased: did it connect to the peer's "shard"?
+               "worker_count_kept_from_peer": sum(r["insiders"].get("worker_count_reached")
+                                                  == "the peer's shard not reached" for r in rows),
                # an outsider shard's poisoned-merge report: the session must go on (older scripts: absent)
                "poison_ignored": sum(r["insiders"].get("poison_from_outside_shard") == "ignored" for r in rows),
                "crafted_answered": sum(r["insiders"]["crafted_resume_seconds"] is not None for r in rows)}

@@ -171,7 +171,8 @@ def _count_attacks(cluster, corpus, params, root):
         worker_uri = next(iter(status.workers.values())).uri
     finally:
         transport.release(link)
-    out = {"worker_count_without_lease": _worker_count(cluster, worker_uri, [shard_name, uri], root)}
+    answer, reached = _worker_count(cluster, worker_uri, shard_name, root)
+    out = {"worker_count_without_lease": answer, "worker_count_reached": reached}
     shard = endpoints.link(uri, tables.SHARD, cluster.hmac_key, timeout=30.0)
     try:
         for i in range(4):  # as many as a shard held; the first refusal means none is held
@@ -192,9 +193,12 @@ def _count_attacks(cluster, corpus, params, root):
     return out
 
 
-def _worker_count(cluster, worker_uri, shard, root):
-    """A keyed peer asks a worker to count a file of its choosing (no count leased): the worker's answer (before
-    issue 54's item 7 it read the file, then failed to add its words to the shard, which holds no such count)."""
+def _worker_count(cluster, worker_uri, shard_name, root):
+    """A keyed peer asks a worker to count a file of its choosing (no count leased), its words to go to a
+    "shard" the peer listens as: the worker's answer, and whether it connected there with the file's words
+    (before issue 54's item 7 it read the file and did; now it refuses before it opens any file)."""
+    import socket
+
     from gensim_distw2v.io import endpoints
     from gensim_distw2v.io.corpusfile import fingerprint
     from gensim_distw2v.protocol import tables
@@ -204,13 +208,34 @@ def _worker_count(cluster, worker_uri, shard, root):
         fout.write("words of a file the peer wants read\n" * 100)
     found = fingerprint(path)
     corpus = {"path": path, "size": found["size"], "digest": found["digest"], "range_bytes": found["size"],
-              "total_words": 0, "start_alpha": 0.025, "end_alpha": 0.0001}
+              "total_words": 1, "start_alpha": 0.025, "end_alpha": 0.0001}
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    reached, done = [], threading.Event()
+
+    def listen():
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            reached.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    shard = [shard_name, f"PYRO:{shard_name}@127.0.0.1:{listener.getsockname()[1]}"]
     worker = endpoints.link(worker_uri, tables.WORKER, cluster.hmac_key, timeout=30.0)
     try:
-        return _answer(lambda: worker.send("count", {"count": "insider-count", "tokens": ["t"], "corpus": corpus,
-                                                     "ranges": [[0, 0, found["size"]]], "shards": [shard]}))
+        answer = _answer(lambda: worker.send("count", {"count": "insider-count", "tokens": ["t"], "corpus": corpus,
+                                                       "ranges": [[0, 0, found["size"]]], "shards": [shard]}))
     finally:
         worker.release()
+        time.sleep(0.5)
+        done.set()
+        thread.join()
+        listener.close()
+    return answer, ("the peer's shard reached" if reached else "the peer's shard not reached")
 
 
 def _status_within(cluster, seconds):
