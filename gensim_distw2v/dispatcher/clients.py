@@ -113,9 +113,9 @@ class ClientCalls:
                               f"more than its limit of {limit / 2 ** 20:.0f} MiB; start the dispatcher with "
                               f"--max-model-bytes N to raise it (default: half the machine's memory)")
         spec = config.checkpoint
-        if spec is not None:  # a live session of this folder's run may be writing its first checkpoint: wait for it
-            with cluster.cond:  # (a resume found none, and the fresh start after it an unfinished run's checkpoint)
-                self._refuse_while_busy(spec)
+        if spec is not None and spec.resume:  # a live session of this run may be writing its first checkpoint:
+            with cluster.cond:  # wait for it (a resume found none, and the fresh start after it an unfinished
+                self._refuse_while_busy(spec)  # run's checkpoint); a fresh start reads the folder first, as before
         # the checkpoint folder is read before the lock is taken (a slow or hostile folder holds up this call only)
         run, point = (None, None) if spec is None else start_point(spec, cluster.key)
         store = None if spec is None else CheckpointStore(spec.dir, "dispatcher", keep=2, key=cluster.key)
