@@ -422,12 +422,11 @@ def test_only_the_wanted_cold_rows_come_down_and_the_rest_wait():
         np.testing.assert_allclose(b.replica[n], g.weights[n], atol=1e-6)
 
 
-def test_skip_gram_takes_every_rare_output_row_it_lacks_and_only_the_wanted_input_rows():
-    """``wanted_only=("syn0",)`` (skip-gram's ``cold_output_down="all"``): a reply carries every
-    ``syn1neg`` row the worker lacks (the negatives it draws come from every word), ``syn0``'s only where
-    wanted; a matrix whose rows are not words is refused."""
+def _one_trained_one_wanting_row_30(wanted_only):
+    """Two workers on global weights of 10 hot rows (``wanted_only`` as given): worker 0 trained rows 1, 20,
+    30 and 40 and merged; worker 1's replica ``b`` and its ``wanted`` rows (30 only) for its round."""
     init = initial()
-    g = GlobalWeights({k: v.copy() for k, v in init.items()}, delta_rows=10, wanted_only=("syn0",))
+    g = GlobalWeights({k: v.copy() for k, v in init.items()}, delta_rows=10, wanted_only=wanted_only)
     a, b = Replica(init), Replica(init)
     g.add_worker(0)
     g.add_worker(1)
@@ -435,6 +434,14 @@ def test_skip_gram_takes_every_rare_output_row_it_lacks_and_only_the_wanted_inpu
     merge_round(a, g, 0)
     wanted = np.zeros(V, dtype=bool)
     wanted[30] = True
+    return g, b, wanted
+
+
+def test_skip_gram_takes_every_rare_output_row_it_lacks_and_only_the_wanted_input_rows():
+    """``wanted_only=("syn0",)`` (skip-gram's ``cold_output_down="all"``): a reply carries every
+    ``syn1neg`` row the worker lacks (the negatives it draws come from every word), ``syn0``'s only where
+    wanted; a matrix whose rows are not words is refused."""
+    g, b, wanted = _one_trained_one_wanting_row_30(("syn0",))
     missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted)
     assert values["syn0"][0].tolist() == [30] and values["syn1neg"][0].tolist() == [20, 30, 40], values
     assert missed["syn0"][0].tolist() == missed["syn1neg"][0].tolist() == [1]
@@ -890,15 +897,7 @@ def test_with_up_brings_every_rare_output_row_down_in_the_rounds_that_send_them(
     assert [r for r in range(1, 13) if schedule.output_down("with_up", r, 6, 1)] == [6, 12]  # every cold round
     assert schedule.default_cold_output_down(False) == "with_up" and schedule.default_cold_output_down(True) == "all"
     assert schedule.wanted_only("with_up") == schedule.wanted_only("held") == ("syn0", "syn1neg")
-    init = initial()
-    g = GlobalWeights({k: v.copy() for k, v in init.items()}, delta_rows=10, wanted_only=schedule.wanted_only("with_up"))
-    a, b = Replica(init), Replica(init)
-    g.add_worker(0)
-    g.add_worker(1)
-    train(a, np.array([1, 20, 30, 40]), 0.1, 1)
-    merge_round(a, g, 0)
-    wanted = np.zeros(V, dtype=bool)
-    wanted[30] = True
+    g, b, wanted = _one_trained_one_wanting_row_30(schedule.wanted_only("with_up"))
     _, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted, exact=False)  # a round that does not ask
     assert values["syn0"][0].tolist() == values["syn1neg"][0].tolist() == [30]
     missed, values = g.apply(1, 0, V, b.take_delta(0, V), wanted=wanted, exact=False, output_down=True)

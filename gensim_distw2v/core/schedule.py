@@ -195,7 +195,7 @@ def output_hot_rows(counts, sync_words, negative=0, cum_table=None, sg=True, sig
     a merge, 7,559 output rows a quarter of a time against 1,135 words. Merged only every ``cold_every``-th
     round, those rows are pushed by every worker from values some rounds old, and on text whose lines come
     grouped by topic every worker pushes them the same way at once: simulated at K=8 (three epochs, two
-    seeds), SimLex 0.048 below gensim ``workers=1`` with the words' hot rows, 0.012 with these and
+    seeds), SimLex 0.048 below gensim ``workers=1`` with the words' hot rows, 0.014 with these and
     ``cold_output_down='with_up'`` (docs/schedule.rst, "CBOW's negatives on ordered text"). Counted per 2,200
     words at most, as the damped rows are: at a large corpus's interval the words' hot rows hold them already,
     so a large corpus's rounds do not grow. Skip-gram touches ``window + 1`` times as many output rows a word:
@@ -342,7 +342,7 @@ def default_cold_output_down(sg):
     CBOW on devmix's first 5 M words grouped by topic, K=8, simulated, two seeds: with ``'held'`` a rare output
     row a worker draws as a negative but holds no job for came down only at the epoch's end, and SimLex was
     0.048 below gensim ``workers=1``; with ``'with_up'`` and the negatives' output rows hot
-    (:func:`output_hot_rows`) 0.012, as with ``'all'``, which brings four times as many of those rows down
+    (:func:`output_hot_rows`) 0.014, as with ``'all'``, which brings 4% more bytes a word down
     (docs/schedule.rst, "CBOW's negatives on ordered text").
 
     Measured (docs/schedule.rst, "Skip-gram's negatives"; devmix's first 5 M words, three epochs, K=8,
