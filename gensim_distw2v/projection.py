@@ -29,6 +29,8 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 """
 import math
 
+from gensim_distw2v.protocol.constants import SYNC
+
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms",
            "dispatcher_split", "pipelined", "in_flight", "merge_speedup", "fold_speedup", "dispatcher_limit", "costs_at",
            "at_corpus", "placed", "limits", "round_time", "combine", "concurrent_threads", "single_node", "lag_share",
@@ -451,7 +453,7 @@ def limits(costs, k, threads, link_gbit, shards=None, *, corpus_file=False, mach
         out["core budget"] = _rate(k * max(0.0, cores - w_clock - (s_clock * shards / k if local else 0.0)) * 1e6, cpu)
     seconds, terms, words = round_time(costs, k, shards, link_gbit, rtt_ms, round_trips, mergers, fold_threads,
                                        gil_share, shard_gil_share, sync_words, round_stretch, local)
-    if sync in ("ssp", "bsp") and words > 0:
+    if SYNC[sync].bounded and words > 0:
         out["round latency"] = _rate(k * words, seconds)
     details = {"round_seconds": seconds, "round_terms": terms, "sync_words": words, "rtt_ms": rtt_ms,
                "gil_shares": {"merges": gil_share, "shards": shard_gil_share},
@@ -467,7 +469,7 @@ def combine(named, details, k, sync):
     latency = given.pop("round latency", None)
     bottleneck = min(given, key=given.get)
     rate = given[bottleneck]
-    if latency is not None and sync == "bsp":  # per node: an interval's training, then its round
+    if latency is not None and SYNC[sync].in_turn:  # per node: an interval's training, then its round
         per_node = 1.0 / (k / rate + details["round_seconds"] / details["sync_words"])
         if details["round_seconds"] / details["sync_words"] > k / rate:
             bottleneck = "round latency"

@@ -15,7 +15,7 @@ MAX_MODULE_LINES = 600
 MAX_CLASS_LINES = 400
 # the layers, lowest first: a module may import from its own layer or a lower one (the roles and the
 # client side sit above the rest; see docs/design.rst)
-LAYERS = {"versions": 0, "_build_info": 0, "fields": 0, "build": 0, "projection": 0, "count_projection": 0, "machine_projection": 0, "protocol": 1, "settings": 1, "core": 2, "io": 3, "member": 4, "dispatcher": 4,
+LAYERS = {"versions": 0, "_build_info": 0, "fields": 0, "build": 0, "protocol": 1, "settings": 1, "core": 2, "projection": 2, "count_projection": 2, "machine_projection": 2, "io": 3, "member": 4, "dispatcher": 4,
           "shard": 4, "worker": 4, "nameserver": 4, "options": 4, "client": 5, "launch": 5, "model": 6, "__init__": 7, "__main__": 7}
 
 
@@ -144,6 +144,36 @@ def test_each_public_constant_is_defined_once():
                     where.setdefault(target.id, []).append(name)
     twice = {const: mods for const, mods in where.items() if len(mods) > 1}
     assert not twice, f"constants defined in more than one module: {twice}"
+
+
+def _compared_by_name(names, word):
+    """Comparisons outside protocol.constants of an expression naming ``word`` with one of ``names``' strings."""
+    found = []
+    for name, path in _modules().items():
+        if name == "gensim_distw2v.protocol.constants":
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if not isinstance(node, ast.Compare):
+                continue
+            values = [node.left, *node.comparators]
+            strings = {v.value for part in values for v in ast.walk(part)
+                       if isinstance(v, ast.Constant) and isinstance(v.value, str)}
+            if strings & set(names) and any(word in ast.unparse(part) for part in values):
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.unit
+def test_no_module_decides_by_a_sync_modes_or_a_sessions_state_name():
+    """What differs between sync modes is protocol.constants.SYNC's flags, and a session's states are its
+    constants: a module comparing the setting with a mode's name (``sync == "bsp"``) or a state with a bare
+    string is one more place to find when a mode or a state is added."""
+    from gensim_distw2v.protocol.constants import SESSION_STATES, SYNC_MODES
+
+    found = _compared_by_name(SYNC_MODES, "sync")
+    assert not found, "decide by protocol.SYNC[...]'s flags instead: " + "; ".join(found)
+    found = _compared_by_name(SESSION_STATES, "state")
+    assert not found, "compare with protocol.constants' RUNNING, FAILED, ... instead: " + "; ".join(found)
 
 
 @pytest.mark.cluster

@@ -54,6 +54,18 @@ def report(jobs, flush=-1, loss=0.0, turn=(0, 0)):
                             kernel_cpu=0.0, stall_seconds=0.0, bytes_up=0, bytes_down=0, turn=list(turn))
 
 
+def test_each_state_and_event_has_one_next_state():
+    from gensim_distw2v.protocol import constants
+
+    assert set(constants.SESSION_STATES) == {"uploading", "running", "failed", "closed"}
+    assert set(constants.LIVE_STATES) == set(constants.SESSION_STATES) - {constants.CLOSED}
+    moves = constants.SESSION_EVENTS
+    assert {state for state, _event in moves} == set(constants.LIVE_STATES)  # closed is the end
+    assert all(moves[state, "close"] == constants.CLOSED for state in constants.LIVE_STATES)
+    assert moves["uploading", "start"] == "running" and ("running", "start") not in moves
+    assert ("failed", "fail") not in moves and moves["running", "fail"] == "failed"
+
+
 def test_states_and_their_transitions():
     session = Session("s1", config(), [])
     with pytest.raises(ValueError, match="session s1 is uploading, expected running"):
@@ -242,8 +254,8 @@ def test_a_failed_session_keeps_its_first_cause_and_answers_every_call_with_it()
         assert err.value.code is errors.Code.SHARD_LOST
     session.expect("failed")  # what progress asks for: no error
     assert not session.workers_seen([], now=1e9)  # no second failure
-    with pytest.raises(ValueError, match="cannot go from failed to running"):
-        session._move("running")
+    with pytest.raises(ValueError, match="session s1 is failed: it cannot start"):
+        session._move("start")
     session.close()
     assert session.state == "closed" and session.failure.code == "shard_lost"
 

@@ -4,6 +4,7 @@ one thread each, as processes.
 ``bsp`` trains the same model twice (bit for bit) from the same seed, as gensim's ``workers=1`` does
 (gensim's own ``test_r_n_g`` is run on the cluster); ``asp`` never waits for a round; ``local``
 merges only at epoch ends. (Losing a worker under ``bsp``: ``test_failures.py``.)"""
+import dataclasses
 import time
 
 import gensim.models
@@ -176,6 +177,21 @@ def test_asp_never_waits_and_local_merges_only_at_epoch_ends(two_workers, lee_co
         assert np.isfinite(model.wv.vectors).all()
         assert model.wv.most_similar("government", topn=10)  # trained: a usable model
     two_workers.processes["worker-0"].wait_for(r"merging every \d+ words \(sync=local\)", timeout=5)
+
+
+@pytest.mark.unit
+def test_each_sync_mode_is_one_record_of_what_it_changes():
+    from gensim_distw2v import protocol
+    from gensim_distw2v.settings import Settings
+
+    assert protocol.SYNC_MODES == tuple(protocol.SYNC) == ("ssp", "bsp", "asp", "local")
+    flags = {name: (m.in_turn, m.bounded, m.within_epoch, m.overlapped) for name, m in protocol.SYNC.items()}
+    assert flags == {"ssp": (False, True, True, True), "bsp": (True, True, True, False),
+                     "asp": (False, False, True, True), "local": (False, False, False, False)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        protocol.SYNC["ssp"].bounded = False
+    for name in protocol.SYNC:  # every mode the table holds is a valid setting
+        assert Settings(sync=name).sync == name
 
 
 @pytest.mark.unit

@@ -34,7 +34,7 @@ def _training(sync_words, sync="ssp"):
     t = _Training.__new__(_Training)
     t.lock = threading.Condition()
     t.stop = threading.Event()
-    t.sync_words, t.sync, t.compute_loss = sync_words, sync, False
+    t.sync_words, t.sync, t.mode, t.compute_loss = sync_words, sync, protocol.SYNC[sync], False
     t.words_since_merge = t.claimed = 0
     t.stalled = 0.0
     t.trainer = _Kernel()

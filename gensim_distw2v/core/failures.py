@@ -7,6 +7,7 @@ causes of the same code are added to its message (a second shard lost, say).
 """
 from gensim_distw2v import protocol
 from gensim_distw2v.protocol.errors import Code
+from gensim_distw2v.protocol.constants import CLOSED, FAILED, RUNNING
 
 __all__ = ["DROPPED", "SessionFailures"]
 
@@ -31,13 +32,13 @@ class SessionFailures:
     def _fail(self, code, cause):
         """The session cannot go on: it fails with ``code`` (the first cause's code stays; later
         causes of that code are added to its message). True if this failed it."""
-        if self.state == "closed" or (self.failure is not None and self.failure.code != code.value):
+        if self.state == CLOSED or (self.failure is not None and self.failure.code != code.value):
             return False
         start, join, end = self._FAILURES[code]
         self._causes.append(cause)
         self.failure = protocol.Failure(code=code.value, message=start + join.join(self._causes) + end)
-        if self.state != "failed":
-            self._move("failed")
+        if self.state != FAILED:
+            self._move("fail")
             return True
         return False
 
@@ -55,7 +56,7 @@ class SessionFailures:
     def lose_shard(self, name, reason):
         """Event: a shard is gone. If it held rows of this session, the session fails
         (``shard_lost``); True if it was one of its shards."""
-        if self.state == "closed" or all(name != held for held, _uri in self.shards):
+        if self.state == CLOSED or all(name != held for held, _uri in self.shards):
             return False
         self._fail(Code.SHARD_LOST, f"{name} ({reason})")
         return True
@@ -77,7 +78,7 @@ class SessionFailures:
         heartbeat; ``workers_dropped`` if each quit because it had been dropped from the cluster), none
         has been registered for ``cluster_timeout`` seconds (``no_workers``), or every one reported it
         does not see the corpus file (``corpus_file``). Returns True if this failed it."""
-        if self.state != "running":
+        if self.state != RUNNING:
             return False
         able = [name for name in registered if name not in self.quit]
         if able:

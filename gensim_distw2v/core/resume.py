@@ -5,6 +5,7 @@ and the CRC-32 of their words.
 Mixed into :class:`gensim_distw2v.core.session.Session`.
 """
 from gensim_distw2v import protocol
+from gensim_distw2v.protocol.constants import UPLOADING
 
 __all__ = ["Resumable"]
 
@@ -52,7 +53,7 @@ class Resumable:
         """Start from a checkpoint's :class:`gensim_distw2v.protocol.Resumed` (before :meth:`start`):
         its counts and loss; the ranges it trained are not handed out again (the client skips the
         jobs it trained)."""
-        self.expect("uploading")
+        self.expect(UPLOADING)
         for key, counts in point.epochs.items():
             self.counts[int(key)] = protocol.EpochCounts(**counts.to_wire())
         self.loss = point.loss

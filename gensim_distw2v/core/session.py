@@ -49,6 +49,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.core.failures import SessionFailures
 from gensim_distw2v.core.jobs import next_alpha
 from gensim_distw2v.core.resume import Resumable
+from gensim_distw2v.protocol.constants import CLOSED, RUNNING, SESSION_EVENTS, UPLOADING
 
 __all__ = ["Session"]
 
@@ -61,10 +62,6 @@ def stream_bounds(spec):
     n = -(-spec.size // spec.range_bytes)
     streams = max(1, min(spec.streams, n))
     return [s * n // streams for s in range(streams + 1)]
-
-
-TRANSITIONS = {"uploading": ("running", "failed", "closed"), "running": ("failed", "closed"), "failed": ("closed",),
-               "closed": ()}
 
 
 class Session(SessionFailures, Resumable):
@@ -84,7 +81,7 @@ class Session(SessionFailures, Resumable):
 
     def __init__(self, session_id, config, shards):
         self.id, self.config, self.shards = session_id, config, shards
-        self.state = "uploading"
+        self.state = UPLOADING
         self.failure = None  # a failed session's protocol.Failure: its cause
         self._causes = []  # the failure's causes, as the message names them (one per shard lost, say)
         self.token = ""  # the session's secret, its workers' too (the dispatcher sets it): merges, downloads
@@ -131,7 +128,7 @@ class Session(SessionFailures, Resumable):
         self.skip = {}  # epoch -> indices of ranges trained before a resume (never handed out again)
         self.head, self.head_epoch = [], 0  # CRC-32 of the first jobs of an epoch (each gives the same jobs)
         # sync="bsp": the ranks jobs are dealt to, each rank's jobs, and the round each rank merges next
-        self.ordered = config.settings.sync == "bsp"
+        self.ordered = protocol.SYNC[config.settings.sync].in_turn
         self.dealt = {rank: collections.deque() for rank in range(config.workers)} if self.ordered else {}
         self.turns = {rank: (0, 0) for rank in self.dealt}
         self.started = set()  # bsp: ranks that asked for jobs, so hold their replica (may_merge waits for all)
@@ -151,14 +148,16 @@ class Session(SessionFailures, Resumable):
                 raise self.failure.fault()
             raise ValueError(f"session {self.id} is {self.state}, expected {' or '.join(states)}")
 
-    def _move(self, state):
-        if state not in TRANSITIONS[self.state]:
-            raise ValueError(f"session {self.id} cannot go from {self.state} to {state}")
+    def _move(self, event):
+        """Event ``event`` (``start``, ``fail``, ``close``) moves the session to the state SESSION_EVENTS names."""
+        state = SESSION_EVENTS.get((self.state, event))
+        if state is None:
+            raise ValueError(f"session {self.id} is {self.state}: it cannot {event}")
         self.state = state
 
     def receive(self, name, lo, chunk):
         """Rows ``[lo, lo + len(chunk))`` of static array ``name`` (in order, in chunks)."""
-        self.expect("uploading")
+        self.expect(UPLOADING)
         target = self.arrays.get(name)
         if target is None:
             raise ValueError(f"upload: session has no array {name!r}" + (
@@ -172,21 +171,21 @@ class Session(SessionFailures, Resumable):
 
     def start(self):
         """Every static array is uploaded: start handing out jobs."""
-        self.expect("uploading")
+        self.expect(UPLOADING)
         missing = [n for n, a in self.arrays.items() if self.received[n] != len(a)]
         if missing:
             raise ValueError(f"start: arrays not fully uploaded: {missing}")
-        self._move("running")
+        self._move("start")
 
     def close(self):
         """The session ends (closed by its client, aborted, or replaced)."""
-        if self.state != "closed":
-            self._move("closed")
+        if self.state != CLOSED:
+            self._move("close")
 
     # ------------------------------------------------------------------ workers
     def join(self, worker):
         """A worker joins (again: what it had not merged goes back to the queue first); its rank."""
-        self.expect("running")
+        self.expect(RUNNING)
         self.release(worker)
         self.ranks[worker] = rank = self.next_rank
         self.rank_names[rank] = worker
@@ -204,7 +203,7 @@ class Session(SessionFailures, Resumable):
         self.flushed.pop(worker, None)
         if was_member and self.ordered:
             self.end_order()
-        if self.state == "running":
+        if self.state == RUNNING:
             self.queue.extendleft(reversed(list(jobs.values())))
         return len(jobs)
 
@@ -238,7 +237,7 @@ class Session(SessionFailures, Resumable):
         ValueError
             A worker not in the session, or a round other than the one its rank merges next.
         """
-        self.expect("running")
+        self.expect(RUNNING)
         self._flight(worker)
         if not self.ordered:
             return True
@@ -261,7 +260,7 @@ class Session(SessionFailures, Resumable):
     def check_file(self, worker, problem):
         """A worker's verdict on the corpus file (None: it sees the client's); a worker that does
         not see it leaves the session."""
-        self.expect("running")
+        self.expect(RUNNING)
         if self.file is None:
             raise ValueError("file_check: this session does not train from a corpus file")
         self.file_checks[worker] = problem
@@ -273,7 +272,7 @@ class Session(SessionFailures, Resumable):
         """Queue checked jobs (:class:`gensim_distw2v.protocol.Job`). With checkpoints, the CRC-32 of
         each job's words (``crcs``, worked out by the caller outside its lock, or here) is kept
         until the job is trained; without, nothing is."""
-        self.expect("running")
+        self.expect(RUNNING)
         if self.file is not None:
             raise ValueError("put_jobs: this session trains from a corpus file; open its epochs with open_file_epoch")
         late = [job.epoch for job in jobs if job.epoch >= self.config.epochs]
@@ -298,13 +297,13 @@ class Session(SessionFailures, Resumable):
 
     def end_epoch(self, epoch):
         """The client has put every job of ``epoch``: workers flush once they run out of jobs."""
-        self.expect("running")
+        self.expect(RUNNING)
         self.closed_epoch = max(self.closed_epoch, epoch)
 
     def open_file_epoch(self, epoch):
         """Train ``epoch`` over the corpus file: its byte ranges are cut as workers ask. Returns
         the number of ranges."""
-        self.expect("running")
+        self.expect(RUNNING)
         if self.file is None:
             raise ValueError("open_file_epoch: this session trains on jobs the client puts, not a corpus file")
         if epoch >= self.config.epochs or epoch in self.cursor or epoch <= self.closed_epoch:
@@ -391,7 +390,7 @@ class Session(SessionFailures, Resumable):
             as plain data), and the epoch the client closed when nothing is left to hand out
             (time to flush), else None.
         """
-        self.expect("running")
+        self.expect(RUNNING)
         flight = self._flight(worker)
         if self.file is not None and worker not in self.file_checks:
             raise ValueError(f"worker {worker} has not checked the corpus file of session {self.id}: call file_check")
@@ -415,7 +414,7 @@ class Session(SessionFailures, Resumable):
     def round_done(self, worker, report):
         """A worker's merge round (:class:`gensim_distw2v.protocol.RoundReport`) is in every shard:
         its jobs count as trained. Returns the raw words they carried."""
-        self.expect("running")
+        self.expect(RUNNING)
         flight = self._flight(worker)
         self.merges += report.rounds
         if report.flush >= 0:

@@ -13,6 +13,7 @@ import uuid
 from gensim_distw2v import protocol
 from gensim_distw2v.io.store import CheckpointError, CheckpointStore, identity_differences
 from gensim_distw2v.protocol import errors
+from gensim_distw2v.protocol.constants import RUNNING
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class Checkpointing:
             logger.error("session %s: %s; training goes on, the last complete checkpoint is %i",
                          session.id, checkpoints.state.error, checkpoints.state.committed)
             self.cluster.cond.notify_all()
-        if session.state == "running" and checkpoints.due(now, session.trained_mark()):
+        if session.state == RUNNING and checkpoints.due(now, session.trained_mark()):
             self.begin(session, now)
 
     def ask(self, sid, token=None):
@@ -167,7 +168,7 @@ class Checkpointing:
                 checkpoints.committed(sequence, nbytes, now)
                 logger.info("checkpoint %i of session %s committed in %.2f s (%.1f MB)", sequence, sid,
                             checkpoints.last_seconds, checkpoints.last_bytes / 1e6)
-                if cluster.session is session and session.state == "running" \
+                if cluster.session is session and session.state == RUNNING \
                         and checkpoints.due(now, session.trained_mark()) and checkpoints.wanted is not None:
                     self.begin(session, now)
             cluster.cond.notify_all()

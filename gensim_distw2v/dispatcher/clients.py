@@ -19,6 +19,7 @@ from gensim_distw2v.dispatcher.state import MAX_QUEUE_BYTES
 from gensim_distw2v.io.store import CheckpointStore
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.versions import check_versions, versions
+from gensim_distw2v.protocol.constants import FAILED, LIVE_STATES, RUNNING, UPLOADING
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class ClientCalls:
     def __init__(self, cluster, checkpointing):
         self.cluster, self.checkpointing = cluster, checkpointing
 
-    def _touch(self, sid, token, what, states=("running",)):
+    def _touch(self, sid, token, what, states=(RUNNING,)):
         """The session ``sid``, in ``states``, as word from its client, given its owner's secret
         ``token`` (the lock held)."""
         session = self.cluster.session_of(sid, states)
@@ -70,7 +71,7 @@ class ClientCalls:
         the session may be replaced)."""
         cluster = self.cluster
         current = cluster.session
-        if current is None or current.state not in ("uploading", "running", "failed"):
+        if current is None or current.state not in LIVE_STATES:
             return False
         same_run = spec is not None and spec.resume and current.config.checkpoint is not None \
             and current.config.checkpoint.dir == spec.dir
@@ -165,7 +166,7 @@ class ClientCalls:
     def upload(self, request):
         """Rows ``[lo, lo + len)`` of a static array (in order, in chunks), with the session's token."""
         with self.cluster.cond:
-            session = self.cluster.session_of(request.session, ("uploading",))
+            session = self.cluster.session_of(request.session, (UPLOADING,))
             protocol.check_token(request.token, session.owner, "upload", owner=True)
             session.client_seen = time.monotonic()
             target = session.arrays.get(request.name)
@@ -186,7 +187,7 @@ class ClientCalls:
 
         cluster = self.cluster
         with cluster.cond:
-            session = cluster.session_of(request.session, ("uploading",))
+            session = cluster.session_of(request.session, (UPLOADING,))
             protocol.check_token(request.token, session.owner, "start", owner=True)
             arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
             if not session.config.params.sample:
@@ -258,14 +259,14 @@ class ClientCalls:
         cluster = self.cluster
         deadline = time.monotonic() + request.wait
         with cluster.cond:
-            session = cluster.session_of(request.session, ("running", "failed"))
-            while request.wait and session.state == "running" and request.epoch in session.counts \
+            session = cluster.session_of(request.session, (RUNNING, FAILED))
+            while request.wait and session.state == RUNNING and request.epoch in session.counts \
                     and not session.epoch_done(request.epoch):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 cluster.cond.wait(left)  # (round reports, flushes and failures wake it)
-                session = cluster.session_of(request.session, ("running", "failed"))
+                session = cluster.session_of(request.session, (RUNNING, FAILED))
             now = time.monotonic()
             if request.token is not None:
                 protocol.check_token(request.token, session.owner, "progress", owner=True)
@@ -289,7 +290,7 @@ class ClientCalls:
         """Rows ``[lo, hi)`` of a session's static array, as an array message (the weights are on the shards)."""
         name, lo, hi = request.name, request.lo, request.hi
         with self.cluster.cond:
-            session = self.cluster.session_of(request.session, ("uploading", "running"))
+            session = self.cluster.session_of(request.session, (UPLOADING, RUNNING))
             array = session.arrays.get(name)
             if array is None:
                 raise errors.BadRequest(f"download: session has no array {name!r}" + (

@@ -5,6 +5,8 @@ import logging
 import threading
 import time
 
+from gensim_distw2v.protocol.constants import LIVE_STATES, RUNNING
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["Monitor"]
@@ -70,16 +72,16 @@ class Monitor:
             self.shards.expire(now)
             self.counts.expire(now)
             session = cluster.session
-            if session is None or session.state not in ("uploading", "running", "failed"):
+            if session is None or session.state not in LIVE_STATES:
                 return
             if now - session.client_seen > cluster.limits.client_timeout:
                 logger.warning("session %s aborted: no word from its client for %.0f s", session.id,
                                now - session.client_seen)
                 cluster.end_session()
-            elif session.state == "running":
+            elif session.state == RUNNING:
                 self._sample_history(session, now)
                 cluster.workers_changed(now)  # may fail it: no worker left
-                if session.state != "running":
+                if session.state != RUNNING:
                     return
                 self._check_order(session, now)
                 self.workers.check_deadlines(session, now)

@@ -4,6 +4,7 @@ import time
 
 from gensim_distw2v.io import transport
 from gensim_distw2v.versions import versions
+from gensim_distw2v.protocol.constants import RUNNING
 
 __all__ = ["nodes", "overview"]
 
@@ -43,7 +44,7 @@ def _session_overview(cluster, session, now):
     total = config.total_words * config.epochs
     elapsed = 0.0 if session.started_at is None else now - session.started_at
     progress = min(1.0, raw / total) if total else None
-    eta = elapsed * (1 - progress) / progress if progress and session.state == "running" else None
+    eta = elapsed * (1 - progress) / progress if progress and session.state == RUNNING else None
     points = cluster.history.points if cluster.history is not None else []
     return {"id": session.id, "state": session.state, "workers": len(session.ranks),
             "shards": len(session.shards), "epochs": config.epochs,

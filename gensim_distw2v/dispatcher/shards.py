@@ -6,6 +6,7 @@ import time
 from gensim_distw2v import protocol
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.dispatcher.membership import SHARD_ROLE, Membership
+from gensim_distw2v.protocol.constants import RUNNING
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ class ShardCalls(Membership):
         session, lease = self.cluster.session, self.cluster.count
         order = None
         index = -1 if session is None else self.cluster.shard_index(session, name)
-        if index >= 0 and session.checkpoints is not None and session.state == "running":
+        if index >= 0 and session.checkpoints is not None and session.state == RUNNING:
             order = session.checkpoints.order(index)
         leased = lease.count if lease else None
         if (session.id if session else None) == request.known and leased == request.count and not final \

@@ -15,6 +15,7 @@ from gensim_distw2v.core import book
 from gensim_distw2v.io import meter
 from gensim_distw2v.io.meter import model_bytes_limit
 from gensim_distw2v.protocol import errors
+from gensim_distw2v.protocol.constants import RUNNING
 
 __all__ = ["Cluster", "Limits", "Member", "MAX_MEMBERS", "MAX_QUEUE_BYTES", "JOB_DEADLINE_ROUNDS"]
 
@@ -106,7 +107,7 @@ class Cluster:
         self.key = None  # the key checkpoint manifests are signed with (the cluster's), if any
 
     # ------------------------------------------------------------------ look-ups (the lock held)
-    def session_of(self, sid, states=("running",)):
+    def session_of(self, sid, states=(RUNNING,)):
         """The session ``sid`` if it is the current one and in one of ``states``.
 
         Raises

@@ -7,6 +7,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.io import meter
 from gensim_distw2v.dispatcher.membership import WORKER_ROLE, Membership
 from gensim_distw2v.dispatcher.state import JOB_DEADLINE_ROUNDS
+from gensim_distw2v.protocol.constants import RUNNING
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ class WorkerCalls(Membership):
         """The session the worker should be in, and the vocabulary count it may count for
         (:mod:`~gensim_distw2v.dispatcher.counts`), once either differs from what it knows."""
         session, lease = self.cluster.session, self.cluster.count
-        current = session.id if session is not None and session.state == "running" else None
+        current = session.id if session is not None and session.state == RUNNING else None
         leased = lease.count if lease is not None else None
         if current != request.known or leased != request.count or final:
             count = {} if lease is None else {"count": lease.count, "count_corpus": lease.corpus,
@@ -55,7 +56,7 @@ class WorkerCalls(Membership):
         """Drop a worker that holds jobs without merging them for longer than the deadline: the
         larger of ``job_deadline`` and :data:`JOB_DEADLINE_ROUNDS` typical rounds (with
         ``sync='local'``, whose rounds are epochs, none until a round has been seen; the lock held)."""
-        if session.round_gap is None and session.config.settings.sync == "local":
+        if session.round_gap is None and not protocol.SYNC[session.config.settings.sync].within_epoch:
             return
         limit = max(self.cluster.limits.job_deadline, JOB_DEADLINE_ROUNDS * (session.round_gap or 0.0))
         for name, jobs in list(session.in_flight.items()):

@@ -8,6 +8,7 @@ from gensim_distw2v.protocol.errors import Code, fault
 from gensim_distw2v.protocol.jobs import EpochCounts
 from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative, _record_map
+from gensim_distw2v.protocol.constants import FAILED
 
 
 _CODES = frozenset(code.value for code in Code)
@@ -102,7 +103,7 @@ class Progress(Record):
     nodes: typing.Optional[dict] = None  # name -> NodeMetrics: the session's workers, shards and the dispatcher
 
     def check(self):
-        if (self.state == "failed") != (self.failure is not None):
+        if (self.state == FAILED) != (self.failure is not None):
             raise ValueError("progress reply: a failed session has its failure, and only a failed one")
         self.epochs = _record_map(self.epochs, EpochCounts)
         self.workers = _record_map(self.workers, WorkerCounts)

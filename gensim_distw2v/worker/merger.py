@@ -66,9 +66,9 @@ class MergeRounds:
                     flush = idle and self.drained is not None and (
                         self.drained > self.flushed or (bool(self.done) and self.done_epoch <= self.drained))
                     interval = self.words_since_merge >= self.sync_words
-                    if self.sync == "bsp" and interval:
+                    if self.mode.in_turn and interval:
                         flush = False
-                    spare = idle and self.done and self.sync in ("ssp", "asp")
+                    spare = idle and self.done and self.mode.overlapped
                     if flush or interval or spare:
                         step = "flush" if flush else "round"
                     elif self.flight is not None:
@@ -120,7 +120,7 @@ class MergeRounds:
         cuts no job, and reproduces gensim, however its jobs are delayed).
         """
         turn = list(self.turn)
-        if self.sync == "bsp":
+        if self.mode.in_turn:
             while not proxy.call("begin_round", name=self.worker.name, secret=self.worker.secret, session=self.sid, turn=turn, wait=0.5):
                 self.worker.check_alive(self)
         began, cpu, compiled = time.perf_counter(), time.thread_time(), compiled_cpu()
@@ -132,7 +132,7 @@ class MergeRounds:
             steer = restart_clock and flush_epoch is None  # (an interval's round: its lag steers the interval)
             # bsp: trainers go on once the round is taken in (below); a round made for want of jobs
             # leaves the interval's count as it is
-            if self.sync != "bsp" and (restart_clock or flush_epoch is not None):
+            if not self.mode.in_turn and (restart_clock or flush_epoch is not None):
                 self._restart_interval()
             self.lock.notify_all()  # trainers waiting for this round may go on
         # every cold_every-th round and every flush merges every row; the others only the hot rows
@@ -156,14 +156,14 @@ class MergeRounds:
         # a part's rows are taken while the part before is on its way (wire, fold, reply): its rows are
         # others, so the order of the two does not matter; one part in flight on each shard's link
         flight, overlapped = None, 0
-        if flush_epoch is not None or self.sync == "bsp":  # (exact: nothing of the round before may be on its way)
+        if flush_epoch is not None or self.mode.in_turn:  # (exact: nothing of the round before may be on its way)
             landed = self._land()
             pool_cpu += landed[0]
             if landed[3] is not None:
                 self._report(proxy, landed[3])
         # the round before may still be in flight (rounds_in_flight=2): taken in once this round's first
         # piece is taken, that piece's rows added back to its values (Replica.take_in's sent_since)
-        keep = flush_epoch is None and self.sync != "bsp" and self.rounds_in_flight > 1
+        keep = flush_epoch is None and self.mode.overlapped and self.rounds_in_flight > 1
         landed = None
         failed = True
         try:
@@ -192,7 +192,7 @@ class MergeRounds:
                 flight[1].abandon()  # (if an error came between its start and its replies)
         with self.lock:
             stalled = self.stalled
-            if self.sync == "bsp":
+            if self.mode.in_turn:
                 self._restart_interval()
                 self.lock.notify_all()
             lag = self._words_trained() - taken_at
@@ -218,7 +218,7 @@ class MergeRounds:
             return
         # an epoch's flush, and every bsp round (its turns are the dispatcher's), go at once; routine rounds
         # in batches
-        self._report(proxy, report, now=flush_epoch is not None or self.sync == "bsp")
+        self._report(proxy, report, now=flush_epoch is not None or self.mode.in_turn)
 
     def _land(self, sent_since=None):
         """Take in the replies of the round still in flight, if any (``sent_since``: the rows taken since

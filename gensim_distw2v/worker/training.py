@@ -88,8 +88,8 @@ class _Training(MergeRounds):
         self.params, settings = config.params, config.settings
         self.sync_words, self.compute_loss = settings.sync_words, config.compute_loss
         # sync="local": no rounds within an epoch (jobs are not cut either); "bsp": rounds in turn
-        self.sync, self.turn = settings.sync, [0, 0]
-        if self.sync == "local":
+        self.sync, self.mode, self.turn = settings.sync, protocol.SYNC[settings.sync], [0, 0]
+        if not self.mode.within_epoch:
             self.sync_words = LOCAL_INTERVAL
         self.hold_back, self.part_bytes, self.round_pieces = settings.hold_back, settings.part_bytes, settings.round_pieces
         self.rounds_in_flight = settings.rounds_in_flight
@@ -97,7 +97,7 @@ class _Training(MergeRounds):
         # from eight workers on (fewer workers' intervals were chosen through the cluster, their lag included:
         # docs/schedule.rst, "The lag"), not under bsp (no lag) nor local (no rounds)
         self.sync_target, self.lag_limit = self.sync_words, settings.lag_limit
-        if config.workers < FEW_WORKERS or self.sync in ("bsp", "local"):
+        if config.workers < FEW_WORKERS or not self.mode.overlapped:
             self.lag_limit = None
         self.bulk_bytes = max(1024, self.part_bytes // BULK_PART_DIVISOR)
         self.hot_rows, self.cold_every, self.rounds = config.hot_rows, settings.cold_every, 0
@@ -115,7 +115,7 @@ class _Training(MergeRounds):
         # syn0's rows taken where the trainers name them (their jobs' rows; not bsp): core/merge.py, Replica
         self.replica = Replica({n: arrays.pop(n) for n in protocol.WEIGHTS if n in arrays},
                                threads=self.worker.merge_threads,
-                               listed={"syn0": max(0, self.hot_rows)} if self.sync != "bsp" else None)
+                               listed={"syn0": max(0, self.hot_rows)} if not self.mode.in_turn else None)
         if not self.params.sample:
             arrays.pop("sample_int", None)
         if self.file is not None:
@@ -130,7 +130,7 @@ class _Training(MergeRounds):
         # trainers and wanted while they train (from the fetch on: +2.4-3.6 analogy points but -0.03 to -0.05
         # on the truth list at K=8; while it trains: +6.4 and +0.005; docs/schedule.rst, "Skip-gram at half
         # the share")
-        self.want = np.zeros(vocab, dtype=np.int32) if self.sync != "bsp" else None
+        self.want = np.zeros(vocab, dtype=np.int32) if not self.mode.in_turn else None
         self.want_held = wants_held_rows(self.file, self.params)
         self.trainer = JobTrainer(**self.params.kernel(), **self.replica.replica, **arrays)
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
@@ -143,7 +143,7 @@ class _Training(MergeRounds):
         logger.info("joined session %s as rank %i: %i x %i model fetched from %i shards in %.1f s; training with "
                     "%i threads, merging every %i words (sync=%s)", self.sid, self.rank, vocab, size, len(self.shards),
                     time.monotonic() - start, self.worker.threads, settings.sync_words, self.sync)
-        if self.sync == "bsp" and self.worker.threads > 1:
+        if self.mode.in_turn and self.worker.threads > 1:
             logger.warning("sync='bsp' with %i trainer threads: rounds are taken in turn, but threads share the "
                            "replica as they run, so two runs differ; start workers with --threads 1 for "
                            "bit-identical runs", self.worker.threads)
@@ -276,7 +276,7 @@ class _Training(MergeRounds):
         ``local`` never wait). True when training may go on; False after waiting a while (the
         caller checks ``stop`` and calls again)."""
         with self.lock:
-            if self._room() > 0 or self.sync in ("asp", "local"):
+            if self._room() > 0 or not self.mode.bounded:
                 return True
             waited = time.perf_counter()
             self.lock.wait(0.05)
@@ -306,7 +306,7 @@ class _Training(MergeRounds):
         """
         total, n_sent = len(indices), len(offsets) - 1
         effective, loss, counted, a = 0, 0.0, 0, 0
-        slack, on_claim = self.sync_words // 10, self.sync != "bsp"
+        slack, on_claim = self.sync_words // 10, not self.mode.in_turn
         while True:
             while not self._wait_for_round():
                 if self.stop.is_set():  # the session ends: the rest of the job is not trained here
