@@ -1,8 +1,12 @@
 """Call tables: requests checked on arrival, replies checked on return, faults carried as plain data
 (code, class and message), the dispatcher driven in-process through its table, and the design
 document's call tables as the tables are."""
+import copy
 import dataclasses
+import importlib
+import inspect
 import os
+import pkgutil
 import threading
 import typing
 
@@ -11,6 +15,7 @@ import numpy as np
 import pytest
 import Pyro4.util
 
+import gensim_distw2v
 from gensim_distw2v import protocol
 from gensim_distw2v.dispatcher import Dispatcher
 from gensim_distw2v.io import endpoints, transport
@@ -92,6 +97,49 @@ def test_every_fault_travels_as_plain_msgpack_data_and_comes_back_as_itself(code
     back = serializer.deserializeData(data)
     assert type(back) is type(sent) and back.code is code and str(back) == str(sent)
     assert isinstance(back, ValueError)  # what a remote refusal has always been here
+
+
+# signals that never leave their module's loop (a worker's session ending, a channel's connection failing
+# under a merge that then goes by Pyro4): not errors a user or a caller outside the module meets
+INTERNAL_SIGNALS = {"gensim_distw2v.worker.merger.SessionLost", "gensim_distw2v.io.channel.LinkBroken",
+                    "gensim_distw2v.io.channel.LinkClosed"}
+
+
+@pytest.mark.unit
+def test_every_public_error_of_the_package_is_one_hierarchy_with_a_code():
+    found, outside = set(), []
+    for info in pkgutil.walk_packages(gensim_distw2v.__path__, "gensim_distw2v."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or not issubclass(cls, BaseException) or name.startswith("_"):
+                continue
+            found.add(f"{cls.__module__}.{name}")
+            if not issubclass(cls, errors.Error) and f"{cls.__module__}.{name}" not in INTERNAL_SIGNALS:
+                outside.append(f"{cls.__module__}.{name}")
+    assert not outside, f"derive these from protocol.errors.Error (or list them as internal signals): {outside}"
+    assert INTERNAL_SIGNALS <= found  # (the list names what exists)
+    assert issubclass(errors.ClusterFault, ValueError) and issubclass(errors.ClusterError, RuntimeError)
+    assert errors.ClusterError("no name server").code is None
+    assert errors.ClusterError("failed", "poisoned").code is errors.Code.POISONED
+    assert errors.ShardLostError("lost").code is errors.Code.SHARD_LOST
+    again = copy.deepcopy(errors.ClusterError("failed", "poisoned"))
+    assert again.code is errors.Code.POISONED and str(again) == "failed"
+    assert errors.ShardLost("refused").code is errors.Code.SHARD_LOST and isinstance(errors.ShardLost(""), errors.Error)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("code", ["shard_lost", "poisoned", "no_workers", "workers_dropped", "corpus_file",
+                                  "session_closed"])
+def test_the_error_train_raises_for_a_failed_session_keeps_its_code(code):
+    from gensim_distw2v.client.training import DistributedTraining
+
+    client = DistributedTraining.__new__(DistributedTraining)
+    client.ns_conf, client.settings = {}, Settings()
+    err = client._failure(errors.Code(code), f"the session failed ({code})")
+    assert isinstance(err, errors.Error) and err.code is errors.Code(code), (type(err), err.code)
+    assert f"the session failed ({code})" in str(err)
 
 
 @pytest.mark.unit

@@ -3,20 +3,13 @@ import logging
 import time
 
 from gensim_distw2v.io import endpoints, links, transport
-from gensim_distw2v.protocol import errors, tables
+from gensim_distw2v.protocol import tables
+from gensim_distw2v.protocol.errors import ShardLostError  # (re-exported: what train() raises for a lost shard)
 from gensim_distw2v.core.layout import ShardLayout
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["find_dispatcher", "wait_for_workers", "ShardLinks", "ShardLostError"]
-
-
-class ShardLostError(transport.ClusterError):
-    """A parameter shard of the session is lost (it does not answer, or the dispatcher lost it): the
-    session cannot go on (``code``: :attr:`gensim_distw2v.protocol.errors.Code.SHARD_LOST`; with
-    checkpoints, ``train()`` resumes from the last one)."""
-
-    code = errors.Code.SHARD_LOST
 
 
 def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):

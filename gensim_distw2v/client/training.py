@@ -203,9 +203,9 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             failure = self._failure(err.code, str(err))
             if failure is err:
                 raise
-            if getattr(failure, "code", None) is errors.Code.SHARD_LOST:
+            if failure.code is errors.Code.SHARD_LOST:
                 raise _Lost("lost a parameter shard", failure) from None
-            if getattr(failure, "code", None) is errors.Code.WORKERS_DROPPED:
+            if failure.code is errors.Code.WORKERS_DROPPED:
                 raise _Lost(WORKERS_DROPPED_LOSS, failure) from None
             raise failure from None
         except transport.CommunicationError as err:
@@ -219,7 +219,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 + ("" if self.settings.checkpoint_dir is None else
                    f" with resume_from={self.settings.checkpoint_dir!r} to go on from its last checkpoint"))) from None
         except transport.ClusterError as err:
-            if getattr(err, "code", None) is not errors.Code.SHARD_LOST:
+            if err.code is not errors.Code.SHARD_LOST:
                 raise
             raise _Lost("lost a parameter shard", err) from None
         finally:
@@ -362,7 +362,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             self._failed_reported = state.failed
         if progress.failure is not None:  # the session failed: its cause, as the error its code calls for
             failure = self._failure(errors.Code(progress.failure.code), progress.failure.message)
-            if getattr(failure, "code", None) is errors.Code.WORKERS_DROPPED:  # (some errors carry no code)
+            if failure.code is errors.Code.WORKERS_DROPPED:
                 raise _Lost(WORKERS_DROPPED_LOSS, failure)
             raise failure
 
@@ -380,9 +380,10 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         if code is errors.Code.POISONED:
             return transport.ClusterError(
                 f"{message}. The model keeps the weights it had before this call (or at the last epoch end, with "
-                f"callbacks). Find out what runs under that worker's name (its log, its host) before training again")
+                f"callbacks). Find out what runs under that worker's name (its log, its host) before training again",
+                code)
         if code is errors.Code.NO_WORKERS:
-            return RuntimeError(message)
+            return transport.ClusterError(message, code)
         if code is errors.Code.WORKERS_DROPPED:
             return errors.WorkersDropped(
                 f"{message}. The workers rejoin the cluster by themselves; {keeps}: call train() again"

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import typing
 
+from gensim_distw2v.protocol import errors
 from gensim_distw2v.protocol.records import Record
 
 __all__ = ["BEAT_SECONDS", "Event", "KINDS", "LaunchError", "SILENT_SECONDS"]
@@ -16,7 +17,7 @@ BEAT_SECONDS = 5.0
 SILENT_SECONDS = 30.0
 
 
-class LaunchError(RuntimeError):
+class LaunchError(errors.Error, RuntimeError):
     """A cluster could not be started, or lost a host: the message names the host and the fix."""
 
 

@@ -8,6 +8,12 @@ the text of a message: messages stay free to say what is wrong and how to fix it
 Every fault is a :class:`ValueError` (what a remote refusal has always been here), so code that
 catches ``ValueError`` around a remote call keeps working.
 
+One hierarchy: every error the package raises on purpose is an :class:`Error` with a ``code`` (a
+:class:`Code`, or None where none applies: no name server, a launcher's lost host). A refusal from a
+server is a :class:`ClusterFault` (and a :class:`ValueError`); what ends a call on the user's side (the
+cluster not there, a run that failed) is a :class:`ClusterError` (and a :class:`RuntimeError`), which
+keeps the code of the session's failure (:class:`ShardLostError`: ``shard_lost``).
+
 Codes
 -----
 ``bad_request``
@@ -52,17 +58,40 @@ Codes
 """
 import enum
 
-__all__ = ["Code", "ClusterFault", "BadRequest", "Forbidden", "VersionMismatch", "UnknownMember", "NotInSession",
+__all__ = ["Error", "Code", "ClusterFault", "BadRequest", "Forbidden", "VersionMismatch", "UnknownMember", "NotInSession",
            "MemberConflict", "Full", "SessionClosed", "NoShard", "ShardLost", "NoWorkers", "WorkersDropped", "Poisoned",
            "NoCheckpoint", "OtherRun", "CheckpointUnreadable", "RestoreFailed", "CorpusFileMismatch", "Busy",
            "Internal",
-           "ClusterError", "FAULT_CLASS", "dict_to_fault", "fault", "fault_to_dict", "to_wire", "from_wire"]
+           "ClusterError", "ShardLostError", "FAULT_CLASS", "dict_to_fault", "fault", "fault_to_dict", "to_wire", "from_wire"]
 
 MAX_MESSAGE = 4000  # characters of a fault's message that travel
 
 
-class ClusterError(RuntimeError):
-    """The cluster is not there, not reachable, or refused us: the message says which and what to do."""
+class Error(Exception):
+    """Every error the package raises on purpose; ``code`` (a :class:`Code`, or None) is what code decides on."""
+
+    code = None
+
+
+class ClusterError(Error, RuntimeError):
+    """The cluster is not there, not reachable, or refused us, or a run failed: the message says which and
+    what to do; ``code`` the session's failure's (:class:`Code`), None when there was no session to fail.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and how to fix it, in words.
+    code : Code or str, optional
+        The failure's code.
+    """
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        if code is not None:
+            self.code = Code(code)
+
+    def __reduce__(self):  # copy/deepcopy keep the code
+        return type(self), (str(self), self.code)
 
 
 class Code(str, enum.Enum):
@@ -90,7 +119,14 @@ class Code(str, enum.Enum):
     INTERNAL = "internal"
 
 
-class ClusterFault(ValueError):
+class ShardLostError(ClusterError):
+    """A parameter shard of the session is lost (it does not answer, or the dispatcher lost it): the
+    session cannot go on (with checkpoints, ``train()`` resumes from the last one)."""
+
+    code = Code.SHARD_LOST
+
+
+class ClusterFault(Error, ValueError):
     """A refusal or failure with a :class:`Code`; subclasses fix the code.
 
     Parameters
