@@ -74,6 +74,9 @@ def parse_args(argv=None):
     parser.add_argument("--output-hot-rows", type=int, default=None, metavar="ROWS",
                         help="syn1neg's hot rows (default: the cluster's, schedule.output_hot_rows; 0: the words' hot "
                              "rows, as before 2026-12-01)")
+    parser.add_argument("--output-hot-sightings", type=float, default=None, metavar="S",
+                        help="CBOW: syn1neg rows touched at least S times a damp clock are hot (default: the "
+                             "cluster's, schedule.HOT_SIGHTINGS; with --output-hot-rows unset)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge rare rows, every n-th sends syn1neg's rare rows up (default: "
                              "the cluster's, schedule.default_cold_output_every; runs before 2026-12-01 sent them in "
@@ -187,7 +190,7 @@ class Simulation:
     """K workers and one server over every row, on the cluster's merge code."""
 
     def __init__(self, model, k, settings, damp_words=None, all_rows_down=False, damp_output=None, hot=None,
-                 value_codec=None, all_tree_rows=False, out_hot=None, cold_output_every=None):
+                 value_codec=None, all_tree_rows=False, out_hot=None, cold_output_every=None, out_sightings=None):
         from gensim_distw2v import protocol
         from gensim_distw2v._inner import JobTrainer
         from gensim_distw2v.core.kernel import model_arrays, node_counts, reverse_tree
@@ -211,7 +214,8 @@ class Simulation:
         self.hot = hot if hot is not None else hot_rows(counts, self.sync_words)
         if out_hot is None:  # the cluster's (schedule.output_hot_rows; hot is given only by --hot-rows)
             out_hot = self.hot if hot is not None else output_hot_rows(
-                counts, self.sync_words, model.negative, getattr(model, "cum_table", None), bool(model.sg))
+                counts, self.sync_words, model.negative, getattr(model, "cum_table", None), bool(model.sg),
+                **({} if out_sightings is None else {"sightings": out_sightings}))
         self.out_hot = max(self.hot, min(self.n_rows, out_hot))
         self.cold_output_every = cold_output_every or default_cold_output_every(bool(model.sg))
         self.cold_output_down = settings.cold_output_down or default_cold_output_down(bool(model.sg))
@@ -375,13 +379,14 @@ def main(argv=None):
     for k in (int(x) for x in args.workers.split(",")):
         model = copy.deepcopy(template)
         sim = Simulation(model, k, settings, args.damp_words, args.all_rows_down, args.damp_output, args.hot_rows,
-                         args.value_codec, args.all_tree_rows, args.output_hot_rows, args.cold_output_every)
+                         args.value_codec, args.all_tree_rows, args.output_hot_rows, args.cold_output_every,
+                         args.output_hot_sightings)
         sim.local = args.local
         sim.every_round = tuple(name for name in args.every_round.split(",") if name)
         started = time.perf_counter()
         sim.train(sentences, model, args.epochs)
         run = dict(K=k, sync_words=sim.sync_words, corpus_words=template.corpus_total_words, hot_rows=sim.hot,
-                   tree_hot_rows=sim.tree_hot,
+                   output_hot_rows=sim.out_hot, tree_hot_rows=sim.tree_hot,
                    damp_rows=sim.server.damp_rows,
                    seconds=time.perf_counter() - started, **evaluate(model.wv),
                    bytes_up_per_word=sim.bytes_up / words, bytes_down_per_word=sim.bytes_down / words,

@@ -5,8 +5,8 @@ An unkeyed hash lets anyone who can put text into a corpus choose words that col
 low 32 bits from one state collide after any common suffix, and ``k`` such pairs chained give ``2^k``
 distinct words with the same low 32 bits: one probe chain in any table of up to 2^32 slots, inserts and
 lookups quadratic in the words. :func:`colliding_words` builds them (a birthday search per block, numpy).
-The tables now keep FNV-1a until an insert looks along more than 100 slots, then rebuild themselves on
-SipHash-1-3 under a per-process key (``cython/tokens.pxi``, ``cython/siphash.h``), against which these
+The tables now keep FNV-1a until an insert looks along more than 100 slots, or the slots looked at
+average more than 8 a word, then rebuild themselves on SipHash-1-3 under a per-process key (``cython/tokens.pxi``, ``cython/siphash.h``), against which these
 are ordinary words.
 
 Measured here, in one process, medians of ``--repeats``: counting (``WordCounts.count_lines``) and
@@ -16,6 +16,13 @@ tables, to show the keyed hash costs real text nothing. With ``--cluster``, the 
 ``build_vocab`` of a file of the colliding words against gensim's, side by side::
 
     python benchmarks/hashflood.py --bits 16 --repeats 3 --corpus /tmp/devmix.txt --cluster --json
+
+``--groups G`` floods with many short chains instead (G families of ``2^bits`` words, each family
+its own chain), among ``--plain`` random words and repeated ``--repeat-words`` times: few enough
+families that no chain grows to 100 slots, so that only the mean-probe check rebuilds the table,
+and every token of them pays its chain on lookup::
+
+    python benchmarks/hashflood.py --bits 5 --groups 32 --plain 4000 --repeat-words 200 --repeats 3 --json
 """
 import argparse
 import json
@@ -83,6 +90,26 @@ def colliding_words(bits, length=5, seed=1):
     return words
 
 
+def colliding_groups(bits, groups, length=5, seed=1):
+    """``groups`` families of ``2^bits`` colliding words, each family with its own three-letter suffix.
+
+    A family shares its low 32 bits of FNV-1a (its suffix keeps them shared); the families differ from
+    one another. With ``2^bits`` below the tables' longest chain, no insert looks along that many
+    slots, but every token of them along many: the attack a table that checks only its longest chain
+    misses.
+
+    Returns
+    -------
+    list of bytes
+    """
+    family = colliding_words(bits, length, seed)
+    rng = np.random.default_rng(seed + 3)
+    suffixes = set()
+    while len(suffixes) < groups:
+        suffixes.update(bytes(r) for r in ALPHABET[rng.integers(0, len(ALPHABET), size=(groups, 3))])
+    return [w + suffix for suffix in sorted(suffixes)[:groups] for w in family]
+
+
 def random_words(n, length, seed=2):
     """``n`` distinct random words of ``length`` letters."""
     rng = np.random.default_rng(seed)
@@ -101,27 +128,29 @@ def _median_seconds(run, repeats):
     return statistics.median(times)
 
 
-def table_costs(words, repeats):
-    """Seconds (medians) to count ``words`` (one line each) and to build a VocabTable of them and encode them."""
+def table_costs(words, repeats, repeat_words=1):
+    """Seconds (medians) to count ``words`` (one line each, the list ``repeat_words`` times over) and to build a
+    VocabTable of them and encode them."""
     from gensim_distw2v._counts import WordCounts
     from gensim_distw2v._lines import VocabTable, encode_lines
 
-    text = b"\n".join(words) + b"\n"
+    text = (b"\n".join(words) + b"\n") * repeat_words
     data = np.frombuffer(b"".join(words), dtype=np.uint8)
     offsets = np.zeros(len(words) + 1, dtype=np.int64)
     np.cumsum([len(w) for w in words], out=offsets[1:])
-    probes = []
+    probes, keyed = [], []
 
     def count():
         table = WordCounts()
         table.count_lines(text, 0, len(text))
         probes.append(getattr(table, "probes", float("nan")))  # (a build before the keyed hash has none)
+        keyed.append(getattr(table, "keyed", None))
 
     def encode():
         vocab = VocabTable(data, offsets)
         encode_lines(text, 0, len(text), vocab)
     return {"count_s": _median_seconds(count, repeats), "encode_s": _median_seconds(encode, repeats),
-            "probes_per_word": probes[-1] / len(words)}
+            "probes_per_word": probes[-1] / (len(words) * repeat_words), "keyed": keyed[-1]}
 
 
 def corpus_cost(path, max_bytes, repeats):
@@ -175,7 +204,14 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bits", type=int, default=16, help="2^bits colliding words")
     parser.add_argument("--length", type=int, default=5, help="letters per colliding block")
+    parser.add_argument("--groups", type=int, default=0,
+                        help="many short chains instead of one: this many families of 2^bits colliding words, "
+                             "each with its own suffix (e.g. --bits 5 --groups 2048)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--plain", type=int, default=0,
+                        help="random words put among the colliding ones (the count's table then holds both)")
+    parser.add_argument("--repeat-words", type=int, default=1,
+                        help="the text lists its words this many times (lookups: every token of a chain pays it)")
     parser.add_argument("--corpus", help="real text to count as well (its first --corpus-bytes)")
     parser.add_argument("--corpus-bytes", type=int, default=50_000_000)
     parser.add_argument("--cluster", action="store_true", help="also the cluster's build_vocab against gensim's")
@@ -186,14 +222,16 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     start = time.perf_counter()
-    flood = colliding_words(args.bits, args.length)
+    flood = colliding_groups(args.bits, args.groups, args.length) if args.groups \
+        else colliding_words(args.bits, args.length)
     low = {fnv1a(w) & 0xFFFFFFFF for w in flood}
     print(f"{len(flood)} words of {len(flood[0])} bytes, {len(low)} distinct low 32 bits of FNV-1a "
           f"(built in {time.perf_counter() - start:.1f} s)", flush=True)
-    plain = random_words(len(flood), len(flood[0]))
+    filler = random_words(args.plain, len(flood[0]), seed=4) if args.plain else []
+    plain = random_words(len(flood) + len(filler), len(flood[0]))
     result = {"provenance": provenance(), "args": vars(args), "words": len(flood), "word_bytes": len(flood[0]),
-              "fnv_low32_distinct": len(low), "colliding": table_costs(flood, args.repeats),
-              "random": table_costs(plain, args.repeats)}
+              "fnv_low32_distinct": len(low), "colliding": table_costs(filler + flood, args.repeats, args.repeat_words),
+              "random": table_costs(plain, args.repeats, args.repeat_words)}
     for what in ("count_s", "encode_s"):
         result[what.replace("_s", "_ratio")] = result["colliding"][what] / result["random"][what]
     print(f"count: colliding {result['colliding']['count_s'] * 1e3:.1f} ms, random "
