@@ -6,8 +6,8 @@ low 32 bits from one state collide after any common suffix, and ``k`` such pairs
 distinct words with the same low 32 bits: one probe chain in any table of up to 2^32 slots, inserts and
 lookups quadratic in the words. :func:`colliding_words` builds them (a birthday search per block, numpy).
 The tables now keep FNV-1a until an insert looks along more than 100 slots, or the slots looked at
-average more than 8 a word, then rebuild themselves on SipHash-1-3 under a per-process key (``cython/tokens.pxi``, ``cython/siphash.h``), against which these
-are ordinary words.
+average more than 8 a word, then rebuild themselves on SipHash-1-3 under a per-process key
+(``cython/tokens.pxi``, ``cython/siphash.h``), against which these are ordinary words.
 
 Measured here, in one process, medians of ``--repeats``: counting (``WordCounts.count_lines``) and
 encoding (``VocabTable`` built from the words, then ``encode_lines``) ``2^k`` colliding words against
@@ -94,9 +94,9 @@ def colliding_groups(bits, groups, length=5, seed=1):
     """``groups`` families of ``2^bits`` colliding words, each family with its own three-letter suffix.
 
     A family shares its low 32 bits of FNV-1a (its suffix keeps them shared); the families differ from
-    one another. With ``2^bits`` below the tables' longest chain, no insert looks along that many
-    slots, but every token of them along many: the attack a table that checks only its longest chain
-    misses.
+    one another. With ``2^bits`` below the tables' longest chain and few families (many run into each
+    other and grow one long chain), no insert looks along that many slots, but every token of them
+    along many: the attack a table that checks only its longest chain misses.
 
     Returns
     -------
@@ -206,7 +206,7 @@ def parse_args(argv=None):
     parser.add_argument("--length", type=int, default=5, help="letters per colliding block")
     parser.add_argument("--groups", type=int, default=0,
                         help="many short chains instead of one: this many families of 2^bits colliding words, "
-                             "each with its own suffix (e.g. --bits 5 --groups 2048)")
+                             "each with its own suffix (e.g. --bits 5 --groups 32 --plain 4000 --repeat-words 200)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plain", type=int, default=0,
                         help="random words put among the colliding ones (the count's table then holds both)")

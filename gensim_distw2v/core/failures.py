@@ -6,8 +6,8 @@ and :attr:`Session.failure` (a :class:`gensim_distw2v.protocol.Failure`) says wh
 causes of the same code are added to its message (a second shard lost, say).
 """
 from gensim_distw2v import protocol
-from gensim_distw2v.protocol.errors import Code
 from gensim_distw2v.protocol.constants import CLOSED, FAILED, RUNNING
+from gensim_distw2v.protocol.errors import Code
 
 __all__ = ["DROPPED", "SessionFailures"]
 

@@ -18,8 +18,8 @@ from gensim_distw2v.dispatcher.checkpointing import start_point
 from gensim_distw2v.dispatcher.state import MAX_QUEUE_BYTES
 from gensim_distw2v.io.store import CheckpointStore
 from gensim_distw2v.protocol import errors
-from gensim_distw2v.versions import check_versions, versions
 from gensim_distw2v.protocol.constants import FAILED, LIVE_STATES, RUNNING, UPLOADING
+from gensim_distw2v.versions import check_versions, versions
 
 logger = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@ snapshot (plain data, read-only; :mod:`gensim_distw2v.io.statuspage` serves it).
 import time
 
 from gensim_distw2v.io import transport
-from gensim_distw2v.versions import versions
 from gensim_distw2v.protocol.constants import RUNNING
+from gensim_distw2v.versions import versions
 
 __all__ = ["nodes", "overview"]
 

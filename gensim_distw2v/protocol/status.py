@@ -3,12 +3,11 @@ import dataclasses
 import typing
 
 from gensim_distw2v.protocol.checkpoints import CheckpointState
-from gensim_distw2v.protocol.constants import LONG_POLL
+from gensim_distw2v.protocol.constants import FAILED, LONG_POLL
 from gensim_distw2v.protocol.errors import Code, fault
 from gensim_distw2v.protocol.jobs import EpochCounts
 from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative, _record_map
-from gensim_distw2v.protocol.constants import FAILED
 
 
 _CODES = frozenset(code.value for code in Code)
