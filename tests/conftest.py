@@ -14,6 +14,12 @@ Every test runs in exactly one lane, a marker registered in pyproject.toml:
 
 A file of one lane says so once (``pytestmark = pytest.mark.unit``); a file of several marks each
 test. Collection fails on a test with no lane or two. ``pytest -m unit`` is the quick lane.
+
+The lanes run in that order (unit first, so a broken edit fails in a minute), each lane's tests in
+their files' order. Each lane's time (its first test's start to its last test's end) and its
+tests' summed durations are printed at the end and kept in pytest's cache (``lanes/last``); a unit
+lane that takes over :data:`UNIT_BUDGET` seconds fails the run, naming its slowest tests (README.rst
+promises the quick lane).
 """
 import os
 import signal
@@ -28,13 +34,19 @@ from gensim.test.utils import datapath
 
 from gensim_distw2v.client.cluster import ManagedProcess
 
-LANES = ("unit", "cluster", "system")
+from .lanes import LANES, UNIT_BUDGET, LaneClock, lane_of
+
 
 # A shell starts background commands with SIGINT ignored, and an ignored signal is inherited: Python
 # would then never raise KeyboardInterrupt, here or in the processes the tests start. The Ctrl-C tests
 # need Python's own handler, whatever launched the test run.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--unit-budget", type=float, default=UNIT_BUDGET, metavar="SECONDS",
+                     help=f"fail the run if the unit lane takes longer (default {UNIT_BUDGET:.0f})")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -50,6 +62,46 @@ def pytest_collection_modifyitems(config, items):
             f"{len(wrong)} tests are not in exactly one lane ({', '.join(LANES)}):\n" + "\n".join(wrong) +
             "\nmark each once: pytestmark = pytest.mark.LANE at the top of a file of one lane, else "
             "@pytest.mark.LANE on each test (tests/conftest.py says what goes in which lane)")
+    items.sort(key=lambda item: LANES.index(lane_of(item)))  # stable: files keep their order in a lane
+    config.stash[_CLOCK] = LaneClock({item.nodeid: lane_of(item) for item in items})
+
+
+_CLOCK = pytest.StashKey[LaneClock]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        clock = item.config.stash.get(_CLOCK, None)
+        if clock is not None:
+            clock.ran(item.nodeid, start, time.monotonic())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Keep the lanes' times in the cache; fail the run when the unit lane is over its budget."""
+    clock = session.config.stash.get(_CLOCK, None)
+    if clock is None:
+        return
+    if getattr(session.config, "cache", None) is not None:
+        session.config.cache.set("lanes/last", clock.summary())
+    if clock.over_budget(session.config.getoption("unit_budget")) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    clock = config.stash.get(_CLOCK, None)
+    if clock is None or not clock.summary():
+        return
+    terminalreporter.section("lanes")
+    for lane, row in clock.summary().items():
+        terminalreporter.write_line(f"{lane}: {row['tests']} tests in {row['wall_s']:.1f} s "
+                                    f"(their own durations {row['sum_s']:.1f} s)")
+    message = clock.over_budget(config.getoption("unit_budget"))
+    if message:
+        terminalreporter.write_line("FAILED: " + message, red=True)
 
 
 def _refuse(what):

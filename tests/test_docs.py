@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from .lanes import UNIT_BUDGET
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 
@@ -137,3 +139,7 @@ def test_the_readme_is_short_and_its_test_command_is_the_one_ci_runs():
     assert command == "python3 -m venv .venv && .venv/bin/pip install -q '.[test]' && .venv/bin/pytest -q"
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fin:
         assert ".. test-command" in fin.read()
+    minutes = {60.0: "a minute", 120.0: "two minutes", 180.0: "three minutes"}[UNIT_BUDGET]
+    promise = " ".join(lines[marker:marker + 12])
+    assert f"the run fails if the lane takes over {minutes}" in promise, "README.rst's promise of the unit lane " \
+        "is tests/lanes.py UNIT_BUDGET, which the run enforces"

@@ -9,7 +9,7 @@ import pytest
 from .benchmark_modules import load
 from .corpus_checks import assert_frequencies_follow, assert_linesentence
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.system  # (a benchmark's corpus generator, and models trained on its text)
 
 synth_corpus = load("synth_corpus")
 

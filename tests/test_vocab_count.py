@@ -53,7 +53,8 @@ def test_counts_match_gensims_scan_under_any_cuts(tmp_path, seed, awkward_text):
     path.write_text(awkward_text(rng), encoding="utf8", newline="")
     expected = gensim_scan(LineSentence(str(path)))
     size = path.stat().st_size
-    cut_sets = [list(range(0, size, step)) + [size] for step in (1, 7, 4096, size)]
+    steps = (1, 7, 4096, size) if seed == 1 else (7, 4096, size)  # cuts at every byte: one text (the slowest)
+    cut_sets = [list(range(0, size, step)) + [size] for step in steps]
     cut_sets += [[0] + sorted(rng.sample(range(1, size), 40)) + [size] for _ in range(3)]
     with RangeReader(str(path)) as reader:
         for cuts in cut_sets:
