@@ -343,7 +343,7 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=logging.WARNING)
     import copy
 
-    from gensim_distw2v.settings import Settings
+    from gensim_distw2v.config.settings import Settings
 
     sentences = load_corpus(args.corpus, args.max_words, args.stream)
     if args.pairs:  # a synthetic corpus's known answer: its pairs' similarity, and its analogies if it has them

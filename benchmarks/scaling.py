@@ -47,7 +47,7 @@ import compare_gensim  # noqa: E402 - the single-run machinery and the corpus pr
 import projection  # noqa: E402 - the model
 from gensim_distw2v import machine_projection  # noqa: E402 - the model of this machine
 from gensim_distw2v.core.schedule import FEW_WORKERS, shortest_interval  # noqa: E402
-from gensim_distw2v.settings import LAG_LIMIT  # noqa: E402
+from gensim_distw2v.config.settings import LAG_LIMIT  # noqa: E402
 
 efficiency = projection.efficiency
 SHOWN = ("trainer threads", "merger threads", "worker GIL", "shard fold threads", "dispatcher CPU", "client CPU",

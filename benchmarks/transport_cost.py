@@ -31,6 +31,7 @@ from provenance import provenance  # noqa: E402 - a sibling module
 import numpy as np  # noqa: E402
 
 from gensim_distw2v.io import channel, endpoints, transport  # noqa: E402
+from gensim_distw2v.io.keys import read_hmac_key
 from gensim_distw2v.protocol import calls, records  # noqa: E402
 from gensim_distw2v.protocol.arrays import pack_array, unpack_array  # noqa: E402
 
@@ -65,7 +66,7 @@ class Prober:
 
 def serve(ns_port, key_file):
     """The server process: our daemon for :data:`TABLE` under :data:`NAME` until killed."""
-    key = transport.read_hmac_key(key_file) if key_file else None
+    key = read_hmac_key(key_file) if key_file else None
     served = endpoints.endpoint(TABLE, Prober())
     server = transport.Server(served, NAME, ns_conf={"port": ns_port}, hmac_key=key)
     bulk = channel.ChannelServer(served.call, ["echo"], hmac_key=key)
@@ -103,7 +104,7 @@ def measure(args, keyed, workdir):
         procs.append(subprocess.Popen([sys.executable, __file__, "--_serve", str(port), key_file or ""],
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
         channel_port = int(procs[-1].stdout.readline())
-        key = transport.read_hmac_key(key_file) if keyed else None
+        key = read_hmac_key(key_file) if keyed else None
         ns_conf = {"port": port, **({"hmac_key": key} if key else {})}
         uri = None
         for _ in range(50):

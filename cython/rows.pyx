@@ -235,7 +235,7 @@ cdef inline void _round_to_half(float *row, cnp.uint16_t *out, Py_ssize_t width)
 # A row of width d costs d + 4 bytes instead of float16's 2 d; what rounding loses stays behind for
 # the next round (error feedback), as float16's rounding does. Receivers compute ``level * scale``
 # in float32 exactly as the sender does, so both sides add bit-identical values.
-from gensim_distw2v.protocol.constants import DELTA_DTYPES as CODECS  # the value codecs of merge deltas
+from gensim_distw2v.config.choices import DELTA_DTYPES as CODECS  # the value codecs of merge deltas
 
 
 cdef extern from "q8.h" nogil:

@@ -14,12 +14,12 @@ import os
 import sys
 import time
 
-from gensim_distw2v import fields
+from gensim_distw2v.config import fields
 from gensim_distw2v.io.board import evaluate
-from gensim_distw2v.io.transport import HMAC_ENV
+from gensim_distw2v.io.keys import HMAC_ENV
 from gensim_distw2v.launch import cli as launch_cli
 from gensim_distw2v.options import ServerOptions
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.config.settings import Settings
 
 logger = logging.getLogger("gensim_distw2v")
 
@@ -182,7 +182,7 @@ def train(args, bars=None):
             model.ns_conf = cluster.ns_conf
             where = f"the {cluster.alloc.size} nodes of SLURM job {cluster.alloc.job}"
         elif args.ns_host or args.ns_port:
-            from gensim_distw2v.io.transport import read_hmac_key
+            from gensim_distw2v.io.keys import read_hmac_key
 
             model.ns_conf = {"host": args.ns_host or ServerOptions.ns_host,
                              "port": args.ns_port or ServerOptions.ns_port,
@@ -309,7 +309,7 @@ def main(argv=None):
     if args.command == "cluster":
         sys.exit(launch_cli.cluster_command(args))
     if args.command == "train":
-        from gensim_distw2v.io.transport import ClusterError
+        from gensim_distw2v.protocol.errors import ClusterError
         from gensim_distw2v.launch.events import LaunchError
 
         try:

@@ -11,6 +11,8 @@ import logging
 
 from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.versions import versions
 
@@ -73,7 +75,7 @@ class Member:
         waited = 0
         while not self.stopped.is_set():
             try:
-                uri = transport.lookup(self.ns_conf, transport.DISPATCHER_NAME)
+                uri = transport.lookup(self.ns_conf, DISPATCHER_NAME)
                 if uri:
                     link = endpoints.link(uri, tables.DISPATCHER, self.hmac_key, timeout=30.0)
                     try:
@@ -86,11 +88,11 @@ class Member:
                     return link
             except ValueError as err:  # refused (a version mismatch, say): say so, keep trying
                 logger.error("the dispatcher refused this %s: %s", self.ROLE, err)
-            except (transport.ClusterError, transport.PyroError) as err:
+            except (ClusterError, transport.PyroError) as err:
                 if waited % LOG_EVERY == 0:
                     logger.info("waiting for the dispatcher (%s)", err)
             if waited == 0:
-                logger.info("waiting for a dispatcher to register as %s", transport.DISPATCHER_NAME)
+                logger.info("waiting for a dispatcher to register as %s", DISPATCHER_NAME)
             self.stopped.wait(1.0)
             waited += 1
         return None
@@ -110,7 +112,7 @@ class Member:
                 link.call(OPS[self.ROLE][2], name=self.name, secret=self.secret)
             finally:
                 link.release()
-        except (transport.ClusterError, transport.PyroError, ValueError, OSError) as err:
+        except (ClusterError, transport.PyroError, ValueError, OSError) as err:
             logger.debug("no goodbye to the dispatcher at %s (%s)", uri, err)
 
     def heartbeat_loop(self):

@@ -6,7 +6,7 @@ accepted unchanged; ``distributed=False`` (the default) trains exactly as gensim
 models are plain gensim models: :meth:`Word2Vec.save` writes a file that
 ``gensim.models.Word2Vec.load`` opens without this package, and :meth:`Word2Vec.load` opens
 files written by plain gensim. The distributed settings' keywords, attributes and docstring
-entries are generated from the fields of :class:`gensim_distw2v.settings.Settings`.
+entries are generated from the fields of :class:`gensim_distw2v.config.settings.Settings`.
 """
 import dataclasses
 import functools
@@ -16,8 +16,8 @@ import os
 
 import gensim.models
 
-from gensim_distw2v import fields
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.config import fields
+from gensim_distw2v.config.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class Word2Vec(gensim.models.Word2Vec):
 
     Attributes
     ----------
-    settings : gensim_distw2v.settings.Settings
+    settings : gensim_distw2v.config.settings.Settings
         The settings above (from ``sync_words`` on), validated, as one object; each is also an
         attribute of the model (``model.sync_words = 5000`` replaces it, validated).
     """
@@ -286,7 +286,7 @@ class Word2Vec(gensim.models.Word2Vec):
         ----------
         *args, **kwargs
             As :meth:`gensim.models.Word2Vec.load`; besides, any setting of the class (``sync_words``,
-            ``merge``, ..., ``tensorboard_dir``: :class:`gensim_distw2v.settings.Settings`) for further
+            ``merge``, ..., ``tensorboard_dir``: :class:`gensim_distw2v.config.settings.Settings`) for further
             training of the loaded model.
         distributed, ns_conf
             As for the class.

@@ -14,6 +14,8 @@ import sys
 
 from gensim_distw2v import options
 from gensim_distw2v.io import transport
+from gensim_distw2v.io.keys import read_hmac_key
+from gensim_distw2v.protocol.errors import ClusterError
 
 logger = logging.getLogger("gensim_distw2v.nameserver")
 
@@ -28,9 +30,9 @@ def main(argv=None):
     opts = options.parse(build_parser(), options.NameServerOptions, argv)
     logging.basicConfig(format="%(asctime)s : %(levelname)s : %(message)s", level=opts.log_level)
     try:
-        key = transport.read_hmac_key(opts.hmac_key_file)
+        key = read_hmac_key(opts.hmac_key_file)
         transport.serve_name_server(opts.host, opts.port, key, opts.limits())
-    except (transport.ClusterError, ValueError, OSError) as err:
+    except (ClusterError, ValueError, OSError) as err:
         logger.error("%s", err)
         sys.exit(2)
 

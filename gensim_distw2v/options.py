@@ -1,9 +1,9 @@
 """The daemons' options, each declared once: a frozen, checked dataclass per role.
 
-Every option is a field (:func:`gensim_distw2v.fields.option`): its default, a one-line help and
+Every option is a field (:func:`gensim_distw2v.config.fields.option`): its default, a one-line help and
 its check. Each daemon builds its command line from its class (:func:`parser`), parses it into an
 object (a bad value exits with an error naming the option and what it allows), and constructs its
-role from it (:meth:`~gensim_distw2v.fields.Declared.role_kwargs`: the fields declared
+role from it (:meth:`~gensim_distw2v.config.fields.Declared.role_kwargs`: the fields declared
 ``role=True`` are the role's constructor's keywords, whose defaults are these fields' too).
 
 The options every server shares (:class:`ServerOptions`: where the name server is, what to bind,
@@ -15,9 +15,10 @@ import argparse
 import dataclasses
 import typing
 
-from gensim_distw2v import fields
-from gensim_distw2v.fields import Choice, Count, Flag, Real, Text, option
-from gensim_distw2v.io import transport
+from gensim_distw2v.config import fields
+from gensim_distw2v.config.fields import Choice, Count, Flag, Real, Text, option
+from gensim_distw2v.io import keys, transport
+from gensim_distw2v.io.keys import HMAC_ENV
 from gensim_distw2v.protocol.constants import LONG_POLL
 
 __all__ = ["DispatcherOptions", "NameServerOptions", "ServerOptions", "ShardOptions", "WorkerOptions", "parse",
@@ -53,7 +54,7 @@ class _Common(fields.Declared):
     host: str = _host()
     port: int = option(0, "port to bind (0: any free port)", PORT)
     hmac_key_file: typing.Optional[str] = option(
-        None, f"file holding the cluster's HMAC key (None: the environment's {transport.HMAC_ENV}, or no key)",
+        None, f"file holding the cluster's HMAC key (None: the environment's {HMAC_ENV}, or no key)",
         Text("FILE", optional=True))
     log_level: str = option("INFO", "logging level", Choice(LOG_LEVELS, normalise=str.upper, cli_type=str.upper))
     handshake_timeout: float = option(
@@ -72,7 +73,7 @@ class NameServerOptions(_Common):
     """``python -m gensim_distw2v.nameserver``'s options (Pyro4's ``-n`` and ``-p`` too)."""
 
     host: str = _host(flags=("-n",))
-    port: int = option(transport.DEFAULT_NS_PORT, "port to bind", PORT, flags=("-p",))
+    port: int = option(keys.DEFAULT_NS_PORT, "port to bind", PORT, flags=("-p",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ class ServerOptions(_Common):
     where the name server is."""
 
     ns_host: str = option(LOCAL, "name server host", Text("HOST"))
-    ns_port: int = option(transport.DEFAULT_NS_PORT, "name server port", Count(1, 65535))
+    ns_port: int = option(keys.DEFAULT_NS_PORT, "name server port", Count(1, 65535))
 
     def ns_conf(self):
         """Where the name server is, as ``ns_conf``."""

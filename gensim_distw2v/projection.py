@@ -29,7 +29,8 @@ words the cluster trained; the keys of :func:`scaling.costs`):
 """
 import math
 
-from gensim_distw2v.protocol.constants import SYNC
+from gensim_distw2v.config.choices import SYNC
+from gensim_distw2v.protocol import tables
 
 __all__ = ["LIMITS", "COSTS", "PER_SECOND_CALLS", "PER_SECOND_GROUPS", "SESSION_CALLS", "efficiency", "default_rtt_ms",
            "dispatcher_split", "pipelined", "in_flight", "merge_speedup", "fold_speedup", "dispatcher_limit", "costs_at",
@@ -60,18 +61,17 @@ PER_SECOND_GROUPS = {"worker": ("heartbeat", "housekeeping", "main", "serving"),
 #: the dispatcher's calls that come a few times a second from each member whatever its speed (a
 #: heartbeat a second, round reports batched every 0.5 s, the client's progress polls); its other
 #: calls come per job, per epoch or per session: they grow with the words
-PER_SECOND_CALLS = ("heartbeat", "shard_beat", "round_done", "progress", "status")
+PER_SECOND_CALLS = tuple(tables.DISPATCHER.ops(cadence="second"))
 #: a shard's calls that come once or a few times a session: the weights' upload and downloads, a
 #: worker's lookup of the shard's channel and its connection's hello there (``channel_hello``)
-SESSION_CALLS = ("open_session", "upload", "start", "download", "close", "status", "channel", "channel_hello")
+SESSION_CALLS = tuple(tables.SHARD.ops(cadence="session")) + ("channel_hello",)  # (the channel's own: no table call)
 #: the dispatcher's calls that come once a session (or once a worker and session): its set-up, the
 #: workers' joining and their checks of the corpus file, the static arrays' transfers, the end
-DISPATCHER_SESSION_CALLS = ("open_session", "upload", "start", "join", "file_check", "download", "close", "hello",
-                            "shard_hello", "open_file_epoch", "end_epoch",
-                            # a worker's polls for jobs that found none: at a session's start and an
-                            # epoch's tail (while ranges are left, a poll finds one; from an iterable,
-                            # also while the client is the cap, which its own limit shows)
-                            "get_jobs_idle")
+DISPATCHER_SESSION_CALLS = tuple(tables.DISPATCHER.ops(cadence=("session", "epoch"))) + (
+    # a worker's polls for jobs that found none (the meter's name for them): at a session's start and an
+    # epoch's tail (while ranges are left, a poll finds one; from an iterable, also while the client is
+    # the cap, which its own limit shows)
+    "get_jobs_idle",)
 #: costs that are not functions of K (a word's kernel, the client's encoding, the schedule's
 #: rounds per word, the GIL-held shares): held at the nearest measured K, never fitted
 HELD = ("kernel_us", "client_us", "rounds_per_word", "worker_gil_share", "shard_gil_share", "round_pieces",

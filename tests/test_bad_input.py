@@ -8,7 +8,10 @@ import pytest
 import gensim_distw2v
 from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol.constants import SHARD_PREFIX
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.client.cluster import ManagedProcess
+from gensim_distw2v.protocol import errors
 
 pytestmark = pytest.mark.cluster
 
@@ -52,7 +55,7 @@ def test_different_versions_are_refused_naming_both(cluster, lee_corpus, monkeyp
     # a worker of another release: the dispatcher refuses it and keeps serving the others
     script = ("import gensim_distw2v, gensim_distw2v.versions, sys; "
               "gensim_distw2v.__version__ = gensim_distw2v.versions.__version__ = '0.0.1+other'; "
-              "from gensim_distw2v.worker import main; sys.exit(main(sys.argv[1:]))")
+              "from gensim_distw2v.worker.daemon import main; sys.exit(main(sys.argv[1:]))")
     stranger = ManagedProcess("stranger", [sys.executable, "-P", "-c", script, "--ns-port",
                                            str(cluster.ns_conf["port"]), "--threads", "1"], env=cluster._env())
     try:
@@ -75,9 +78,10 @@ def test_wrong_hmac_key_is_refused(cluster, lee_corpus):
     assert cluster.ns_conf["hmac_key"] == b"the cluster's key"
     for key, why in (("another key", "its HMAC key is not the cluster's"), (None, "it gave no HMAC key")):
         conf = {**cluster.ns_conf, "hmac_key": key} if key else {"port": cluster.ns_conf["port"]}
-        with pytest.raises(transport.ClusterError, match=f"name server at .* refuses this client: {why}; pass "
-                                                         r"the cluster's key, as ns_conf\['hmac_key'\]"):
+        with pytest.raises(ClusterError, match=f"name server at .* refuses this client: {why}; pass "
+                                                         r"the cluster's key, as ns_conf\['hmac_key'\]") as refused:
             Word2Vec(lee_corpus, distributed=True, ns_conf=conf, **PARAMS)
+        assert refused.value.code == errors.Code.FORBIDDEN  # told by the error's type, not its text
     still_serves(cluster, lee_corpus)
 
 
@@ -96,7 +100,7 @@ def test_messages_of_an_old_session_are_refused(cluster, lee_corpus):
                        ("end_epoch", dict(session=old, epoch=0)), ("download", dict(session=old, name="syn0", lo=0, hi=1))):
         with pytest.raises(ValueError, match="session"):
             proxy.call(op, **fields)
-    (uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
+    (uri,) = transport.list_names(cluster.ns_conf, SHARD_PREFIX).values()
     shard = endpoints.link(uri, tables.SHARD, cluster.ns_conf["hmac_key"], timeout=10)
     part = protocol.MergePart(session=old, rank=0, lo=0, hi=1, matrices={}, hold_back=0.0, hot_rows=-1, exact=False,
                               token="token")

@@ -21,7 +21,7 @@ from gensim_distw2v.dispatcher import Dispatcher
 from gensim_distw2v.io import endpoints, transport
 from gensim_distw2v.protocol import calls, errors, tables
 from gensim_distw2v.protocol.records import Record
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.config.settings import Settings
 from gensim_distw2v.versions import versions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -442,3 +442,55 @@ def test_the_design_document_shows_every_call_table_as_it_is():
             f"python -m gensim_distw2v.protocol.tables docs/design.rst")
         listed = [line.split("``")[1] for line in shown.splitlines() if line.startswith("``")]
         assert listed == table.ops()
+
+
+@pytest.mark.unit
+def test_each_call_says_who_may_make_it_how_often_and_on_which_transport():
+    for table in tables.TABLES:
+        for call in table:
+            credential = calls.AUTHS[call.auth]
+            assert credential is None or credential in {f.name for f in dataclasses.fields(call.request)}
+            assert call.cadence in calls.CADENCES
+    # a credential the request cannot carry, an unknown kind: refused where the table is written
+    with pytest.raises(TypeError, match="StatusRequest has no field 'token', the credential of auth 'owner'"):
+        calls.Call("x", protocol.StatusRequest, "x", None, auth="owner")
+    with pytest.raises(ValueError, match="auth must be one of"):
+        calls.Call("x", protocol.StatusRequest, "x", None, auth="anyone")
+    with pytest.raises(ValueError, match="cadence must be one of"):
+        calls.Call("x", protocol.StatusRequest, "x", None, cadence="hourly")
+    # what is read from the table: the bulk channel's calls (a shard serves them, a worker's merges and
+    # counts send them) and the projection's calls by cadence
+    from gensim_distw2v import projection
+
+    assert tables.SHARD.ops(bulk=True) == ["merge", "count_add"]
+    assert tables.SHARD.ops(cadence="word", bulk=True) == ["merge"]
+    assert set(projection.PER_SECOND_CALLS) == {"status", "progress", "heartbeat", "round_done", "shard_beat"}
+    assert set(projection.SESSION_CALLS) == set(tables.SHARD.ops(cadence="session")) | {"channel_hello"}
+    assert {"join", "hello", "end_epoch"} <= set(projection.DISPATCHER_SESSION_CALLS)
+    assert not set(projection.DISPATCHER_SESSION_CALLS) & {"put_jobs", "get_jobs", "checkpoint", "leave"}
+    # every call of the session's client but its first carries the owner's secret
+    client_calls = {"upload", "start", "put_jobs", "end_epoch", "open_file_epoch", "progress", "checkpoint", "close"}
+    assert {op for op in client_calls if tables.DISPATCHER[op].auth == "owner"} == client_calls
+    assert {call.op for call in tables.DISPATCHER if call.auth == "none"} == {"status", "open_session", "hello",
+                                                                            "shard_hello"}
+
+
+@pytest.mark.unit
+def test_a_refused_key_is_told_from_no_server_by_the_errors_type_not_its_text():
+    """Pyro4's proxy wraps what its handshake raised in a CommunicationError; a key the peer refuses (or a
+    missing one) is a SecurityError beneath it, whatever either message says."""
+    from Pyro4.errors import CommunicationError, SecurityError
+
+    def wrapped(cause, text="cannot connect to 127.0.0.1:1: something"):
+        try:
+            try:
+                raise cause
+            except Exception as err:
+                raise CommunicationError(text) from err
+        except CommunicationError as outer:
+            return outer
+
+    assert transport._refused_for_its_key(wrapped(SecurityError("a reworded message")))
+    assert transport._refused_for_its_key(SecurityError("x"))
+    assert not transport._refused_for_its_key(wrapped(ConnectionRefusedError(111, "hmac in the text, not a key")))
+    assert not transport._refused_for_its_key(CommunicationError("message hmac mismatch"))  # the text alone: no

@@ -13,6 +13,7 @@ import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.io import channel, endpoints, meter, transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.io.gate import Limits
 from gensim_distw2v.protocol import calls, errors, records
 from gensim_distw2v.protocol.arrays import pack_array, unpack_array
@@ -235,7 +236,7 @@ def test_a_closed_channel_stops_accepting_and_a_port_nobody_serves_fails_fast():
 
 
 def test_a_keyed_channel_binds_beyond_loopback_only_with_a_key():
-    with pytest.raises(transport.ClusterError, match="without an HMAC key"):
+    with pytest.raises(ClusterError, match="without an HMAC key"):
         channel.ChannelServer(lambda op, msg: None, ["echo"], host="0.0.0.0")
 
 

@@ -427,7 +427,7 @@ def test_a_session_a_shard_would_not_open_is_opened_again_then_given_up(monkeypa
     ``MAX_REOPENS`` times, with the same resume point; then the shard's refusal is raised."""
     from gensim_distw2v.client import checkpoints
     from gensim_distw2v.protocol import errors
-    from gensim_distw2v.settings import Settings
+    from gensim_distw2v.config.settings import Settings
 
     monkeypatch.setattr(checkpoints, "REOPEN_WAIT", 0.0)
 

@@ -22,6 +22,7 @@ from gensim.test.utils import datapath
 from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.core import replica, schedule
 from gensim_distw2v.io import serving, transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.core.kernel import train_like_gensim
 
@@ -369,7 +370,7 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
 @pytest.mark.cluster
 def test_workers_started_after_the_dispatcher_join(lee_corpus):
     with LocalCluster(n_workers=0) as cluster:
-        with pytest.raises(transport.ClusterError, match="no workers registered.*python -m gensim_distw2v.worker"):
+        with pytest.raises(ClusterError, match="no workers registered.*python -m gensim_distw2v.worker"):
             Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
         cluster.add_worker()
         ours = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
@@ -421,15 +422,15 @@ def test_worker_started_before_the_dispatcher_is_found(lee_corpus, tmp_path):
 def test_missing_cluster_parts_give_clear_errors(lee_corpus):
     port = serving.free_port()
     start = time.monotonic()
-    with pytest.raises(transport.ClusterError, match=f"no Pyro4 name server answers at 127.0.0.1:{port}.*"
+    with pytest.raises(ClusterError, match=f"no Pyro4 name server answers at 127.0.0.1:{port}.*"
                                                      f"python -m Pyro4.naming -n 127.0.0.1 -p {port}"):
         Word2Vec(lee_corpus, distributed=True, ns_conf={"port": port}, **SMALL)
     with LocalCluster(n_workers=1, n_shards=0) as cluster:  # (no workers: see the test above)
-        with pytest.raises(transport.ClusterError, match="no parameter shards registered.*python -m "
+        with pytest.raises(ClusterError, match="no parameter shards registered.*python -m "
                                                          "gensim_distw2v.shard"):
             Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, cluster_timeout=2, **SMALL)
         cluster.processes["dispatcher"].stop()
-        with pytest.raises(transport.ClusterError, match="no dispatcher is registered.*"
+        with pytest.raises(ClusterError, match="no dispatcher is registered.*"
                                                          "python -m gensim_distw2v.dispatcher"):
             Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, **SMALL)
     assert time.monotonic() - start < 75

@@ -17,6 +17,7 @@ import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec
 from gensim_distw2v.io import transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.client.training import find_dispatcher
 
 pytestmark = pytest.mark.cluster
@@ -162,7 +163,7 @@ def test_dead_dispatcher_gives_a_clear_error_and_a_new_one_serves(corpus):
         thread.join(timeout=30)
         assert not thread.is_alive(), "train() hangs after the dispatcher died"
         error = result.get("error")
-        assert isinstance(error, transport.ClusterError), error
+        assert isinstance(error, ClusterError), error
         assert "lost the dispatcher" in str(error) and "python -m gensim_distw2v.dispatcher" in str(error)
         # a restarted dispatcher finds the workers again, and the next train() works
         marks = {name: len(p.lines) for name, p in cluster.processes.items()}

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol.constants import WORKER_PREFIX
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.client.training import DistributedTraining, find_dispatcher
 from gensim_distw2v.versions import versions
@@ -25,7 +26,7 @@ from gensim_distw2v.core.jobs import Job
 
 pytestmark = pytest.mark.cluster
 
-FAKE = transport.WORKER_PREFIX + "fuzz"
+FAKE = WORKER_PREFIX + "fuzz"
 PARAMS = dict(vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
 EXAMPLES = 400  # per test below: 1,200 generated payloads in all, and 200 raw byte strings
 
@@ -348,7 +349,7 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     s = cluster.session
     uris = [str(s["proxy"].connection._pyroUri), str(s["shard"].connection._pyroUri)] + [
         str(transport.lookup(cluster.ns_conf, name)) for name in
-        transport.list_names(cluster.ns_conf, transport.WORKER_PREFIX)]
+        transport.list_names(cluster.ns_conf, WORKER_PREFIX)]
     rng = np.random.default_rng(0)
     for i in range(200):
         host, port = uris[i % len(uris)].split("@")[1].rsplit(":", 1)
@@ -368,7 +369,7 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
     assert s["shard"].call("status").session.id == s["sid"]
     for uri in uris[2:]:
         worker = endpoints.link(uri, tables.WORKER, cluster.ns_conf["hmac_key"], timeout=10)
-        assert worker.call("status").name.startswith(transport.WORKER_PREFIX)
+        assert worker.call("status").name.startswith(WORKER_PREFIX)
         worker.release()
     stranger = endpoints.link(uris[0], tables.DISPATCHER, hmac_key=b"not the key", timeout=10)
     with pytest.raises(transport.CommunicationError):
@@ -386,7 +387,7 @@ def test_raw_bytes_and_then_real_training(cluster, lee_corpus):
 @given(name=st.text(max_size=80) | st.text(min_size=60, max_size=200, alphabet="ab.-_"), uri=garbage | st.text(max_size=700))
 def test_hellos_with_bad_names_or_uris_are_refused(cluster, name, uri):
     s = cluster.session
-    full = transport.WORKER_PREFIX + name
+    full = WORKER_PREFIX + name
     if len(name) <= 64 and all(c.isascii() and (c.isalnum() or c in "._-") for c in name) and name \
             and isinstance(uri, str) and uri.startswith("PYRO:") and len(uri) <= 512:
         return  # a valid hello (hypothesis finds few); the others:

@@ -19,6 +19,8 @@ import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v.io import endpoints, transport
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME, SHARD_PREFIX, WORKER_PREFIX
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.protocol import calls, errors, tables
 from gensim_distw2v.client.training import find_dispatcher
 from gensim_distw2v.versions import versions
@@ -137,9 +139,10 @@ def test_a_keyed_cluster_trains_while_strangers_flood_its_sockets(cluster, lee_c
 
 @pytest.mark.cluster
 def test_stranger_without_the_key_is_refused_by_the_default_cluster(cluster, lee_corpus):
-    with pytest.raises(transport.ClusterError, match="refuses this client: it gave no HMAC key"):
+    with pytest.raises(ClusterError, match="refuses this client: it gave no HMAC key") as refused:
         transport.locate_ns({"port": cluster.ns_conf["port"]})
-    dispatcher = endpoints.link(transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME), tables.DISPATCHER)
+    assert refused.value.code == errors.Code.FORBIDDEN
+    dispatcher = endpoints.link(transport.lookup(cluster.ns_conf, DISPATCHER_NAME), tables.DISPATCHER)
     with pytest.raises(transport.CommunicationError):
         dispatcher.call("status")  # a keyless link gets no answer at all
     train_ok(cluster, lee_corpus[:100])
@@ -148,7 +151,7 @@ def test_stranger_without_the_key_is_refused_by_the_default_cluster(cluster, lee
 class FakeWorker:
     """A member that has the key and speaks the protocol, but sends what it likes."""
 
-    NAME = transport.WORKER_PREFIX + "mallory"
+    NAME = WORKER_PREFIX + "mallory"
 
     def __init__(self, cluster):
         self.dispatcher = find_dispatcher(cluster.ns_conf)
@@ -196,7 +199,7 @@ def test_a_poisoned_merge_fails_the_training_naming_the_worker(cluster, lee_corp
     client.join(timeout=120)
     assert "model" not in outcome, "training succeeded with a poisoned merge"
     err = outcome["error"]
-    assert isinstance(err, transport.ClusterError) and FakeWorker.NAME in str(err) \
+    assert isinstance(err, ClusterError) and FakeWorker.NAME in str(err) \
         and "would poison the model" in str(err), err
     train_ok(cluster, lee_corpus)
 
@@ -235,14 +238,14 @@ def test_merge_bounds_in_process():
             assert not protocol.within(np.array([[0.0, bad]], dtype=dtype), bound), (dtype, bad)
     rows = np.array([1, 4], dtype=np.uint32)
     huge = protocol.pack_deltas(rows, np.full((2, 4), 1e30, dtype=np.float32))
-    with pytest.raises(protocol.PoisonError, match="bound of 64"):
+    with pytest.raises(errors.Poisoned, match="bound of 64"):
         protocol.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part", bound)
     assert protocol.unpack_deltas(huge, "syn0", 4, 0, 10, "merge part")[1].max() == np.float32(1e30)  # no bound: finite
     levels = np.full((2, 4), 127, dtype=np.int8)
     for scale, poisoned in ((bound / 127, False), (bound / 100, True), (protocol.MAX_SCALE, True)):
         msg = protocol.pack_deltas(rows, levels, np.full(2, scale, dtype=np.float32))
         if poisoned:
-            with pytest.raises(protocol.PoisonError):
+            with pytest.raises(errors.Poisoned):
                 protocol.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
         else:
             protocol.unpack_deltas(msg, "syn0", 4, 0, 10, "merge part", bound)
@@ -305,19 +308,19 @@ def test_a_strangers_polling_keeps_no_dead_session_alive(strict_cluster, lee_cor
 @pytest.mark.cluster
 def test_what_a_message_can_make_a_server_allocate_is_capped(cluster, lee_corpus):
     dispatcher = find_dispatcher(cluster.ns_conf)
-    (shard_uri,) = transport.list_names(cluster.ns_conf, transport.SHARD_PREFIX).values()
+    (shard_uri,) = transport.list_names(cluster.ns_conf, SHARD_PREFIX).values()
     shard = endpoints.link(shard_uri, tables.SHARD, cluster.ns_conf["hmac_key"], timeout=30)
     train_ok(cluster, lee_corpus[:50])
     before = {role: rss(cluster, role) for role in ("dispatcher", "shard-0")}
     try:
         hello = {"versions": versions(), "threads": 1}
-        for name in (transport.WORKER_PREFIX + "x" * 65, transport.WORKER_PREFIX + "a/b", "gensim_distw2v.shard.x"):
+        for name in (WORKER_PREFIX + "x" * 65, WORKER_PREFIX + "a/b", "gensim_distw2v.shard.x"):
             with pytest.raises(ValueError, match="malformed hello: name must be gensim_distw2v.worker. and 1 to 64"):
                 dispatcher.call("hello", name=name, uri="PYRO:x@127.0.0.1:1", **hello)
         with pytest.raises(ValueError, match="uri must be a Pyro URI"):
-            dispatcher.call("hello", name=transport.WORKER_PREFIX + "x", uri="PYRO:" + "x" * 600, **hello)
+            dispatcher.call("hello", name=WORKER_PREFIX + "x", uri="PYRO:" + "x" * 600, **hello)
         with pytest.raises(Exception, match="max_str_len|exceeds"):  # a 16 MB name is not even read
-            dispatcher.call("hello", name=transport.WORKER_PREFIX + "x" * 16_000_000, uri="PYRO:x@127.0.0.1:1",
+            dispatcher.call("hello", name=WORKER_PREFIX + "x" * 16_000_000, uri="PYRO:x@127.0.0.1:1",
                             **hello)
         with pytest.raises(Exception, match="max_array_len|exceeds"):  # 4 M empty maps in 4 MB
             dispatcher.connection._pyroInvoke("call", ["status", [{}] * 4_000_000], {})
@@ -328,7 +331,7 @@ def test_what_a_message_can_make_a_server_allocate_is_capped(cluster, lee_corpus
         with pytest.raises(errors.Full, match=r"this shard's rows need 30518 MiB, more than its limit of \d+ MiB; "
                                               r"start more shards, or start this one with --max-model-bytes N"):
             shard.send("open_session", spec)
-        assert dispatcher.call("status").workers and shard.call("status").name.startswith(transport.SHARD_PREFIX)
+        assert dispatcher.call("status").workers and shard.call("status").name.startswith(SHARD_PREFIX)
         for role, was in before.items():
             assert rss(cluster, role) - was < 40 * 1024 * 1024, f"{role} grew by {rss(cluster, role) - was} bytes"
     finally:
@@ -348,7 +351,7 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
     try:
         small_link, link = small.local(), dispatcher.local()
         for d in (small_link, link):
-            d.call("shard_hello", name=transport.SHARD_PREFIX + "x", uri="PYRO:x@127.0.0.1:1", versions=versions())
+            d.call("shard_hello", name=SHARD_PREFIX + "x", uri="PYRO:x@127.0.0.1:1", versions=versions())
         with pytest.raises(errors.Full, match=r"the session's arrays need \d+ MiB on the dispatcher, more than its "
                                               r"limit of 0 MiB; start the dispatcher with --max-model-bytes N"):
             small_link.send("open_session", config)

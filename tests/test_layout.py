@@ -15,7 +15,7 @@ MAX_MODULE_LINES = 600
 MAX_CLASS_LINES = 400
 # the layers, lowest first: a module may import from its own layer or a lower one (the roles and the
 # client side sit above the rest; see docs/design.rst)
-LAYERS = {"versions": 0, "_build_info": 0, "fields": 0, "build": 0, "protocol": 1, "settings": 1, "core": 2, "projection": 2, "count_projection": 2, "machine_projection": 2, "io": 3, "member": 4, "dispatcher": 4,
+LAYERS = {"versions": 0, "_build_info": 0, "config": 0, "build": 0, "protocol": 1, "core": 2, "projection": 2, "count_projection": 2, "machine_projection": 2, "io": 3, "member": 4, "dispatcher": 4,
           "shard": 4, "worker": 4, "nameserver": 4, "options": 4, "client": 5, "launch": 5, "model": 6, "__init__": 7, "__main__": 7}
 
 
@@ -108,6 +108,39 @@ def test_no_import_cycle_among_the_packages_modules():
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
 
 
+@pytest.mark.unit
+def test_no_import_cycle_among_the_packages_parts():
+    """Each part of the package (a sub-package, or a loose module) as one node: importing any module of a
+    part runs that part's ``__init__``, so a cycle between two parts is a cycle even where no two modules
+    import each other (``protocol.session`` importing the settings that import ``protocol.constants``)."""
+    modules = _modules()
+
+    def part(name):
+        return name.split(".")[1] if "." in name else None
+
+    graph = {}
+    for name, path in modules.items():
+        if part(name) is None:
+            continue
+        deps = graph.setdefault(part(name), set())
+        deps.update(part(dep) for dep in _imports(path, modules) if part(dep) not in (None, part(name)))
+    assert _cycle(graph) is None, f"import cycle between parts of the package: {' -> '.join(_cycle(graph))}"
+
+
+@pytest.mark.unit
+def test_the_role_packages_export_their_servers_explicitly_and_not_their_command_lines():
+    """``gensim_distw2v.worker`` (dispatcher, shard) gives its server class; its command line is
+    ``python -m`` (``__main__`` imports the ``daemon``), which the package does not load."""
+    for role, names in (("worker", {"Worker", "SessionLost"}), ("dispatcher", {"Dispatcher"}), ("shard", {"Shard"})):
+        path = os.path.join(PACKAGE, role, "__init__.py")
+        tree = ast.parse(open(path).read())
+        imported = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        assert all(isinstance(n, ast.ImportFrom) and n.module == f"gensim_distw2v.{role}.service"
+                   and "*" not in {a.name for a in n.names} for n in imported), f"{role}/__init__.py: " \
+            f"import the server's names from gensim_distw2v.{role}.service by name, and nothing else"
+        assert {a.name for n in imported for a in n.names} == names
+
+
 def _layer(module):
     part = module.split(".")[1] if "." in module else "__init__"
     return LAYERS.get(part)
@@ -165,15 +198,48 @@ def _compared_by_name(names, word):
 
 @pytest.mark.unit
 def test_no_module_decides_by_a_sync_modes_or_a_sessions_state_name():
-    """What differs between sync modes is protocol.constants.SYNC's flags, and a session's states are its
+    """What differs between sync modes is config.choices.SYNC's flags, and a session's states are its
     constants: a module comparing the setting with a mode's name (``sync == "bsp"``) or a state with a bare
     string is one more place to find when a mode or a state is added."""
-    from gensim_distw2v.protocol.constants import SESSION_STATES, SYNC_MODES
+    from gensim_distw2v.config.choices import SYNC_MODES
+    from gensim_distw2v.protocol.constants import SESSION_STATES
 
     found = _compared_by_name(SYNC_MODES, "sync")
-    assert not found, "decide by protocol.SYNC[...]'s flags instead: " + "; ".join(found)
+    assert not found, "decide by config.choices.SYNC[...]'s flags instead: " + "; ".join(found)
     found = _compared_by_name(SESSION_STATES, "state")
     assert not found, "compare with protocol.constants' RUNNING, FAILED, ... instead: " + "; ".join(found)
+
+
+def _decided_by_text(source):
+    """``line: code`` of each test, in an ``except ... as err`` block, of ``str(err)`` / ``repr(err)`` /
+    ``err.args`` (a decision on an error's message rather than its type or code)."""
+    found = []
+    for handler in ast.walk(ast.parse(source)):
+        if not isinstance(handler, ast.ExceptHandler) or not handler.name:
+            continue
+        for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+            if not isinstance(node, ast.Compare):
+                continue
+            for part in ast.walk(node):
+                text_of = (isinstance(part, ast.Call) and isinstance(part.func, ast.Name)
+                           and part.func.id in ("str", "repr") and len(part.args) == 1
+                           and isinstance(part.args[0], ast.Name) and part.args[0].id == handler.name)
+                args_of = (isinstance(part, ast.Attribute) and part.attr == "args"
+                           and isinstance(part.value, ast.Name) and part.value.id == handler.name)
+                if text_of or args_of:
+                    found.append(f"{node.lineno}: {ast.unparse(node)}")
+                    break
+    return found
+
+
+@pytest.mark.unit
+def test_no_module_decides_by_an_errors_message():
+    """Errors are told apart by their type or their ``code`` (protocol.errors); a test of their text breaks
+    when a message is reworded, and a peer chooses the text."""
+    assert _decided_by_text("try:\n    f()\nexcept OSError as err:\n    if 'hmac' in str(err).lower():\n"
+                            "        pass\n") == ["4: 'hmac' in str(err).lower()"]  # the check can fail
+    found = [f"{name}:{line}" for name, path in _modules().items() for line in _decided_by_text(open(path).read())]
+    assert not found, "decide by the error's class or .code instead: " + "; ".join(found)
 
 
 @pytest.mark.cluster

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gensim_distw2v import settings
+from gensim_distw2v.config import settings
 from gensim_distw2v.core import merge, replica, schedule
 from gensim_distw2v.core.merge import GlobalWeights
 from gensim_distw2v.core.replica import Replica
@@ -726,8 +726,8 @@ def test_int8_merges_reach_the_exact_model():
 
 
 def test_row_bytes_count_the_codecs_bytes():
-    assert merge.row_bytes("float16", 100) == 204 and merge.row_bytes("int8", 100) == 108
-    assert merge.row_bytes(np.float32, 100) == 404
+    assert merge.wire_row_bytes("float16", 100) == 204 and merge.wire_row_bytes("int8", 100) == 108
+    assert merge.wire_row_bytes(np.float32, 100) == 404
     with pytest.raises(ValueError, match="merge_dtype must be one of"):
         settings.check_codec("int4")
 
@@ -1340,3 +1340,34 @@ def test_rounds_in_flight_lose_nothing_and_count_nothing_twice(rule):
             np.testing.assert_allclose(replica.replica[name], weights[name], atol=1e-6, rtol=0)
         if rule == "sum":
             np.testing.assert_allclose(weights[name], expect[name], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("rule", ["sum", "damp", "mean"])
+def test_the_float16_path_of_machines_without_f16c_merges_as_the_compiled_one(monkeypatch, rule):
+    """Without F16C the merges take numpy's float16 conversions and separate compiled steps (core.merge,
+    core.replica); here both paths run the same rounds, so the one this machine does not take is tested too."""
+    def run(has_f16c):
+        monkeypatch.setattr(merge, "HAS_F16C", has_f16c)
+        monkeypatch.setattr(replica, "HAS_F16C", has_f16c)
+        init = initial(3)
+        g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule=rule, codec="float16",
+                          damp_rows={"syn0": 20, "syn1neg": 20} if rule == "damp" else None, delta_rows=12)
+        workers = [Replica(init) for _ in range(3)]
+        for rank in range(3):
+            g.add_worker(rank)
+        for i in range(15):
+            for rank, r in enumerate(workers):
+                train(r, (np.arange(rank, V, 4) + i) % V, 0.02, 100 * i + rank)
+                merge_round(r, g, rank, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 200))
+        for rank, r in enumerate(workers):
+            merge_round(r, g, rank, np.float32)
+        return g.weights, [(r.replica, r.base) for r in workers]
+
+    from gensim_distw2v._rows import HAS_F16C
+    compiled, fallback = run(HAS_F16C), run(False)
+    for name in compiled[0]:
+        np.testing.assert_allclose(fallback[0][name], compiled[0][name], rtol=0, atol=1e-6)
+        for (r_c, b_c), (r_f, b_f) in zip(compiled[1], fallback[1]):
+            np.testing.assert_allclose(r_f[name], r_c[name], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(b_f[name], b_c[name], rtol=0, atol=1e-6)
+    assert not np.allclose(compiled[0]["syn0"], initial(3)["syn0"])  # the rounds moved the weights

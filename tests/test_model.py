@@ -141,14 +141,14 @@ def test_removed_setting_is_named_with_what_to_do(tmp_path):
 @pytest.mark.unit
 def test_settings_are_one_object_passed_whole():
     from gensim_distw2v.client.training import DistributedTraining
-    from gensim_distw2v.settings import Settings
+    from gensim_distw2v.config.settings import Settings
 
     model = Word2Vec(distributed=True, sync_words=5000, merge="sum", cold_every=2)
     assert model.settings == Settings(sync_words=5000, merge="sum", cold_every=2)
     model.hold_back = 0  # an attribute replaces its setting, validated and normalised
     assert model.settings.hold_back == 0.0 and isinstance(model.settings.hold_back, float)
     assert DistributedTraining(model, {}).settings is model.settings
-    with pytest.raises(ValueError, match="settings must be a gensim_distw2v.settings.Settings"):
+    with pytest.raises(ValueError, match="settings must be a gensim_distw2v.config.settings.Settings"):
         DistributedTraining(model, {}, {"merge": "sum"})
 
 

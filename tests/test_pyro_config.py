@@ -14,6 +14,7 @@ import Pyro4.errors
 import pytest
 
 from gensim_distw2v.io import transport
+from gensim_distw2v.protocol.errors import ClusterError
 
 PICKLE_ENV = {"PYRO_SERIALIZER": "pickle", "PYRO_SERIALIZERS_ACCEPTED": "pickle"}
 
@@ -65,6 +66,7 @@ PICKLE_PROCESS = """
     from gensim.test.utils import datapath
     import gensim_distw2v
     from gensim_distw2v.io import transport
+    from gensim_distw2v.protocol.constants import DISPATCHER_NAME, WORKER_PREFIX
 
     class Point:  # travels as itself with pickle only
         def __init__(self, x, y):
@@ -101,7 +103,7 @@ PICKLE_PROCESS = """
         daemon.shutdown()
 
         key = cluster.ns_conf["hmac_key"]
-        dispatcher = transport.lookup(cluster.ns_conf, transport.DISPATCHER_NAME)
+        dispatcher = transport.lookup(cluster.ns_conf, DISPATCHER_NAME)
         ping = lambda p: p._pyroInvoke("ping", [Trap()], {}, objectId=Pyro4.constants.DAEMON_NAME)
         raw = Pyro4.Proxy(dispatcher)  # the process's serializer: pickle
         raw._pyroHmacKey = key
@@ -117,7 +119,7 @@ PICKLE_PROCESS = """
         print("name server handshake:", refusal(ns, lambda p: p._pyroBind()))
         ours = transport.connect(dispatcher, key, timeout=10)
         print("after:", ours._pyroInvoke("ping", [], {}, objectId=Pyro4.constants.DAEMON_NAME),
-              sorted(transport.list_names(cluster.ns_conf, transport.WORKER_PREFIX)) != [])
+              sorted(transport.list_names(cluster.ns_conf, WORKER_PREFIX)) != [])
         transport.release(ours)
     print("config", Pyro4.config.SERIALIZER, sorted(Pyro4.config.SERIALIZERS_ACCEPTED))
 """
@@ -245,12 +247,12 @@ def test_a_daemon_and_its_proxies_ignore_the_process_config(pickle_config):
 @pytest.mark.unit  # (refused before any socket)
 def test_what_cannot_be_set_per_daemon_is_checked(monkeypatch):
     monkeypatch.setattr(Pyro4.config, "MAX_MESSAGE_SIZE", 1024 * 1024)
-    with pytest.raises(transport.ClusterError, match="MAX_MESSAGE_SIZE.*set it to 0"):
+    with pytest.raises(ClusterError, match="MAX_MESSAGE_SIZE.*set it to 0"):
         transport.connect("PYRO:x@127.0.0.1:1")
     transport._NameServerProxy("PYRO:x@127.0.0.1:1")  # the name server's messages fit in 1 MB
     monkeypatch.setattr(Pyro4.config, "MAX_MESSAGE_SIZE", 0)
     monkeypatch.setattr(Pyro4.config, "REQUIRE_EXPOSE", False)
-    with pytest.raises(transport.ClusterError, match="REQUIRE_EXPOSE.*callable from the network"):
+    with pytest.raises(ClusterError, match="REQUIRE_EXPOSE.*callable from the network"):
         transport._Daemon(transport.Limits(), host="127.0.0.1", port=0)
 
 

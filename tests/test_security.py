@@ -6,14 +6,15 @@ import textwrap
 
 import pytest
 
-from gensim_distw2v.io import serving, transport
+from gensim_distw2v.io import serving
+from gensim_distw2v.io.keys import HMAC_ENV, read_hmac_key
 from gensim_distw2v.client.cluster import ManagedProcess
 
 
 @pytest.mark.parametrize("module", ["gensim_distw2v.dispatcher", "gensim_distw2v.worker", "gensim_distw2v.shard"])
 @pytest.mark.cluster
 def test_binding_beyond_loopback_needs_an_hmac_key(module, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in (transport.HMAC_ENV, "PYRO_HMAC_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in (HMAC_ENV, "PYRO_HMAC_KEY")}
     done = subprocess.run([sys.executable, "-P", "-m", module, "--host", "0.0.0.0", "--ns-port", "1"],
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode != 0
@@ -72,14 +73,14 @@ def test_a_key_file_other_users_can_read_is_warned_about(tmp_path, caplog):
         key.chmod(mode)
         caplog.clear()
         with caplog.at_level("WARNING", logger="gensim_distw2v.io.keys"):
-            assert transport.read_hmac_key(str(key)) == b"a long random secret"
+            assert read_hmac_key(str(key)) == b"a long random secret"
         said = " ".join(r.getMessage() for r in caplog.records)
         assert (f"chmod 600 {key}" in said and "open to other users" in said) == warned, (oct(mode), said)
 
 
 @pytest.mark.cluster
 def test_a_daemon_on_loopback_without_a_key_says_every_local_user_can_reach_it(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in (transport.HMAC_ENV, "PYRO_HMAC_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in (HMAC_ENV, "PYRO_HMAC_KEY")}
     proc = ManagedProcess("unkeyed", [sys.executable, "-P", "-m", "gensim_distw2v.dispatcher", "--ns-port",
                                       str(serving.free_port())], env=env)
     try:
@@ -109,7 +110,7 @@ def test_a_failed_open_never_shows_a_shard_the_owners_secret(monkeypatch):
     from gensim_distw2v import protocol
     from gensim_distw2v.client.session import SessionSetup
     from gensim_distw2v.io import endpoints
-    from gensim_distw2v.settings import Settings
+    from gensim_distw2v.config.settings import Settings
 
     seen = []
 

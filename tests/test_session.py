@@ -8,7 +8,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.core.session import Session
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.protocol.rounds import MAX_LOSS_PER_WORD
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.config.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Settings and the daemons' options are declared once (gensim_distw2v.fields): every keyword,
+"""Settings and the daemons' options are declared once (gensim_distw2v.config.fields): every keyword,
 attribute, docstring entry, command-line option and docs row is generated from the declaration,
 with the declaration's default, and nothing else repeats it."""
 import argparse
@@ -11,13 +11,14 @@ import re
 import pytest
 from numpydoc.docscrape import NumpyDocString
 
-from gensim_distw2v import Word2Vec, fields, options
+from gensim_distw2v import Word2Vec, options
+from gensim_distw2v.config import fields
 from gensim_distw2v import __main__ as cli
 from gensim_distw2v import nameserver
 from gensim_distw2v.dispatcher import daemon as dispatcher_daemon
 from gensim_distw2v.dispatcher.service import Dispatcher
-from gensim_distw2v.io import transport
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.io import keys, transport
+from gensim_distw2v.config.settings import Settings
 from gensim_distw2v.shard import daemon as shard_daemon
 from gensim_distw2v.shard.service import Shard
 from gensim_distw2v.worker import daemon as worker_daemon
@@ -25,7 +26,7 @@ from gensim_distw2v.worker.service import Worker
 
 pytestmark = pytest.mark.unit
 
-PACKAGE = os.path.dirname(os.path.abspath(fields.__file__))
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(fields.__file__)))  # (fields is in config/)
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 SETTINGS = dataclasses.fields(Settings)
 ROLES = [  # (the daemon's module, its options, the role it constructs)
@@ -125,7 +126,7 @@ def test_every_setting_is_a_train_option_with_the_same_default(tmp_path):
 def test_the_docs_table_lists_every_setting_and_no_page_types_a_default():
     with open(os.path.join(DOCS, "settings.rst"), encoding="utf-8") as fin:
         page = fin.read()
-    groups = re.findall(r"\.\. declared:: gensim_distw2v\.settings\.Settings\n   :group: (\w+)", page)
+    groups = re.findall(r"\.\. declared:: gensim_distw2v\.config\.settings\.Settings\n   :group: (\w+)", page)
     assert sorted(groups) == sorted({f.metadata["group"] for f in SETTINGS}), groups
     rows = "\n".join(line for group in groups for line in fields.rst_table(Settings, group=group))
     for field in SETTINGS:
@@ -185,7 +186,7 @@ def test_the_servers_common_options_are_declared_once_and_limits_keep_their_defa
         for name in common:  # the very same declaration, not a copy
             assert cls.__dataclass_fields__[name] is options.ServerOptions.__dataclass_fields__[name]
     assert options.ServerOptions().limits() == transport.Limits()
-    assert options.NameServerOptions().port == transport.DEFAULT_NS_PORT
+    assert options.NameServerOptions().port == keys.DEFAULT_NS_PORT
     # the limits' ranges agree with the transport's own checks
     for value in (600.0, 0.001):
         assert options.ServerOptions(handshake_timeout=value).limits().handshake_timeout == value

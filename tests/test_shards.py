@@ -9,6 +9,7 @@ import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v.io import transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import GlobalWeights
 
@@ -203,7 +204,7 @@ def test_lost_shard_stops_training_with_a_clear_error(lee_corpus, how):
             thread.join(timeout=120)
             assert not thread.is_alive(), "train() hangs after losing a shard"
             error = result.get("error")
-            assert isinstance(error, (transport.ClusterError, RuntimeError)), error
+            assert isinstance(error, (ClusterError, RuntimeError)), error
             assert name in str(error) and "python -m gensim_distw2v.shard --ns-host 127.0.0.1" in str(error), error
             dispatcher.wait_for(rf"shard {name} (of session \S+ )?lost", timeout=30)
         finally:

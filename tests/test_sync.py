@@ -181,16 +181,16 @@ def test_asp_never_waits_and_local_merges_only_at_epoch_ends(two_workers, lee_co
 
 @pytest.mark.unit
 def test_each_sync_mode_is_one_record_of_what_it_changes():
-    from gensim_distw2v import protocol
-    from gensim_distw2v.settings import Settings
+    from gensim_distw2v.config.choices import SYNC, SYNC_MODES
+    from gensim_distw2v.config.settings import Settings
 
-    assert protocol.SYNC_MODES == tuple(protocol.SYNC) == ("ssp", "bsp", "asp", "local")
-    flags = {name: (m.in_turn, m.bounded, m.within_epoch, m.overlapped) for name, m in protocol.SYNC.items()}
+    assert SYNC_MODES == tuple(SYNC) == ("ssp", "bsp", "asp", "local")
+    flags = {name: (m.in_turn, m.bounded, m.within_epoch, m.overlapped) for name, m in SYNC.items()}
     assert flags == {"ssp": (False, True, True, True), "bsp": (True, True, True, False),
                      "asp": (False, False, True, True), "local": (False, False, False, False)}
     with pytest.raises(dataclasses.FrozenInstanceError):
-        protocol.SYNC["ssp"].bounded = False
-    for name in protocol.SYNC:  # every mode the table holds is a valid setting
+        SYNC["ssp"].bounded = False
+    for name in SYNC:  # every mode the table holds is a valid setting
         assert Settings(sync=name).sync == name
 
 

@@ -21,7 +21,7 @@ def test_rows_go_up_and_come_down_in_parts_through_any_layout(part_bytes):
 
         def send(lo, part, sent=sent):
             sent[lo] = protocol.unpack_array(part, "part", "float32")
-        transfers.send_rows(layout.rows_of(matrix, shard), part_bytes, send)
+        transfers.send_in_parts(layout.rows_of(matrix, shard), part_bytes, send)
         held = np.concatenate([sent[lo] for lo in sorted(sent)])
         assert np.array_equal(held, layout.rows_of(matrix, shard))
         assert all(len(part) * 20 <= max(part_bytes, 20) for part in sent.values())  # at least one row a part
@@ -88,7 +88,7 @@ def test_a_shard_serves_its_table_with_typed_refusals(grant):
     shard, local, sid = _local_shard(grant)
     rows = np.arange(50 * 4, dtype=np.float32).reshape(50, 4)
     for name in ("syn0", "syn1neg"):
-        transfers.send_rows(rows, 4 * 4 * 16, lambda lo, part, name=name: local.call(
+        transfers.send_in_parts(rows, 4 * 4 * 16, lambda lo, part, name=name: local.call(
             "upload", session=sid, name=name, lo=lo, array=part, token="own"))
     with pytest.raises(errors.BadRequest, match="starts at 0, expected 50"):
         local.call("upload", session=sid, name="syn0", lo=0, array=protocol.pack_array(rows[:1]), token="own")

@@ -27,7 +27,6 @@ from gensim.test.utils import datapath
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.client import vocab
-from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import constants, errors
 from gensim_distw2v.shard import counts as vocab_counts
 from gensim_distw2v.shard.counts import CountTables
@@ -343,7 +342,7 @@ def test_the_client_stops_taking_from_a_shard_that_answers_for_ever():
     count = vocab.ClusterCount({})
     count.results = {0: [3, 1, 3]}
     for totals, said in (([10 ** 9], "1000000000 words in all"), ([3, 4], "with 4 words in all \\(before: 3")):
-        with pytest.raises(transport.ClusterError, match=said):
+        with pytest.raises(errors.ClusterError, match=said):
             count._take(Held(totals), "c1", "t0k", 1)
 
 
@@ -681,7 +680,7 @@ def test_a_worker_that_does_not_see_the_file_is_left_out_naming_it(tmp_path, sta
         blind = start_namespaced_worker(alone, "worker-blind", f"mount -t tmpfs none {shared}")
         alone.processes["dispatcher"].wait_for(rf"worker {re.escape(blind)} registered", timeout=60)
         model = Word2Vec(distributed=True, ns_conf=alone.ns_conf, vector_size=8, cluster_timeout=5.0)
-        with pytest.raises(transport.ClusterError) as err:  # the only worker cannot see it
+        with pytest.raises(errors.ClusterError) as err:  # the only worker cannot see it
             model.build_vocab(corpus_file=str(path))
         assert f"no worker could count the vocabulary of {path}" in str(err.value)
         assert f"{blind}: worker {blind} on 127.0.0.1: no file at {path}" in str(err.value)
@@ -816,7 +815,7 @@ def test_a_worker_given_corpus_folders_counts_and_trains_only_files_in_them(tmp_
     with LocalCluster(n_workers=1, n_shards=1, worker_args=["--corpus-dir", str(data)]) as kept:
         model = Word2Vec(distributed=True, ns_conf=kept.ns_conf, vector_size=8, min_count=2, epochs=1,
                          cluster_timeout=10.0)
-        with pytest.raises(transport.ClusterError, match=rf"{re.escape(str(outside))} is not in a folder this "
+        with pytest.raises(errors.ClusterError, match=rf"{re.escape(str(outside))} is not in a folder this "
                                                          rf"worker reads corpora from \(its --corpus-dir\)"):
             model.build_vocab(corpus_file=str(outside))
         model.build_vocab(corpus_file=str(inside))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gensim_distw2v import protocol
+from gensim_distw2v.config.choices import SYNC
 from gensim_distw2v.core import schedule
 from gensim_distw2v.worker import merger
 from gensim_distw2v.worker.held import wants_held_rows
@@ -34,7 +35,7 @@ def _training(sync_words, sync="ssp"):
     t = _Training.__new__(_Training)
     t.lock = threading.Condition()
     t.stop = threading.Event()
-    t.sync_words, t.sync, t.mode, t.compute_loss = sync_words, sync, protocol.SYNC[sync], False
+    t.sync_words, t.sync, t.mode, t.compute_loss = sync_words, sync, SYNC[sync], False
     t.words_since_merge = t.claimed = 0
     t.stalled = 0.0
     t.trainer = _Kernel()

@@ -1,9 +1,9 @@
 """A Sphinx directive that renders the table of a class of declared options (settings or a daemon's).
 
 The rows are generated from the fields of the installed package's class (their defaults, help and
-checks: :mod:`gensim_distw2v.fields`), never typed by hand::
+checks: :mod:`gensim_distw2v.config.fields`), never typed by hand::
 
-    .. declared:: gensim_distw2v.settings.Settings
+    .. declared:: gensim_distw2v.config.settings.Settings
        :group: merging
 
     .. declared:: gensim_distw2v.options.DispatcherOptions
@@ -30,7 +30,7 @@ class Declared(Directive):
     option_spec = {"group": directives.unchanged, "beyond": directives.unchanged}
 
     def run(self):
-        from gensim_distw2v import fields
+        from gensim_distw2v.config import fields
 
         try:
             cls = find(self.arguments[0])

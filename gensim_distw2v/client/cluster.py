@@ -26,13 +26,16 @@ import time
 
 import gensim_distw2v
 from gensim_distw2v.io import serving, transport
+from gensim_distw2v.io.keys import as_key, HMAC_ENV
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME, SHARD_PREFIX, WORKER_PREFIX
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.options import DispatcherOptions
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LocalCluster", "ManagedProcess"]
 
-_PREFIX = {"worker": transport.WORKER_PREFIX, "shard": transport.SHARD_PREFIX}
+_PREFIX = {"worker": WORKER_PREFIX, "shard": SHARD_PREFIX}
 POLL = 0.25  # seconds between two questions to a process that is coming up and prints nothing
 
 
@@ -253,7 +256,7 @@ class LocalCluster:
             raise ValueError("n_workers and n_shards must be >= 0 and threads_per_worker >= 1")
         self.n_workers, self.threads_per_worker, self.n_shards = n_workers, threads_per_worker, n_shards
         self.worker_timeout, self.client_timeout, self.job_deadline = worker_timeout, client_timeout, job_deadline
-        self.hmac_key = None if hmac_key is False else transport.as_key(hmac_key or secrets.token_urlsafe(32))
+        self.hmac_key = None if hmac_key is False else as_key(hmac_key or secrets.token_urlsafe(32))
         self.log_level, self.shard_args, self.dispatcher_args = log_level, list(shard_args), list(dispatcher_args)
         self.worker_args = list(worker_args)
         if not hmac_key:  # a key of its own, gone with the cluster: checkpoints signed with it could not be resumed
@@ -270,10 +273,10 @@ class LocalCluster:
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(gensim_distw2v.__file__)))
         env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
         env["PYTHONUNBUFFERED"] = "1"
-        env.pop(transport.HMAC_ENV, None)
+        env.pop(HMAC_ENV, None)
         env.pop("PYRO_HMAC_KEY", None)
         if self.hmac_key:
-            env[transport.HMAC_ENV] = env["PYRO_HMAC_KEY"] = self.hmac_key.decode("utf8")
+            env[HMAC_ENV] = env["PYRO_HMAC_KEY"] = self.hmac_key.decode("utf8")
         return env
 
     def _spawn(self, name, module, args):
@@ -300,7 +303,7 @@ class LocalCluster:
             seen, alive = len(proc.lines), proc.alive()
             try:
                 return check()
-            except (_NotYet, transport.ClusterError, transport.PyroError, OSError, ValueError) as err:
+            except (_NotYet, ClusterError, transport.PyroError, OSError, ValueError) as err:
                 missing = str(err)
             if not alive:
                 raise RuntimeError(f"{proc.name} exited with code {proc.proc.returncode} before it was up "
@@ -364,7 +367,7 @@ class LocalCluster:
     def _dispatcher_status(self, ns):
         """The status reply of the dispatcher registered in ``ns``; :class:`_NotYet` if none is."""
         try:
-            uri = str(ns.lookup(transport.DISPATCHER_NAME))
+            uri = str(ns.lookup(DISPATCHER_NAME))
         except transport.NamingError:
             raise _NotYet(f"no dispatcher registered in the name server at 127.0.0.1:{self.ns_conf['port']}") from None
         return _ask_status(uri, self.hmac_key)

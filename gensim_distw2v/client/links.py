@@ -2,7 +2,9 @@
 import logging
 import time
 
-from gensim_distw2v.io import endpoints, links, transport
+from gensim_distw2v.io import endpoints, keys, links, transport
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.protocol.errors import ShardLostError  # (re-exported: what train() raises for a lost shard)
 from gensim_distw2v.core.layout import ShardLayout
@@ -18,22 +20,22 @@ def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
 
     Raises
     ------
-    transport.ClusterError
+    ClusterError
         No name server, or no dispatcher registered in it; the message says how to start it.
     """
-    host, port, _broadcast, key = transport.ns_settings(ns_conf)
+    host, port, _broadcast, key = keys.ns_settings(ns_conf)
     hmac_key = hmac_key or key  # the cluster's key, given in ns_conf
-    uri = transport.lookup(ns_conf, transport.DISPATCHER_NAME)
+    uri = transport.lookup(ns_conf, DISPATCHER_NAME)
     if uri is None:
-        raise transport.ClusterError(
-            f"no dispatcher is registered as {transport.DISPATCHER_NAME} in the name server at {host}:{port}. "
+        raise ClusterError(
+            f"no dispatcher is registered as {DISPATCHER_NAME} in the name server at {host}:{port}. "
             f"Start one with: python -m gensim_distw2v.dispatcher --ns-host {host} --ns-port {port}")
     link = endpoints.link(uri, tables.DISPATCHER, hmac_key, timeout=timeout)
     try:
         link.bind()
     except transport.PyroError as err:
         link.release()
-        raise transport.ClusterError(
+        raise ClusterError(
             f"the dispatcher registered at {uri} does not answer ({err}); it may have died: start it again "
             f"with: python -m gensim_distw2v.dispatcher --ns-host {host} --ns-port {port}") from None
     return link
@@ -41,7 +43,7 @@ def find_dispatcher(ns_conf, hmac_key=None, timeout=60.0):
 
 def wait_for_workers(dispatcher, ns_conf, timeout):
     """Wait until at least one worker and one shard are registered; return the number of workers."""
-    host, port, _broadcast, _key = transport.ns_settings(ns_conf)
+    host, port, _broadcast, _key = keys.ns_settings(ns_conf)
     deadline = time.monotonic() + timeout
     while True:
         status = dispatcher.call("status")
@@ -50,7 +52,7 @@ def wait_for_workers(dispatcher, ns_conf, timeout):
         if time.monotonic() >= deadline:
             role = "workers" if not status.workers else "parameter shards"
             module = "worker" if not status.workers else "shard"
-            raise transport.ClusterError(
+            raise ClusterError(
                 f"no {role} registered with the dispatcher within {timeout:.0f} s. Start one on each node with: "
                 f"python -m gensim_distw2v.{module} --ns-host {host} --ns-port {port}")
         time.sleep(0.2)

@@ -7,12 +7,13 @@ import numpy as np
 
 from gensim_distw2v import protocol
 from gensim_distw2v.io import transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.io.corpusfile import fingerprint, fingerprint_files, vocab_arrays
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_counts, reverse_tree, reverse_tree_order
 from gensim_distw2v.core.schedule import (damp_words, damped_rows, default_cold_output_down, default_cold_output_every,
                                           default_sync_words, hot_rows, output_hot_rows, tree_hot_rows)
-from gensim_distw2v.protocol.transfers import fetch_rows, send_rows
+from gensim_distw2v.protocol.transfers import fetch_rows, send_in_parts
 from gensim_distw2v.client.checkpoints import _NotOpened, _RestoreFailed
 from gensim_distw2v.client.links import ShardLinks
 from gensim_distw2v.versions import versions
@@ -142,7 +143,7 @@ class SessionSetup:
         part_bytes = self.settings.part_bytes
         for name, array in arrays.items():
             if name not in weights:
-                send_rows(array, part_bytes, lambda lo, part, name=name: dispatcher.call(
+                send_in_parts(array, part_bytes, lambda lo, part, name=name: dispatcher.call(
                     "upload", session=sid, name=name, lo=lo, array=part, token=opened.owner))
         restore = None if resumed is None else protocol.RestoreSpec(
             dir=config.checkpoint.dir, sequence=resumed.checkpoint, count=resumed.shards, run=resumed.run)
@@ -169,7 +170,7 @@ class SessionSetup:
                 raise _NotOpened(f"shard {links.shards[shard][0]} did not hear of the new session", err) from None
             if restore is None:
                 for name, array in weights.items():
-                    send_rows(links.layout.rows_of(array, shard), part_bytes, lambda lo, part, name=name: links.call(
+                    send_in_parts(links.layout.rows_of(array, shard), part_bytes, lambda lo, part, name=name: links.call(
                         shard, "upload", session=sid, name=name, lo=lo, array=part, token=capability))
             links.call(shard, "start", session=sid, token=capability)
         links.each(give)
@@ -190,7 +191,7 @@ class SessionSetup:
             for name, target in got.items():
                 def check(part, name=name):
                     if not protocol.within(part, bound):
-                        raise transport.ClusterError(
+                        raise ClusterError(
                             f"shard {links.shards[shard][0]} sent {name} weights that are not finite or larger than "
                             f"{bound:.3g}: the model keeps the weights it had before this train() call")
                 fetch_rows(links.layout.rows_of(target, shard), self.settings.part_bytes,

@@ -20,12 +20,13 @@ import os
 import time
 
 from gensim_distw2v import protocol
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import keys, transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.io.board import Board
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.core.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.config.settings import Settings
 from gensim_distw2v.client.checkpoints import SkippedJobs, Resumes, _Lost, _Retry
 from gensim_distw2v.client.links import ShardLinks, ShardLostError, find_dispatcher, wait_for_workers
 from gensim_distw2v.client.readable import readable_file
@@ -55,7 +56,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         The model (vocabulary built); its weights are sent, trained remotely and copied back.
     ns_conf : dict
         Where the name server is (``host``, ``port``, ``broadcast``, ``hmac_key``).
-    settings : gensim_distw2v.settings.Settings, optional
+    settings : gensim_distw2v.config.settings.Settings, optional
         How to train on the cluster (default: the model's ``settings``).
     """
 
@@ -64,8 +65,8 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         self._token = None  # the open session's secret (protocol.Opened.token)
         self.settings = settings if settings is not None else model.settings
         if not isinstance(self.settings, Settings):
-            raise ValueError(f"settings must be a gensim_distw2v.settings.Settings, got {type(self.settings).__name__}")
-        self.hmac_key = transport.ns_settings(self.ns_conf)[3]
+            raise ValueError(f"settings must be a gensim_distw2v.config.settings.Settings, got {type(self.settings).__name__}")
+        self.hmac_key = keys.ns_settings(self.ns_conf)[3]
         self.stats = {}
         self.board = None  # a board.Board while train() writes TensorBoard events
         self._failed_reported = 0  # the last failed checkpoint logged (each is logged once)
@@ -136,7 +137,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         while True:
             try:
                 return find_dispatcher(self.ns_conf, self.hmac_key)
-            except transport.ClusterError:
+            except ClusterError:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.2)
@@ -209,16 +210,16 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 raise _Lost(WORKERS_DROPPED_LOSS, failure) from None
             raise failure from None
         except transport.CommunicationError as err:
-            host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+            host, port, _broadcast, _key = keys.ns_settings(self.ns_conf)
             dispatcher.timeout = 2.0  # it may hang: do not wait long to close the session
-            raise _Lost(f"lost the dispatcher during training ({type(err).__name__}: {err})", transport.ClusterError(
+            raise _Lost(f"lost the dispatcher during training ({type(err).__name__}: {err})", ClusterError(
                 f"lost the dispatcher during training ({type(err).__name__}: {err}); this train() call did not "
                 f"finish and the model keeps the weights it had before it (or at the last epoch end, with "
                 f"callbacks). Once a dispatcher runs again (python -m gensim_distw2v.dispatcher --ns-host {host} "
                 f"--ns-port {port}), the workers rejoin it by themselves: call train() again"
                 + ("" if self.settings.checkpoint_dir is None else
                    f" with resume_from={self.settings.checkpoint_dir!r} to go on from its last checkpoint"))) from None
-        except transport.ClusterError as err:
+        except ClusterError as err:
             if err.code is not errors.Code.SHARD_LOST:
                 raise
             raise _Lost("lost a parameter shard", err) from None
@@ -289,7 +290,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 + ". Every worker must read the same file at the same path (a shared filesystem, or the same "
                   "copy at that path on every node); nothing was trained")
         if not checks:
-            raise transport.ClusterError(
+            raise ClusterError(
                 f"no worker checked the corpus file {spec.path} within {self.settings.cluster_timeout:.0f} s: "
                 f"are the workers alive? (python -m gensim_distw2v.worker)")
         logger.info("corpus_file %s (%i bytes, %i ranges of %i bytes per epoch) is the same on all %i workers",
@@ -372,18 +373,18 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         session's failure: its fault as is."""
         keeps = "the model keeps the weights it had before it (or at the last epoch end, with callbacks)"
         if code is errors.Code.SHARD_LOST:
-            host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+            host, port, _broadcast, _key = keys.ns_settings(self.ns_conf)
             return ShardLostError(
                 f"{message}: it held part of the weights, so this train() call cannot finish; {keeps}. Restart "
                 f"the shard with: python -m gensim_distw2v.shard --ns-host {host} --ns-port {port}, then call "
                 f"train() again")
         if code is errors.Code.POISONED:
-            return transport.ClusterError(
+            return ClusterError(
                 f"{message}. The model keeps the weights it had before this call (or at the last epoch end, with "
                 f"callbacks). Find out what runs under that worker's name (its log, its host) before training again",
                 code)
         if code is errors.Code.NO_WORKERS:
-            return transport.ClusterError(message, code)
+            return ClusterError(message, code)
         if code is errors.Code.WORKERS_DROPPED:
             return errors.WorkersDropped(
                 f"{message}. The workers rejoin the cluster by themselves; {keeps}: call train() again"

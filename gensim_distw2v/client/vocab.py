@@ -46,7 +46,8 @@ from gensim import utils
 from gensim_distw2v import protocol
 from gensim_distw2v._counts import decode_words
 from gensim_distw2v.client.links import find_dispatcher, wait_for_workers
-from gensim_distw2v.io import corpusfile, endpoints, links, transport
+from gensim_distw2v.io import corpusfile, endpoints, keys, links, transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.protocol import errors, tables
 from gensim_distw2v.protocol.counting import MAX_TAKE_WORDS
 
@@ -122,7 +123,7 @@ class _Lease:
     def _renew(self):
         try:
             link = find_dispatcher(self.ns_conf, self.hmac_key)
-        except transport.ClusterError as err:
+        except ClusterError as err:
             logger.warning("count %s: cannot renew its lease: %s", self.ref.count, err)
             return
         try:
@@ -156,7 +157,7 @@ class ClusterCount:
 
     def __init__(self, ns_conf, cluster_timeout=30.0):
         self.ns_conf, self.cluster_timeout = dict(ns_conf or {}), cluster_timeout
-        self.hmac_key = transport.ns_settings(self.ns_conf)[3]
+        self.hmac_key = keys.ns_settings(self.ns_conf)[3]
         self.cond = threading.Condition()
         self.queue = collections.deque()  # [id, lo, hi] not yet counted nor handed out
         self.total = 0  # ranges in all
@@ -176,7 +177,7 @@ class ClusterCount:
 
         Raises
         ------
-        gensim_distw2v.io.transport.ClusterError
+        gensim_distw2v.protocol.errors.ClusterError
             No dispatcher, worker or shard, or no worker could count (each one's reason named).
         ValueError
             Bad input: a line that is not UTF-8 (the file, the offset and the node named).
@@ -251,7 +252,7 @@ class ClusterCount:
                     self._progress(logging.DEBUG, n_workers)
                 if len(self.problems) == n_workers:
                     reasons = "; ".join(f"{name}: {why}" for name, why in self.problems.items())
-                    raise transport.ClusterError(f"no worker could count the vocabulary of {path} ({reasons})")
+                    raise ClusterError(f"no worker could count the vocabulary of {path} ({reasons})")
                 self.cond.wait(WATCH_EVERY)
                 if time.monotonic() - looked >= WATCH_EVERY:
                     self.cond.release()
@@ -371,7 +372,7 @@ class ClusterCount:
                     count=count_id, token=token, lo=lo, hi=lo + MAX_TAKE_WORDS, min_count=min_count))
                 if chunk.total > most or (total is not None and chunk.total != total) \
                         or len(chunk.counts) > chunk.total - lo:
-                    raise transport.ClusterError(
+                    raise ClusterError(
                         f"shard {held.shards[shard][0]} answered count {count_id} with {chunk.total} words in all "
                         f"(before: {total}; the ranges held {most} distinct words together) and {len(chunk.counts)} "
                         f"from word {lo}: it is not a shard of this cluster's, or it is broken; restart it")

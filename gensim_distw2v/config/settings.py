@@ -2,7 +2,7 @@
 
 :class:`Settings` holds what ``Word2Vec(distributed=True, ...)`` takes beyond gensim's arguments.
 Each setting is declared once, as a field of it: its default, a one-line help and its check
-(:mod:`gensim_distw2v.fields`). ``Word2Vec``'s keywords, attributes and docstring, the command
+(:mod:`gensim_distw2v.config.fields`). ``Word2Vec``'s keywords, attributes and docstring, the command
 line's options (``python -m gensim_distw2v train --sync-words ...``) and the docs' table are
 generated from the fields. It is validated where it is built (a bad value raises a ``ValueError``
 naming the setting, what it is, what is allowed and the value), and then passed whole: from the
@@ -13,9 +13,9 @@ import typing
 
 import numpy as np
 
-from gensim_distw2v import fields
-from gensim_distw2v.protocol.constants import (COLD_OUTPUT_DOWN, CORPUS_FILE_RATES, DELTA_DTYPES, MAX_ARRAY_BYTES,
-                                                MERGE_RULES, SYNC_MODES)
+from gensim_distw2v.config import fields
+from gensim_distw2v.config.choices import (COLD_OUTPUT_DOWN, CORPUS_FILE_RATES, DELTA_DTYPES, MAX_ARRAY_BYTES,
+                                              MERGE_RULES, SYNC_MODES)
 
 __all__ = ["CHECKPOINT_EVERY", "COLD_EVERY", "HOLD_BACK", "MERGE_DTYPE", "PART_BYTES", "LAG_LIMIT", "ROUND_PIECES", "ROUNDS_IN_FLIGHT", "TENSORBOARD_WORDS",
            "Settings", "check_codec", "check_cold_every"]

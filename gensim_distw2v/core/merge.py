@@ -51,8 +51,8 @@ from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, fold_part, k
 from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
 from gensim_distw2v.core.wire_rows import _as_float32, _compact, _part_codec, _stale_reply
 from gensim_distw2v.protocol.arrays import check_damp_rows
-from gensim_distw2v.protocol.constants import MERGE_RULES
-from gensim_distw2v.settings import check_codec
+from gensim_distw2v.config.choices import MERGE_RULES
+from gensim_distw2v.config.settings import check_codec
 
 _COMPILED = threading.local()  # per thread: CPU seconds in the merge's compiled calls (they release the GIL)
 
@@ -72,11 +72,11 @@ def compiled_call(fn, *args):
     finally:
         _COMPILED.cpu = getattr(_COMPILED, "cpu", 0.0) + time.thread_time() - began
 
-__all__ = ["GlobalWeights", "RowRanges", "compiled_call", "compiled_cpu", "damp_agreeing", "row_bytes",
+__all__ = ["GlobalWeights", "RowRanges", "compiled_call", "compiled_cpu", "damp_agreeing", "wire_row_bytes",
            "row_end", "take_range"]
 
 
-def row_bytes(codec, vector_size):
+def wire_row_bytes(codec, vector_size):
     """Bytes a row of deltas takes on the wire: its values, int8's float32 scale and a uint32 index."""
     codec = check_codec(codec)
     return vector_size * np.dtype(codec).itemsize + (4 if codec == "int8" else 0) + 4

@@ -14,7 +14,7 @@ import numpy as np
 from gensim_distw2v._rows import HAS_F16C, take_listed, take_rows
 from gensim_distw2v.core.merge import compiled_call, row_end, take_range
 from gensim_distw2v.core.wire_rows import _as_float32
-from gensim_distw2v.settings import check_codec
+from gensim_distw2v.config.settings import check_codec
 
 __all__ = ["Replica", "SPLIT_ROWS", "TOUCHED", "WAITING", "merge_threads"]
 

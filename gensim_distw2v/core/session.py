@@ -46,6 +46,7 @@ import zlib
 import numpy as np
 
 from gensim_distw2v import protocol
+from gensim_distw2v.config.choices import SYNC
 from gensim_distw2v.core.failures import SessionFailures
 from gensim_distw2v.core.jobs import next_alpha
 from gensim_distw2v.core.resume import Resumable
@@ -128,7 +129,7 @@ class Session(SessionFailures, Resumable):
         self.skip = {}  # epoch -> indices of ranges trained before a resume (never handed out again)
         self.head, self.head_epoch = [], 0  # CRC-32 of the first jobs of an epoch (each gives the same jobs)
         # sync="bsp": the ranks jobs are dealt to, each rank's jobs, and the round each rank merges next
-        self.ordered = protocol.SYNC[config.settings.sync].in_turn
+        self.ordered = SYNC[config.settings.sync].in_turn
         self.dealt = {rank: collections.deque() for rank in range(config.workers)} if self.ordered else {}
         self.turns = {rank: (0, 0) for rank in self.dealt}
         self.started = set()  # bsp: ranks that asked for jobs, so hold their replica (may_merge waits for all)

@@ -10,6 +10,7 @@ import zlib
 import numpy as np
 
 from gensim_distw2v import protocol
+from gensim_distw2v.config.choices import MAX_ARRAY_BYTES
 from gensim_distw2v.core import book
 from gensim_distw2v.core.checkpoints import SessionCheckpoints
 from gensim_distw2v.core.session import Session
@@ -297,7 +298,7 @@ class ClientCalls:
                     " here: the weights are on the session's shards" if name in protocol.WEIGHTS else ""))
             if not 0 <= lo <= hi <= len(array):
                 raise errors.BadRequest(f"download: rows [{lo}, {hi}) outside [0, {len(array)})")
-            if array.nbytes // max(1, len(array)) * (hi - lo) > protocol.MAX_ARRAY_BYTES:
+            if array.nbytes // max(1, len(array)) * (hi - lo) > MAX_ARRAY_BYTES:
                 raise errors.BadRequest("download: too many rows in one chunk")
             return protocol.pack_array(array[lo:hi].copy())
 

@@ -5,6 +5,9 @@ from gensim_distw2v import build, options
 from gensim_distw2v.dispatcher import service
 from gensim_distw2v.dispatcher.service import Dispatcher
 from gensim_distw2v.io import endpoints, serving, transport
+from gensim_distw2v.io.keys import read_hmac_key
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.io.statuspage import StatusPage
 
 logger = logging.getLogger("gensim_distw2v.dispatcher")
@@ -24,9 +27,9 @@ def main(argv=None):
     try:
         # the kernel checks every session's arrays here: load it (and gensim) now, not in the first session
         build.check()
-        key = transport.read_hmac_key(opts.hmac_key_file)
+        key = read_hmac_key(opts.hmac_key_file)
         dispatcher = Dispatcher(hmac_key=key, **opts.role_kwargs())
-        server = transport.Server(endpoints.endpoint(Dispatcher.TABLE, dispatcher), transport.DISPATCHER_NAME,
+        server = transport.Server(endpoints.endpoint(Dispatcher.TABLE, dispatcher), DISPATCHER_NAME,
                                   host=opts.host, port=opts.port, ns_conf=opts.ns_conf(), hmac_key=key,
                                   on_disconnect=dispatcher.connection_closed, limits=opts.limits())
         dispatcher.uri = server.uri
@@ -35,7 +38,7 @@ def main(argv=None):
                                                                 names)
         if page is not None:
             page.start()  # it logs where it is
-    except (transport.ClusterError, ValueError, OSError) as err:
+    except (ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     try:
         serving.serve_until_stopped(server, dispatcher.shutdown,

@@ -13,7 +13,7 @@ import logging
 import time
 
 from gensim_distw2v import protocol
-from gensim_distw2v.dispatcher.state import MAX_MEMBERS, Member
+from gensim_distw2v.dispatcher.state import MAX_MEMBERS, KnownMember
 from gensim_distw2v.io import transport
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.versions import check_versions
@@ -122,7 +122,7 @@ class Membership:
                 self.drop(name, "it said hello again (restarted, or back after a network cut)")
             elif len(self.members) >= MAX_MEMBERS:
                 raise errors.Full(f"{role.what}: the dispatcher has {MAX_MEMBERS} {role.name}s, the most it takes")
-            member = self.members[name] = Member(name, request.uri, request.threads)
+            member = self.members[name] = KnownMember(name, request.uri, request.threads)
             member.connection = transport.caller()
             logger.info("%s %s registered at %s%s (%i %ss)", role.name, name, request.uri,
                         f" with {request.threads} threads" if role.threads else "", len(self.members), role.name)

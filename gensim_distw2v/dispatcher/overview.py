@@ -2,8 +2,7 @@
 snapshot (plain data, read-only; :mod:`gensim_distw2v.io.statuspage` serves it)."""
 import time
 
-from gensim_distw2v.io import transport
-from gensim_distw2v.protocol.constants import RUNNING
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME, RUNNING
 from gensim_distw2v.versions import versions
 
 __all__ = ["nodes", "overview"]
@@ -14,7 +13,7 @@ def nodes(cluster, session, now):
     dispatcher itself (the lock held)."""
     names = [name for name in cluster.workers if name in session.ranks] + list(cluster.shards)
     out = cluster.book.of_session(session.id, names, now)
-    out[transport.DISPATCHER_NAME] = cluster.meter.sample()
+    out[DISPATCHER_NAME] = cluster.meter.sample()
     return out
 
 

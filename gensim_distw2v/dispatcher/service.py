@@ -42,19 +42,16 @@ client-facing (:mod:`~gensim_distw2v.dispatcher.clients`), worker-facing
 """
 from gensim_distw2v.dispatcher import overview
 from gensim_distw2v.dispatcher.checkpointing import Checkpointing
-from gensim_distw2v.dispatcher.clients import MAX_JOBS_PER_CALL, ClientCalls
+from gensim_distw2v.dispatcher.clients import ClientCalls
 from gensim_distw2v.dispatcher.counts import CountLeases
-from gensim_distw2v.dispatcher.membership import NAME_HELD_FOR
 from gensim_distw2v.dispatcher.monitor import Monitor
 from gensim_distw2v.dispatcher.shards import ShardCalls
-from gensim_distw2v.dispatcher.state import JOB_DEADLINE_ROUNDS, MAX_MEMBERS, MAX_QUEUE_BYTES, Cluster, Limits
+from gensim_distw2v.dispatcher.state import Cluster, Limits
 from gensim_distw2v.dispatcher.workers import WorkerCalls
 from gensim_distw2v.options import DispatcherOptions
 from gensim_distw2v.protocol import calls, tables
-from gensim_distw2v.protocol.membership import check_member
 
-__all__ = ["Dispatcher", "JOB_DEADLINE_ROUNDS", "MAX_JOBS_PER_CALL", "MAX_MEMBERS", "MAX_QUEUE_BYTES",
-           "NAME_HELD_FOR", "check_member"]
+__all__ = ["Dispatcher"]
 
 
 class Dispatcher:
@@ -72,10 +69,10 @@ class Dispatcher:
         Seconds without a call from the client after which its session is aborted.
     max_queue_jobs : int
         Jobs held in the queue at most (per worker thread, at least 8 in all, and at most
-        :data:`MAX_QUEUE_BYTES` of them): beyond that ``put_jobs`` makes the client wait.
+        :data:`~gensim_distw2v.dispatcher.state.MAX_QUEUE_BYTES` of them): beyond that ``put_jobs`` makes the client wait.
     job_deadline : float
         A worker that holds jobs without merging for longer than this, and than
-        :data:`JOB_DEADLINE_ROUNDS` typical rounds, is dropped and its jobs re-queued.
+        :data:`~gensim_distw2v.dispatcher.state.JOB_DEADLINE_ROUNDS` typical rounds, is dropped and its jobs re-queued.
     max_model_bytes : int, optional
         The largest session's arrays this dispatcher holds (default: half this machine's memory).
     allow_takeover : bool

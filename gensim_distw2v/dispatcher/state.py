@@ -17,7 +17,7 @@ from gensim_distw2v.io.meter import model_bytes_limit
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.protocol.constants import RUNNING
 
-__all__ = ["Cluster", "Limits", "Member", "MAX_MEMBERS", "MAX_QUEUE_BYTES", "JOB_DEADLINE_ROUNDS"]
+__all__ = ["Cluster", "Limits", "KnownMember", "MAX_MEMBERS", "MAX_QUEUE_BYTES", "JOB_DEADLINE_ROUNDS"]
 
 MAX_MEMBERS = 1024  # workers (and, apart, shards) registered at once
 MAX_QUEUE_BYTES = 256 * 1024 * 1024  # jobs' bytes waiting in the queue, whatever the threads workers claim
@@ -54,7 +54,7 @@ class Limits:
     allow_takeover: bool = False
 
 
-class Member:
+class KnownMember:
     """What the dispatcher knows of one worker or shard: its name, URI, a worker's trainer threads,
     when it was last heard, the connection its heartbeats come in on, and (a worker's) its counters
     in the session it is in."""
@@ -96,7 +96,7 @@ class Cluster:
         lock = threading.RLock()
         self.cond = threading.Condition(lock)
         self.beats = threading.Condition(lock)
-        self.members = {"worker": {}, "shard": {}}  # role -> name -> Member
+        self.members = {"worker": {}, "shard": {}}  # role -> name -> KnownMember
         self.workers, self.shards = self.members["worker"], self.members["shard"]
         self.session = None
         self.count = None  # the vocabulary count the shards may hold (a counts.CountLease), if any

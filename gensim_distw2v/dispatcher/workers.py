@@ -4,6 +4,7 @@ import logging
 import time
 
 from gensim_distw2v import protocol
+from gensim_distw2v.config.choices import SYNC
 from gensim_distw2v.io import meter
 from gensim_distw2v.dispatcher.membership import WORKER_ROLE, Membership
 from gensim_distw2v.dispatcher.state import JOB_DEADLINE_ROUNDS
@@ -56,7 +57,7 @@ class WorkerCalls(Membership):
         """Drop a worker that holds jobs without merging them for longer than the deadline: the
         larger of ``job_deadline`` and :data:`JOB_DEADLINE_ROUNDS` typical rounds (with
         ``sync='local'``, whose rounds are epochs, none until a round has been seen; the lock held)."""
-        if session.round_gap is None and not protocol.SYNC[session.config.settings.sync].within_epoch:
+        if session.round_gap is None and not SYNC[session.config.settings.sync].within_epoch:
             return
         limit = max(self.cluster.limits.job_deadline, JOB_DEADLINE_ROUNDS * (session.round_gap or 0.0))
         for name, jobs in list(session.in_flight.items()):

@@ -1,4 +1,5 @@
-"""The cluster's HMAC key: where a process finds it, and the rule that binding beyond loopback needs one."""
+"""Where a process finds the cluster: the name server in a gensim-style ``ns_conf``, and the cluster's HMAC
+key (and the rule that binding beyond loopback needs one)."""
 import logging
 import os
 import stat
@@ -8,11 +9,12 @@ from gensim_distw2v.protocol.errors import ClusterError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HMAC_ENV", "LOOPBACK", "as_key", "check_bind", "read_hmac_key"]
+__all__ = ["DEFAULT_NS_PORT", "HMAC_ENV", "LOOPBACK", "as_key", "check_bind", "ns_settings", "read_hmac_key"]
 
 
 HMAC_ENV = "GENSIM_DISTW2V_HMAC_KEY"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_NS_PORT = 9090
 
 
 def read_hmac_key(path=None):
@@ -59,3 +61,13 @@ def check_bind(host, hmac_key):
             f"refusing to listen on {host} without an HMAC key: anyone who can reach the port could drive "
             f"the cluster. Pass --hmac-key-file FILE (the same key on every node and for the name server: "
             f"PYRO_HMAC_KEY) or set {HMAC_ENV}.")
+
+
+def ns_settings(ns_conf):
+    """``(host, port, broadcast, hmac_key)`` from a gensim-style ``ns_conf`` dict."""
+    ns_conf = dict(ns_conf or {})
+    unknown = set(ns_conf) - {"host", "port", "broadcast", "hmac_key"}
+    if unknown:
+        raise ValueError(f"unknown ns_conf keys {sorted(unknown)}; known: host, port, broadcast, hmac_key")
+    return (ns_conf.get("host") or "127.0.0.1", int(ns_conf.get("port") or DEFAULT_NS_PORT),
+            bool(ns_conf.get("broadcast", False)), as_key(ns_conf.get("hmac_key")))

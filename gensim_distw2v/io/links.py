@@ -10,7 +10,7 @@ import concurrent.futures
 import logging
 import time
 
-from gensim_distw2v.io import channel, endpoints, transport
+from gensim_distw2v.io import channel, endpoints, keys, transport
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.protocol.errors import ShardLost
 
@@ -151,7 +151,7 @@ class ShardLinks:
 
     def _lost(self, shard, err):
         name, uri = self.shards[shard]
-        host, port, _broadcast, _key = transport.ns_settings(self.ns_conf)
+        host, port, _broadcast, _key = keys.ns_settings(self.ns_conf)
         return self.LOST(f"lost parameter shard {name} at {uri} ({type(err).__name__}: {err}); "
                          + self.ADVICE.format(host=host, port=port))
 

@@ -41,11 +41,10 @@ import Pyro4.util
 
 from gensim_distw2v.io import meter
 from gensim_distw2v.io.gate import THREADPOOL_SIZE, Gate, Limits
-from gensim_distw2v.io.keys import HMAC_ENV, LOOPBACK, as_key, check_bind, read_hmac_key  # noqa: F401 (re-exported)
+from gensim_distw2v.io.keys import DEFAULT_NS_PORT, as_key, check_bind, ns_settings
 from gensim_distw2v.io.serving import _interrupt
 from gensim_distw2v.protocol import errors
-from gensim_distw2v.protocol.errors import ClusterError  # noqa: F401 - (re-exported: the client's error)
-from gensim_distw2v.protocol.constants import DISPATCHER_NAME, SHARD_PREFIX, WORKER_PREFIX  # noqa: F401 - (re-exported)
+from gensim_distw2v.protocol.errors import ClusterError
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +80,6 @@ def _codec(name):
 
 
 NS_SERIALIZER = "serpent"
-DEFAULT_NS_PORT = 9090
 _construct_lock = threading.Lock()  # see _config_while_constructing
 
 PyroError = Pyro4.errors.PyroError
@@ -316,16 +314,6 @@ def expose(method):
     return Pyro4.expose(method)
 
 
-def ns_settings(ns_conf):
-    """``(host, port, broadcast, hmac_key)`` from a gensim-style ``ns_conf`` dict."""
-    ns_conf = dict(ns_conf or {})
-    unknown = set(ns_conf) - {"host", "port", "broadcast", "hmac_key"}
-    if unknown:
-        raise ValueError(f"unknown ns_conf keys {sorted(unknown)}; known: host, port, broadcast, hmac_key")
-    return (ns_conf.get("host") or "127.0.0.1", int(ns_conf.get("port") or DEFAULT_NS_PORT),
-            bool(ns_conf.get("broadcast", False)), as_key(ns_conf.get("hmac_key")))
-
-
 def locate_ns(ns_conf, timeout=10.0):
     """A proxy to the name server described by ``ns_conf`` (speaking serpent, as any name server accepts).
 
@@ -345,15 +333,24 @@ def locate_ns(ns_conf, timeout=10.0):
                 raise
             return _ping_ns(found, key, timeout)
     except (CommunicationError, NamingError, ProtocolError) as err:
-        if "hmac" in str(err).lower():
+        if _refused_for_its_key(err):
             why = "it gave no HMAC key" if not key else "its HMAC key is not the cluster's"
             raise ClusterError(
                 f"the name server at {host}:{port} refuses this client: {why}; pass the cluster's key, as "
-                f"ns_conf['hmac_key'] in Python or --hmac-key-file on the command line") from None
+                f"ns_conf['hmac_key'] in Python or --hmac-key-file on the command line",
+                code=errors.Code.FORBIDDEN) from None
         raise ClusterError(
             f"no Pyro4 name server answers at {host}:{port} ({err}). Start one with: "
             f"python -m Pyro4.naming -n {host} -p {port}"
             + (" (with PYRO_HMAC_KEY set to the cluster's key)" if key else "")) from None
+
+
+def _refused_for_its_key(err):
+    """Whether ``err`` is a peer refusing this side's HMAC key or its lack: Pyro4 raises SecurityError on
+    a message's HMAC, and a proxy's handshake wraps it in a CommunicationError (its cause)."""
+    while err is not None and not isinstance(err, Pyro4.errors.SecurityError):
+        err = err.__cause__ or err.__context__
+    return err is not None
 
 
 def _ping_ns(uri, key, timeout):

@@ -26,6 +26,9 @@ import time
 
 from gensim_distw2v.client.cluster import ManagedProcess
 from gensim_distw2v.io import transport
+from gensim_distw2v.io.keys import HMAC_ENV
+from gensim_distw2v.protocol.constants import DISPATCHER_NAME
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.launch.events import SILENT_SECONDS, Event
 from gensim_distw2v.versions import versions
 
@@ -103,7 +106,7 @@ class Agent:
 
     def _env(self):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env[transport.HMAC_ENV] = env["PYRO_HMAC_KEY"] = self.key
+        env[HMAC_ENV] = env["PYRO_HMAC_KEY"] = self.key
         return env
 
     def _start(self, role, extra):
@@ -128,7 +131,7 @@ class Agent:
                 proc = self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
                 self._wait(proc, lambda: transport.lookup({"host": args.ns_host, "port": args.ns_port,
                                                            "hmac_key": self.key.encode("utf8")},
-                                                          transport.DISPATCHER_NAME) or _not_yet())
+                                                          DISPATCHER_NAME) or _not_yet())
             elif role == "shard":  # (each its own process: its own fold thread and GIL)
                 for _ in range(args.shards):
                     self._start(role, ["--host", args.host, "--no-sign-checkpoints"] + where)
@@ -142,7 +145,7 @@ class Agent:
         while True:
             try:
                 return check()
-            except (LookupError, transport.ClusterError, transport.PyroError, OSError, ValueError) as err:
+            except (LookupError, ClusterError, transport.PyroError, OSError, ValueError) as err:
                 missing = err
             if not proc.alive():
                 raise RuntimeError(f"host {self.label}: the {proc.name} exited with code {proc.proc.returncode} "

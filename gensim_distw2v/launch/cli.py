@@ -7,7 +7,8 @@ import signal
 import sys
 import time
 
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import keys, transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.io.store import private_dir
 from gensim_distw2v.launch.cluster import SCHEDULER, RemoteCluster, dispatcher_status
 from gensim_distw2v.launch.agent import MAX_SHARDS_PER_HOST
@@ -40,7 +41,7 @@ def add_arguments(group):
                             "StrictHostKeyChecking=accept-new; the hosts' keys are always checked)")
     group.add_argument("--python", default="python3",
                        help="the interpreter on every host (a virtualenv's bin/python with gensim_distw2v)")
-    group.add_argument("--cluster-ns-port", type=int, default=transport.DEFAULT_NS_PORT,
+    group.add_argument("--cluster-ns-port", type=int, default=keys.DEFAULT_NS_PORT,
                        help="the name server's port on the scheduler's host")
     group.add_argument("--cluster-log-level", default="WARNING", help="the servers' --log-level")
     group.add_argument("--shards-per-host", type=int, default=1, choices=range(1, MAX_SHARDS_PER_HOST + 1), metavar="N",
@@ -116,7 +117,7 @@ def _foreground(cluster, serve, stopping):
         serve()
     except KeyboardInterrupt:
         print(stopping, flush=True)
-    except (LaunchError, transport.ClusterError, transport.PyroError) as err:
+    except (LaunchError, ClusterError, transport.PyroError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         code = 1
     finally:

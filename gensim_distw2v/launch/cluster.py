@@ -10,7 +10,7 @@ import secrets
 import time
 
 from gensim_distw2v.client.links import find_dispatcher
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import keys, transport
 from gensim_distw2v.launch.agent import MAX_SHARDS_PER_HOST
 from gensim_distw2v.launch.events import LaunchError
 from gensim_distw2v.launch.ssh import AGENT_STOP_SECONDS
@@ -84,7 +84,7 @@ class RemoteCluster:
         Pass it to ``Word2Vec(distributed=True, ns_conf=...)`` (it carries the key).
     """
 
-    def __init__(self, hosts, runner, scheduler=None, ns_port=transport.DEFAULT_NS_PORT, log_level="WARNING",
+    def __init__(self, hosts, runner, scheduler=None, ns_port=keys.DEFAULT_NS_PORT, log_level="WARNING",
                  corpus_dir=None, shards_per_host=1):
         if not hosts:
             raise ValueError("a cluster needs at least one host")

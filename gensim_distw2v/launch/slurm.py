@@ -21,7 +21,8 @@ import stat
 import subprocess
 import time
 
-from gensim_distw2v.io import transport
+from gensim_distw2v.io import keys, transport
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.launch.agent import Agent
 from gensim_distw2v.launch.events import LaunchError
 
@@ -142,7 +143,7 @@ class SlurmCluster:
         The workers' ``--corpus-dir`` (the only folders whose files they read as corpora).
     """
 
-    def __init__(self, key_dir=None, ns_port=transport.DEFAULT_NS_PORT, threads=0, log_level="WARNING",
+    def __init__(self, key_dir=None, ns_port=keys.DEFAULT_NS_PORT, threads=0, log_level="WARNING",
                  corpus_dir=None, shards_per_host=1):
         self.alloc = allocation()
         self.key_dir = key_dir or self.alloc.submit_dir
@@ -187,7 +188,7 @@ class SlurmCluster:
             try:
                 transport.release(transport.locate_ns(self.ns_conf, timeout=2.0))
                 return
-            except (transport.ClusterError, transport.PyroError, OSError) as err:
+            except (ClusterError, transport.PyroError, OSError) as err:
                 if time.monotonic() > deadline or self.agent.stopped.is_set():
                     raise LaunchError(f"{alloc_label(self.alloc)}: rank 0's name server at {self.ns_conf['host']}:"
                                       f"{self.ns_conf['port']} did not answer within {KEY_WAIT:.0f} s ({err})") from None
@@ -209,7 +210,7 @@ class SlurmCluster:
                 try:
                     transport.release(transport.locate_ns(self.ns_conf, timeout=2.0))
                     last_seen = time.monotonic()
-                except (transport.ClusterError, transport.PyroError, OSError):
+                except (ClusterError, transport.PyroError, OSError):
                     if time.monotonic() - last_seen > GONE_AFTER:
                         logger.info("rank 0's name server is gone: this node's part of the cluster stops")
                         return

@@ -6,10 +6,11 @@ naming what is wrong, and never execute or import anything.
 
 Modules, in the order they depend on each other:
 
-* :mod:`~gensim_distw2v.protocol.constants`: dtypes, rules, modes, the trained and static arrays,
+* :mod:`~gensim_distw2v.protocol.constants`: dtypes, the trained and static arrays, session states, names,
   size limits;
 * :mod:`~gensim_distw2v.protocol.arrays`: arrays and merge deltas as plain data, their checks;
 * :mod:`~gensim_distw2v.protocol.errors`: the error codes and their faults;
+* :mod:`~gensim_distw2v.protocol.auth`: the secrets callers show, and their checks;
 * :mod:`~gensim_distw2v.protocol.records`: :class:`Record`, the typed-record machinery;
 * :mod:`~gensim_distw2v.protocol.calls`: call tables (:class:`~gensim_distw2v.protocol.calls.Table`);
 * :mod:`~gensim_distw2v.protocol.nodes`, :mod:`~gensim_distw2v.protocol.checkpoints`,
@@ -19,140 +20,43 @@ Modules, in the order they depend on each other:
   :mod:`~gensim_distw2v.protocol.status`: the messages, by topic;
 * :mod:`~gensim_distw2v.protocol.tables`: every server's call table.
 
-``from gensim_distw2v import protocol`` gives every name below as ``protocol.NAME``; each is loaded
-from its module on first use, so this package imports nothing at import time (and no module of
-the package depends on it in a cycle).
+``from gensim_distw2v import protocol`` gives the names below as ``protocol.NAME``, each imported
+here from its module (no module of the protocol imports this package back).
 """
-import importlib
+from gensim_distw2v.protocol.constants import (ARRAY_DTYPES, CHECKPOINT_STAGES, DISPATCHER_NAME, GRANT_WAIT,
+                                               LONG_POLL, MAX_JOB_WORDS, MAX_PATH, MAX_URI, MEMBER_ID, NODE_ROLES,
+                                               SHARD_PREFIX, STATIC, WEIGHTS, WORKER_PREFIX)
+from gensim_distw2v.protocol.arrays import (all_finite, check_damp_rows, check_turn, max_delta_for, MAX_SCALE, need,
+                                            pack_array, pack_deltas, pack_wanted, unpack_array, unpack_deltas,
+                                            unpack_wanted, weight_bound, within)
+from gensim_distw2v.protocol.auth import check_token, owner_digest, range_token, shard_capability
+from gensim_distw2v.protocol.records import Record
+from gensim_distw2v.protocol.nodes import NodeMetrics
+from gensim_distw2v.protocol.checkpoints import (CheckpointOrder, CheckpointSpec, CheckpointState, RestoreSpec,
+                                                 Resumed, ShardCheckpoint, ShardCheckpointed)
+from gensim_distw2v.protocol.session import (Close, CorpusFileSpec, Download, EpochCall, MAX_READ_BYTES, MAX_STREAMS,
+                                             PutJobs, RngState, SessionConfig, SessionRef, TrainParams, Upload)
+from gensim_distw2v.protocol.counting import (corpus_digest, CountChunk, Counted, CountOpen, CountPart, CountRanges,
+                                              CountRef, CountTake)
+from gensim_distw2v.protocol.jobs import (Job, JobBatch, RangeJob)
+from gensim_distw2v.protocol.rounds import (MergePart, MergeReply, RoundReport, ShardDownload, ShardSpec)
+from gensim_distw2v.protocol.membership import (Beat, BeginRound, check_member, FileCheck, GetJobs, Heartbeat, Hello,
+                                                Join, Joined, Leave, Opened, QuitSession, RoundDone, ShardBeat)
+from gensim_distw2v.protocol.status import (EpochCounts, Failure, HeldStatus, MemberStatus, Progress, ProgressRequest,
+                                            SessionState, ShardMemberStatus, ShardStatus, Status, StatusRequest,
+                                            WorkerCounts, WorkerStatus)
 
-_WHERE = {
-    # constants
-    "ARRAY_DTYPES": "constants",
-    "CHECKPOINT_STAGES": "constants",
-    "DELTA_DTYPES": "constants",
-    "MAX_ARRAY_BYTES": "constants",
-    "MAX_JOB_WORDS": "constants",
-    "MAX_PATH": "constants",
-    "MERGE_RULES": "constants",
-    "NODE_ROLES": "constants",
-    "STATIC": "constants",
-    "SYNC": "constants",
-    "SYNC_MODES": "constants",
-    "SyncMode": "constants",
-    "WEIGHTS": "constants",
-    "DISPATCHER_NAME": "constants",
-    "GRANT_WAIT": "constants",
-    "LONG_POLL": "constants",
-    "MAX_URI": "constants",
-    "MEMBER_ID": "constants",
-    "SHARD_PREFIX": "constants",
-    "WORKER_PREFIX": "constants",
-    # arrays
-    "MAX_SCALE": "arrays",
-    "PoisonError": "arrays",
-    "all_finite": "arrays",
-    "check_damp_rows": "arrays",
-    "check_token": "arrays",
-    "owner_digest": "arrays",
-    "shard_capability": "arrays",
-    "check_turn": "arrays",
-    "max_delta_for": "arrays",
-    "weight_bound": "arrays",
-    "need": "arrays",
-    "pack_array": "arrays",
-    "pack_deltas": "arrays",
-    "pack_wanted": "arrays",
-    "unpack_array": "arrays",
-    "unpack_deltas": "arrays",
-    "unpack_wanted": "arrays",
-    "within": "arrays",
-    # records
-    "Record": "records",
-    # nodes
-    "NodeMetrics": "nodes",
-    # checkpoints
-    "CheckpointOrder": "checkpoints",
-    "CheckpointSpec": "checkpoints",
-    "CheckpointState": "checkpoints",
-    "ShardCheckpointed": "checkpoints",
-    "RestoreSpec": "checkpoints",
-    "Resumed": "checkpoints",
-    "ShardCheckpoint": "checkpoints",
-    # session
-    "CorpusFileSpec": "session",
-    "MAX_READ_BYTES": "session",
-    "MAX_STREAMS": "session",
-    "RngState": "session",
-    "SessionConfig": "session",
-    "TrainParams": "session",
-    "Close": "session",
-    "Download": "session",
-    "EpochCall": "session",
-    "PutJobs": "session",
-    "SessionRef": "session",
-    "Upload": "session",
-    # counting
-    "CountChunk": "counting",
-    "CountOpen": "counting",
-    "CountPart": "counting",
-    "CountRanges": "counting",
-    "CountRef": "counting",
-    "CountTake": "counting",
-    "Counted": "counting",
-    "corpus_digest": "counting",
-    "range_token": "counting",
-    # jobs
-    "Job": "jobs",
-    "JobBatch": "jobs",
-    "RangeJob": "jobs",
-    # rounds
-    "MergePart": "rounds",
-    "MergeReply": "rounds",
-    "RoundReport": "rounds",
-    "ShardDownload": "rounds",
-    "ShardSpec": "rounds",
-    # membership
-    "Beat": "membership",
-    "Hello": "membership",
-    "Joined": "membership",
-    "Opened": "membership",
-    "ShardBeat": "membership",
-    "BeginRound": "membership",
-    "FileCheck": "membership",
-    "GetJobs": "membership",
-    "Heartbeat": "membership",
-    "Join": "membership",
-    "Leave": "membership",
-    "QuitSession": "membership",
-    "RoundDone": "membership",
-    "check_member": "membership",
-    # status
-    "EpochCounts": "status",
-    "Failure": "status",
-    "HeldStatus": "status",
-    "MemberStatus": "status",
-    "Progress": "status",
-    "SessionState": "status",
-    "ShardMemberStatus": "status",
-    "ShardStatus": "status",
-    "Status": "status",
-    "WorkerCounts": "status",
-    "WorkerStatus": "status",
-    "ProgressRequest": "status",
-    "StatusRequest": "status",
-}
-
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name):
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__all__ = ["ARRAY_DTYPES", "Beat", "BeginRound", "CHECKPOINT_STAGES", "CheckpointOrder", "CheckpointSpec",
+           "CheckpointState", "Close", "CorpusFileSpec", "CountChunk", "CountOpen", "CountPart", "CountRanges",
+           "CountRef", "CountTake", "Counted", "DISPATCHER_NAME", "Download", "EpochCall", "EpochCounts", "Failure",
+           "FileCheck", "GRANT_WAIT", "GetJobs", "Heartbeat", "HeldStatus", "Hello", "Job", "JobBatch", "Join",
+           "Joined", "LONG_POLL", "Leave", "MAX_JOB_WORDS", "MAX_PATH", "MAX_READ_BYTES", "MAX_SCALE", "MAX_STREAMS",
+           "MAX_URI", "MEMBER_ID", "MemberStatus", "MergePart", "MergeReply", "NODE_ROLES", "NodeMetrics", "Opened",
+           "Progress", "ProgressRequest", "PutJobs", "QuitSession", "RangeJob", "Record",
+           "RestoreSpec", "Resumed", "RngState", "RoundDone", "RoundReport", "SHARD_PREFIX", "STATIC",
+           "SessionConfig", "SessionRef", "SessionState", "ShardBeat", "ShardCheckpoint", "ShardCheckpointed",
+           "ShardDownload", "ShardMemberStatus", "ShardSpec", "ShardStatus", "Status", "StatusRequest", "TrainParams",
+           "Upload", "WEIGHTS", "WORKER_PREFIX", "WorkerCounts", "WorkerStatus", "all_finite", "check_damp_rows",
+           "check_member", "check_token", "check_turn", "corpus_digest", "max_delta_for", "need", "owner_digest",
+           "pack_array", "pack_deltas", "pack_wanted", "range_token", "shard_capability", "unpack_array",
+           "unpack_deltas", "unpack_wanted", "weight_bound", "within"]

@@ -4,16 +4,14 @@ An array is ``{"dtype": str, "shape": [int, ...], "data": bytes}`` (C order); a 
 are ``{"rows", "values"[, "scales"]}``. Every check raises :class:`ValueError` naming what is
 wrong, and never executes or imports anything.
 """
-import hashlib
-import hmac
 import math
-import secrets
 
 import numpy as np
 
-from gensim_distw2v.protocol.constants import ARRAY_DTYPES, DELTA_DTYPES, MAX_ARRAY_BYTES
+from gensim_distw2v.config.choices import DELTA_DTYPES, MAX_ARRAY_BYTES
+from gensim_distw2v.protocol.constants import ARRAY_DTYPES
 from gensim_distw2v._rows import check_deltas
-from gensim_distw2v.protocol.errors import Forbidden, Poisoned
+from gensim_distw2v.protocol.errors import Poisoned
 # looked up per array on every merge (numpy's dtype.name and np.dtype(name) cost microseconds each)
 _NAME_OF = {np.dtype(name): name for name in ARRAY_DTYPES}
 _DTYPE = {name: np.dtype(name) for name in ARRAY_DTYPES}
@@ -140,32 +138,6 @@ def check_turn(turn, what):
     return list(turn)
 
 
-# a merge's values beyond the session's bound (or not finite): refused, and the session fails naming
-# the worker that sent them (the Poisoned fault: a ValueError, code "poisoned")
-PoisonError = Poisoned
-
-
-def check_token(given, token, what, owner=False):
-    """Refuse a call on a session that does not carry the session's secret token, or with
-    ``owner``, its client's own (:class:`~gensim_distw2v.protocol.errors.Forbidden`)."""
-    if not (isinstance(given, str) and isinstance(token, str) and token
-            and secrets.compare_digest(given.encode("utf8"), token.encode("utf8"))):
-        raise Forbidden(f"{what}: not this session's " + ("owner secret: only the session's client may do that"
-                                                          if owner else "token: only the session's client and its "
-                                                                        "workers may do that"))
-
-
-def shard_capability(owner, session, index):
-    """What a session's owner shows shard ``index`` of it (its secret for that shard): an HMAC of the
-    owner's secret, so that no shard learns the owner's secret, nor another shard's."""
-    return hmac.new(owner.encode("utf8"), f"shard {session} {int(index)}".encode("utf8"), hashlib.sha256).hexdigest()
-
-
-def owner_digest(capability):
-    """What a shard is told of its :func:`shard_capability`: its SHA-256, hex (the dispatcher's
-    heartbeat replies carry it; the capability itself goes to that shard from the owner alone)."""
-    return hashlib.sha256(b"gensim_distw2v session owner\n" + capability.encode("utf8")).hexdigest()
-
 
 def max_delta_for(alpha, vector_size):
     """The largest change a merge may make to one weight: about 16 times the largest seen in a whole
@@ -206,7 +178,7 @@ def all_finite(values):
 def unpack_deltas(msg, name, vector_size, lo, hi, what, bound=None):
     """One matrix's deltas ``{"rows", "values"[, "scales"]}`` of a merge part or reply (or rows'
     values: same form), checked; with ``bound``, no value may exceed it in size (else
-    :class:`PoisonError`).
+    :class:`~gensim_distw2v.protocol.errors.Poisoned`).
 
     Returns
     -------
@@ -232,10 +204,10 @@ def unpack_deltas(msg, name, vector_size, lo, hi, what, bound=None):
     if code == 3:
         raise ValueError(f"{what}: {name} scales must be finite, >= 0 and at most {MAX_SCALE:.3g}")
     if code == 4 and scales is not None:
-        raise PoisonError(f"{what}: {name} changes a weight by up to {top:.3g}, beyond this session's bound of "
+        raise Poisoned(f"{what}: {name} changes a weight by up to {top:.3g}, beyond this session's bound of "
                           f"{bound:.3g}")
     if code == 4:
-        raise PoisonError(f"{what}: {name} changes a weight by more than this session's bound of {bound:.3g} (or "
+        raise Poisoned(f"{what}: {name} changes a weight by more than this session's bound of {bound:.3g} (or "
                           f"by inf or nan)")
     if code == 5:
         raise ValueError(f"{what}: {name} values must be finite")

@@ -22,7 +22,31 @@ import typing
 from gensim_distw2v.protocol.errors import BadRequest, ClusterFault
 from gensim_distw2v.protocol.records import Record
 
-__all__ = ["Call", "Table", "Handlers", "Caller"]
+__all__ = ["AUTHS", "CADENCES", "Call", "Table", "Handlers", "Caller"]
+
+#: who may make a call, and the credential its request carries (the field named): the handler checks it
+#: against the server's state (the session, the member, the count) in constant time
+AUTHS = {
+    "none": None,  # any peer on the link (itself keyed beyond loopback: HMAC)
+    "member": "secret",  # a registered worker or shard, for its own name (the secret its hello's reply gave)
+    "owner": "token",  # the session's client (its owner secret)
+    "grant": "owner",  # the session's client at the shard the dispatcher named it to (a capability whose digest it gave)
+    "capability": "token",  # the session's client at one shard (that shard's capability of the owner secret)
+    "token": "token",  # the session's client and its workers (the session token)
+    "session": "session",  # a member of the session (its id: given to the client and its workers only)
+    "count": "token",  # a vocabulary count's client (the count's secret, or at the dispatcher its lease)
+    "range": "token",  # a worker counting a range it was given (that range's token)
+    "lease": "count",  # the dispatcher's lease (the count named is the one its heartbeats lease)
+}
+#: how often a call comes (the projection's session and per-second calls are read from these)
+CADENCES = (
+    "word",  # with the trained words: per job, round or range
+    "epoch",  # once or a few times an epoch
+    "session",  # once or a few times a session (its set-up, a worker's joining, its end)
+    "second",  # a few times a second from each member or client, whatever the speed
+    "rare",  # on an event: a checkpoint, a member's leaving, a failure
+    "count",  # the vocabulary count's (before training)
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +68,12 @@ class Call:
         value travels as is, the caller checks its type), or None (the call answers nothing).
     doc : str
         One line: what the call does (the design document's call table shows it).
+    auth : str
+        Who may make it (a key of :data:`AUTHS`); the request record has the field of its credential.
+    cadence : str
+        How often it comes (one of :data:`CADENCES`).
+    bulk : bool
+        Also served on a shard's bulk channel (:mod:`gensim_distw2v.io.channel`), raw buffers beside Pyro4.
     """
 
     op: str
@@ -51,12 +81,23 @@ class Call:
     handler: str
     reply: typing.Optional[type]
     doc: str = ""
+    auth: str = "none"
+    cadence: str = "word"
+    bulk: bool = False
 
     def __post_init__(self):
         if not (isinstance(self.request, type) and issubclass(self.request, Record)):
             raise TypeError(f"call {self.op}: the request must be a Record subclass, got {self.request!r}")
         if self.reply is not None and not isinstance(self.reply, type):
             raise TypeError(f"call {self.op}: the reply must be a type or None, got {self.reply!r}")
+        if self.auth not in AUTHS:
+            raise ValueError(f"call {self.op}: auth must be one of {', '.join(AUTHS)}, got {self.auth!r}")
+        if self.cadence not in CADENCES:
+            raise ValueError(f"call {self.op}: cadence must be one of {', '.join(CADENCES)}, got {self.cadence!r}")
+        credential = AUTHS[self.auth]
+        if credential is not None and credential not in {f.name for f in dataclasses.fields(self.request)}:
+            raise TypeError(f"call {self.op}: its request {self.request.__name__} has no field {credential!r}, "
+                            f"the credential of auth {self.auth!r}")
 
     def check_reply(self, value):
         """A reply from the server, checked: the reply record, the plain value, or None.
@@ -108,9 +149,12 @@ class Table:
     def __contains__(self, op):
         return op in self.calls
 
-    def ops(self):
-        """The operations' names, in the table's order."""
-        return list(self.calls)
+    def ops(self, cadence=None, bulk=None):
+        """The operations' names, in the table's order: those of ``cadence`` (a name or a tuple of them)
+        and, with ``bulk``, those served (or not) on the bulk channel."""
+        cadences = (cadence,) if isinstance(cadence, str) else cadence
+        return [op for op, call in self.calls.items() if (cadences is None or call.cadence in cadences)
+                and (bulk is None or call.bulk == bulk)]
 
     def request(self, op, **fields):
         """The request record of ``op`` built from ``fields`` (a caller's shorthand)."""

@@ -6,12 +6,11 @@ a hash of each word (part ``index`` of ``parts``); each byte range of the corpus
 worker, whose table of the range goes to the shards in ``parts`` pieces, each piece added once
 per range (``range``). The count's secret stays between the client and the shards (open, take,
 close); a worker is given, per range it is asked to count, that range's token
-(:func:`range_token`), which a shard checks against the range a part names: a worker can add the
+(:func:`~gensim_distw2v.protocol.auth.range_token`), which a shard checks against the range a part names: a worker can add the
 ranges it was given, no other.
 """
 import dataclasses
 import hashlib
-import hmac
 import typing
 
 import numpy as np
@@ -20,18 +19,13 @@ from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
 from gensim_distw2v.protocol.session import MAX_READ_BYTES, CorpusFileSpec
 
 __all__ = ["CountOpen", "CountRef", "CountPart", "CountTake", "CountChunk", "CountRanges", "Counted",
-           "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS", "corpus_digest", "range_token"]
+           "MAX_COUNT_PARTS", "MAX_RANGES_PER_CALL", "MAX_TAKE_WORDS", "corpus_digest"]
 
 MAX_COUNT_PARTS = 4096  # shards of a count at most (as of a session)
 MAX_RANGES_PER_CALL = 1024  # byte ranges one worker call counts at most
 MAX_TAKE_WORDS = 1_000_000  # words one count_take answers at most
 MAX_RANGE_ID = 2 ** 40
 MAX_ID = 64  # characters of a count's id and token at most
-
-
-def range_token(secret, count, rid):
-    """The token of range ``rid`` of count ``count`` whose secret is ``secret``: what its parts carry."""
-    return hmac.new(secret.encode("utf8"), f"count-range {count} {rid}".encode("utf8"), hashlib.sha256).hexdigest()[:32]
 
 
 def corpus_digest(corpus):
@@ -111,7 +105,7 @@ class CountPart(Record):
     """A byte range's words that fall in part ``index`` of a count (worker -> shard): each word's
     UTF-8 bytes (``words``, back to back, cut by ``offsets``), its count in the range and the file
     offset of its first occurrence there. The shard adds a range's part once; ``token`` is the
-    range's (:func:`range_token`)."""
+    range's (:func:`~gensim_distw2v.protocol.auth.range_token`)."""
 
     WHAT: typing.ClassVar[str] = "count part"
     count: str
@@ -179,7 +173,7 @@ class CountChunk(Record):
 @dataclasses.dataclass
 class CountRanges(Record):
     """Count byte ranges of a corpus (client -> worker): ``ranges`` as ``[id, lo, hi]`` and ``tokens``
-    each range's token (:func:`range_token`: the count's secret is not given to workers), ``corpus``
+    each range's token (:func:`~gensim_distw2v.protocol.auth.range_token`: the count's secret is not given to workers), ``corpus``
     the file(s) and their fingerprint (its ``range_bytes``, ``total_words`` and learning rates are
     not used), ``shards`` the ``[name, uri]`` of the count's shards in part order."""
 

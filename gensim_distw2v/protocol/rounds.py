@@ -4,7 +4,8 @@ import typing
 
 from gensim_distw2v.protocol.arrays import MAX_SCALE, check_damp_rows, check_turn, unpack_deltas, unpack_wanted
 from gensim_distw2v.protocol.checkpoints import RestoreSpec
-from gensim_distw2v.protocol.constants import COLD_OUTPUT_DOWN, DELTA_DTYPES, MERGE_RULES, WEIGHTS
+from gensim_distw2v.config.choices import COLD_OUTPUT_DOWN, DELTA_DTYPES, MERGE_RULES
+from gensim_distw2v.protocol.constants import WEIGHTS
 from gensim_distw2v.protocol.nodes import NodeMetrics
 from gensim_distw2v.protocol.records import Record, _non_negative
 

@@ -10,7 +10,7 @@ from gensim_distw2v.protocol.checkpoints import CheckpointSpec
 from gensim_distw2v.protocol.constants import STATIC, WEIGHTS
 from gensim_distw2v.protocol.errors import BadRequest
 from gensim_distw2v.protocol.records import Record, _check_array, _non_negative
-from gensim_distw2v.settings import Settings
+from gensim_distw2v.config.settings import Settings
 
 
 MAX_CORPUS_FILES = 100_000  # files of one corpus (a PathLineSentences folder) at most
@@ -159,7 +159,7 @@ class SessionConfig(Record):
 
     ``arrays`` declares every array of the session, ``{name: {"dtype", "shape"}}``: the trained
     matrices (:data:`WEIGHTS`, on the shards) and the static ones (:data:`STATIC`, on the
-    dispatcher); ``settings`` is the model's :class:`gensim_distw2v.settings.Settings` whole, with
+    dispatcher); ``settings`` is the model's :class:`gensim_distw2v.config.settings.Settings` whole, with
     ``sync_words`` resolved; ``damp_rows`` and ``hot_rows`` are the merge rule's row counts;
     ``workers`` is how many workers the client saw (``sync="bsp"`` deals the jobs to that many ranks);
     ``corpus_file`` is set for ``corpus_file`` training (the vocabulary then travels as the arrays

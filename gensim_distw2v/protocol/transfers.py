@@ -2,15 +2,15 @@
 
 Every bulk transfer (the client's arrays up to the dispatcher and the shards, the weights back
 down; a worker's static arrays and weights at a join) moves an array's rows in parts, one call
-each, so that no message passes :data:`~gensim_distw2v.protocol.constants.MAX_ARRAY_BYTES`. This
+each, so that no message passes :data:`~gensim_distw2v.config.choices.MAX_ARRAY_BYTES`. This
 module splits the rows (:func:`row_ranges`), sends and fetches them through a call given by the
-caller (:func:`send_rows`, :func:`fetch_rows`: no sockets here), and checks a part on arrival
+caller (:func:`send_in_parts`, :func:`fetch_rows`: no sockets here), and checks a part on arrival
 (:func:`check_part`, :func:`receive_part`).
 """
 from gensim_distw2v.protocol.arrays import pack_array, unpack_array
-from gensim_distw2v.protocol.constants import MAX_ARRAY_BYTES
+from gensim_distw2v.config.choices import MAX_ARRAY_BYTES
 
-__all__ = ["row_ranges", "row_bytes", "send_rows", "fetch_rows", "check_part", "receive_part"]
+__all__ = ["row_ranges", "bytes_per_row", "send_in_parts", "fetch_rows", "check_part", "receive_part"]
 
 
 def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
@@ -19,15 +19,15 @@ def row_ranges(n_rows, row_bytes, max_bytes=16 * 1024 * 1024):
     return [(lo, min(n_rows, lo + step)) for lo in range(0, n_rows, step)]
 
 
-def row_bytes(array):
+def bytes_per_row(array):
     """Bytes of one row of ``array`` (at least 1: an empty array has parts of any size)."""
     return max(1, array.nbytes // max(1, len(array)))
 
 
-def send_rows(array, part_bytes, send):
+def send_in_parts(array, part_bytes, send):
     """Send ``array``'s rows in parts: ``send(lo, part)`` for each, ``part`` the rows ``[lo, hi)``
     as plain data (:func:`~gensim_distw2v.protocol.arrays.pack_array`)."""
-    for lo, hi in row_ranges(len(array), row_bytes(array), part_bytes):
+    for lo, hi in row_ranges(len(array), bytes_per_row(array), part_bytes):
         send(lo, pack_array(array[lo:hi]))
 
 
@@ -42,7 +42,7 @@ def fetch_rows(target, part_bytes, fetch, what, check=None):
         A part is not the rows asked for (named by ``what``).
     """
     dtype, tail = target.dtype.name, tuple(target.shape[1:])
-    for lo, hi in row_ranges(len(target), row_bytes(target), part_bytes):
+    for lo, hi in row_ranges(len(target), bytes_per_row(target), part_bytes):
         part = unpack_array(fetch(lo, hi), what, dtype, shape=(hi - lo,) + tail)
         if check is not None:
             check(part)
@@ -57,12 +57,12 @@ def check_part(array, lo, hi, what):
     ------
     ValueError
         Not ints, outside ``[0, len(array))``, or more than
-        :data:`~gensim_distw2v.protocol.constants.MAX_ARRAY_BYTES`.
+        :data:`~gensim_distw2v.config.choices.MAX_ARRAY_BYTES`.
     """
     if not (isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool) and not isinstance(hi, bool)
             and 0 <= lo <= hi <= len(array)):
         raise ValueError(f"{what}: rows [{lo!r}, {hi!r}) outside [0, {len(array)})")
-    if row_bytes(array) * (hi - lo) > MAX_ARRAY_BYTES:
+    if bytes_per_row(array) * (hi - lo) > MAX_ARRAY_BYTES:
         raise ValueError(f"{what}: too many rows in one part")
 
 

@@ -3,6 +3,8 @@ import logging
 
 from gensim_distw2v import options
 from gensim_distw2v.io import channel, endpoints, serving, transport
+from gensim_distw2v.io.keys import read_hmac_key
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.shard import service
 from gensim_distw2v.shard.service import Shard, cap_malloc_arenas
 
@@ -22,11 +24,11 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=opts.log_level)
     bulk = None
     try:
-        key = transport.read_hmac_key(opts.hmac_key_file)
+        key = read_hmac_key(opts.hmac_key_file)
         shard = Shard(opts.ns_conf(), hmac_key=key, **opts.role_kwargs())
         served = endpoints.endpoint(Shard.TABLE, shard)
         if opts.channel_port >= 0 and channel.available() and not transport.uses_tls():  # merges as raw buffers
-            bulk = channel.ChannelServer(served.call, ["merge", "count_add"], host=opts.host, port=opts.channel_port, hmac_key=key,
+            bulk = channel.ChannelServer(served.call, Shard.TABLE.ops(bulk=True), host=opts.host, port=opts.channel_port, hmac_key=key,
                                          limits=opts.limits())
             shard.channel_port = bulk.address[1]
         elif opts.channel_port >= 0:
@@ -34,7 +36,7 @@ def main(argv=None):
                            if transport.uses_tls() else "the 'cryptography' package is missing")
         server = transport.Server(served, shard.name, host=opts.host, port=opts.port, ns_conf=opts.ns_conf(),
                                   hmac_key=key, limits=opts.limits())
-    except (transport.ClusterError, ValueError, OSError) as err:
+    except (ClusterError, ValueError, OSError) as err:
         if bulk is not None:
             bulk.close()
         parser.exit(2, f"error: {err}\n")

@@ -36,6 +36,7 @@ import uuid
 
 from gensim_distw2v import protocol
 from gensim_distw2v.io import endpoints, meter, transport
+from gensim_distw2v.protocol.constants import SHARD_PREFIX
 from gensim_distw2v.member import Member
 from gensim_distw2v.protocol import constants, errors, tables, transfers
 from gensim_distw2v.io.store import shard_store
@@ -103,7 +104,7 @@ class Shard(Member):
         self.heartbeat_every = heartbeat
         self.checkpoint_key = hmac_key if sign_checkpoints else None
         self.meter = meter.Meter("shard", calls=True)  # its calls too: merges apart from serving downloads
-        self.name = transport.SHARD_PREFIX + uuid.uuid4().hex[:12]
+        self.name = SHARD_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.channel_port = 0  # its bulk channel's (gensim_distw2v.io.channel), once serving; 0: none
         self.lock = threading.Lock()

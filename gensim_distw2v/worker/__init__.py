@@ -2,5 +2,6 @@
 trainer threads and job fetching (:mod:`~gensim_distw2v.worker.training`), its merge rounds
 (:mod:`~gensim_distw2v.worker.merger`), and its command line (:mod:`~gensim_distw2v.worker.daemon`,
 ``python -m gensim_distw2v.worker``)."""
-from gensim_distw2v.worker.daemon import main
-from gensim_distw2v.worker.service import *  # noqa: F401,F403
+from gensim_distw2v.worker.service import SessionLost, Worker
+
+__all__ = ["SessionLost", "Worker"]

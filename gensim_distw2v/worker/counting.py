@@ -22,7 +22,7 @@ import time
 from gensim_distw2v import protocol
 from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.io import corpusfile, links, transport
-from gensim_distw2v.protocol import constants, errors
+from gensim_distw2v.protocol import constants, errors, tables
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Counting:
         del table
         sent = 0
         shards = links.ShardLinks(request.shards, self.worker.hmac_key, self.worker.ns_conf, None,
-                                  bulk=("count_add",))
+                                  bulk=tables.SHARD.ops(cadence="count", bulk=True))
         try:
             for index, (words, offsets, counts, firsts) in enumerate(parts):
                 shards.call(index, "count_add", protocol.CountPart(

@@ -3,6 +3,8 @@ import logging
 
 from gensim_distw2v import options
 from gensim_distw2v.io import endpoints, serving, transport
+from gensim_distw2v.io.keys import read_hmac_key
+from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.worker import service
 from gensim_distw2v.worker.service import Worker
 
@@ -20,11 +22,11 @@ def main(argv=None):
     opts = options.parse(parser, options.WorkerOptions, argv)
     logging.basicConfig(format="%(asctime)s : %(processName)s : %(levelname)s : %(message)s", level=opts.log_level)
     try:
-        key = transport.read_hmac_key(opts.hmac_key_file)
+        key = read_hmac_key(opts.hmac_key_file)
         worker = Worker(opts.ns_conf(), hmac_key=key, **opts.role_kwargs())
         server = transport.Server(endpoints.endpoint(Worker.TABLE, worker), worker.name, host=opts.host, port=opts.port,
                                   ns_conf=opts.ns_conf(), hmac_key=key, limits=opts.limits())
-    except (transport.ClusterError, ValueError, OSError) as err:
+    except (ClusterError, ValueError, OSError) as err:
         parser.exit(2, f"error: {err}\n")
     worker.uri = server.uri
     serving.serve_member(server, worker, "gensim_distw2v.worker %s ready at %s with %i threads", worker.name,

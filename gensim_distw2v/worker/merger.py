@@ -109,7 +109,7 @@ class MergeRounds:
         self._report(proxy, report)
 
     def _merge_round(self, proxy, dtype, hold_back, flush_epoch=None, restart_clock=True):
-        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.protocol.DELTA_DTYPES`) to
+        """Send this worker's changes (values as ``dtype``: :data:`gensim_distw2v.config.choices.DELTA_DTYPES`) to
         the shards and take in the other workers', range by range, every shard at once; then tell
         the dispatcher the round's jobs are merged.
 

@@ -32,6 +32,7 @@ from gensim_distw2v import protocol
 from gensim_distw2v.core.replica import merge_threads as default_merge_threads
 from gensim_distw2v.protocol import tables
 from gensim_distw2v.io import endpoints, meter, transport
+from gensim_distw2v.protocol.constants import WORKER_PREFIX
 from gensim_distw2v.io.corpusfile import corpus_folders
 from gensim_distw2v.member import Member
 from gensim_distw2v.options import WorkerOptions
@@ -82,7 +83,7 @@ class Worker(Member):
         self.merge_threads = merge_threads or default_merge_threads(self.threads)
         self.heartbeat_every = heartbeat
         self.meter = meter.Meter("worker", self.threads)
-        self.name = transport.WORKER_PREFIX + uuid.uuid4().hex[:12]
+        self.name = WORKER_PREFIX + uuid.uuid4().hex[:12]
         self.uri = None
         self.stopped = threading.Event()
         self.session_wanted = None  # session id the dispatcher says we should be in

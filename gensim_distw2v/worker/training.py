@@ -14,13 +14,15 @@ import time
 import numpy as np
 
 from gensim_distw2v import protocol
+from gensim_distw2v.config.choices import SYNC
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, JobTrainer
 from gensim_distw2v.io.corpusfile import check_files, vocab_lookup
 from gensim_distw2v.core.layout import ShardLayout
-from gensim_distw2v.core.merge import row_bytes
+from gensim_distw2v.core.merge import wire_row_bytes
 from gensim_distw2v.core.replica import Replica
 from gensim_distw2v.core.schedule import FEW_WORKERS, default_cold_output_down, default_cold_output_every
 from gensim_distw2v.io.links import ShardLinks
+from gensim_distw2v.protocol import tables
 from gensim_distw2v.protocol.transfers import fetch_rows, row_ranges
 from gensim_distw2v.worker.held import RangeReads, held_job, open_ranges, train_range, wants_held_rows
 from gensim_distw2v.worker.merger import LOOK_AGAIN, MergeRounds, SessionLost
@@ -72,7 +74,8 @@ class _Training(MergeRounds):
         config, self.rank, self.shards, self.token = joined.config, joined.rank, joined.shards, joined.token
         self.layout = ShardLayout(len(self.shards))
         # a shard that does not answer raises ShardLost, naming it
-        self.links = ShardLinks(self.shards, self.worker.hmac_key, self.worker.ns_conf, self.token, bulk=("merge",))
+        self.links = ShardLinks(self.shards, self.worker.hmac_key, self.worker.ns_conf, self.token,
+                                bulk=tables.SHARD.ops(cadence="word", bulk=True))
         try:
             self._run(config)
         finally:
@@ -88,7 +91,7 @@ class _Training(MergeRounds):
         self.params, settings = config.params, config.settings
         self.sync_words, self.compute_loss = settings.sync_words, config.compute_loss
         # sync="local": no rounds within an epoch (jobs are not cut either); "bsp": rounds in turn
-        self.sync, self.mode, self.turn = settings.sync, protocol.SYNC[settings.sync], [0, 0]
+        self.sync, self.mode, self.turn = settings.sync, SYNC[settings.sync], [0, 0]
         if not self.mode.within_epoch:
             self.sync_words = LOCAL_INTERVAL
         self.hold_back, self.part_bytes, self.round_pieces = settings.hold_back, settings.part_bytes, settings.round_pieces
@@ -136,7 +139,7 @@ class _Training(MergeRounds):
         # routine rounds move rows in merge_dtype (int8: a byte a value, and a scale): parts of part_bytes on
         # the wire, most often one message to each shard a round, and of at most FALLBACK_BYTES should a part
         # go in float32 (values float16 cannot hold); epoch flushes move float32
-        wire, worst = (row_bytes(codec, size) * len(self.replica.replica) for codec in (self.merge_dtype, "float32"))
+        wire, worst = (wire_row_bytes(codec, size) * len(self.replica.replica) for codec in (self.merge_dtype, "float32"))
         self.ranges = row_ranges(vocab, wire, min(self.part_bytes, FALLBACK_BYTES * wire // worst))
         self.flush_ranges = row_ranges(vocab, 4 * size * len(self.replica.replica), self.bulk_bytes)
         self.links.open_channels()  # (joining's cost, not the first round's)
