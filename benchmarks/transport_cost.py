@@ -97,7 +97,7 @@ def measure(args, keyed, workdir):
     port = _free_port()
     procs = []
     try:
-        ns_args = [sys.executable, "-m", "gensim_distw2v.nameserver", "-n", "127.0.0.1", "-p", str(port)]
+        ns_args = [sys.executable, "-P", "-m", "gensim_distw2v.nameserver", "-n", "127.0.0.1", "-p", str(port)]
         procs.append(subprocess.Popen(ns_args + (["--hmac-key-file", key_file] if keyed else []),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1.5)
