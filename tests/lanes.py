@@ -51,6 +51,6 @@ class LaneClock:
         if wall is None or wall <= budget:
             return None
         slowest = sorted(self.durations["unit"].items(), key=lambda kv: -kv[1])[:5]
-        return (f"the unit lane took {wall:.1f} s, over its {budget:g} s (tests/conftest.py UNIT_BUDGET, "
+        return (f"the unit lane took {wall:.1f} s, over its {budget:g} s (tests/lanes.py UNIT_BUDGET, "
                 f"README.rst's quick lane); its slowest: " + ", ".join(f"{n} {t:.1f} s" for n, t in slowest)
                 + ". Make them faster, or move what starts processes or waits to the cluster lane")

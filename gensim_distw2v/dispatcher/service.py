@@ -69,7 +69,8 @@ class Dispatcher:
         Seconds without a call from the client after which its session is aborted.
     max_queue_jobs : int
         Jobs held in the queue at most (per worker thread, at least 8 in all, and at most
-        :data:`~gensim_distw2v.dispatcher.state.MAX_QUEUE_BYTES` of them): beyond that ``put_jobs`` makes the client wait.
+        :data:`~gensim_distw2v.dispatcher.state.MAX_QUEUE_BYTES` of them): beyond that ``put_jobs`` makes the
+        client wait.
     job_deadline : float
         A worker that holds jobs without merging for longer than this, and than
         :data:`~gensim_distw2v.dispatcher.state.JOB_DEADLINE_ROUNDS` typical rounds, is dropped and its jobs re-queued.

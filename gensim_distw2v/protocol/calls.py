@@ -30,7 +30,7 @@ AUTHS = {
     "none": None,  # any peer on the link (itself keyed beyond loopback: HMAC)
     "member": "secret",  # a registered worker or shard, for its own name (the secret its hello's reply gave)
     "owner": "token",  # the session's client (its owner secret)
-    "grant": "owner",  # the session's client at the shard the dispatcher named it to (a capability whose digest it gave)
+    "grant": "owner",  # the client at the shard the dispatcher granted it to (a capability whose digest it told it)
     "capability": "token",  # the session's client at one shard (that shard's capability of the owner secret)
     "token": "token",  # the session's client and its workers (the session token)
     "session": "session",  # a member of the session (its id: given to the client and its workers only)
