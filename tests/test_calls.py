@@ -8,6 +8,7 @@ import inspect
 import os
 import pkgutil
 import threading
+import types
 import typing
 
 import msgpack
@@ -83,6 +84,59 @@ def test_a_table_checks_requests_on_arrival_and_replies_on_return():
         calls.Handlers(TOY, object())
     with pytest.raises(ValueError, match="operation 'ping' defined twice"):
         calls.Table("twice", [TOY["ping"], TOY["ping"]])
+
+
+@dataclasses.dataclass
+class Keyed(Record):
+    WHAT: typing.ClassVar[str] = "keyed"
+    n: int
+    token: typing.Optional[str] = None
+
+
+@pytest.mark.unit
+def test_the_table_has_each_calls_guard_check_its_credential_before_the_handler_runs():
+    keyed = calls.Table("keyed", [calls.Call("ping", Ping, "on_ping", Pong, "n + 1"),
+                                  calls.Call("add", Keyed, "on_add", int, "n + 1", auth="owner")])
+    ran, checked = [], []
+
+    class Server(Toy):
+        def on_add(self, request):
+            ran.append(request.n)
+            return request.n + 1
+
+        def guards(self):
+            def owner(request, op):
+                checked.append(op)
+                protocol.check_token(request.token, "the secret", op, owner=True)
+            return {"owner": owner}
+
+    link = calls.Caller(keyed, calls.Handlers(keyed, Server()).handle)
+    for token in (None, "", "a guess"):
+        with pytest.raises(errors.Forbidden, match="add: not this session's owner secret") as err:
+            link.call("add", n=1, **({} if token is None else {"token": token}))
+        assert err.value.code is errors.Code.FORBIDDEN
+    assert ran == [] and checked == ["add"] * 3  # refused before its handler ran
+    assert link.call("add", n=1, token="the secret") == 2 and ran == [1]
+    assert link.call("ping", n=1) == Pong(n=2) and checked == ["add"] * 4  # auth "none": no guard
+    with pytest.raises(TypeError, match="Toy has no guard for auth 'owner' of keyed call 'add'"):
+        calls.Handlers(keyed, type("Toy", (Server,), {"guards": lambda self: {}})())
+
+
+@pytest.mark.unit
+def test_each_server_guards_every_kind_of_credential_its_table_asks_for():
+    """A server whose table names an auth it has no guard for does not start (Handlers' TypeError)."""
+    from gensim_distw2v.shard import Shard
+    from gensim_distw2v.worker.service import Worker
+
+    for table, server in ((tables.DISPATCHER, Dispatcher()), (tables.SHARD, Shard({"port": 1})),
+                          (tables.WORKER, Worker.__new__(Worker))):
+        if table is tables.WORKER:
+            server.counting = types.SimpleNamespace(check_lease=lambda request, op=None: None, count=lambda request: None)
+        handlers = calls.Handlers(table, server)
+        guarded = {op for op, (_, guard, _, _) in handlers._ops.items() if guard is not None}
+        assert guarded == {call.op for call in table if call.auth != "none"}
+        if isinstance(server, Dispatcher):
+            server.shutdown()
 
 
 @pytest.mark.unit
@@ -335,7 +389,7 @@ def test_the_dispatcher_refuses_with_the_code_of_each_refusal(dispatcher):
         dispatcher.cluster.shards[SHARD].connection = "another connection"
         link.call("shard_hello", name=SHARD, uri="PYRO:s@127.0.0.1:2", versions=versions())
     with pytest.raises(errors.BadRequest, match="put_jobs: 65 jobs in one call, at most 64"):
-        link.call("put_jobs", session=opened.session, jobs=[{}] * 65)
+        link.call("put_jobs", session=opened.session, jobs=[{}] * 65, token=opened.owner)
 
 
 @pytest.mark.unit
@@ -468,9 +522,12 @@ def test_each_call_says_who_may_make_it_how_often_and_on_which_transport():
     assert set(projection.SESSION_CALLS) == set(tables.SHARD.ops(cadence="session")) | {"channel_hello"}
     assert {"join", "hello", "end_epoch"} <= set(projection.DISPATCHER_SESSION_CALLS)
     assert not set(projection.DISPATCHER_SESSION_CALLS) & {"put_jobs", "get_jobs", "checkpoint", "leave"}
-    # every call of the session's client but its first carries the owner's secret
-    client_calls = {"upload", "start", "put_jobs", "end_epoch", "open_file_epoch", "progress", "checkpoint", "close"}
+    # every call of the session's client but its first carries the owner's secret (progress: when it is the client's)
+    client_calls = {"upload", "start", "put_jobs", "end_epoch", "open_file_epoch", "checkpoint", "close"}
     assert {op for op in client_calls if tables.DISPATCHER[op].auth == "owner"} == client_calls
+    assert tables.DISPATCHER["progress"].auth == "watcher"
+    # the session's arrays and weights go to its client and its workers only (its id is public: status)
+    assert tables.DISPATCHER["download"].auth == tables.SHARD["download"].auth == "token"
     assert {call.op for call in tables.DISPATCHER if call.auth == "none"} == {"status", "open_session", "hello",
                                                                             "shard_hello"}
 

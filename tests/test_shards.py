@@ -9,6 +9,7 @@ import pytest
 
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v.io import transport
+from gensim_distw2v.protocol import errors
 from gensim_distw2v.protocol.errors import ClusterError
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import GlobalWeights
@@ -169,7 +170,9 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
             proxy.call("upload", session=opened.session, name="syn0", lo=0, array=protocol.pack_array(arrays["syn0"][:2]),
                        token=opened.owner)
         with pytest.raises(ValueError, match="the weights are on the session's shards"):
-            proxy.call("download", session=opened.session, name="syn1neg", lo=0, hi=1)
+            proxy.call("download", session=opened.session, name="syn1neg", lo=0, hi=1, token=opened.token)
+        with pytest.raises(errors.Forbidden, match="download: not this session's token"):  # its id is public
+            proxy.call("download", session=opened.session, name="cum_table", lo=0, hi=1)
         links = ShardLinks(opened.shards, cluster.ns_conf["hmac_key"], cluster.ns_conf, [
             protocol.shard_capability(opened.owner, opened.session, i) for i in range(len(opened.shards))])
         links.close(opened.session)

@@ -99,10 +99,13 @@ def test_a_shard_serves_its_table_with_typed_refusals(grant):
     local.call("start", session=sid, token="own")
     with pytest.raises(errors.SessionClosed, match="holds no session 'other'"):
         local.call("start", session="other")
+    for token in ({}, {"token": "own"}, {"token": "a guess"}):  # the trained rows: the session's token only
+        with pytest.raises(errors.Forbidden, match="download: not this session's token"):
+            local.call("download", session=sid, name="syn0", lo=0, hi=1, **token)
     with pytest.raises(errors.BadRequest, match="outside"):
-        local.call("download", session=sid, name="syn0", lo=0, hi=51)
+        local.call("download", session=sid, name="syn0", lo=0, hi=51, token="tok")
     with pytest.raises(errors.BadRequest, match="holds no matrix 'syn1'"):
-        local.call("download", session=sid, name="syn1", lo=0, hi=1)
+        local.call("download", session=sid, name="syn1", lo=0, hi=1, token="tok")
     got = transfers.fetch_rows(np.zeros((50, 4), np.float32), 100, lambda lo, hi: local.call(
         "download", session=sid, name="syn0", lo=lo, hi=hi, rank=0, token="tok"), "download")
     assert np.array_equal(got, rows)

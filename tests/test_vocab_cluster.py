@@ -27,9 +27,10 @@ from gensim.test.utils import datapath
 from gensim_distw2v import LocalCluster, Word2Vec, protocol
 from gensim_distw2v._counts import WordCounts
 from gensim_distw2v.client import vocab
-from gensim_distw2v.protocol import constants, errors
+from gensim_distw2v.protocol import calls, constants, errors, tables
 from gensim_distw2v.shard import counts as vocab_counts
 from gensim_distw2v.shard.counts import CountTables
+from gensim_distw2v.shard.guards import ShardGuards
 from gensim_distw2v.versions import versions
 
 LEE = datapath("lee_background.cor")
@@ -74,6 +75,15 @@ def leased(secret="t0k"):
     return lambda count: protocol.owner_digest(secret)
 
 
+def served(held):
+    """``call(op, request)``: a shard's count calls on the count tables ``held``, through the shard's table, its
+    guards and its handlers (as over the wire, in-process)."""
+    table = calls.Table("shard", [tables.SHARD[op] for op in ("count_open", "count_add", "count_take", "count_close")])
+    server = types.SimpleNamespace(counts=held)
+    server.guards = lambda: ShardGuards(server).table()
+    return calls.Caller(table, calls.Handlers(table, server).handle).call
+
+
 def part(table, index, parts, rid, token=None, count="c1"):
     """Range ``rid``'s part ``index`` of ``parts`` of ``table``, carrying the range's token (of the count
     secret "t0k") unless ``token`` is given."""
@@ -86,26 +96,27 @@ def part(table, index, parts, rid, token=None, count="c1"):
 @pytest.mark.unit
 def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
     shard = CountTables("shard-x", max_bytes=1 << 30, granted=leased())
-    shard.open(protocol.CountOpen(count="c1", token="t0k", index=1, parts=2))
+    call = served(shard)
+    call("count_open", protocol.CountOpen(count="c1", token="t0k", index=1, parts=2))
     first = table_of("b a c\na d\n")
     second = WordCounts()  # a range further on: its first offsets are file offsets, after the first's
     data = b"e a b\n"
     second.count_lines(data, 0, len(data), base=100)
-    assert shard.add(part(first, 1, 2, rid=0)) is True
-    assert shard.add(part(first, 1, 2, rid=0)) is False  # counted again (its worker was lost): not added twice
-    assert shard.add(part(second, 1, 2, rid=1)) is True
+    assert call("count_add", part(first, 1, 2, rid=0)) is True
+    assert call("count_add", part(first, 1, 2, rid=0)) is False  # counted again (its worker was lost): not added twice
+    assert call("count_add", part(second, 1, 2, rid=1)) is True
     with pytest.raises(errors.Forbidden):
-        shard.add(part(second, 1, 2, rid=2, token="other"))
+        call("count_add", part(second, 1, 2, rid=2, token="other"))
     with pytest.raises(errors.Forbidden):  # the count's secret is not a range's token, nor one range's another's
-        shard.add(part(second, 1, 2, rid=2, token="t0k"))
+        call("count_add", part(second, 1, 2, rid=2, token="t0k"))
     with pytest.raises(errors.Forbidden):
-        shard.add(part(second, 1, 2, rid=2, token=protocol.range_token("t0k", "c1", 3)))
+        call("count_add", part(second, 1, 2, rid=2, token=protocol.range_token("t0k", "c1", 3)))
     with pytest.raises(errors.BadRequest, match="holds index 1"):
-        shard.add(part(second, 0, 2, rid=2))
+        call("count_add", part(second, 0, 2, rid=2))
     expected = collections.Counter()
     for table in (first, second):
         expected.update(as_dict(*table.split(2)[1]))
-    chunks = [shard.take(protocol.CountTake(count="c1", token="t0k", lo=lo, hi=lo + 1)) for lo in range(6)]
+    chunks = [call("count_take", protocol.CountTake(count="c1", token="t0k", lo=lo, hi=lo + 1)) for lo in range(6)]
     got = {}
     for chunk in chunks:
         got.update(as_dict(chunk.words, chunk.offsets, chunk.counts))
@@ -113,10 +124,10 @@ def test_a_shard_adds_each_range_once_and_hands_its_part_out_in_order():
     firsts = [int(f) for chunk in chunks for f in chunk.firsts]
     assert firsts == sorted(firsts)  # first-occurrence order
     with pytest.raises(errors.BadRequest, match="after the count was taken"):
-        shard.add(part(second, 1, 2, rid=7))
-    shard.close(protocol.CountRef(count="c1", token="t0k"))
+        call("count_add", part(second, 1, 2, rid=7))
+    call("count_close", protocol.CountRef(count="c1", token="t0k"))
     with pytest.raises(errors.SessionClosed):
-        shard.take(protocol.CountTake(count="c1", token="t0k", lo=0, hi=1))
+        call("count_take", protocol.CountTake(count="c1", token="t0k", lo=0, hi=1))
 
 
 @pytest.mark.unit
@@ -201,12 +212,13 @@ def test_a_shard_opens_only_the_count_the_dispatcher_leases_for_its_holder():
     lease = {"count": "c1", "owner": protocol.owner_digest("t0k")}
     shard = CountTables("shard-x", max_bytes=1 << 30,
                         granted=lambda count: lease["owner"] if count == lease["count"] else None)
+    call = served(shard)
     with pytest.raises(errors.SessionClosed, match="leases no count 'mallory'.*open_count"):
-        shard.open(protocol.CountOpen(count="mallory", token="m4l", index=0, parts=1))
+        call("count_open", protocol.CountOpen(count="mallory", token="m4l", index=0, parts=1))
     with pytest.raises(errors.Forbidden, match="count_open"):  # the leased count, not its holder's secret
-        shard.open(protocol.CountOpen(count="c1", token="m4l", index=0, parts=1))
+        call("count_open", protocol.CountOpen(count="c1", token="m4l", index=0, parts=1))
     assert not shard.held
-    shard.open(protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
+    call("count_open", protocol.CountOpen(count="c1", token="t0k", index=0, parts=1))
     shard.keep_only("c1", time.monotonic())
     assert list(shard.held) == ["c1"]
     shard.keep_only(None, shard.held["c1"].opened - 1.0)  # a reply asked before c1 was opened: old news
@@ -302,21 +314,24 @@ def test_a_worker_counts_for_the_leased_count_its_corpus_and_its_shards_only(tmp
     worker = types.SimpleNamespace(name=protocol.WORKER_PREFIX + "w", uri=None, threads=1, corpus_dirs=None,
                                    hmac_key=None, ns_conf={})
     count = counting.Counting(worker)
+    server = types.SimpleNamespace(counting=count, guards=lambda: {"lease": count.check_lease})
+    served_count = calls.Caller(tables.WORKER, calls.Handlers(
+        calls.Table("worker", [tables.WORKER["count"]]), server).handle).call  # its table's guard, then its handler
     with pytest.raises(errors.SessionClosed, match="the dispatcher leases no count 'c1'"):
-        count.count(request)
+        served_count("count", request)
     count.lease("c2", protocol.corpus_digest(spec), shards)
     with pytest.raises(errors.SessionClosed, match="leases no count 'c1'"):
-        count.count(request)
+        served_count("count", request)
     count.lease("c1", protocol.corpus_digest(dataclasses.replace(spec, path="/etc/passwd")), shards)
     with pytest.raises(errors.Forbidden, match="not the corpus its lease names"):
-        count.count(request)
+        served_count("count", request)
     count.lease("c1", protocol.corpus_digest(spec), [[protocol.SHARD_PREFIX + "m", "PYRO:m@10.0.0.9:1"]])
     with pytest.raises(errors.Forbidden, match="not the shards its lease names"):
-        count.count(request)
+        served_count("count", request)
     count.lease(None, None, None)  # the dispatcher's word comes while the count waits: it goes on, to the shard
     threading.Timer(0.1, count.lease, ("c1", protocol.corpus_digest(spec), shards)).start()
     with pytest.raises(errors.ShardLost):  # (no shard listens there: past the lease's checks)
-        count.count(request)
+        served_count("count", request)
 
 
 @pytest.mark.unit

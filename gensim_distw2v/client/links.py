@@ -73,6 +73,8 @@ class ShardLinks(links.ShardLinks):
     capabilities : list of str
         Per shard, the capability the owner's secret gives for it (:func:`gensim_distw2v.protocol.shard_capability`):
         what each is shown to open, start and close the session. The owner's secret itself is never sent to a shard.
+    token : str, optional
+        The session's token (``Opened.token``, its workers' too): what the trained weights' download shows.
     """
 
     ADVICE = ("this train() call did not finish and the model keeps the weights it had before it (or at the last "
@@ -80,8 +82,8 @@ class ShardLinks(links.ShardLinks):
               "--ns-port {port}, then call train() again")
     LOST = ShardLostError
 
-    def __init__(self, shards, hmac_key, ns_conf, capabilities):
+    def __init__(self, shards, hmac_key, ns_conf, capabilities, token=None):
         if len(capabilities) != len(shards):
             raise ValueError(f"{len(capabilities)} capabilities for {len(shards)} shards")
-        super().__init__(shards, hmac_key, ns_conf, None, close_tokens=list(capabilities))
+        super().__init__(shards, hmac_key, ns_conf, token, close_tokens=list(capabilities))
         self.layout = ShardLayout(len(self.shards))

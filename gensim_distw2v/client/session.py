@@ -122,7 +122,8 @@ class SessionSetup:
         sid, links, self._token = opened.session, None, opened.owner  # (the client's own secret)
         try:  # each shard is shown its own capability only, never the owner's secret (not even closing early)
             links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, [
-                protocol.shard_capability(opened.owner, sid, shard) for shard in range(len(opened.shards))])
+                protocol.shard_capability(opened.owner, sid, shard) for shard in range(len(opened.shards))],
+                opened.token)
             self._upload(dispatcher, sid, arrays, config, links, opened)
             dispatcher.call("start", session=sid, token=opened.owner)
             return sid, links, opened.resumed
@@ -195,7 +196,8 @@ class SessionSetup:
                             f"shard {links.shards[shard][0]} sent {name} weights that are not finite or larger than "
                             f"{bound:.3g}: the model keeps the weights it had before this train() call")
                 fetch_rows(links.layout.rows_of(target, shard), self.settings.part_bytes,
-                           lambda lo, hi, name=name: links.call(shard, "download", session=sid, name=name, lo=lo, hi=hi),
+                           lambda lo, hi, name=name: links.call(shard, "download", session=sid, name=name, lo=lo, hi=hi,
+                                                               token=links.token),
                            f"final {name}", check)
         links.each(fetch)
         if model.hs:  # trained busiest node first (kernel.reverse_tree)

@@ -118,14 +118,13 @@ class Checkpointing:
         if session.state == RUNNING and checkpoints.due(now, session.trained_mark()):
             self.begin(session, now)
 
-    def ask(self, sid, token=None):
+    def ask(self, sid):
         """The client asks for a checkpoint now (at an epoch end, before it goes on): its number
         (``progress``'s ``checkpoints.taken`` reaches it once every shard has copied its rows,
         ``committed`` once it is on disk)."""
         cluster = self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            protocol.check_token(token, session.owner, "checkpoint", owner=True)
             session.client_seen = now = time.monotonic()
             if session.checkpoints is None:
                 raise errors.BadRequest(f"checkpoint: session {sid} has no checkpoint_dir")

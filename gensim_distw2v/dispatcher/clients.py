@@ -41,11 +41,10 @@ class ClientCalls:
     def __init__(self, cluster, checkpointing):
         self.cluster, self.checkpointing = cluster, checkpointing
 
-    def _touch(self, sid, token, what, states=(RUNNING,)):
-        """The session ``sid``, in ``states``, as word from its client, given its owner's secret
-        ``token`` (the lock held)."""
+    def _touch(self, sid, states=(RUNNING,)):
+        """The session ``sid``, in ``states``, as word from its client (the lock held; its owner
+        secret checked: :mod:`~gensim_distw2v.dispatcher.guards`)."""
         session = self.cluster.session_of(sid, states)
-        protocol.check_token(token, session.owner, what, owner=True)
         session.client_seen = time.monotonic()
         return session
 
@@ -167,9 +166,7 @@ class ClientCalls:
     def upload(self, request):
         """Rows ``[lo, lo + len)`` of a static array (in order, in chunks), with the session's token."""
         with self.cluster.cond:
-            session = self.cluster.session_of(request.session, (UPLOADING,))
-            protocol.check_token(request.token, session.owner, "upload", owner=True)
-            session.client_seen = time.monotonic()
+            session = self._touch(request.session, (UPLOADING,))
             target = session.arrays.get(request.name)
             if target is None:
                 raise errors.BadRequest(f"upload: session has no array {request.name!r}" + (
@@ -189,7 +186,6 @@ class ClientCalls:
         cluster = self.cluster
         with cluster.cond:
             session = cluster.session_of(request.session, (UPLOADING,))
-            protocol.check_token(request.token, session.owner, "start", owner=True)
             arrays = {name: a for name, a in session.arrays.items() if name not in ("vocab_bytes", "vocab_offsets")}
             if not session.config.params.sample:
                 arrays.pop("sample_int", None)
@@ -215,7 +211,6 @@ class ClientCalls:
             raise errors.BadRequest(f"put_jobs: {len(jobs)} jobs in one call, at most {MAX_JOBS_PER_CALL}")
         with cluster.cond:
             session = cluster.session_of(sid)
-            protocol.check_token(request.token, session.owner, "put_jobs", owner=True)
             session.put_jobs([])  # refused here already if the session trains from a file
         try:
             checked = [protocol.Job.from_wire(msg, vocab_size=session.vocab_size) for msg in jobs]
@@ -231,7 +226,7 @@ class ClientCalls:
                 return session.queued() >= limit or session.queued_bytes() >= MAX_QUEUE_BYTES
             while full() and time.monotonic() < deadline and session is cluster.session:
                 cluster.cond.wait(deadline - time.monotonic())
-            session = self._touch(sid, request.token, "put_jobs")
+            session = self._touch(sid)
             if full():
                 return 0
             session.put_jobs(checked, crcs)
@@ -241,14 +236,14 @@ class ClientCalls:
     def end_epoch(self, request):
         """The client has put every job of the epoch: workers flush once they run out of jobs."""
         with self.cluster.cond:
-            self._touch(request.session, request.token, "end_epoch").end_epoch(request.epoch)
+            self._touch(request.session).end_epoch(request.epoch)
             self.cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
 
     def open_file_epoch(self, request):
         """Train an epoch over the session's corpus file: its byte ranges are handed out from now on.
         Returns the number of ranges of the epoch."""
         with self.cluster.cond:
-            ranges = self._touch(request.session, request.token, "open_file_epoch").open_file_epoch(request.epoch)
+            ranges = self._touch(request.session).open_file_epoch(request.epoch)
             self.cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
             return ranges
 
@@ -269,8 +264,7 @@ class ClientCalls:
                 cluster.cond.wait(left)  # (round reports, flushes and failures wake it)
                 session = cluster.session_of(request.session, (RUNNING, FAILED))
             now = time.monotonic()
-            if request.token is not None:
-                protocol.check_token(request.token, session.owner, "progress", owner=True)
+            if request.token is not None:  # (checked: the table's "watcher")
                 session.client_seen = now
             checkpoints = None if session.checkpoints is None else session.checkpoints.status(session.trained_mark())
             return protocol.Progress(
@@ -284,7 +278,7 @@ class ClientCalls:
 
     def checkpoint(self, request):
         """The client asks for a checkpoint now (with its owner secret): its number."""
-        return self.checkpointing.ask(request.session, request.token)
+        return self.checkpointing.ask(request.session)
 
     # ------------------------------------------------------------------ the end
     def download(self, request):
@@ -308,6 +302,5 @@ class ClientCalls:
         cluster = self.cluster
         with cluster.cond:
             if cluster.session is not None and cluster.session.id == request.session:
-                protocol.check_token(request.token, cluster.session.owner, "close", owner=True)
                 logger.info("session %s closed (%s)", request.session, cluster.session.state)
                 cluster.end_session()

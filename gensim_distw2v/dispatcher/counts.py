@@ -53,13 +53,12 @@ class CountLeases:
         self.cluster = cluster
 
     def _held(self, request, what):
-        """The lease ``request`` names, checked against its secret (the lock held)."""
+        """The lease ``request`` names (the lock held; its secret checked: :mod:`~gensim_distw2v.dispatcher.guards`)."""
         lease = self.cluster.count
         if lease is None or lease.count != request.count:
             raise errors.SessionClosed(f"{what}: no count {request.count!r} is leased here (closed, or withdrawn "
                                        f"after {self.cluster.limits.client_timeout:.0f} s without word from its "
                                        f"client)")
-        protocol.check_token(request.token, lease.token, what, owner=True)
         return lease
 
     def open(self, request):

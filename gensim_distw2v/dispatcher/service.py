@@ -38,12 +38,14 @@ client-facing (:mod:`~gensim_distw2v.dispatcher.clients`), worker-facing
 (:mod:`~gensim_distw2v.dispatcher.workers`) and shard-facing
 (:mod:`~gensim_distw2v.dispatcher.shards`) parts and its vocabulary-count leases
 (:mod:`~gensim_distw2v.dispatcher.counts`) over one cluster state
-(:mod:`~gensim_distw2v.dispatcher.state`).
+(:mod:`~gensim_distw2v.dispatcher.state`); each call's credential is checked before its handler runs
+(:mod:`~gensim_distw2v.dispatcher.guards`).
 """
 from gensim_distw2v.dispatcher import overview
 from gensim_distw2v.dispatcher.checkpointing import Checkpointing
 from gensim_distw2v.dispatcher.clients import ClientCalls
 from gensim_distw2v.dispatcher.counts import CountLeases
+from gensim_distw2v.dispatcher.guards import Guards
 from gensim_distw2v.dispatcher.monitor import Monitor
 from gensim_distw2v.dispatcher.shards import ShardCalls
 from gensim_distw2v.dispatcher.state import Cluster, Limits
@@ -101,6 +103,10 @@ class Dispatcher:
         self.shards = ShardCalls(self.cluster, checkpointing)
         self.counts = CountLeases(self.cluster)
         self.monitor = Monitor(self.cluster, self.workers, self.shards, checkpointing, self.counts)
+
+    def guards(self):
+        """Each kind of caller's check (:class:`~gensim_distw2v.dispatcher.guards.Guards`), for the table's handlers."""
+        return Guards(self.cluster).table()
 
     @property
     def uri(self):

@@ -122,19 +122,19 @@ class Cluster:
         self.session.expect(*states)
         return self.session
 
-    def worker(self, name, sid=None, secret=None):
+    def worker(self, name, sid=None):
         """The registered worker ``name`` (it counts as heard from); with ``sid``, a member of that
-        session; ``secret``: the one its hello's reply gave it (a worker calls for itself only).
+        session (the caller's secret, the one its hello's reply gave it, is checked before:
+        :mod:`~gensim_distw2v.dispatcher.guards`).
 
         Raises
         ------
-        UnknownMember, Forbidden, NotInSession
+        UnknownMember, NotInSession
         """
         member = self.workers.get(name)
         if member is None:
             raise errors.UnknownMember(f"unknown worker {name!r}: say hello first (it may have been dropped after a "
                                        f"timeout)")
-        member.check_secret(secret, "a worker's call")
         member.last_seen = time.monotonic()
         if sid is not None and (self.session is None or name not in self.session.ranks):
             raise errors.NotInSession(f"worker {name} is not a member of session {sid}: join it first")

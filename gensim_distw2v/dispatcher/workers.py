@@ -73,7 +73,7 @@ class WorkerCalls(Membership):
         name, sid = request.name, request.session
         with self.cluster.cond:
             session = self.cluster.session_of(sid)
-            member = self.cluster.worker(name, secret=request.secret)
+            member = self.cluster.worker(name)
             requeued = session.release(name)  # joining again: what it had not merged goes back to the queue
             if requeued:
                 logger.info("worker %s joins session %s again; its %i unmerged jobs go back to the queue", name, sid,
@@ -92,7 +92,7 @@ class WorkerCalls(Membership):
         name, sid, cluster = request.name, request.session, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            cluster.worker(name, sid, request.secret)
+            cluster.worker(name, sid)
             deadline = time.monotonic() + request.wait
             # a long poll: until there is work, or a drained epoch the worker has not been told of; the
             # condition wakes for every round report and heartbeat of any worker, so one wake is no answer
@@ -102,7 +102,7 @@ class WorkerCalls(Membership):
                     break
                 cluster.cond.wait(left)
                 session = cluster.session_of(sid)
-                cluster.worker(name, sid, request.secret)
+                cluster.worker(name, sid)
             out, drained = session.hand_out(name, request.max_jobs)
             if out:
                 cluster.cond.notify_all()  # jobs and rounds only: the heartbeats need not wake
@@ -118,7 +118,7 @@ class WorkerCalls(Membership):
         with cluster.cond:
             while True:
                 session = cluster.session_of(sid)
-                cluster.worker(name, sid, request.secret)
+                cluster.worker(name, sid)
                 if session.may_merge(name, request.turn):
                     return True
                 left = deadline - time.monotonic()
@@ -131,7 +131,7 @@ class WorkerCalls(Membership):
         name, sid, report, cluster = request.name, request.session, request.report, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            member = cluster.worker(name, sid, request.secret)
+            member = cluster.worker(name, sid)
             member.counts.add(report, session.round_done(name, report))
             now = time.monotonic()
             if report.node is not None and report.node.session == sid:
@@ -148,7 +148,7 @@ class WorkerCalls(Membership):
         name, sid, problem, cluster = request.name, request.session, request.problem, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            cluster.worker(name, sid, request.secret)
+            cluster.worker(name, sid)
             session.check_file(name, problem)
             if problem:
                 logger.warning("worker %s cannot train session %s: %s", name, sid, problem)
@@ -162,7 +162,7 @@ class WorkerCalls(Membership):
         name, sid, reason, cluster = request.name, request.session, request.reason, self.cluster
         with cluster.cond:
             session = cluster.session_of(sid)
-            cluster.worker(name, secret=request.secret)
+            cluster.worker(name)
             requeued = session.quit_worker(name, reason, request.code)
             logger.warning("worker %s quit session %s (%s); %i unmerged jobs go back to the queue", name, sid,
                            reason, requeued)

@@ -8,8 +8,9 @@ type, or None). The transport serves a table through one remote method, ``call(o
 (:func:`gensim_distw2v.io.endpoints.link`). Modelled on dask.distributed's handler tables.
 
 On the server, :class:`Handlers` checks each message with the request record's ``from_wire``
-(a malformed one is refused as :class:`~gensim_distw2v.protocol.errors.BadRequest`), runs the
-handler with the record, and sends the reply's ``to_wire()``. A handler refuses a call by raising
+(a malformed one is refused as :class:`~gensim_distw2v.protocol.errors.BadRequest`), checks the
+caller's credential by the call's ``auth`` (the server's guard of that kind: no handler checks a
+secret itself), runs the handler with the record, and sends the reply's ``to_wire()``. A handler refuses a call by raising
 a :class:`~gensim_distw2v.protocol.errors.ClusterFault`: it reaches the caller as the same class,
 code and message (as plain data). Any other ``ValueError`` reaches the caller as a ``ValueError``.
 
@@ -24,17 +25,19 @@ from gensim_distw2v.protocol.records import Record
 
 __all__ = ["AUTHS", "CADENCES", "Call", "Table", "Handlers", "Caller"]
 
-#: who may make a call, and the credential its request carries (the field named): the handler checks it
-#: against the server's state (the session, the member, the count) in constant time
+#: who may make a call, and the credential its request carries (the field named): :class:`Handlers` has
+#: the server's guard of that kind check it against the server's state (the session, the member, the
+#: count) in constant time before the handler runs
 AUTHS = {
     "none": None,  # any peer on the link (itself keyed beyond loopback: HMAC)
     "member": "secret",  # a registered worker or shard, for its own name (the secret its hello's reply gave)
     "owner": "token",  # the session's client (its owner secret)
+    "watcher": "token",  # any peer; the session's client if it shows its owner secret (checked when given)
     "grant": "owner",  # the client at the shard the dispatcher granted it to (a capability whose digest it told it)
     "capability": "token",  # the session's client at one shard (that shard's capability of the owner secret)
     "token": "token",  # the session's client and its workers (the session token)
-    "session": "session",  # a member of the session (its id: given to the client and its workers only)
     "count": "token",  # a vocabulary count's client (the count's secret, or at the dispatcher its lease)
+    "count_grant": "token",  # a count's client at a shard the lease names (the secret whose digest the lease told it)
     "range": "token",  # a worker counting a range it was given (that range's token)
     "lease": "count",  # the dispatcher's lease (the count named is the one its heartbeats lease)
 }
@@ -162,20 +165,32 @@ class Table:
 
 
 class Handlers:
-    """The server side of a table for one object: ``handle(op, msg)`` checks ``msg``, runs the
-    handler and returns the reply as plain data (bound methods and checks resolved once here: a
-    call costs a dict look-up and the request's ``from_wire`` beyond the handler itself).
+    """The server side of a table for one object: ``handle(op, msg)`` checks ``msg``, has the
+    object's guard of the call's ``auth`` check the caller's credential, runs the handler and
+    returns the reply as plain data (bound methods, guards and checks resolved once here: a call
+    costs a dict look-up, the request's ``from_wire`` and its guard beyond the handler itself).
 
     Parameters
     ----------
     table : Table
     obj : object
-        Has a method named by each call's ``handler``.
+        Has a method named by each call's ``handler`` and, if any call's ``auth`` is not ``"none"``,
+        a method ``guards()`` returning ``{auth: guard}`` for each of those: ``guard(request, op)``
+        raises :class:`~gensim_distw2v.protocol.errors.Forbidden` (or another
+        :class:`~gensim_distw2v.protocol.errors.ClusterFault`) unless the request's credential is
+        right. A guard may let a request pass that names what the server does not hold (no session,
+        no member of that name): its handler refuses that, and can do nothing for it.
+
+    Raises
+    ------
+    TypeError
+        A call without its handler, or whose ``auth`` no guard of the object checks.
     """
 
     def __init__(self, table, obj):
         self.table = table
         self._ops = {}
+        guards = obj.guards() if callable(getattr(obj, "guards", None)) else {}
         for call in table:
             try:  # a dotted name: a method of one of the object's parts
                 handler = operator.attrgetter(call.handler)(obj)
@@ -183,8 +198,14 @@ class Handlers:
                 handler = None
             if not callable(handler):
                 raise TypeError(f"{type(obj).__name__} has no handler {call.handler!r} for {table.server} call {call.op!r}")
+            guard = None
+            if call.auth != "none":
+                guard = guards.get(call.auth)
+                if not callable(guard):
+                    raise TypeError(f"{type(obj).__name__} has no guard for auth {call.auth!r} of {table.server} call "
+                                    f"{call.op!r}: its guards() must check that credential")
             record_reply = call.reply is not None and issubclass(call.reply, Record)
-            self._ops[call.op] = (call.request.from_wire, handler, record_reply)
+            self._ops[call.op] = (call.request.from_wire, guard, handler, record_reply)
 
     def handle(self, op, msg):
         """Run call ``op`` with the message ``msg`` (plain data from a peer).
@@ -193,6 +214,8 @@ class Handlers:
         ------
         BadRequest
             No such call, or a malformed request.
+        Forbidden
+            The request does not carry the credential its call's ``auth`` asks for.
         ClusterFault
             What the handler refused.
         """
@@ -200,13 +223,15 @@ class Handlers:
         if entry is None:
             raise BadRequest(f"the {self.table.server} has no call {str(op)[:80]!r}; its calls: "
                              f"{', '.join(self.table.ops())}")
-        from_wire, handler, record_reply = entry
+        from_wire, guard, handler, record_reply = entry
         try:
             request = from_wire(msg)
         except ClusterFault:
             raise
         except (ValueError, TypeError) as err:
             raise BadRequest(str(err)) from None  # the record names the message and the field
+        if guard is not None:
+            guard(request, op)
         reply = handler(request)
         return reply.to_wire() if record_reply and reply is not None else reply
 

@@ -81,7 +81,7 @@ class ShardDownload(Record):
     """Rows ``[lo, hi)`` of a shard's part of matrix ``name`` of session ``session``. A worker of
     the session names itself by its ``rank`` and shows the session's ``token``: the rows become its
     view of them for the merges, and its first download takes it a slot on the shard; the client
-    (the trained weights) gives neither."""
+    (the trained weights) gives no rank, and the token too."""
 
     WHAT: typing.ClassVar[str] = "shard download"
     session: str

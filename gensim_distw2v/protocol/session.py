@@ -273,13 +273,15 @@ class Upload(Record):
 
 @dataclasses.dataclass
 class Download(Record):
-    """Rows ``[lo, hi)`` of array ``name`` of session ``session``."""
+    """Rows ``[lo, hi)`` of array ``name`` of session ``session``, with the session's ``token``
+    (its workers')."""
 
     WHAT: typing.ClassVar[str] = "download"
     session: str
     name: str
     lo: int
     hi: int
+    token: typing.Optional[str] = None
 
 
 @dataclasses.dataclass

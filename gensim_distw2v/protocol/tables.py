@@ -34,11 +34,11 @@ DISPATCHER = Table("dispatcher", [
          auth="owner", cadence="epoch"),
     Call("progress", ProgressRequest, _C + "progress", Progress,
          "the session's progress, state and failure (a long poll for an epoch's end)",
-         auth="owner", cadence="second"),
+         auth="watcher", cadence="second"),
     Call("checkpoint", SessionRef, _C + "checkpoint", int, "checkpoint now: its number",
          auth="owner", cadence="rare"),
     Call("download", Download, _C + "download", dict, "rows of a static array (an array message)",
-         auth="session", cadence="session"),
+         auth="token", cadence="session"),
     Call("close", Close, _C + "close", None, "end the session", auth="owner", cadence="session"),
     # a vocabulary count's lease (gensim_distw2v.dispatcher.counts)
     Call("open_count", CountRef, "counts.open", None,
@@ -98,7 +98,7 @@ SHARD = Table("shard", [
          auth="token", cadence="word", bulk=True),
     # a vocabulary count's calls (gensim_distw2v.shard.counts): the client's, and count_add the workers'
     Call("count_open", CountOpen, "counts.open", None, "hold a part of a count's words",
-         auth="count", cadence="count"),
+         auth="count_grant", cadence="count"),
     Call("count_add", CountPart, "counts.add", bool, "add a range's words of this part (each range once)",
          auth="range", cadence="count", bulk=True),
     Call("count_take", CountTake, "counts.take", CountChunk, "words of this part, merged, in first-occurrence order",

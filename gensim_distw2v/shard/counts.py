@@ -100,36 +100,27 @@ class CountTables:
         self.lock = threading.Lock()
         self.held = collections.OrderedDict()  # count id -> _Count
 
-    def _count(self, count, token=None, what=None):
-        """The count ``count``; with ``token``, checked against its secret (SessionClosed if none is held)."""
+    def _count(self, count):
+        """The count ``count`` (SessionClosed if none is held; the caller's secret is checked before:
+        :mod:`gensim_distw2v.shard.guards`)."""
         with self.lock:
             held = self.held.get(count)
         if held is None:
             raise errors.SessionClosed(f"shard {self.name} holds no count {count!r} (closed, dropped idle, or the "
                                        f"shard restarted)")
-        if what is not None:
-            protocol.check_token(token, held.request.token, what)
         return held
 
     def open(self, request):
         """Hold part ``index`` of ``parts`` of a new count (a :class:`gensim_distw2v.protocol.CountOpen`).
 
+        The lease and its secret are checked before it runs (:meth:`check_grant`).
+
         Raises
         ------
-        gensim_distw2v.protocol.errors.SessionClosed
-            The dispatcher leases no such count.
-        gensim_distw2v.protocol.errors.Forbidden
-            Not the secret of the count the dispatcher leases.
         gensim_distw2v.protocol.errors.Busy
             :data:`MAX_COUNTS` counts are held and none is idle: none in use is dropped for another.
         """
-        owner = self.granted(request.count)  # (may wait for the dispatcher's word: not under the lock)
-        if owner is None:
-            raise errors.SessionClosed(f"count_open: the dispatcher leases no count {request.count!r} (shard "
-                                       f"{self.name} heard of none): a count is opened on the dispatcher first "
-                                       f"(open_count), one at a time")
-        protocol.check_token(protocol.owner_digest(request.token), owner, "count_open", owner=True)
-        now = time.monotonic()
+        now = time.monotonic()  # (the lease and its secret are checked before: check_grant)
         with self.lock:
             if request.count in self.held:
                 raise errors.BadRequest(f"count {request.count} is open on shard {self.name} already")
@@ -144,6 +135,31 @@ class CountTables:
                                idle.request.count, now - idle.touched, MAX_COUNTS)
             self.held[request.count] = _Count(request)
         logger.info("count %s opened: part %i of %i", request.count, request.index, request.parts)
+
+    def check_grant(self, request, op):
+        """The guard of ``count_open`` (auth ``count_grant``): the dispatcher leases the count (its word
+        may take up to :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds: not under the lock)
+        and the request carries the secret whose digest the lease told this shard.
+
+        Raises
+        ------
+        gensim_distw2v.protocol.errors.SessionClosed
+            The dispatcher leases no such count.
+        gensim_distw2v.protocol.errors.Forbidden
+            Not the secret of the count the dispatcher leases.
+        """
+        owner = self.granted(request.count)
+        if owner is None:
+            raise errors.SessionClosed(f"{op}: the dispatcher leases no count {request.count!r} (shard "
+                                       f"{self.name} heard of none): a count is opened on the dispatcher first "
+                                       f"(open_count), one at a time")
+        protocol.check_token(protocol.owner_digest(request.token), owner, op, owner=True)
+
+    def secret_of(self, count):
+        """The secret of count ``count`` as its opening carried it, or None if none is held."""
+        with self.lock:
+            held = self.held.get(count)
+        return None if held is None else held.request.token
 
     def keep_only(self, count, asked):
         """Drop every count but ``count`` (the one the dispatcher leases, or None) opened before ``asked``
@@ -173,8 +189,6 @@ class CountTables:
         """Add a range's words of this shard's part (a :class:`gensim_distw2v.protocol.CountPart`):
         True, or False if that range was added already. The part must carry its range's token."""
         held = self._count(part.count)
-        protocol.check_token(part.token, protocol.range_token(held.request.token, part.count, part.range),
-                             "count_add")
         if part.index != held.request.index:
             raise errors.BadRequest(f"count {part.count}: a part for index {part.index} sent to shard {self.name}, "
                                     f"which holds index {held.request.index}")
@@ -202,7 +216,7 @@ class CountTables:
     def take(self, request):
         """Words ``[lo, hi)`` of this shard's part in first-occurrence order (a
         :class:`gensim_distw2v.protocol.CountChunk`); no range is added after the first take."""
-        held = self._count(request.count, request.token, "count_take")
+        held = self._count(request.count)
         held.touched = time.monotonic()
         with held.lock:
             if held.arrays is None:
@@ -225,6 +239,5 @@ class CountTables:
             held = self.held.get(request.count)
             if held is None:
                 return
-            protocol.check_token(request.token, held.request.token, "count_close")
             del self.held[request.count]
         logger.info("count %s closed: %i ranges added, %.2f s of CPU", request.count, len(held.ranges), held.cpu)

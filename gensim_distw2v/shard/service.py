@@ -46,6 +46,7 @@ from gensim_distw2v.options import ShardOptions
 from gensim_distw2v.core.layout import ShardLayout
 from gensim_distw2v.core.merge import GlobalWeights, compiled_cpu
 from gensim_distw2v.shard.counts import CountTables
+from gensim_distw2v.shard.guards import ShardGuards
 from gensim_distw2v.shard.held import _Held
 from gensim_distw2v.core.schedule import row_limits, wanted_only
 
@@ -131,6 +132,10 @@ class Shard(Member):
         return held
 
     # ------------------------------------------------------------------ remote (protocol.tables.SHARD): client
+    def guards(self):
+        """Each kind of caller's check (:class:`~gensim_distw2v.shard.guards.ShardGuards`), for the table's handlers."""
+        return ShardGuards(self).table()
+
     def status(self, _request=None):
         """What this shard holds: a :class:`gensim_distw2v.protocol.ShardStatus`."""
         held = self.held
@@ -142,22 +147,22 @@ class Shard(Member):
             damped=0 if held.weights is None else held.weights.damped,
             workers=0 if held.weights is None else len(held.weights.slots)), node=self.metrics())
 
-    def _granted(self, spec):
+    def check_grant(self, spec, op="open_session"):
         """Check that ``spec`` comes from the owner of a session the dispatcher runs (waiting up to
         :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds for its word), restoring from
-        that session's checkpoints only."""
+        that session's checkpoints only: the guard of ``open_session`` (auth ``grant``)."""
         deadline = time.monotonic() + constants.GRANT_WAIT
         with self.granted:
             while (self.grant is None or self.grant.session != spec.session) and time.monotonic() < deadline:
                 self.granted.wait(deadline - time.monotonic())
             grant = self.grant
         if grant is None or grant.session != spec.session:
-            raise errors.SessionClosed(f"open_session: the dispatcher runs no session {spec.session!r} (this shard "
+            raise errors.SessionClosed(f"{op}: the dispatcher runs no session {spec.session!r} (this shard "
                                        f"heard of none within {constants.GRANT_WAIT:.0f} s)")
-        protocol.check_token(protocol.owner_digest(spec.owner), grant.owner, "open_session", owner=True)
+        protocol.check_token(protocol.owner_digest(spec.owner), grant.owner, op, owner=True)
         restore = spec.restore
         if restore is not None and (restore.dir != grant.checkpoint_dir or restore.run != grant.run):
-            raise errors.Forbidden(f"open_session: session {spec.session} may restore rows from its own checkpoints "
+            raise errors.Forbidden(f"{op}: session {spec.session} may restore rows from its own checkpoints "
                                    f"only (its folder and run), not from {restore.dir[:200]!r}")
 
     def _count_granted(self, count):
@@ -181,7 +186,6 @@ class Shard(Member):
             raise errors.Full(f"open_session: this shard's rows need {need / 2 ** 20:.0f} MiB, more than its limit of "
                              f"{self.max_model_bytes / 2 ** 20:.0f} MiB; start more shards, or start this one with "
                              f"--max-model-bytes N (default: half the machine's memory)")
-        self._granted(spec)  # (sizes first: nothing is allocated before both checks)
         held = _Held(spec)
         if spec.restore is not None:
             held.restore(spec.restore, self.checkpoint_key)
@@ -199,7 +203,6 @@ class Shard(Member):
         :class:`gensim_distw2v.protocol.session.Upload`, with the session's token)."""
         with self.lock:
             held = self._held(request.session, started=False)
-            protocol.check_token(request.token, held.spec.owner, "upload", owner=True)
             name = request.name
             target = held.array(name, 0, 0, "upload", self.name)
             try:
@@ -215,7 +218,6 @@ class Shard(Member):
         sid = request.session
         with self.lock:
             held = self._held(sid, started=False)
-            protocol.check_token(request.token, held.spec.owner, "start", owner=True)
             missing = [name for name, n in held.received.items() if n != held.n_rows]
             if missing:
                 raise errors.BadRequest(f"start: rows of {missing} not fully uploaded to shard {self.name}")
@@ -244,7 +246,6 @@ class Shard(Member):
             held.array(name, lo, hi, "download", self.name)
             weights = held.weights
             if rank is not None:
-                protocol.check_token(request.token, held.spec.token, "download")
                 if rank in held.gone:
                     raise errors.NotInSession(f"download: worker rank {rank} left session {sid}: join it again")
                 if rank not in weights.slots:
@@ -262,7 +263,6 @@ class Shard(Member):
         sid = request.session
         with self.lock:
             if self.held is not None and self.held.id == sid:
-                protocol.check_token(request.token, self.held.spec.owner, "close", owner=True)
                 logger.info("session %s closed after %i merges (%.1f s of CPU in them)", sid, self.held.merges,
                             self.held.merge_cpu)
                 self.held = None
@@ -287,7 +287,6 @@ class Shard(Member):
         cpu, compiled = time.thread_time(), compiled_cpu()
         sid, rank = part.session, part.rank
         held = self._held(sid)
-        protocol.check_token(part.token, held.spec.token, "merge")  # first: a stranger blames no one
         if rank in held.poisoned:
             raise errors.Poisoned(f"worker rank {rank} is refused in session {sid}: {held.poisoned[rank]}")
         try:

@@ -59,10 +59,10 @@ class Counting:
         """The leased count this worker last heard of (its heartbeat says so: news is what differs)."""
         return self.grant[0]
 
-    def _check_lease(self, request):
+    def check_lease(self, request, _op=None):
         """Refuse a count the dispatcher does not lease, or one whose corpus or shards are not the
         lease's (waiting up to :data:`~gensim_distw2v.protocol.constants.GRANT_WAIT` seconds for the
-        dispatcher's word)."""
+        dispatcher's word): the guard of the worker's ``count`` call (auth ``lease``)."""
         deadline = time.monotonic() + constants.GRANT_WAIT
         with self.granted:
             while self.grant[0] != request.count and time.monotonic() < deadline:
@@ -102,7 +102,8 @@ class Counting:
         Raises
         ------
         gensim_distw2v.protocol.errors.SessionClosed, gensim_distw2v.protocol.errors.Forbidden
-            The dispatcher leases no such count, or leases it for another corpus or other shards.
+            The dispatcher leases no such count, or leases it for another corpus or other shards
+            (:meth:`check_lease`, before the call runs).
         gensim_distw2v.protocol.errors.CorpusFileMismatch
             This node does not see the client's corpus (missing, other size or content).
         ValueError
@@ -110,7 +111,6 @@ class Counting:
         gensim_distw2v.protocol.errors.ShardLost
             A shard of the count does not answer.
         """
-        self._check_lease(request)
         problem = self._check(request)
         if problem is not None:
             raise errors.CorpusFileMismatch(f"{self._where()}: {problem}")

@@ -94,6 +94,11 @@ class Worker(Member):
         self.hello_lock = threading.Lock()  # (hellos and trained_sessions change together)
         self.counting = Counting(self)  # its count call: vocabulary counts (gensim_distw2v.worker.counting)
 
+    def guards(self):
+        """Each kind of caller's check, for the table's handlers: a count's ranges come from the
+        dispatcher's lease (:meth:`Counting.check_lease`)."""
+        return {"lease": self.counting.check_lease}
+
     def status(self, _request=None):
         """What this worker is doing: a :class:`gensim_distw2v.protocol.WorkerStatus`."""
         training = self.training

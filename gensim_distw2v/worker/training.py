@@ -183,7 +183,7 @@ class _Training(MergeRounds):
         """A static array from the dispatcher, in parts."""
         def fetch(lo, hi):
             self.worker.check_alive(self)
-            return self.proxy.call("download", session=self.sid, name=name, lo=lo, hi=hi)
+            return self.proxy.call("download", session=self.sid, name=name, lo=lo, hi=hi, token=self.token)
         return fetch_rows(np.zeros(spec["shape"], dtype=spec["dtype"]), self.part_bytes, fetch, f"download of {name}")
 
     def _download_weights(self, name, spec):
