@@ -70,7 +70,7 @@ class Member:
 
     # ------------------------------------------------------------------ the loop
     def connect(self):
-        """Find the dispatcher and say hello; retry every second until it works or :attr:`stopped`
+        """Find the dispatcher and say hello; retry every second until it works or ``stopped``
         is set (then None). Returns the :class:`gensim_distw2v.io.endpoints.Link`."""
         waited = 0
         while not self.stopped.is_set():
@@ -98,7 +98,7 @@ class Member:
         return None
 
     def stop(self):
-        """Set :attr:`stopped` and say goodbye at once, on a connection of its own: the dispatcher
+        """Set ``stopped`` and say goodbye at once, on a connection of its own: the dispatcher
         drops this member, which ends the heartbeat's long poll now rather than when its wait is
         over, so :meth:`heartbeat_loop` returns at once. Quietly nothing more where the dispatcher
         is not known or does not answer (the loop then ends when its call does)."""
@@ -116,7 +116,7 @@ class Member:
             logger.debug("no goodbye to the dispatcher at %s (%s)", uri, err)
 
     def heartbeat_loop(self):
-        """Keep in touch with the dispatcher until :attr:`stopped` is set (see :meth:`stop`), then leave."""
+        """Keep in touch with the dispatcher until ``stopped`` is set (see :meth:`stop`), then leave."""
         link = None
         beat_op = OPS[self.ROLE][1]
         while not self.stopped.is_set():

@@ -7,7 +7,7 @@ machine the costs were measured on, to check the model against the words/s measu
 ``docs/scaling.rst`` states the model; every formula below is there too.
 
 The costs (per trained raw word, summed over the cluster's processes of a role and divided by the
-words the cluster trained; the keys of :func:`scaling.costs`):
+words the cluster trained; the keys of ``benchmarks/scaling.py``'s ``costs``):
 
 ``kernel_us``           trainer threads' CPU in jobs, measured with ``kernel_threads`` threads a worker
 ``worker_merge_us``     the workers' CPU in merge rounds

@@ -10,7 +10,7 @@ drive the same methods in-process. States::
         \\____________________close()___________________/
 
 A session changes state only through its events. ``failed`` carries its cause
-(:attr:`Session.failure`, a :class:`gensim_distw2v.protocol.Failure`: a code of
+(:attr:`failure`, a :class:`gensim_distw2v.protocol.Failure`: a code of
 :class:`gensim_distw2v.protocol.errors.Code` and a message), reached by: a shard holding rows of it
 lost (:meth:`Session.lose_shard`, ``shard_lost``), a merge beyond the session's bound
 (:meth:`Session.poison`, ``poisoned``), no worker left to train it: every one quit, none

@@ -85,7 +85,7 @@ def interrupt(*_ignored):
 
 
 def slurm_cluster(args):
-    """This node's :class:`SlurmCluster` of the options (not started)."""
+    """This node's :class:`~gensim_distw2v.launch.slurm.SlurmCluster` of the options (not started)."""
     from gensim_distw2v.launch.slurm import SlurmCluster
 
     return SlurmCluster(key_dir=args.key_dir, ns_port=args.cluster_ns_port, log_level=args.cluster_log_level,
