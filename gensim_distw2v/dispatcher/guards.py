@@ -4,6 +4,10 @@ checked against the cluster's state before the call's handler runs (:class:`gens
 Each guard looks under the cluster's lock at what the request names: the session, the count's lease or
 the member. A request naming what is not here (no such session, lease or member) passes: its handler
 refuses it, and can do nothing for it. Every comparison is in constant time.
+
+The guard and the handler take the lock in turn, not at once: a member that says hello again under
+its name between the two (a restarted process) has the old process's call act for it once (a job
+it then holds goes back to the queue at its deadline; a heartbeat sees the member is another).
 """
 from gensim_distw2v import protocol
 from gensim_distw2v.protocol import tables
