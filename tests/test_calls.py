@@ -131,7 +131,8 @@ def test_each_server_guards_every_kind_of_credential_its_table_asks_for():
     for table, server in ((tables.DISPATCHER, Dispatcher()), (tables.SHARD, Shard({"port": 1})),
                           (tables.WORKER, Worker.__new__(Worker))):
         if table is tables.WORKER:
-            server.counting = types.SimpleNamespace(check_lease=lambda request, op=None: None, count=lambda request: None)
+            server.counting = types.SimpleNamespace(check_lease=lambda request, op=None: None,
+                                                    count=lambda request: None)
         handlers = calls.Handlers(table, server)
         guarded = {op for op, (_, guard, _, _) in handlers._ops.items() if guard is not None}
         assert guarded == {call.op for call in table if call.auth != "none"}

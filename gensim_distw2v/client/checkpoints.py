@@ -116,7 +116,8 @@ class Resumes:
     """A run's sessions: resumed after a loss of the dispatcher or of a shard, from its checkpoints."""
 
     def _train(self, args, resume_from):
-        """:meth:`~gensim_distw2v.client.training.DistributedTraining.train`, its sessions (a run resumed after a loss has several)."""
+        """:meth:`~gensim_distw2v.client.training.DistributedTraining.train`, its sessions (a run resumed after a loss
+        has several)."""
         self._call_start = self._session_start = time.monotonic()
         self._begun = set()  # epochs whose callbacks' on_epoch_begin ran
         resume, below, lost = resume_from is not None, None, 0

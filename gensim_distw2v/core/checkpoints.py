@@ -57,7 +57,8 @@ class SessionCheckpoints:
         return mark != self.last_mark and now - self.last_end >= max(self.spec.every, 49 * self.last_seconds)
 
     def status(self, mark):
-        """The :class:`~gensim_distw2v.protocol.CheckpointState`, with the checkpoint in progress and the jobs merged since
+        """The :class:`~gensim_distw2v.protocol.CheckpointState`, with the checkpoint in progress and the jobs merged
+        since
         the last commit (``mark``: the session's trained_mark() now)."""
         state = self.state
         state.progress = 0 if self.current is None else self.current["sequence"]
@@ -78,7 +79,8 @@ class SessionCheckpoints:
         return self.wanted
 
     def begin(self, point, finished, now, mark=None):
-        """Order checkpoint ``sequence + 1`` of the session at ``point`` (a :class:`~gensim_distw2v.protocol.Resumed`, whose
+        """Order checkpoint ``sequence + 1`` of the session at ``point`` (a :class:`~gensim_distw2v.protocol.Resumed`,
+        whose
         ``mark`` is the session's trained_mark()); ``finished``: the run's last (every epoch
         trained). Returns its number."""
         self.sequence += 1
@@ -111,7 +113,8 @@ class SessionCheckpoints:
                                     keep_from=max(1, min([current["sequence"]] + kept)))
 
     def report(self, index, report, now):
-        """Shard ``index``'s :class:`~gensim_distw2v.protocol.ShardCheckpoint`. Returns ``"commit"`` when every shard has
+        """Shard ``index``'s :class:`~gensim_distw2v.protocol.ShardCheckpoint`. Returns ``"commit"`` when every shard
+        has
         written the checkpoint (the caller then writes :meth:`record`), ``"failed"`` when one could
         not (the checkpoint is dropped), else None."""
         current = self.current

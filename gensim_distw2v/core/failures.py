@@ -1,7 +1,8 @@
 """A session's failure: the events that fail it, and the cause it keeps (no sockets, no clock).
 
 Mixed into :class:`gensim_distw2v.core.session.Session`: a failed session's state is ``failed``
-and :attr:`~gensim_distw2v.core.session.Session.failure` (a :class:`gensim_distw2v.protocol.Failure`) says why: a code of
+and :attr:`~gensim_distw2v.core.session.Session.failure` (a :class:`gensim_distw2v.protocol.Failure`) says why: a code
+of
 :class:`gensim_distw2v.protocol.errors.Code` and a message. The first cause's code stays; later
 causes of the same code are added to its message (a second shard lost, say).
 """

@@ -1,7 +1,8 @@
 """Merge rules and their bookkeeping: numpy and compiled row arithmetic (``_rows``), no network.
 
 Each parameter shard holds its rows of the global weights ``G`` (:class:`GlobalWeights`); every
-worker holds a replica ``R`` and a base ``B``, the global values it last knew (:class:`~gensim_distw2v.core.replica.Replica`).
+worker holds a replica ``R`` and a base ``B``, the global values it last knew
+(:class:`~gensim_distw2v.core.replica.Replica`).
 Invariant on a worker: ``R = B + what this worker trained and has not sent yet``. A merge round
 goes through the rows in ranges ``[lo, hi)``; for each range the worker sends the rows it changed
 with their delta ``R - B`` (and advances ``B`` by exactly what it sent), the server folds the
@@ -11,7 +12,8 @@ for the rows the ``damp`` rule damps, the change other workers made since it las
 those changed since (from one bit per worker and row). The server's work per row and its memory
 do not grow with the number of workers (:class:`GlobalWeights`). Up, the rows that changed least
 may be held back for a later round (error feedback: nothing is lost, it only arrives later);
-down, the damped rows likewise. The rows of rare words (:func:`~gensim_distw2v.core.schedule.hot_rows`) merge only in every
+down, the damped rows likewise. The rows of rare words (:func:`~gensim_distw2v.core.schedule.hot_rows`) merge only in
+every
 ``cold_every``-th round and at epoch ends: a routine round reads and moves the frequent words'
 rows only.
 
@@ -145,21 +147,24 @@ class GlobalWeights:
 
     What a worker lacks is kept two ways, by row:
 
-    * The rows the ``damp`` rule damps (:func:`~gensim_distw2v.core.schedule.damped_rows`: a few hundred of the most frequent
+    * The rows the ``damp`` rule damps (:func:`~gensim_distw2v.core.schedule.damped_rows`: a few hundred of the most
+      frequent
       words) need the change the worker missed, which the rule compares its delta with; the hot
       rows (``delta_rows``, about a thousand) are sent often, and a delta costs half the bytes of a
       value in int8. For those rows the server keeps a *snapshot* per worker: the worker's base ``B`` as the
       server knows it (set when the worker downloads the row, advanced by every delta it sends and
       every delta it is sent). What it missed is ``G - snapshot``, computed when needed; a reply
       sends it as deltas (``codec`` in routine rounds, the smallest held back; rounding and
-      hold-back stay in ``G - snapshot``: error feedback, as :meth:`~gensim_distw2v.core.replica.Replica.take_delta` does on the
+      hold-back stay in ``G - snapshot``: error feedback, as :meth:`~gensim_distw2v.core.replica.Replica.take_delta`
+      does on the
       way up).
     * Every other row has one bit per worker (a *stale* bit): set for every other worker when a
       worker's delta is folded into the row (for every worker, its writer included, when the rule
       changed what was sent: ``mean``), cleared when the row's value is sent. A reply sends the
       stale rows' *values* (in ``value_codec`` in routine rounds, float32 in exact ones): the
       worker sets its base to them and keeps in its replica what it has not sent yet
-      (:meth:`~gensim_distw2v.core.replica.Replica.take_in`). A float16 value is off by at most 2**-11 of itself, an int8 one
+      (:meth:`~gensim_distw2v.core.replica.Replica.take_in`). A float16 value is off by at most 2**-11 of itself, an
+      int8 one
       by half a level (1/254 of the row's largest value); that error stays on the worker (the
       server's ``G`` takes only the workers' deltas) and is gone with the next value sent: a
       second bit per worker marks the rows it has rounded only, and an exact reply (epoch ends)
@@ -187,8 +192,10 @@ class GlobalWeights:
         seeds 1-2: int8 values against float16 cost -0.27 and +0.07 analogy points, and cut the
         bytes down from 153 to 104 per word: docs/schedule.rst.)
     delta_rows : int or dict of (str, int)
-        The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`~gensim_distw2v.core.schedule.hot_rows`), or of each
-        matrix named (hs's ``syn1``: :func:`~gensim_distw2v.core.schedule.tree_hot_rows`), also get a snapshot per worker,
+        The first rows of ``syn0`` and ``syn1neg`` (the hot rows, :func:`~gensim_distw2v.core.schedule.hot_rows`), or
+        of each
+        matrix named (hs's ``syn1``: :func:`~gensim_distw2v.core.schedule.tree_hot_rows`), also get a snapshot per
+        worker,
         undamped (summed, or averaged under ``mean``): replies carry what the
         worker missed of them as deltas, in ``codec`` (int8 deltas: half the bytes of float16
         values), the rounding waiting in ``G - snapshot``.
@@ -318,7 +325,8 @@ class GlobalWeights:
         exact : bool
             Reply in float32 (else in :attr:`codec`, whose rounding waits: error feedback).
         hot_rows : int or dict of (str, int), optional
-            A routine round of cold-row skipping (:func:`~gensim_distw2v.core.schedule.hot_rows`): reply with rows of ``syn0``
+            A routine round of cold-row skipping (:func:`~gensim_distw2v.core.schedule.hot_rows`): reply with rows of
+            ``syn0``
             and ``syn1neg`` below this only, or of each matrix below its count (the others wait).
             Default: every row.
         wanted : numpy.ndarray of bool, optional

@@ -198,7 +198,8 @@ class Replica:
             grown (error feedback). 0 sends every changed row.
         hot_rows : int or dict of (str, int), optional
             Of ``syn0`` and ``syn1neg`` (or of each matrix named), look at the rows below this only
-            (a routine round that skips the cold rows, :func:`~gensim_distw2v.core.schedule.hot_rows`); the others wait in
+            (a routine round that skips the cold rows, :func:`~gensim_distw2v.core.schedule.hot_rows`); the others wait
+            in
             ``R - B``. Default: every row.
         exact : bool
             An epoch's flush: of a listed matrix, also the rows that wait (every row that differs).
@@ -226,7 +227,8 @@ class Replica:
         return out
 
     def take_in(self, missed, values=None, sent_since=None):
-        """Take in what the server sent (:meth:`~gensim_distw2v.core.merge.GlobalWeights.apply`'s pair): deltas of the rows
+        """Take in what the server sent (:meth:`~gensim_distw2v.core.merge.GlobalWeights.apply`'s pair): deltas of the
+        rows
         it keeps a snapshot of (``R += delta; B += delta``) and the global values of other rows
         (``R += value - B; B = value``: what this worker has not sent stays in ``R - B``).
 
@@ -260,7 +262,8 @@ class Replica:
 
 
 def _overlap(sent, rows):
-    """Of ``sent`` (one matrix's ``(rows, values, row scales or None)`` as :meth:`~gensim_distw2v.core.replica.Replica.take_delta`
+    """Of ``sent`` (one matrix's ``(rows, values, row scales or None)`` as
+    :meth:`~gensim_distw2v.core.replica.Replica.take_delta`
     took it), where in ``rows`` (increasing) its rows are and the float32 values the base advanced by for
     them, exactly (int8: level times scale, float16: widened); None when none is there."""
     if sent is None or not len(sent[0]) or not len(rows):

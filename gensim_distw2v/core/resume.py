@@ -50,7 +50,8 @@ class Resumable:
                             head=list(self.head), range_bytes=0 if self.file is None else self.file.range_bytes)
 
     def restore(self, point):
-        """Start from a checkpoint's :class:`gensim_distw2v.protocol.Resumed` (before :meth:`~gensim_distw2v.core.session.Session.start`):
+        """Start from a checkpoint's :class:`gensim_distw2v.protocol.Resumed` (before
+        :meth:`~gensim_distw2v.core.session.Session.start`):
         its counts and loss; the ranges it trained are not handed out again (the client skips the
         jobs it trained)."""
         self.expect(UPLOADING)

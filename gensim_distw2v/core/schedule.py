@@ -373,7 +373,8 @@ def output_down(cold_output_down, rounds, cold_every, cold_output_every, flush=F
 
 def row_limits(hot_rows, tree_hot_rows=-1, output_hot_rows=None):
     """What a routine round reads of each matrix, for :meth:`~gensim_distw2v.core.merge.GlobalWeights.apply` and
-    :meth:`~gensim_distw2v.core.replica.Replica.take_delta`: None (every row) if ``hot_rows`` is negative; else the words' hot
+    :meth:`~gensim_distw2v.core.replica.Replica.take_delta`: None (every row) if ``hot_rows`` is negative; else the
+    words' hot
     rows (``syn0``, and ``syn1neg`` unless ``output_hot_rows`` gives it more: :func:`output_hot_rows`) and, if
     ``tree_hot_rows`` is not negative, hs's ``syn1`` below that (otherwise every ``syn1`` row)."""
     if hot_rows is None or hot_rows < 0:

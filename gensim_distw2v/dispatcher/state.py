@@ -68,7 +68,8 @@ class KnownMember:
         self.count_session(None)
 
     def check_secret(self, given, what):
-        """Refuse a call naming this member that does not carry its secret (:class:`~gensim_distw2v.protocol.errors.Forbidden`)."""
+        """Refuse a call naming this member that does not carry its secret
+        (:class:`~gensim_distw2v.protocol.errors.Forbidden`)."""
         if not (isinstance(given, str) and secrets.compare_digest(given.encode("utf8"), self.secret.encode("utf8"))):
             raise errors.Forbidden(f"{what} names {self.name} without its secret: a member may call for its own "
                                    f"name only (the secret its hello's reply gave it)")

@@ -18,7 +18,8 @@ limits and never retries a call. Left to the process: ``COMPRESSION`` (our proxi
 it is on; our daemons inflate them to their message size at most and never compress replies), the
 handshake's reply to a proxy (read by Pyro4, vouched for by the HMAC key), and what Pyro4 reads per
 message that cannot be set per connection, checked instead by :func:`_check_config`. The traffic
-counter (:func:`~gensim_distw2v.io.meter.traffic`) wraps Pyro4's connections from the first daemon or proxy on, not at import.
+counter (:func:`~gensim_distw2v.io.meter.traffic`) wraps Pyro4's connections from the first daemon or proxy on, not at
+import.
 """
 import contextlib
 import logging
@@ -204,7 +205,7 @@ class _PyroGate(Gate):
 class _Gated:
     """Mixed into a Pyro4 daemon: its own serializer (``SERIALIZER``, the only one it accepts), message
     size (``LIMIT``) and thread pool whatever the process's Pyro4 config says, and the handshake under
-    :class:`Limits` (see :class:`~gensim_distw2v.io.gate.Gate`)."""
+    :class:`Limits` (see :class:`_PyroGate`)."""
 
     SERIALIZER = "msgpack"
     LIMIT = MAX_MESSAGE_SIZE
@@ -475,7 +476,8 @@ def bind(proxy):
 
 
 def release(proxy):
-    """Close a proxy's (or a :class:`~gensim_distw2v.io.endpoints.Link`'s) connection (harmless if it is already closed)."""
+    """Close a proxy's (or a :class:`~gensim_distw2v.io.endpoints.Link`'s) connection (harmless if it is already
+    closed)."""
     try:
         getattr(proxy, "proxy", proxy)._pyroRelease()
     except Exception:  # noqa: BLE001 - releasing a broken connection must never raise

@@ -10,7 +10,8 @@ type, or None). The transport serves a table through one remote method, ``call(o
 On the server, :class:`Handlers` checks each message with the request record's ``from_wire``
 (a malformed one is refused as :class:`~gensim_distw2v.protocol.errors.BadRequest`), checks the
 caller's credential by the call's ``auth`` (the server's guard of that kind: no handler checks a
-secret itself), runs the handler with the record, and sends the reply's ``to_wire()``. A handler refuses a call by raising
+secret itself), runs the handler with the record, and sends the reply's ``to_wire()``. A handler refuses a call by
+raising
 a :class:`~gensim_distw2v.protocol.errors.ClusterFault`: it reaches the caller as the same class,
 code and message (as plain data). Any other ``ValueError`` reaches the caller as a ``ValueError``.
 

@@ -222,7 +222,8 @@ class MergeRounds:
 
     def _land(self, sent_since=None):
         """Take in the replies of the round still in flight, if any (``sent_since``: the rows taken since
-        it went, :meth:`~gensim_distw2v.core.replica.Replica.take_in`'s); returns ``(CPU seconds of the shard links' threads, of this
+        it went, :meth:`~gensim_distw2v.core.replica.Replica.take_in`'s); returns ``(CPU seconds of the shard links'
+        threads, of this
         thread, of the merge helpers, the round's report or None)``: the caller reports it."""
         if self.flight is None:
             return 0.0, 0.0, 0.0, None
@@ -269,7 +270,8 @@ class MergeRounds:
 
     def _part_requests(self, lo, hi, dtype, hold_back, limits, rows, wanted, traffic, exact):
         """The merge parts of rows ``[lo, hi)``, one per shard: this worker's changes taken there (and
-        marked sent), the rows it wants back; and the changes (:meth:`~gensim_distw2v.core.replica.Replica.take_delta`'s). ``rows`` is
+        marked sent), the rows it wants back; and the changes
+        (:meth:`~gensim_distw2v.core.replica.Replica.take_delta`'s). ``rows`` is
         the round's ``(hot, tree, out, down)``: the words' hot rows, hs's tree rows and syn1neg's (-1: every
         row), and whether every rare syn1neg row it lacks should come down."""
         hot, tree, out, down = rows
@@ -296,7 +298,8 @@ class MergeRounds:
 
     def _take_replies(self, requests, flight, traffic, sent_since=None):
         """Wait for the shards' replies to ``requests`` (under way: ``flight``) and take them in
-        (``sent_since``: :meth:`~gensim_distw2v.core.replica.Replica.take_in`'s); returns the CPU seconds the shard links' threads
+        (``sent_since``: :meth:`~gensim_distw2v.core.replica.Replica.take_in`'s); returns the CPU seconds the shard
+        links' threads
         spent on them."""
         replies, link_cpu = flight.result()
         size = self.params.vector_size
