@@ -137,7 +137,11 @@ class Settings(fields.Declared):
             "(and at epoch ends), so the negatives it draws meanwhile are those rows as it left them, for up to an "
             "epoch. ``'with_up'`` brings them all in the rounds that send the worker's own changes to them "
             "(every ``cold_output_every``-th round that merges rare rows; with skip-gram's every one it is "
-            "``'all'``). The input rows (syn0) of rare words come down as the jobs want them either way.",
+            "``'all'``). The input rows (syn0) of rare words come down as the jobs want them either way. "
+            "CBOW on text that comes in documents (a drifting discourse, as articles come) trained better with "
+            "``'held'`` at K=8 (0.08 on a known truth list, 2026-12-03), on text grouped by topic worse "
+            "(ws353 -0.03): ``docs/schedule.rst``, \"CBOW's rare output rows down with their changes cost the "
+            "discourse text\".",
         group="merging")
     merge_dtype: str = fields.option(
         MERGE_DTYPE, "values of routine merges on the wire, both ways (deltas, and rows a worker lacks)",
