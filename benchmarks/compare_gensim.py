@@ -81,9 +81,10 @@ def parse_args(argv=None):
     parser.add_argument("--corpus-file-rate", choices=("linear", "gensim"), default=None,
                         help="dist_cf: the learning rate's decay (default: the package's, 'linear'; 'gensim': as "
                              "gensim's corpus_file mode with as many threads as the cluster's trainers)")
-    parser.add_argument("--cold-output-down", choices=("all", "held"), default=None,
-                        help="which rare syn1neg rows those rounds bring down: every one a worker lacks, or those of "
-                             "its jobs (default: the package's)")
+    parser.add_argument("--cold-output-down", choices=("all", "with_up", "held"), default=None,
+                        help="which rare syn1neg rows those rounds bring down: every one a worker lacks, those of "
+                             "its jobs, or every one in the rounds that send its own ('with_up') (default: the "
+                             "package's)")
     parser.add_argument("--round-pieces", type=int, default=None,
                         help="a routine round's pieces in flight (default: the package's; an install before them: 1)")
     parser.add_argument("--rounds-in-flight", type=int, default=None,

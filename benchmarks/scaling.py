@@ -369,7 +369,7 @@ def parse_args(argv=None):
                         help="merge the cold rows every n-th round (default: the package's)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge cold rows, every n-th sends syn1neg's (default: the package's)")
-    parser.add_argument("--cold-output-down", choices=("all", "held"), default=None,
+    parser.add_argument("--cold-output-down", choices=("all", "with_up", "held"), default=None,
                         help="which rare syn1neg rows those rounds bring down (default: the package's)")
     parser.add_argument("--round-pieces", type=int, default=None,
                         help="a routine round's pieces in flight (default: the package's)")
