@@ -47,6 +47,7 @@ import compare_gensim  # noqa: E402 - the single-run machinery and the corpus pr
 import projection  # noqa: E402 - the model
 from gensim_distw2v import machine_projection  # noqa: E402 - the model of this machine
 from gensim_distw2v.core.schedule import FEW_WORKERS, shortest_interval  # noqa: E402
+from gensim_distw2v.config.choices import COLD_OUTPUT_DOWN  # noqa: E402
 from gensim_distw2v.config.settings import LAG_LIMIT  # noqa: E402
 
 efficiency = projection.efficiency
@@ -369,7 +370,7 @@ def parse_args(argv=None):
                         help="merge the cold rows every n-th round (default: the package's)")
     parser.add_argument("--cold-output-every", type=int, default=None,
                         help="of the rounds that merge cold rows, every n-th sends syn1neg's (default: the package's)")
-    parser.add_argument("--cold-output-down", choices=("all", "with_up", "held"), default=None,
+    parser.add_argument("--cold-output-down", choices=COLD_OUTPUT_DOWN, default=None,
                         help="which rare syn1neg rows those rounds bring down (default: the package's)")
     parser.add_argument("--round-pieces", type=int, default=None,
                         help="a routine round's pieces in flight (default: the package's)")
