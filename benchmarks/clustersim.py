@@ -58,6 +58,9 @@ def parse_args(argv=None):
     parser.add_argument("--damp-output", type=int, default=None, metavar="ROWS",
                         help="experiment: damp this many first syn1neg rows (the cluster damps at most "
                              "merge.OUTPUT_DAMP_MOST, and no more than syn0's damped rows)")
+    parser.add_argument("--damp-output-rows", type=int, default=None, metavar="ROWS",
+                        help="settings.damp_output_rows: the cap on damped syn1neg rows, as the cluster takes it "
+                             "(default: the package's)")
     parser.add_argument("--hot-rows", type=int, default=None, metavar="ROWS",
                         help="experiment: routine rounds merge only these first syn0 and syn1neg rows (the rest every "
                              "--cold-every rounds); default: merge.hot_rows, as the cluster")
@@ -220,7 +223,8 @@ class Simulation:
         self.cold_output_every = cold_output_every or default_cold_output_every(bool(model.sg))
         self.cold_output_down = settings.cold_output_down or default_cold_output_down(bool(model.sg))
         tree = node_counts(arrays["points"], arrays["code_offsets"], counts, self.n_rows) if "syn1" in arrays else None
-        damp = damped_rows(counts, damp_words or damp_clock(self.sync_words), tree_counts=tree)
+        damp = damped_rows(counts, damp_words or damp_clock(self.sync_words), tree_counts=tree,
+                           output_most=settings.damp_output_rows)
         if damp_output is not None:
             damp["syn1neg"] = min(self.n_rows, damp_output)
         # hs: syn1's hot rows, as the cluster's client counts them (-1: every row, --all-tree-rows)
@@ -373,7 +377,8 @@ def main(argv=None):
     given = {key: value for key, value in (("sync_words", args.sync_words), ("merge", args.merge),
                                            ("hold_back", args.hold_back),
                                            ("cold_every", args.cold_every), ("merge_dtype", args.merge_dtype),
-                                           ("cold_output_down", args.cold_output_down))
+                                           ("cold_output_down", args.cold_output_down),
+                                           ("damp_output_rows", args.damp_output_rows))
              if value is not None}
     settings = Settings(**given)
     for k in (int(x) for x in args.workers.split(",")):

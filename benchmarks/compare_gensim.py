@@ -81,6 +81,9 @@ def parse_args(argv=None):
     parser.add_argument("--corpus-file-rate", choices=("linear", "gensim"), default=None,
                         help="dist_cf: the learning rate's decay (default: the package's, 'linear'; 'gensim': as "
                              "gensim's corpus_file mode with as many threads as the cluster's trainers)")
+    parser.add_argument("--damp-output-rows", type=int, default=None, metavar="ROWS",
+                        help="settings.damp_output_rows: at most this many syn1neg rows damped (default: the "
+                             "package's)")
     parser.add_argument("--cold-output-down", choices=("all", "with_up", "held"), default=None,
                         help="which rare syn1neg rows those rounds bring down: every one a worker lacks, those of "
                              "its jobs, or every one in the rounds that send its own ('with_up') (default: the "
@@ -237,6 +240,7 @@ def run_one(args, mode, k, seed, vocab_path, corpus_path):
                              **({} if args.cold_output_every is None else
                                 {"cold_output_every": args.cold_output_every}),
                              **({} if args.cold_output_down is None else {"cold_output_down": args.cold_output_down}),
+                             **({} if args.damp_output_rows is None else {"damp_output_rows": args.damp_output_rows}),
                              **({} if args.corpus_file_rate is None else {"corpus_file_rate": args.corpus_file_rate}),
                              **({} if args.merge_dtype is None else {"merge_dtype": args.merge_dtype}),
                              **({} if args.round_pieces is None else {"round_pieces": args.round_pieces}),
@@ -439,7 +443,8 @@ def main(argv=None):
         print(f"corpus {words} words, vocabulary {vocab}; sg={args.sg} hs={args.hs} epochs={args.epochs} "
               f"seeds={args.seeds} merge={args.merge} threads_per_worker={args.threads_per_worker} "
               f"cold_every={args.cold_every} cold_output_every={args.cold_output_every} "
-              f"cold_output_down={args.cold_output_down} corpus_file_rate={args.corpus_file_rate} "
+              f"cold_output_down={args.cold_output_down} damp_output_rows={args.damp_output_rows} "
+              f"corpus_file_rate={args.corpus_file_rate} "
               f"sync={args.sync}", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for k in ks:

@@ -365,6 +365,13 @@ def test_merge_rules_through_three_workers(three_workers, lee_corpus):
     # before); a rule that did not scale would give about 1
     assert moved["mean"] < 0.9 * moved["sum"], moved
     assert damped["damp"] > 0 and damped["sum"] == damped["mean"] == 0, damped
+    # settings.damp_output_rows reaches the shards: at most that many output rows damped, the input rows as before
+    capped = Word2Vec(distributed=True, ns_conf=three_workers.ns_conf, sync_words=5000, damp_output_rows=3,
+                      **{**SMALL, "sg": 1})
+    capped.build_vocab(lee_corpus)
+    capped.train(lee_corpus, total_examples=capped.corpus_count, epochs=1)
+    assert capped.cluster_stats["damp_rows"] == {**hot, "syn1neg": 3}, capped.cluster_stats["damp_rows"]
+    three_workers.processes["dispatcher"].wait_for(rf"merge=damp \(damp: {hot['syn0']} syn0 / 3 syn1neg", timeout=5)
 
 
 @pytest.mark.cluster

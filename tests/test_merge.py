@@ -327,6 +327,10 @@ def test_damped_rows_are_the_words_a_worker_sees_several_times_per_interval():
     zipf = 1e6 / np.arange(1, 50_001)
     at = [schedule.damped_rows(zipf, s) for s in (2_209, 12_500, 70_710)]
     assert at[0]["syn0"] < at[1]["syn0"] < at[2]["syn0"] and at[2]["syn1neg"] == schedule.OUTPUT_DAMP_MOST, at
+    # settings.damp_output_rows moves the output rows' cap, and only it
+    for most in (0, 5, 10 ** 6):
+        capped = schedule.damped_rows(zipf, 70_710, output_most=most)
+        assert capped == {"syn0": at[2]["syn0"], "syn1neg": min(most, at[2]["syn0"])}, (most, capped)
     for bad in (-1, {"syn0": 3}, {"syn0": 3, "syn1neg": -1}, {"syn0": 3, "syn1neg": True}, {"syn0": 1.5, "syn1neg": 1}):
         with pytest.raises(ValueError, match="damp_rows must be"):
             GlobalWeights(initial(), rule="damp", damp_rows=bad)

@@ -90,6 +90,8 @@ BAD_SETTINGS = [
     (dict(cold_output_every=0), "cold_output_every must be an int in \\[1, 1000\\]"),
     (dict(cold_output_every=2.5), "cold_output_every must be an int in \\[1, 1000\\]"),
     (dict(cold_output_down="some"), "cold_output_down must be one of \\('all', 'with_up', 'held'\\)"),
+    (dict(damp_output_rows=-1), "damp_output_rows must be an int >= 0"),
+    (dict(damp_output_rows=True), "damp_output_rows must be an int >= 0"),
     (dict(merge_dtype="int4"), "merge_dtype must be one of"),
     (dict(cluster_timeout=0), "cluster_timeout must be a positive number of seconds"),
     (dict(tensorboard_dir=5), "tensorboard_dir must be a folder"),

@@ -83,7 +83,8 @@ class SessionSetup:
             settings=settings.replace(sync_words=sync_words, cold_output_every=int(
                 settings.cold_output_every or default_cold_output_every(bool(model.sg))),
                 cold_output_down=settings.cold_output_down or default_cold_output_down(bool(model.sg))),
-            damp_rows=damped_rows(counts, damp_words(sync_words), tree_counts=tree),
+            damp_rows=damped_rows(counts, damp_words(sync_words), tree_counts=tree,
+                                  output_most=settings.damp_output_rows),
             hot_rows=hot_rows(counts, sync_words),
             output_hot_rows=output_hot_rows(counts, sync_words, params.negative, arrays.get("cum_table"), bool(model.sg)),
             tree_hot_rows=0 if tree is None else tree_hot_rows(tree, np.sum(counts, dtype=np.float64), sync_words),

@@ -85,10 +85,10 @@ def damp_words(sync_words):
     return min(int(sync_words), DAMP_WORDS)
 
 
-def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES, tree_counts=None):
+def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES, tree_counts=None, output_most=None):
     """How many of the first rows the ``damp`` rule damps, per matrix: the words a worker sees at
     least ``occurrences`` times in ``sync_words`` trained words (expected from their counts); of
-    the output vectors at most :data:`OUTPUT_DAMP_MOST`.
+    the output vectors at most ``output_most`` (default :data:`OUTPUT_DAMP_MOST`).
 
     Only rows that get several updates on every worker within one interval overshoot when the
     workers' updates are summed; damping rows that get one update or none slows their learning
@@ -116,11 +116,12 @@ def damped_rows(counts, sync_words, occurrences=DAMP_OCCURRENCES, tree_counts=No
     Returns
     -------
     dict of (str, int)
-        ``{"syn0": n, "syn1neg": min(n, OUTPUT_DAMP_MOST)}``, and ``"syn1"``'s count of such nodes
+        ``{"syn0": n, "syn1neg": min(n, output_most)}``, and ``"syn1"``'s count of such nodes
         when ``tree_counts`` is given.
     """
     seen = _seen(counts, sync_words, occurrences)
-    out = {"syn0": _prefix(seen), "syn1neg": min(_prefix(seen), OUTPUT_DAMP_MOST)}
+    most = OUTPUT_DAMP_MOST if output_most is None else int(output_most)
+    out = {"syn0": _prefix(seen), "syn1neg": min(_prefix(seen), most)}
     if tree_counts is not None:
         out["syn1"] = _prefix(_seen(tree_counts, sync_words, occurrences, total=np.sum(counts, dtype=np.float64)))
     return out
