@@ -8,7 +8,7 @@ A merge round touches a few thousand rows of each matrix on the worker (which ro
 their deltas, advancing the base) and, on the server, the global weights, the damped rows'
 per-worker snapshots and the stale bits. numpy does each step as a gather, a temporary and a
 scatter, with the GIL held; these loops do it in place, so training threads (and the dispatcher's other calls) go
-on meanwhile. The callers (:mod:`gensim_distw2v.merge`) check shapes and ranges; the functions
+on meanwhile. The callers (:mod:`gensim_distw2v.core.merge`, :mod:`gensim_distw2v.core.replica`) check shapes and ranges; the functions
 here check them again and raise ``ValueError`` rather than touch memory they do not own.
 """
 
@@ -162,10 +162,13 @@ def add_rows(float[:, ::1] matrix, const cnp.uint32_t[::1] rows, const float[:, 
 
 cdef extern from "half.h" nogil:
     int dw2v_f16c()
+    int dw2v_half_hardware(int on)
+    int dw2v_half_on_hardware()
     void dw2v_to_half(const float *src, cnp.uint16_t *dst, Py_ssize_t n)
     void dw2v_from_half(const cnp.uint16_t *src, float *dst, Py_ssize_t n)
 
 cdef bint F16C = dw2v_f16c()
+dw2v_half_hardware(1)
 
 cdef extern from *:
     """
@@ -179,7 +182,20 @@ cdef extern from *:
     """
     const Py_ssize_t AHEAD "DW2V_PREFETCH_AHEAD"
     void prefetch_row "dw2v_prefetch_row"(const void *row, Py_ssize_t bytes) noexcept nogil
-HAS_F16C = bool(F16C)  #: the CPU converts float16 in hardware (the fused steps below need it)
+HAS_F16C = bool(F16C)  #: the CPU converts float16 in hardware (else half.h's portable code does, bit for bit)
+
+
+def half_hardware(on=None):
+    """Whether float16 converts with the CPU's F16C instructions (they are used where the CPU has them).
+
+    ``on=False`` switches every conversion of this process to half.h's portable code, which gives
+    the same bits (finite values and infinities; NaNs stay NaNs), ``on=True`` back to the
+    instructions where the CPU has them: tests run the path of a CPU without F16C on one with it.
+    Returns the path in use afterwards (True: the instructions).
+    """
+    if on is not None:
+        dw2v_half_hardware(1 if on else 0)
+    return bool(dw2v_half_on_hardware())
 
 
 def to_half(values):
@@ -189,8 +205,6 @@ def to_half(values):
     round converts every delta it sends. Same rounding (to nearest, ties to even), same result.
     """
     values = np.ascontiguousarray(values, dtype=np.float32)
-    if not F16C:
-        return values.astype(np.float16)
     out = np.empty(values.shape, dtype=np.float16)
     cdef const float[::1] src = values.reshape(-1)
     cdef cnp.uint16_t[::1] dst = out.reshape(-1).view(np.uint16)
@@ -203,8 +217,6 @@ def to_half(values):
 def from_half(values):
     """``values.astype(numpy.float32)`` for float16 ``values`` (F16C where the CPU has it)."""
     values = np.ascontiguousarray(values, dtype=np.float16)
-    if not F16C:
-        return values.astype(np.float32)
     out = np.empty(values.shape, dtype=np.float32)
     cdef const cnp.uint16_t[::1] src = values.reshape(-1).view(np.uint16)
     cdef float[::1] dst = out.reshape(-1)
@@ -215,7 +227,7 @@ def from_half(values):
 
 
 # Fused merge steps: one pass over the rows of a matrix instead of a gather, conversions and a
-# scatter each. float16 through F16C only (callers use the separate steps above without it).
+# scatter each (float16 with F16C where the CPU has it, else half.h's portable code).
 HALF_LIMIT = 32752.0  # |values| below this fit float16 with room to round (numpy's max is 65504)
 
 
@@ -258,8 +270,6 @@ cdef int _codec(codec) except -1:
     """0, 1, 2 for "float32", "float16", "int8"; ValueError naming the choices otherwise."""
     if codec not in CODECS:
         raise ValueError(f"unknown delta codec {codec!r}; choose one of {CODECS}")
-    if codec == "float16" and not F16C:
-        raise ValueError("float16 deltas need the CPU's F16C instructions here; use to_half instead")
     return CODECS.index(codec)
 
 
@@ -270,14 +280,12 @@ def _delta_out(Py_ssize_t n, Py_ssize_t width, int codec):
 
 
 cdef int _check_incoming(values, row_scales, Py_ssize_t n, Py_ssize_t width, str what) except -1:
-    """Checks deltas coming in: shape, dtype (float16 needs F16C), and int8's scales; returns the codec."""
+    """Checks deltas coming in: shape, dtype, and int8's scales; returns the codec."""
     if values.ndim != 2 or values.shape[0] != n or values.shape[1] != width:
         raise ValueError(f"{what}: values must have shape ({n}, {width}), got {values.shape}")
     if values.dtype.name not in CODECS:
         raise ValueError(f"{what}: values must be one of {CODECS}, got {values.dtype}")
     cdef int codec = CODECS.index(values.dtype.name)
-    if codec == 1 and not F16C:
-        raise ValueError(f"{what}: float16 values need the CPU's F16C instructions; use from_half instead")
     if (codec == 2) != (row_scales is not None):
         raise ValueError(f"{what}: int8 values need their row scales (and only int8 values have them)")
     if codec == 2 and (row_scales.ndim != 1 or row_scales.shape[0] != n or row_scales.dtype != np.float32):
@@ -299,7 +307,7 @@ def send_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
     rows : numpy.ndarray of uint32
         Distinct rows.
     codec : {'float32', 'float16', 'int8'}
-        How values go (float16 needs F16C, see :data:`HAS_F16C`; int8: levels and a float32 scale
+        How values go (int8: levels and a float32 scale
         per row; both need finite deltas, float16 below :data:`HALF_LIMIT`).
 
     Returns
@@ -364,7 +372,7 @@ def take_rows(float[:, ::1] replica, float[:, ::1] base, const cnp.uint32_t[::1]
     are the rows' new global values: ``replica[rows] += values - base[rows]; base[rows] = values``
     (what the worker has not sent stays in ``replica - base``).
 
-    ``values`` float32, float16 (needs F16C, see :data:`HAS_F16C`) or int8 with ``row_scales``
+    ``values`` float32, float16 or int8 with ``row_scales``
     (float32, one per row: the value is ``level * scale``).
     """
     if replica.shape[0] != base.shape[0] or replica.shape[1] != base.shape[1]:
@@ -432,7 +440,7 @@ def fold_part(float[:, ::1] weights, const cnp.uint32_t[::1] rows, values, Py_ss
     rows : numpy.ndarray of uint32
         Distinct rows, increasing.
     values : numpy.ndarray of float32, float16 or int8, ``(len(rows), dim)``
-        The worker's deltas (float16 needs F16C; int8 needs ``row_scales``).
+        The worker's deltas (int8 needs ``row_scales``).
     top : int
         The first ``top`` rows have a snapshot (they are below ``len(snap)``).
     snap : numpy.ndarray of float32, C-contiguous ``(n_snapshot, dim)``
@@ -746,8 +754,6 @@ def stale_reply(const float[:, ::1] weights, cnp.uint64_t[:, ::1] stale, cnp.uin
         uint32 rows, values, int8's float32 row scales (else None).
     """
     cdef int kind = 0 if exact else _codec(codec)
-    if kind == 1 and not F16C:
-        kind = 0  # (the caller converts with numpy where the CPU has no F16C)
     cdef Py_ssize_t r, i, j, n = 0, width = weights.shape[1]
     if not (0 <= a <= end <= weights.shape[0] and end <= stale.shape[0] and end <= rounded.shape[0]
             and 0 <= word < stale.shape[1] and word < rounded.shape[1]):

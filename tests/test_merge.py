@@ -9,6 +9,18 @@ from gensim_distw2v.core.replica import Replica
 from gensim_distw2v.core.schedule import default_sync_words
 from gensim_distw2v.protocol.transfers import row_ranges
 
+from . import reference_rows
+
+
+@pytest.fixture(params=["hardware", "portable"])
+def half_path(request):
+    """float16 through the CPU's F16C instructions (where it has them), then half.h's portable code."""
+    from gensim_distw2v._rows import half_hardware
+    half_hardware(request.param == "hardware")
+    yield request.param
+    half_hardware(True)
+
+
 pytestmark = pytest.mark.unit
 
 V, D = 50, 4
@@ -538,10 +550,10 @@ def test_row_arithmetic_matches_numpy_and_refuses_bad_rows():
         add_rows(a, rows, values, 1.0, norms[:10])
 
 
-def test_compiled_fold_is_the_reference_rule():
+def test_compiled_fold_is_the_reference_rule(half_path):
     """fold_part (the server's, compiled) against damp_agreeing (numpy, the readable rule) and add_rows;
     the damped rows' snapshot advances by what was sent, the other rows' stale bits are set."""
-    from gensim_distw2v._rows import HAS_F16C, add_rows, fold_part
+    from gensim_distw2v._rows import add_rows, fold_part
 
     rng = np.random.default_rng(5)
     weights = rng.standard_normal((40, 9), dtype=np.float32)
@@ -556,7 +568,7 @@ def test_compiled_fold_is_the_reference_rule():
     top = 6  # row 39 is beyond the damped rows
     missed_sq = (missed.astype(np.float64) ** 2).sum(1)
     update = sent.copy()
-    update[:top] = merge.damp_agreeing(sent[:top], missed[rows[:top]], missed_sq[rows[:top]])
+    update[:top] = reference_rows.damp_agreeing(sent[:top], missed[rows[:top]], missed_sq[rows[:top]])
     expected_weights, expected_snap = weights.copy(), snap.copy()
     add_rows(expected_weights, rows, update)
     add_rows(expected_snap, rows[:top], sent[:top])
@@ -577,14 +589,13 @@ def test_compiled_fold_is_the_reference_rule():
     assert fold_part(w, rows, sent, 0, snap[:0], stale, marks, 0.5) == 0
     np.testing.assert_allclose(w[rows] - before[rows], 0.5 * sent, rtol=1e-5, atol=1e-7)
     assert (stale[rows, 0] == 5).all()
-    if HAS_F16C:  # float16 deltas: converted in the pass, the same as converting first
-        from gensim_distw2v._rows import from_half, to_half
-        half = to_half(sent)
-        w16, w32, s16, s32 = weights.copy(), weights.copy(), snap.copy(), snap.copy()
-        assert fold_part(w16, rows, half, top, s16, stale, marks) == fold_part(w32, rows, from_half(half), top, s32,
-                                                                                stale, marks)
-        np.testing.assert_array_equal(w16, w32)
-        np.testing.assert_array_equal(s16, s32)
+    # float16 deltas: converted in the pass, the same as converting first
+    half = sent.astype(np.float16)
+    w16, w32, s16, s32 = weights.copy(), weights.copy(), snap.copy(), snap.copy()
+    assert fold_part(w16, rows, half, top, s16, stale, marks) == fold_part(w32, rows, half.astype(np.float32), top,
+                                                                            s32, stale, marks)
+    np.testing.assert_array_equal(w16, w32)
+    np.testing.assert_array_equal(s16, s32)
     with pytest.raises(ValueError, match="top=8 is outside"):
         fold_part(w, rows, sent, 8, snap, stale, marks)
     with pytest.raises(ValueError, match="row 40 is outside"):
@@ -595,19 +606,14 @@ def test_compiled_fold_is_the_reference_rule():
         fold_part(w, rows, sent, 0, snap, stale[:5], marks)
 
 
-def test_fused_merge_steps_equal_the_separate_ones():
+def test_fused_merge_steps_equal_the_separate_ones(half_path):
     """send_rows / take_rows (one pass each) against row_diff, to_half and add_rows."""
-    from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, from_half, row_diff, send_rows, take_rows,
-                                      to_half)
+    from gensim_distw2v._rows import add_rows, changed_rows, from_half, row_diff, send_rows, take_rows, to_half
 
     rng = np.random.default_rng(9)
     replica = rng.standard_normal((60, 13), dtype=np.float32)
     base = replica - rng.standard_normal((60, 13), dtype=np.float32) * 1e-3
     rows = np.array([0, 4, 5, 31, 59], dtype=np.uint32)
-    if not HAS_F16C:  # the callers use the separate steps then
-        with pytest.raises(ValueError, match="F16C"):
-            send_rows(replica, base, rows, "float16")
-        return
     for half in (True, False):
         b_fused, b_steps = base.copy(), base.copy()
         diff = row_diff(replica, b_steps, rows)
@@ -736,7 +742,7 @@ def test_row_bytes_count_the_codecs_bytes():
         settings.check_codec("int4")
 
 
-def test_half_conversion_is_numpys_bit_for_bit():
+def test_half_conversion_is_numpys_bit_for_bit(half_path):
     from gensim_distw2v._rows import from_half, to_half
 
     rng = np.random.default_rng(5)
@@ -910,11 +916,10 @@ def test_with_up_brings_every_rare_output_row_down_in_the_rounds_that_send_them(
 
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
 @pytest.mark.parametrize("exact", [False, True])
-def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):
+def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact, half_path):
     """One compiled pass over the stale bits, the wanted rows and the values (the shard's reply)
     gives what the numpy steps gave: rows, values, scales and the bits after."""
     from gensim_distw2v._rows import stale_reply
-    from gensim_distw2v.core.merge import _stale_reply
     rng = np.random.default_rng(7)
     weights = rng.standard_normal((500, 16)).astype(np.float32)
     weights[3, 2] = 70000.0  # beyond float16: that reply goes as float32
@@ -926,7 +931,8 @@ def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):
         lo = 80 if want is not None else 0
         s1, r1, s2, r2 = stale.copy(), rounded.copy(), stale.copy(), rounded.copy()
         got = stale_reply(weights, s1, r1, 1, mask, a, end, exact, want, lo, codec)
-        ref = _stale_reply(weights, s2, r2, 1, mask, a, end, exact, want, lo, "float32" if exact else codec)
+        ref = reference_rows.stale_reply(weights, s2, r2, 1, mask, a, end, exact, want, lo,
+                                         "float32" if exact else codec)
         np.testing.assert_array_equal(got[0], ref[0])
         assert got[1].dtype == ref[1].dtype
         np.testing.assert_array_equal(got[1], ref[1])
@@ -942,9 +948,8 @@ def test_the_compiled_stale_reply_is_the_numpy_one(codec, exact):
 
 @pytest.mark.parametrize("codec", ["float32", "float16", "int8"])
 @pytest.mark.parametrize("hold_back", [0.0, 0.3])
-def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back):
+def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back, half_path):
     from gensim_distw2v._rows import changed_rows, kept_rows, send_rows, take_part
-    from gensim_distw2v.core.wire_rows import _part_codec
     rng = np.random.default_rng(3)
     base = rng.standard_normal((300, 12)).astype(np.float32)
     replica = base.copy()
@@ -957,7 +962,7 @@ def test_take_part_is_changed_kept_and_send_rows_in_one_call(codec, hold_back):
         rows, values, scales = take_part(replica, b1, 10, 290, codec, hold_back)
         changed, norms = changed_rows(replica, b2, 10, 290)
         kept = kept_rows(norms, hold_back)
-        want_codec = _part_codec(codec, norms[kept])
+        want_codec = reference_rows.part_codec(codec, norms[kept])
         ref_values, ref_scales = send_rows(replica, b2, changed[kept], want_codec)
         np.testing.assert_array_equal(rows, changed[kept])
         assert values.dtype == ref_values.dtype == np.dtype(want_codec)
@@ -1062,9 +1067,7 @@ def test_take_listed_refuses_rows_out_of_order_or_beyond_the_matrix():
 def test_take_listed_returns_exactly_the_listed_rows_that_still_differ(codec):
     """What the caller lists again: the held-back rows and the sent rows whose rounding stays in
     ``replica - base``, found in the pass that sends them (before, a third pass over the rows)."""
-    from gensim_distw2v._rows import HAS_F16C, take_listed
-    if codec == "float16" and not HAS_F16C:
-        pytest.skip("float16 deltas need F16C")
+    from gensim_distw2v._rows import take_listed
     rng = np.random.default_rng(3)
     base = rng.standard_normal((500, 16)).astype(np.float32)
     replica = base.copy()
@@ -1347,31 +1350,66 @@ def test_rounds_in_flight_lose_nothing_and_count_nothing_twice(rule):
 
 
 @pytest.mark.parametrize("rule", ["sum", "damp", "mean"])
-def test_the_float16_path_of_machines_without_f16c_merges_as_the_compiled_one(monkeypatch, rule):
-    """Without F16C the merges take numpy's float16 conversions and separate compiled steps (core.merge,
-    core.replica); here both paths run the same rounds, so the one this machine does not take is tested too."""
-    def run(has_f16c):
-        monkeypatch.setattr(merge, "HAS_F16C", has_f16c)
-        monkeypatch.setattr(replica, "HAS_F16C", has_f16c)
-        init = initial(3)
-        g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule=rule, codec="float16",
-                          damp_rows={"syn0": 20, "syn1neg": 20} if rule == "damp" else None, delta_rows=12)
-        workers = [Replica(init) for _ in range(3)]
-        for rank in range(3):
-            g.add_worker(rank)
-        for i in range(15):
-            for rank, r in enumerate(workers):
-                train(r, (np.arange(rank, V, 4) + i) % V, 0.02, 100 * i + rank)
-                merge_round(r, g, rank, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 200))
-        for rank, r in enumerate(workers):
-            merge_round(r, g, rank, np.float32)
-        return g.weights, [(r.replica, r.base) for r in workers]
+def test_the_float16_path_of_machines_without_f16c_merges_as_the_compiled_one(rule):
+    """Without F16C the same compiled merge steps convert float16 with half.h's portable code; here both
+    paths run the same rounds, so the one this machine does not take is tested too: bit for bit."""
+    from gensim_distw2v._rows import half_hardware
 
-    from gensim_distw2v._rows import HAS_F16C
-    compiled, fallback = run(HAS_F16C), run(False)
-    for name in compiled[0]:
-        np.testing.assert_allclose(fallback[0][name], compiled[0][name], rtol=0, atol=1e-6)
-        for (r_c, b_c), (r_f, b_f) in zip(compiled[1], fallback[1]):
-            np.testing.assert_allclose(r_f[name], r_c[name], rtol=0, atol=1e-6)
-            np.testing.assert_allclose(b_f[name], b_c[name], rtol=0, atol=1e-6)
-    assert not np.allclose(compiled[0]["syn0"], initial(3)["syn0"])  # the rounds moved the weights
+    def run(hardware):
+        half_hardware(hardware)
+        try:
+            init = initial(3)
+            g = GlobalWeights({k: v.copy() for k, v in init.items()}, rule=rule, codec="float16",
+                              damp_rows={"syn0": 20, "syn1neg": 20} if rule == "damp" else None, delta_rows=12)
+            workers = [Replica(init) for _ in range(3)]
+            for rank in range(3):
+                g.add_worker(rank)
+            for i in range(15):
+                for rank, r in enumerate(workers):
+                    train(r, (np.arange(rank, V, 4) + i) % V, 0.02, 100 * i + rank)
+                    merge_round(r, g, rank, np.float16, hold_back=0.3, ranges=row_ranges(V, 16, 200))
+            for rank, r in enumerate(workers):
+                merge_round(r, g, rank, np.float32)
+            return g.weights, [(r.replica, r.base) for r in workers]
+        finally:
+            half_hardware(True)
+
+    hardware, portable = run(True), run(False)
+    for name in hardware[0]:
+        np.testing.assert_array_equal(portable[0][name], hardware[0][name])
+        for (r_h, b_h), (r_p, b_p) in zip(hardware[1], portable[1]):
+            np.testing.assert_array_equal(r_p[name], r_h[name])
+            np.testing.assert_array_equal(b_p[name], b_h[name])
+    assert not np.allclose(hardware[0]["syn0"], initial(3)["syn0"])  # the rounds moved the weights
+
+
+def test_the_portable_half_conversion_is_numpys_for_every_float16():
+    """half.h's portable code (a CPU without F16C) converts every float16 back as numpy does, and every
+    float32 near the float16 rounding boundaries, subnormals and overflow to the same bits; NaNs stay NaNs."""
+    from gensim_distw2v._rows import HAS_F16C, from_half, half_hardware, to_half
+    every = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    nan = np.isnan(every)
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0x30000000, 0x47900000, size=200_000, dtype=np.uint32)  # subnormal to beyond 65504
+    boundaries = (np.arange(0x30000000, 0x47900000, 0x1000, dtype=np.uint32)[:, None]
+                  + np.array([0, 1, 0xfff, 0x1000 - 1, 0x1000, 0x1001], np.uint32)).ravel()  # ties and neighbours
+    finite = np.concatenate([bits, boundaries, np.array([0, 0x7f800000, 0x7f7fffff, 1, 0x33000000, 0x33000001,
+                                                         0x387fffff, 0x38800000, 0x477fefff, 0x477ff000],
+                                                        np.uint32)]).view(np.float32)
+    finite = np.concatenate([finite, -finite])
+    with np.errstate(over="ignore"):
+        want_half = finite.astype(np.float16)
+    paths = {}
+    for hardware in (False, True):
+        assert half_hardware(hardware) == (hardware and HAS_F16C)
+        try:
+            back = from_half(every)
+            np.testing.assert_array_equal(back[~nan].view(np.uint32), every[~nan].astype(np.float32).view(np.uint32))
+            assert np.isnan(back[nan]).all()
+            got = to_half(finite)
+            np.testing.assert_array_equal(got.view(np.uint16), want_half.view(np.uint16))
+            assert np.isnan(to_half(np.float32([np.nan, -np.nan]))).all()
+            paths[hardware] = back[~nan], got
+        finally:
+            half_hardware(True)
+    np.testing.assert_array_equal(paths[False][0], paths[True][0])

@@ -33,9 +33,11 @@ Rules (``merge=``):
     at most 1,000 output rows) and of hs's ``syn1`` (the tree
     nodes a worker passes as often: :func:`~gensim_distw2v.core.schedule.damped_rows`):
     there a worker's delta is first reduced by what it repeats of the change it missed
-    (:func:`damp_agreeing`, AdaSum's pairwise rule per row, against ``G`` less the server's
-    snapshot of the worker's base: the change the worker missed): updates of a frequent word that several workers
-    made alike count once, updates that differ all count. Summing counts a frequent word's
+    (AdaSum's pairwise rule per row, compiled in :func:`gensim_distw2v._rows.fold_part`: where the
+    delta ``d`` agrees with the missed change ``m``, ``d - (d.m / 2|m|^2) m - (d.m / 2|d|^2) d``;
+    ``m`` is ``G`` less the server's snapshot of the worker's base, the change the worker missed):
+    updates of a frequent word that several workers made alike count once, updates that differ all
+    count. Summing counts a frequent word's
     common drift K times, which is where summed deltas lose quality (``docs/merge_rule.rst`` has
     the measurements).
 ``mean``
@@ -48,10 +50,8 @@ import time
 
 import numpy as np
 
-from gensim_distw2v._rows import (HAS_F16C, add_rows, changed_rows, fold_part, kept_rows, row_diff, send_rows,
-                                  stale_reply, take_part)
+from gensim_distw2v._rows import fold_part, stale_reply, take_part
 from gensim_distw2v.core.schedule import BY_FREQUENCY, OUTPUT_DAMP_MOST
-from gensim_distw2v.core.wire_rows import _as_float32, _compact, _part_codec, _stale_reply
 from gensim_distw2v.protocol.arrays import check_damp_rows
 from gensim_distw2v.config.choices import MERGE_RULES
 from gensim_distw2v.config.settings import check_codec
@@ -74,7 +74,7 @@ def compiled_call(fn, *args):
     finally:
         _COMPILED.cpu = getattr(_COMPILED, "cpu", 0.0) + time.thread_time() - began
 
-__all__ = ["GlobalWeights", "RowRanges", "compiled_call", "compiled_cpu", "damp_agreeing", "wire_row_bytes",
+__all__ = ["GlobalWeights", "RowRanges", "compiled_call", "compiled_cpu", "wire_row_bytes",
            "row_end", "take_range"]
 
 
@@ -359,8 +359,6 @@ class GlobalWeights:
                 if rows is not None and len(rows):
                     rows = np.ascontiguousarray(rows, dtype=np.uint32)
                     top = int(np.searchsorted(rows, top_rows))  # rows are increasing
-                    if values.dtype == np.float16 and not HAS_F16C:
-                        values = _as_float32(values)
                     damped += compiled_call(fold_part, weights, rows, values, top, snap, self.stale[name], marks,
                                             scale, row_scales, self.damp_below[name])
                 end = row_end(name, lo, hi, hot_rows)
@@ -376,12 +374,9 @@ class GlobalWeights:
                 codec = "float32" if exact else self.value_codec
                 want = wanted if wanted is not None and name in self.wanted_only and not (
                     output_down and name == "syn1neg") else None
-                if HAS_F16C or codec != "float16":  # one compiled pass: the bits, the values, the bits again
-                    values_out[name] = compiled_call(stale_reply, weights, self.stale[name], self.rounded[name], word,
-                                                     mask, a, max(a, end), exact, want, lo, codec)
-                else:
-                    values_out[name] = _stale_reply(weights, self.stale[name], self.rounded[name], word, mask, a,
-                                                    end, exact, want, lo, codec)
+                # one compiled pass: the bits, the values, the bits again
+                values_out[name] = compiled_call(stale_reply, weights, self.stale[name], self.rounded[name], word,
+                                                 mask, a, max(a, end), exact, want, lo, codec)
         with self.lock:
             self.damped += damped
             self.merges += 1
@@ -391,48 +386,5 @@ class GlobalWeights:
 def take_range(replica, base, lo, hi, codec, hold_back=0.0):
     """Rows of ``[lo, hi)`` where ``replica`` differs from ``base`` and their deltas, as
     :meth:`~gensim_distw2v.core.replica.Replica.take_delta` sends them (``base`` advances by exactly what is sent)."""
-    if HAS_F16C or codec != "float16":  # one compiled call: which rows, which go, their deltas, the base
-        return compiled_call(take_part, replica, base, lo, hi, codec, hold_back)
-    changed, norms = changed_rows(replica, base, lo, hi)
-    kept = kept_rows(norms, hold_back)  # the smallest wait: error feedback (compiled, linear time)
-    changed = changed[kept]
-    part_codec = _part_codec(codec, norms[kept])
-    if HAS_F16C or part_codec != "float16":  # one pass: difference, rounding, advancing the base
-        delta, row_scales = send_rows(replica, base, changed, part_codec)
-    else:
-        (delta, sent), row_scales = _compact(row_diff(replica, base, changed), half=True), None
-        add_rows(base, changed, sent)
-    return changed, delta, row_scales
-
-
-def damp_agreeing(delta, missed, missed_sq):
-    """A worker's delta, less what it repeats of the change it missed (AdaSum's pairwise rule, per row).
-
-    ``missed`` is what the other workers changed in these rows since this worker last received them:
-    both updates started from (about) the same weights. Where they agree (``missed . delta > 0``)
-    the result is ``AdaSum(missed, delta) - missed``: two equal updates count once, orthogonal ones
-    both, partly aligned ones in between; where they disagree or nothing was missed, ``delta`` as is.
-
-    Parameters
-    ----------
-    delta : numpy.ndarray
-        float32 (rows, dim): what the worker sends.
-    missed : numpy.ndarray
-        float32 (rows, dim): the others' change it has not received.
-    missed_sq : numpy.ndarray
-        float32 (rows,): squared norms of ``missed``.
-
-    Returns
-    -------
-    numpy.ndarray
-        float32 (rows, dim): what to add to the global weights.
-    """
-    dot = np.einsum("ij,ij->i", missed, delta)
-    agree = np.flatnonzero(dot > 0)
-    if not len(agree):
-        return delta
-    out = delta.copy()
-    d, m, dot = delta[agree], missed[agree], dot[agree]
-    delta_sq = np.einsum("ij,ij->i", d, d)
-    out[agree] -= (dot / (2 * missed_sq[agree]))[:, None] * m + (dot / (2 * delta_sq))[:, None] * d
-    return out
+    # one compiled call: which rows, which go (the smallest wait: error feedback), their deltas, the base
+    return compiled_call(take_part, replica, base, lo, hi, codec, hold_back)

@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from gensim_distw2v._rows import HAS_F16C, take_listed, take_rows
+from gensim_distw2v._rows import take_listed, take_rows
 from gensim_distw2v.core.merge import compiled_call, row_end, take_range
-from gensim_distw2v.core.wire_rows import _as_float32
 from gensim_distw2v.config.settings import check_codec
 
 __all__ = ["Replica", "SPLIT_ROWS", "TOUCHED", "WAITING", "merge_threads"]
@@ -215,7 +214,7 @@ class Replica:
         out = {}
         for name, replica in self.replica.items():
             end = row_end(name, lo, hi, hot_rows)
-            if name in self.marks and (HAS_F16C or codec != "float16"):  # (else the range: numpy's float16)
+            if name in self.marks:
                 out[name] = self._take_listed(name, lo, end, codec, hold_back, exact)
                 continue
             pieces = _pieces(lo, end, self.threads)
@@ -243,8 +242,6 @@ class Replica:
                 if not len(rows):
                     continue
                 rows = np.ascontiguousarray(rows, dtype=np.uint32)
-                if not HAS_F16C and got.dtype == np.float16:
-                    got = _as_float32(got)
                 since = _overlap(sent_since.get(name), rows) if absolute and sent_since else None
                 if since is not None:  # (the values as float32, those rows' with what went since added)
                     got, row_scales = np.array(dequantised(got, row_scales)), None
