@@ -177,7 +177,17 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
             protocol.shard_capability(opened.owner, opened.session, i) for i in range(len(opened.shards))])
         links.close(opened.session)
         proxy.call("close", session=opened.session, token=opened.owner)
+        # a real shard process holding a started session refuses its rows to a caller without the session's
+        # token, and keeps serving
+        sid, links, _resumed = training._open(proxy, config, arrays)
+        for shard in range(2):
+            with pytest.raises(errors.Forbidden, match="download: not this session's token"):
+                links.call(shard, "download", session=sid, name="syn0", lo=0, hi=1, rank=0, token="a guess")
+        links.close(sid)
+        proxy.call("close", session=sid, token=training._token)
         transport.release(proxy)
+        again = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, epochs=1, **PARAMS)
+        assert all(s["merges"] > 0 for s in again.cluster_stats["shards"].values())
 
 
 @pytest.mark.parametrize("how", ["killed", "stopped"])
