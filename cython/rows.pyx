@@ -8,8 +8,8 @@ A merge round touches a few thousand rows of each matrix on the worker (which ro
 their deltas, advancing the base) and, on the server, the global weights, the damped rows'
 per-worker snapshots and the stale bits. numpy does each step as a gather, a temporary and a
 scatter, with the GIL held; these loops do it in place, so training threads (and the dispatcher's other calls) go
-on meanwhile. The callers (:mod:`gensim_distw2v.core.merge`, :mod:`gensim_distw2v.core.replica`) check shapes and ranges; the functions
-here check them again and raise ``ValueError`` rather than touch memory they do not own.
+on meanwhile. The callers (:mod:`gensim_distw2v.core.merge`, :mod:`gensim_distw2v.core.replica`) check shapes
+and ranges; the functions here check them again and raise ``ValueError`` rather than touch memory they do not own.
 """
 
 import numpy as np

@@ -148,9 +148,9 @@ class Settings(fields.Declared):
               "package's cap, 1,000; 0: no output row)", fields.Count(0, optional=True),
         doc="Under ``merge='damp'``: the input rows a worker sees several times per damp clock are damped "
             "(:func:`gensim_distw2v.core.schedule.damped_rows`), the output rows as many of them but at most this "
-            "many. CBOW on text in documents (a drifting discourse) trained better with none at K=8 (0.03 on a "
-            "known truth list, means of two seeds, 2026-12-03), text grouped by topic a little worse (SimLex "
-            "-0.013): ``docs/schedule.rst``, \"It is the damped output rows, not the rows brought down\".",
+            "many. CBOW on text in documents (a drifting discourse) trained better with none at K=8 (0.033 on a "
+            "known truth list, means of four seeds, 2026-12-03), text grouped by topic a little worse (SimLex "
+            "-0.013, two seeds): ``docs/schedule.rst``, \"Four seeds, the Debian file and the lag\".",
         group="merging")
     merge_dtype: str = fields.option(
         MERGE_DTYPE, "values of routine merges on the wire, both ways (deltas, and rows a worker lacks)",

@@ -30,7 +30,7 @@ Rules (``merge=``):
 ``damp`` (the default)
     As ``sum``, except on the hottest rows of ``syn0`` and ``syn1neg`` (those a worker sees
     several times per merge interval, or per 2,200 words if that is shorter: ``schedule.damp_words``;
-    at most 1,000 output rows) and of hs's ``syn1`` (the tree
+    at most ``damp_output_rows`` output rows, 1,000 by default) and of hs's ``syn1`` (the tree
     nodes a worker passes as often: :func:`~gensim_distw2v.core.schedule.damped_rows`):
     there a worker's delta is first reduced by what it repeats of the change it missed
     (AdaSum's pairwise rule per row, compiled in :func:`gensim_distw2v._rows.fold_part`: where the
