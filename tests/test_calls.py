@@ -190,8 +190,7 @@ def test_every_public_error_of_the_package_is_one_hierarchy_with_a_code():
 def test_the_error_train_raises_for_a_failed_session_keeps_its_code(code):
     from gensim_distw2v.client.training import DistributedTraining
 
-    client = DistributedTraining.__new__(DistributedTraining)
-    client.ns_conf, client.settings = {}, Settings()
+    client = DistributedTraining(types.SimpleNamespace(settings=Settings()), {})
     err = client._failure(errors.Code(code), f"the session failed ({code})")
     assert isinstance(err, errors.Error) and err.code is errors.Code(code), (type(err), err.code)
     assert f"the session failed ({code})" in str(err)

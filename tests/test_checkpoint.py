@@ -2,6 +2,7 @@
 import json
 import logging
 import os
+import types
 
 import numpy as np
 import pytest
@@ -431,22 +432,24 @@ def test_a_session_a_shard_would_not_open_is_opened_again_then_given_up(monkeypa
 
     monkeypatch.setattr(checkpoints, "REOPEN_WAIT", 0.0)
 
-    class Run(checkpoints.Resumes):
-        settings = Settings()
-
+    class Sessions:
         def __init__(self, refusals):
             self.refusals, self.calls = refusals, []
 
-        def _run(self, *args, resume, below):
+        def __call__(self, resume, below):
             self.calls.append((resume, below))
             if len(self.calls) <= self.refusals:
                 raise checkpoints._NotOpened("shard s0 did not hear of the new session",
                                              errors.SessionClosed("open_session: the dispatcher runs no session"))
             return 10, 12
 
-    run = Run(2)
-    assert run._train((), None) == (10, 12) and run.calls == [(False, None)] * 3
-    run = Run(checkpoints.MAX_REOPENS + 1)
+    def resumes():
+        return checkpoints.Resumes(types.SimpleNamespace(settings=Settings(), started=lambda: None, begun=set()),
+                                   check_workers=None)
+
+    sessions = Sessions(2)
+    assert resumes().train(sessions, None) == (10, 12) and sessions.calls == [(False, None)] * 3
+    sessions = Sessions(checkpoints.MAX_REOPENS + 1)
     with pytest.raises(errors.SessionClosed, match="the dispatcher runs no session"):
-        run._train((), None)
-    assert len(run.calls) == checkpoints.MAX_REOPENS + 1
+        resumes().train(sessions, None)
+    assert len(sessions.calls) == checkpoints.MAX_REOPENS + 1

@@ -498,25 +498,25 @@ def test_file_session_refuses_misuse(two_workers, counted_file):
     from gensim_distw2v.client.training import DistributedTraining
 
     session = DistributedTraining(model, two_workers.ns_conf)
-    record, arrays = session._config(2, False, 1, counted_file, model.corpus_total_words)
-    sid, links, _resumed = session._open(dispatcher, record, arrays)
+    record, arrays = session.setup.config(2, False, 1, counted_file, model.corpus_total_words)
+    sid, links, _resumed = session.setup.open(dispatcher, record, arrays)
     config = record.to_wire()
     try:
         with pytest.raises(ValueError, match="trains from a corpus file; open its epochs with open_file_epoch"):
-            dispatcher.call("put_jobs", session=sid, jobs=[], token=session._token)
+            dispatcher.call("put_jobs", session=sid, jobs=[], token=session.run.token)
         with pytest.raises(errors.Forbidden, match="open_file_epoch: not this session's owner secret"):
             dispatcher.call("open_file_epoch", session=sid, epoch=0)  # (a member knows the session's id)
-        assert dispatcher.call("open_file_epoch", session=sid, epoch=0, token=session._token) == -(-config["corpus_file"]["size"]
+        assert dispatcher.call("open_file_epoch", session=sid, epoch=0, token=session.run.token) == -(-config["corpus_file"]["size"]
                                                                             // config["corpus_file"]["range_bytes"])
         with pytest.raises(ValueError, match="epoch 0 was opened before"):
-            dispatcher.call("open_file_epoch", session=sid, epoch=0, token=session._token)
+            dispatcher.call("open_file_epoch", session=sid, epoch=0, token=session.run.token)
         with pytest.raises(ValueError, match="is not one of the session's 1"):
-            dispatcher.call("open_file_epoch", session=sid, epoch=1, token=session._token)
+            dispatcher.call("open_file_epoch", session=sid, epoch=1, token=session.run.token)
         with pytest.raises(errors.BadRequest, match="malformed file_check: field 'problem' must be str, got int"):
             dispatcher.send("file_check", {"name": "gensim_distw2v.worker.x", "session": sid, "problem": 5})
     finally:
         links.close(sid)
-        dispatcher.call("close", session=sid, token=session._token)
+        dispatcher.call("close", session=sid, token=session.run.token)
         transport.release(dispatcher)
     bad = dict(config, corpus_file=dict(config["corpus_file"], range_bytes=0))
     with pytest.raises(ValueError, match="range_bytes and total_words >= 1"):

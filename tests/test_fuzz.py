@@ -46,8 +46,8 @@ def cluster(lee_corpus):
         model = Word2Vec(lee_corpus[:50], distributed=True, ns_conf=cluster.ns_conf, **PARAMS)
         training = DistributedTraining(model, cluster.ns_conf)
         proxy = find_dispatcher(cluster.ns_conf)
-        config, arrays = training._config(1, False, 1)
-        sid, links, _resumed = training._open(proxy, config, arrays)
+        config, arrays = training.setup.config(1, False, 1)
+        sid, links, _resumed = training.setup.open(proxy, config, arrays)
         secret = proxy.call("hello", name=FAKE, uri="PYRO:fuzz@127.0.0.1:1", versions=versions(), threads=1)
         joined = proxy.call("join", name=FAKE, secret=secret, session=sid)
         rank = joined.rank
@@ -56,7 +56,7 @@ def cluster(lee_corpus):
         shard.call("download", session=sid, name="syn1neg", lo=0, hi=1, rank=rank, token=joined.token)
         cluster.session = {"sid": sid, "vocab": len(model.wv), "size": model.wv.vector_size, "rank": rank,
                            "proxy": proxy, "shard": shard, "model": model, "token": joined.token, "secret": secret,
-                           "owner": training._token}
+                           "owner": training.run.token}
         for _ in range(50):  # warm up (imports, caches) before the memory baseline
             refused(shard.send, "merge", {**valid_part(cluster.session), "lo": -1})
             refused(proxy.send, "round_done", {"name": FAKE, "secret": secret, "session": sid,

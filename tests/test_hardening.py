@@ -286,8 +286,8 @@ def test_a_strangers_polling_keeps_no_dead_session_alive(strict_cluster, lee_cor
     training = DistributedTraining(model, cluster.ns_conf)
     dispatcher = find_dispatcher(cluster.ns_conf)
     try:
-        config, arrays = training._config(1, False, 1)
-        sid, links, _resumed = training._open(dispatcher, config, arrays)
+        config, arrays = training.setup.config(1, False, 1)
+        sid, links, _resumed = training.setup.open(dispatcher, config, arrays)
         links.close(sid)
         with pytest.raises(errors.Forbidden, match="not this session's owner secret"):
             dispatcher.call("progress", session=sid, token="a guess")
@@ -345,7 +345,7 @@ def test_sessions_in_process_memory_limit_token_and_empty_uploads(lee_corpus):
     from gensim_distw2v.dispatcher import Dispatcher
 
     model = Word2Vec(lee_corpus[:50], vector_size=8, min_count=2, seed=3, workers=1, epochs=1)
-    config = DistributedTraining(model, {}, model.settings)._config(1, False, 1)[0].to_wire()
+    config = DistributedTraining(model, {}, model.settings).setup.config(1, False, 1)[0].to_wire()
     small, dispatcher = Dispatcher(max_model_bytes=1000), Dispatcher()
     try:
         small_link, link = small.local(), dispatcher.local()

@@ -163,16 +163,16 @@ def test_session_interval_grows_with_the_corpus(lee_corpus):
     model = Word2Vec(distributed=True, vector_size=8, min_count=2, hs=1, negative=0)
     model.build_vocab(lee_corpus)
     client = DistributedTraining(model, {})
-    assert client._config(4, False, 1)[0].settings.sync_words == 2_200  # 60 k words: the floor
+    assert client.setup.config(4, False, 1)[0].settings.sync_words == 2_200  # 60 k words: the floor
     # CBOW at K=4: (8 / 4) ** 1.5 times a 5,400th of the words
-    assert client._config(4, False, 1, total_words=54_000_000)[0].settings.sync_words == round(10_000 * 2 ** 1.5)
+    assert client.setup.config(4, False, 1, total_words=54_000_000)[0].settings.sync_words == round(10_000 * 2 ** 1.5)
     model.corpus_total_words = 1_080_000_000
-    config = client._config(8, False, 1)[0]
+    config = client.setup.config(8, False, 1)[0]
     assert config.settings.sync_words == 200_000
     assert config.hot_rows == schedule.hot_rows(model.wv.expandos["count"], 200_000)  # the tiers follow it
-    assert client._config(1, False, 1)[0].settings.sync_words == 1_000_000
+    assert client.setup.config(1, False, 1)[0].settings.sync_words == 1_000_000
     model.sync_words = 3_000
-    assert DistributedTraining(model, {})._config(8, False, 1)[0].settings.sync_words == 3_000
+    assert DistributedTraining(model, {}).setup.config(8, False, 1)[0].settings.sync_words == 3_000
 
 
 @pytest.mark.unit
@@ -189,7 +189,7 @@ def test_corpus_file_ranges_follow_a_long_interval(lee_corpus, tmp_path):
 
     def range_words(sync_words, workers, total_words):
         model.sync_words = sync_words
-        spec = DistributedTraining(model, {})._config(workers, False, 1, str(path), total_words)[0].corpus_file
+        spec = DistributedTraining(model, {}).setup.config(workers, False, 1, str(path), total_words)[0].corpus_file
         return round(spec.range_bytes * total_words / size)
 
     assert range_words(2_200, 2, 10 ** 7) == pytest.approx(10_000, rel=0.01)  # batch_words
@@ -213,8 +213,8 @@ def test_gensims_corpus_file_rate_is_asked_of_the_ranges_only_for_a_given_corpus
     def rate_threads(given, threads, rate=None):
         training = DistributedTraining(model, {}, model.settings if rate is None else
                                        model.settings.replace(corpus_file_rate=rate))
-        training._given_file = given
-        return training._config(4, False, 1, str(path), 10 ** 6, threads=threads)[0].corpus_file.rate_threads
+        training.run.given_file = given
+        return training.setup.config(4, False, 1, str(path), 10 ** 6, threads=threads)[0].corpus_file.rate_threads
 
     assert rate_threads(True, 8) == 8
     assert rate_threads(True, None) == 4  # no thread count: one a worker
@@ -241,8 +241,8 @@ def test_a_linesentence_the_workers_read_is_cut_front_to_back_a_corpus_file_a_st
 
     def spec(given, threads):
         training = DistributedTraining(model, {}, model.settings)
-        training._given_file = given
-        return training._config(4, False, 1, str(path), 10 ** 6, threads=threads)[0].corpus_file
+        training.run.given_file = given
+        return training.setup.config(4, False, 1, str(path), 10 ** 6, threads=threads)[0].corpus_file
 
     given, read = spec(True, 8), spec(False, 8)
     assert (given.streams, read.streams) == (8, 1)

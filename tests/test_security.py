@@ -138,10 +138,11 @@ def test_a_failed_open_never_shows_a_shard_the_owners_secret(monkeypatch):
             return None
 
     monkeypatch.setattr(endpoints, "link", lambda uri, table, key, timeout=60.0: Recorder(uri))
-    setup = SessionSetup()
-    setup.hmac_key, setup.ns_conf, setup.settings = None, {"host": "127.0.0.1", "port": 1}, Settings()
+    run = types.SimpleNamespace(hmac_key=None, ns_conf={"host": "127.0.0.1", "port": 1}, settings=Settings(),
+                                token=None)
+    setup = SessionSetup(run)
     with pytest.raises(KeyboardInterrupt):
-        setup._open(Dispatcher(), types.SimpleNamespace(checkpoint=None), {"lockf": np.zeros(3, np.float32)})
+        setup.open(Dispatcher(), types.SimpleNamespace(checkpoint=None), {"lockf": np.zeros(3, np.float32)})
     capabilities = {uri: protocol.shard_capability("owners-secret", "s1", i) for i, (_, uri) in enumerate(shards)}
     assert sorted(op for _, op, _ in seen) == ["close", "close"]
     assert all(token == capabilities[uri] and token != "owners-secret" for uri, _, token in seen)

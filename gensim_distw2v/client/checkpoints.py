@@ -4,7 +4,7 @@ With ``checkpoint_dir``, the client asks for a checkpoint at every epoch end, an
 dispatcher or a shard is lost it waits up to ``cluster_timeout`` for the cluster to be back and
 resumes the run from the last checkpoint (a new session that starts where the checkpoint left
 off: the jobs it trained are skipped, checked by :class:`SkippedJobs`); ``resume_from`` does the
-same for a run whose client died. :class:`Resumes` is mixed into
+same for a run whose client died. :class:`Resumes` runs the sessions of
 :class:`gensim_distw2v.client.training.DistributedTraining`.
 """
 import hashlib
@@ -19,7 +19,7 @@ from gensim_distw2v.versions import versions
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SkippedJobs", "Resumes"]
+__all__ = ["SkippedJobs", "Resumes", "run_identity"]
 
 MAX_RESUMES = 20  # a run resumes from its checkpoints after at most this many losses of a server
 MAX_REOPENS = 5  # a session a shard refused to open (it had not heard of it) is opened again this many times
@@ -112,22 +112,52 @@ class SkippedJobs:
 
 
 
-class Resumes:
-    """A run's sessions: resumed after a loss of the dispatcher or of a shard, from its checkpoints."""
+def run_identity(model, params, epochs, spec, total_examples, total_words):
+    """What must be equal for a run to resume from a checkpoint: the versions, the vocabulary (its
+    words and counts, digested), the hyper-parameters, the epochs, the corpus (a file's
+    fingerprint; an iterable's counts; its jobs are checked as they are skipped:
+    :class:`gensim_distw2v.protocol.Resumed`)."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update("\n".join(model.wv.index_to_key).encode("utf8"))
+    counts = model.wv.expandos.get("count")
+    if counts is not None:
+        digest.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
+    kernel = params.to_wire()
+    return {"versions": versions(),
+            "vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
+            "params": {key: kernel[key] for key in sorted(kernel)}, "alpha": float(model.alpha),
+            "min_alpha": float(model.min_alpha), "batch_words": int(model.batch_words),
+            "corpus_file": None if spec is None else f"{spec.path} ({spec.size} bytes, {spec.digest})",
+            "total_words": int(total_words or 0), "total_examples": int(total_examples or 0)}
 
-    def _train(self, args, resume_from):
-        """:meth:`~gensim_distw2v.client.training.DistributedTraining.train`, its sessions (a run resumed after a loss
-        has several)."""
-        self._call_start = self._session_start = time.monotonic()
-        self._begun = set()  # epochs whose callbacks' on_epoch_begin ran
+
+class Resumes:
+    """A run's sessions: resumed after a loss of the dispatcher or of a shard, from its checkpoints,
+    and the checkpoints it waits for at epoch ends.
+
+    Parameters
+    ----------
+    run : gensim_distw2v.client.run.RunState
+        The run (its settings, open session, epochs begun and counts).
+    check_workers : callable
+        ``check_workers(progress)``: raises the session's failure, if any, and logs failed
+        checkpoints (:meth:`gensim_distw2v.client.training.DistributedTraining._check_workers`).
+    """
+
+    def __init__(self, run, check_workers):
+        self.run, self.check_workers = run, check_workers
+
+    def train(self, session, resume_from):
+        """Run the sessions of a ``train()`` call (a run resumed after a loss has several):
+        ``session(resume, below)`` runs one and returns what it trained; returns the last one's."""
+        run = self.run
+        run.started()
         resume, below, lost = resume_from is not None, None, 0
-        self._resumes = 0
-        self._checkpoint_wait = 0.0  # seconds the client waited at epoch ends for checkpoints
         lost_error = None  # resuming after a loss: the error to raise if there is nothing to resume from
         reopened = 0
         while True:
             try:
-                return self._run(*args, resume=resume, below=below)
+                return session(resume, below)
             except _NotOpened as err:  # nothing trained in that session: open one again, checkpoints or not
                 if reopened >= MAX_REOPENS:
                     raise err.error from None
@@ -142,7 +172,7 @@ class Resumes:
             except errors.NoCheckpoint:
                 if lost_error is None:
                     raise
-                if resume_from is not None or len(self._begun) > 1:
+                if resume_from is not None or len(run.begun) > 1:
                     raise lost_error from None  # lost before the run's first checkpoint was written
                 # this call began the run and no epoch ended: the model's weights are still those it was
                 # called with, so the run starts again from its beginning (less than a checkpoint's words lost)
@@ -150,64 +180,46 @@ class Resumes:
                                "again from the start")
                 resume, below = False, None
             except _Lost as err:
-                if self.settings.checkpoint_dir is None or lost >= MAX_RESUMES:
+                if run.settings.checkpoint_dir is None or lost >= MAX_RESUMES:
                     raise err.error from None
                 lost_error = err.error
                 lost += 1
                 logger.warning("%s; resuming from the last checkpoint in %s once the cluster is back (waiting up to "
-                               "%.0f s, attempt %i of %i)", err.what, self.settings.checkpoint_dir,
-                               self.settings.cluster_timeout, lost, MAX_RESUMES)
+                               "%.0f s, attempt %i of %i)", err.what, run.settings.checkpoint_dir,
+                               run.settings.cluster_timeout, lost, MAX_RESUMES)
                 resume, below = True, None
-                self._resumes += 1
+                run.resumes += 1
 
-    def _wait_for_shards(self, dispatcher, count):
+    def wait_for_shards(self, dispatcher):
         """Resuming: wait up to ``cluster_timeout`` for as many shards as the lost session had
         (the run goes on with those there are after that)."""
-        deadline = time.monotonic() + self.settings.cluster_timeout
-        while len(dispatcher.call("status").shards) < count and time.monotonic() < deadline:
+        deadline = time.monotonic() + self.run.settings.cluster_timeout
+        while len(dispatcher.call("status").shards) < self.run.shard_count and time.monotonic() < deadline:
             time.sleep(0.2)
 
-    def _identity(self, params, epochs, spec, total_examples, total_words):
-        """What must be equal for a run to resume from a checkpoint: the versions, the vocabulary (its
-        words and counts, digested), the hyper-parameters, the epochs, the corpus (a file's
-        fingerprint; an iterable's counts; its jobs are checked as they are skipped:
-        :class:`gensim_distw2v.protocol.Resumed`)."""
-        model = self.model
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update("\n".join(model.wv.index_to_key).encode("utf8"))
-        counts = model.wv.expandos.get("count")
-        if counts is not None:
-            digest.update(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
-        kernel = params.to_wire()
-        return {"versions": versions(),
-                "vocabulary": digest.hexdigest(), "vocab_size": params.vocab_size, "epochs": int(epochs),
-                "params": {key: kernel[key] for key in sorted(kernel)}, "alpha": float(model.alpha),
-                "min_alpha": float(model.min_alpha), "batch_words": int(model.batch_words),
-                "corpus_file": None if spec is None else f"{spec.path} ({spec.size} bytes, {spec.digest})",
-                "total_words": int(total_words or 0), "total_examples": int(total_examples or 0)}
-
-    def _checkpoint(self, dispatcher, sid, last):
+    def checkpoint(self, dispatcher, sid, last):
         """An epoch ended: ask for a checkpoint and wait until every shard has copied its rows
         (the run's last: until it is on disk), so that it holds exactly the epochs trained."""
+        run = self.run
         started = time.monotonic()
-        sequence = self._awaiting = dispatcher.call("checkpoint", session=sid, token=self._token)
+        sequence = run.awaiting = dispatcher.call("checkpoint", session=sid, token=run.token)
         while True:
-            progress = dispatcher.call("progress", session=sid, token=self._token)
-            self._check_workers(progress)
+            progress = dispatcher.call("progress", session=sid, token=run.token)
+            self.check_workers(progress)
             state = progress.checkpoints
             if state.failed >= sequence:
                 logger.error("the checkpoint at the end of epoch %i failed (%s); training goes on, the last complete "
                              "one is %i", progress.flushed, state.error, state.committed)
-                self._failed_reported = max(self._failed_reported, state.failed)
+                run.failed_reported = max(run.failed_reported, state.failed)
                 break
             if (state.committed if last else state.taken) >= sequence:
                 break
-            if time.monotonic() - started > self.settings.cluster_timeout:
+            if time.monotonic() - started > run.settings.cluster_timeout:
                 logger.error("checkpoint %i at the end of epoch %i: not %s within %.0f s; training goes on (the last "
                              "complete checkpoint is %i)", sequence, progress.flushed,
-                             "on disk" if last else "copied by every shard", self.settings.cluster_timeout,
+                             "on disk" if last else "copied by every shard", run.settings.cluster_timeout,
                              state.committed)
                 break
             time.sleep(0.01)
-        self._awaiting = None  # from now on a failure of it (once copied) is reported as any other
-        self._checkpoint_wait += time.monotonic() - started
+        run.awaiting = None  # from now on a failure of it (once copied) is reported as any other
+        run.checkpoint_wait += time.monotonic() - started

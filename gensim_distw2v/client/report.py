@@ -1,6 +1,6 @@
 """What the client tells its user: progress lines, the closing summary, TensorBoard points.
 
-:class:`Reports` is mixed into :class:`gensim_distw2v.client.training.DistributedTraining`.
+:class:`Reports` tells them for :class:`gensim_distw2v.client.training.DistributedTraining`.
 """
 import logging
 import time
@@ -38,18 +38,27 @@ def _node_line(name, node):
 
 
 class Reports:
-    """A training's progress lines, its closing summary and its TensorBoard points."""
+    """A training's progress lines, its closing summary and its TensorBoard points.
 
-    def _report(self, progress, epoch, start, total_examples, total_words, report_delay):
+    Parameters
+    ----------
+    run : gensim_distw2v.client.run.RunState
+        The run (its model, clocks and TensorBoard writer; :meth:`summarise` sets its ``stats``).
+    """
+
+    def __init__(self, run):
+        self.run = run
+
+    def report(self, progress, epoch, start, total_examples, total_words, report_delay):
         now = time.monotonic()
-        if now < self._next_report:
+        if now < self.run.next_report:
             return
-        self._next_report = now + report_delay
+        self.run.next_report = now + report_delay
         elapsed = max(now - start, 1e-9)
         counts = progress.epoch(epoch)
         share = counts.examples / total_examples if total_examples else counts.raw_words / max(1, total_words or 0)
         done = "%.2f%% %s" % (100.0 * share, "examples" if total_examples else "words")
-        session_elapsed = max(now - self._session_start, 1e-9)  # workers' words count over the session
+        session_elapsed = max(now - self.run.session_start, 1e-9)  # workers' words count over the session
         per_worker = ", ".join(f"{name.rsplit('.', 1)[-1]} {w.words / session_elapsed:.0f} w/s {_per_word(w)}"
                                for name, w in sorted(progress.workers.items()))
         up, down = progress.total("bytes_up") / 1e6, progress.total("bytes_down") / 1e6
@@ -58,13 +67,13 @@ class Reports:
                     done, counts.effective_words / elapsed, progress.queued, progress.in_flight, len(progress.workers),
                     per_worker or "-", progress.merges, up, down,
                     ", ".join(_node_brief(name, node) for name, node in sorted((progress.nodes or {}).items())) or "-",
-                    extra={"progress": self._figures(progress, epoch, share, total_words, elapsed)})
-        if self.board is not None:
-            self._board_point(progress, epoch, share)
+                    extra={"progress": self.figures(progress, epoch, share, total_words, elapsed)})
+        if self.run.board is not None:
+            self.board_point(progress, epoch, share)
 
-    def _figures(self, progress, epoch, share, total_words, elapsed):
+    def figures(self, progress, epoch, share, total_words, elapsed):
         """The progress as figures (a log record's ``progress``: :mod:`gensim_distw2v.client.progress`)."""
-        model = self.model
+        model = self.run.model
         per_epoch = int(total_words or getattr(model, "corpus_total_words", 0) or 1)
         raw = sum(counts.raw_words for counts in progress.epochs.values())
         return {"stage": "train", "epoch": epoch, "epochs": int(model.epochs),
@@ -73,25 +82,25 @@ class Reports:
                 "merges": progress.merges,
                 "bytes_per_word": (progress.total("bytes_up") + progress.total("bytes_down")) / max(1, raw)}
 
-    def _board_epoch(self, dispatcher, sid, epoch, quality):
+    def board_epoch(self, dispatcher, sid, epoch, quality):
         """TensorBoard at an epoch end: a point, and with ``quality`` the model's scores (the
         weights were just downloaded)."""
-        progress = dispatcher.call("progress", session=sid, token=self._token, nodes=True)
-        words = self._board_point(progress, epoch + 1, 0.0)
+        progress = dispatcher.call("progress", session=sid, token=self.run.token, nodes=True)
+        words = self.board_point(progress, epoch + 1, 0.0)
         if quality:
-            scores = evaluate(self.model.wv)
-            self.board.quality(words, scores)
+            scores = evaluate(self.run.model.wv)
+            self.run.board.quality(words, scores)
             logger.info("EPOCH %i: analogy accuracy %.4f, ws353 Spearman %.4f, simlex999 Spearman %.4f", epoch,
                         scores["analogy"], scores["ws353"], scores["simlex999"])
 
-    def _board_point(self, progress, epoch, done):
+    def board_point(self, progress, epoch, done):
         """A TensorBoard point (``done``: the share of ``epoch`` trained); returns the step (effective
         words trained in the run)."""
-        model = self.model
+        model = self.run.model
         words = sum(counts.effective_words for counts in progress.epochs.values())
         share = min(1.0, (epoch + done) / max(1, model.epochs))
         alpha = model.alpha - (model.alpha - model.min_alpha) * share
-        self.board.progress(progress, words, time.monotonic() - self._session_start, alpha,
+        self.run.board.progress(progress, words, time.monotonic() - self.run.session_start, alpha,
                             bool(getattr(model, "compute_loss", False)))
         return words
 
@@ -111,15 +120,15 @@ class Reports:
                                                                  "bytes_in", "bytes_out", "damped")}
         return out
 
-    def _summarise(self, final, links, sid, config, start, trained, raw):
-        """``self.stats`` and the closing log line of a session."""
+    def summarise(self, final, links, sid, config, start, trained, raw):
+        """``self.run.stats`` and the closing log line of a session."""
         final.nodes = final.nodes or {}
         shards = self._shard_stats(links, sid, final.nodes)
-        self.model.running_training_loss = float(final.loss)
+        self.run.model.running_training_loss = float(final.loss)
         elapsed = time.monotonic() - start
         up, down = final.total("bytes_up"), final.total("bytes_down")
         checkpoints = final.checkpoints
-        self.stats = {"seconds": elapsed, "merges": final.merges, "bytes_up": up, "bytes_down": down,
+        self.run.stats = {"seconds": elapsed, "merges": final.merges, "bytes_up": up, "bytes_down": down,
                       "damped_rows": sum(s["damped"] for s in shards.values()),
                       "exact_bytes_up": final.total("exact_bytes_up"),
                       "exact_bytes_down": final.total("exact_bytes_down"),
@@ -154,8 +163,8 @@ class Reports:
                       "cold_output_down": config.settings.cold_output_down,
                       "rate_threads": None if config.corpus_file is None else config.corpus_file.rate_threads,
                       "checkpoints": None if checkpoints is None else checkpoints.to_wire(),
-                      "call_seconds": time.monotonic() - self._call_start, "resumes": self._resumes,
-                      "checkpoint_wait": self._checkpoint_wait,
+                      "call_seconds": time.monotonic() - self.run.call_start, "resumes": self.run.resumes,
+                      "checkpoint_wait": self.run.checkpoint_wait,
                       "nodes": {name: dict(node.to_wire(), other_cpu=node.other_cpu)
                                 for name, node in (final.nodes or {}).items()}}
         if raw and not trained:
@@ -165,14 +174,14 @@ class Reports:
                     "word; epoch flushes %.1f / %.1f MB of them); CPU seconds: workers' kernels %.1f, their "
                     "merge rounds %.1f, the %i shards' merge calls %.1f; trainers waited %.1f s for merge rounds; "
                     "per worker, bytes per word it trained up/down: %s", final.merges, up / 1e6, down / 1e6,
-                    up / max(1, trained), down / max(1, trained), self.stats["exact_bytes_up"] / 1e6,
-                    self.stats["exact_bytes_down"] / 1e6, self.stats["kernel_cpu"],
-                    self.stats["merge_cpu"]["workers"], len(shards), self.stats["merge_cpu"]["shards"],
-                    self.stats["stall_seconds"],
+                    up / max(1, trained), down / max(1, trained), self.run.stats["exact_bytes_up"] / 1e6,
+                    self.run.stats["exact_bytes_down"] / 1e6, self.run.stats["kernel_cpu"],
+                    self.run.stats["merge_cpu"]["workers"], len(shards), self.run.stats["merge_cpu"]["shards"],
+                    self.run.stats["stall_seconds"],
                     ", ".join(f"{name.rsplit('.', 1)[-1]} {_per_word(w)}"
                               for name, w in sorted(final.workers.items())) or "-",
-                    extra={"progress": {"stage": "train", "epoch": int(self.model.epochs) - 1,
-                                        "epochs": int(self.model.epochs), "words": raw, "total_words": raw,
+                    extra={"progress": {"stage": "train", "epoch": int(self.run.model.epochs) - 1,
+                                        "epochs": int(self.run.model.epochs), "words": raw, "total_words": raw,
                                         "words_per_s": raw / max(elapsed, 1e-9), "merges": final.merges,
                                         "bytes_per_word": (up + down) / max(1, raw)}})
         for name, node in sorted((final.nodes or {}).items(), key=lambda item: (item[1].role, item[0])):
@@ -181,4 +190,4 @@ class Reports:
             logger.info("checkpoints: %i written, %.1f MB each, %.2f s each from order to commit (training went on "
                         "meanwhile); training waited %.2f s for them at epoch ends, the shards' merges %.2f s for "
                         "their copies", checkpoints.count, checkpoints.bytes / checkpoints.count / 1e6,
-                        checkpoints.seconds / checkpoints.count, self._checkpoint_wait, checkpoints.copy_seconds)
+                        checkpoints.seconds / checkpoints.count, self.run.checkpoint_wait, checkpoints.copy_seconds)

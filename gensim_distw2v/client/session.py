@@ -14,7 +14,7 @@ from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB, model_arrays, node_coun
 from gensim_distw2v.core.schedule import (damp_words, damped_rows, default_cold_output_down, default_cold_output_every,
                                           default_sync_words, hot_rows, output_hot_rows, tree_hot_rows)
 from gensim_distw2v.protocol.transfers import fetch_rows, send_in_parts
-from gensim_distw2v.client.checkpoints import _NotOpened, _RestoreFailed
+from gensim_distw2v.client.checkpoints import _NotOpened, _RestoreFailed, run_identity
 from gensim_distw2v.client.links import ShardLinks
 from gensim_distw2v.versions import versions
 
@@ -27,14 +27,23 @@ RESUME_LOOK = 5.0  # seconds between its tries
 
 
 class SessionSetup:
-    """Opening a session (config, arrays up, shards started) and the trained weights back (mixed
-    into :class:`gensim_distw2v.client.training.DistributedTraining`)."""
+    """Opening a session (config, arrays up, shards started) and the trained weights back, for
+    :class:`gensim_distw2v.client.training.DistributedTraining`.
 
-    def _config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None, total_examples=None,
+    Parameters
+    ----------
+    run : gensim_distw2v.client.run.RunState
+        The run's model, settings and open session (``open`` sets its ``token``).
+    """
+
+    def __init__(self, run):
+        self.run = run
+
+    def config(self, n_workers, compute_loss, epochs, corpus_file=None, total_words=None, total_examples=None,
                 resume=False, below=None, threads=None):
         """The session's :class:`gensim_distw2v.protocol.SessionConfig` (checked) and its arrays (a corpus
         file's ranges handed out from one stretch of it per trainer thread: ``threads``, else ``n_workers``)."""
-        model = self.model
+        model = self.run.model
         kernel, arrays = model_arrays(model)
         arrays = reverse_tree(arrays)  # hs: tree nodes busiest first, as the merge rules' tiers expect
         if corpus_file is not None:
@@ -44,7 +53,7 @@ class SessionSetup:
         if not params.sample:
             arrays.pop("sample_int", None)
         rng = model.random if isinstance(model.random, np.random.RandomState) else np.random.RandomState(model.seed)
-        settings = self.settings
+        settings = self.run.settings
         # the interval grows with the corpus (words per epoch: given, or counted by build_vocab)
         corpus_words = int(total_words or getattr(model, "corpus_total_words", 0) or 0)
         sync_words = int(settings.sync_words or default_sync_words(n_workers, corpus_words, sg=bool(model.sg)))
@@ -74,8 +83,8 @@ class SessionSetup:
                 start_alpha=float(model.alpha), end_alpha=float(model.min_alpha), files=found.get("files"),
                 # a corpus_file as gensim's corpus_file mode reads it, a stretch a trainer thread; a LineSentence
                 # the workers read, front to back, as gensim's iterable mode does (docs/schedule.rst, "Ordered files")
-                streams=trainers if self._given_file else 1,
-                rate_threads=trainers if self._given_file and settings.corpus_file_rate == "gensim" else 1)
+                streams=trainers if self.run.given_file else 1,
+                rate_threads=trainers if self.run.given_file and settings.corpus_file_rate == "gensim" else 1)
         config = protocol.SessionConfig(
             versions=versions(),
             params=params,
@@ -93,7 +102,7 @@ class SessionSetup:
         if settings.checkpoint_dir is not None:
             config.checkpoint = protocol.CheckpointSpec(
                 dir=settings.checkpoint_dir, every=settings.checkpoint_every, resume=bool(resume), below=below,
-                identity=self._identity(params, epochs, spec, total_examples, total_words))
+                identity=run_identity(model, params, epochs, spec, total_examples, total_words))
         config.check()
         return config, arrays
 
@@ -115,14 +124,14 @@ class SessionSetup:
                     told = now
                 time.sleep(RESUME_LOOK)
 
-    def _open(self, dispatcher, config, arrays):
+    def open(self, dispatcher, config, arrays):
         """Open a session: the dispatcher names its shards, the arrays go up (a resumed session's
         weights come from the checkpoint), shards and dispatcher start. Returns ``(session id,
         ShardLinks, Resumed or None)``; on failure the session is closed everywhere."""
         opened = self._open_session(dispatcher, config)
-        sid, links, self._token = opened.session, None, opened.owner  # (the client's own secret)
+        sid, links, self.run.token = opened.session, None, opened.owner  # (the client's own secret)
         try:  # each shard is shown its own capability only, never the owner's secret (not even closing early)
-            links = ShardLinks(opened.shards, self.hmac_key, self.ns_conf, [
+            links = ShardLinks(opened.shards, self.run.hmac_key, self.run.ns_conf, [
                 protocol.shard_capability(opened.owner, sid, shard) for shard in range(len(opened.shards))],
                 opened.token)
             self._upload(dispatcher, sid, arrays, config, links, opened)
@@ -142,7 +151,7 @@ class SessionSetup:
         resuming, where the shards read them); start the shards (each with its capability)."""
         resumed = opened.resumed
         weights = {name: a for name, a in arrays.items() if name in protocol.WEIGHTS}
-        part_bytes = self.settings.part_bytes
+        part_bytes = self.run.settings.part_bytes
         for name, array in arrays.items():
             if name not in weights:
                 send_in_parts(array, part_bytes, lambda lo, part, name=name: dispatcher.call(
@@ -161,7 +170,8 @@ class SessionSetup:
                 tree_hot_rows=config.tree_hot_rows, versions=config.versions, restore=restore, token=opened.token,
                 owner=capability, cold_output_down=config.settings.cold_output_down or "held",
                 output_hot_rows=config.output_hot_rows,
-                max_delta=protocol.max_delta_for(max(self.model.alpha, self.model.min_alpha), config.params.vector_size))
+                max_delta=protocol.max_delta_for(max(self.run.model.alpha, self.run.model.min_alpha),
+                                                 config.params.vector_size))
             try:
                 links.call(shard, "open_session", spec)
             except errors.RestoreFailed as err:
@@ -177,10 +187,10 @@ class SessionSetup:
             links.call(shard, "start", session=sid, token=capability)
         links.each(give)
 
-    def _download_weights(self, links, sid):
+    def download_weights(self, links, sid):
         """The trained weights from the shards, into the model once all are in and checked finite and
         bounded (:func:`gensim_distw2v.protocol.within`): a failed check leaves the model as it was."""
-        model = self.model
+        model = self.run.model
         targets = {"syn0": model.wv.vectors}
         if model.negative:
             targets["syn1neg"] = model.syn1neg
@@ -196,7 +206,7 @@ class SessionSetup:
                         raise ClusterError(
                             f"shard {links.shards[shard][0]} sent {name} weights that are not finite or larger than "
                             f"{bound:.3g}: the model keeps the weights it had before this train() call")
-                fetch_rows(links.layout.rows_of(target, shard), self.settings.part_bytes,
+                fetch_rows(links.layout.rows_of(target, shard), self.run.settings.part_bytes,
                            lambda lo, hi, name=name: links.call(shard, "download", session=sid, name=name, lo=lo, hi=hi,
                                                                token=links.token),
                            f"final {name}", check)

@@ -26,11 +26,11 @@ from gensim_distw2v.io.board import Board
 from gensim_distw2v.protocol import errors
 from gensim_distw2v.core.jobs import iter_epoch_jobs, next_alpha
 from gensim_distw2v.core.kernel import MAX_WORDS_IN_JOB
-from gensim_distw2v.config.settings import Settings
 from gensim_distw2v.client.checkpoints import SkippedJobs, Resumes, _Lost, _Retry
 from gensim_distw2v.client.links import ShardLinks, ShardLostError, find_dispatcher, wait_for_workers
 from gensim_distw2v.client.readable import readable_file
 from gensim_distw2v.client.report import Reports
+from gensim_distw2v.client.run import RunState
 from gensim_distw2v.client.session import SessionSetup
 
 logger = logging.getLogger(__name__)
@@ -47,8 +47,11 @@ PRODUCER_CAP_SHARE = 0.9
 PRODUCER_MIN_SECONDS = 2.0
 
 
-class DistributedTraining(SessionSetup, Resumes, Reports):
-    """One ``train()`` call of a model on a cluster.
+class DistributedTraining:
+    """One ``train()`` call of a model on a cluster: the job producer and the epochs, with its
+    collaborators (each handed the call's :class:`~gensim_distw2v.client.run.RunState`): ``setup``
+    opens sessions and brings the weights back, ``resumes`` runs the sessions after losses and waits
+    for checkpoints, ``reports`` writes progress, the summary and TensorBoard points.
 
     Parameters
     ----------
@@ -61,17 +64,26 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
     """
 
     def __init__(self, model, ns_conf, settings=None):
-        self.model, self.ns_conf = model, dict(ns_conf or {})
-        self._token = None  # the open session's secret (protocol.Opened.token)
-        self.settings = settings if settings is not None else model.settings
-        if not isinstance(self.settings, Settings):
-            raise ValueError(f"settings must be a gensim_distw2v.config.settings.Settings, got {type(self.settings).__name__}")
-        self.hmac_key = keys.ns_settings(self.ns_conf)[3]
-        self.stats = {}
-        self.board = None  # a board.Board while train() writes TensorBoard events
-        self._failed_reported = 0  # the last failed checkpoint logged (each is logged once)
-        self._awaiting = None  # the epoch end's checkpoint _checkpoint() waits for (it logs that one)
-        self._given_file = False  # train() was given a corpus_file (not a LineSentence the workers read)
+        self.run = RunState(model, ns_conf, settings)
+        self.setup = SessionSetup(self.run)
+        self.resumes = Resumes(self.run, self._check_workers)
+        self.reports = Reports(self.run)
+        self._put_seconds = 0.0  # of an epoch's streaming, the time spent handing jobs over (the rest: producing)
+
+    @property
+    def model(self):
+        """The model trained (:attr:`RunState.model <gensim_distw2v.client.run.RunState>`)."""
+        return self.run.model
+
+    @property
+    def settings(self):
+        """The run's settings (a resumed run's name its checkpoint folder)."""
+        return self.run.settings
+
+    @property
+    def stats(self):
+        """The last session's figures (``Word2Vec.cluster_stats``)."""
+        return self.run.stats
 
     def train(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks,
               report_delay=1.0, corpus_file=None, resume_from=None):
@@ -92,28 +104,33 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             if self.settings.checkpoint_dir not in (None, folder):
                 raise ValueError(f"resume_from={folder!r} and checkpoint_dir={self.settings.checkpoint_dir!r} differ: "
                                  f"a resumed run goes on writing its checkpoints where it reads them; give one folder")
-            self.settings = self.settings.replace(checkpoint_dir=folder)
+            self.run.settings = self.settings.replace(checkpoint_dir=folder)
         args = (corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
                 corpus_file)
         readable = self._readable(corpus_iterable, total_examples, total_words) if corpus_file is None else None
-        self._given_file = corpus_file is not None
-        self.board = None if self.settings.tensorboard_dir is None else Board(self.settings.tensorboard_dir)
+        run = self.run
+        run.given_file = corpus_file is not None
+        run.board = None if self.settings.tensorboard_dir is None else Board(self.settings.tensorboard_dir)
         try:
             if readable is None:
-                trained = self._train(args, resume_from)
+                trained = self._sessions(args, resume_from)
             else:
                 try:
-                    trained = self._train((None, total_examples, readable.total_words) + args[3:-1] +
-                                          (readable.corpus_file,), resume_from)
+                    trained = self._sessions((None, total_examples, readable.total_words) + args[3:-1] +
+                                             (readable.corpus_file,), resume_from)
                 except errors.CorpusFileMismatch as err:
                     logger.warning("%s; so the client streams the %s itself (workers_read=True)", err, readable.kind)
-                    trained = self._train(args, resume_from)
-            if self.board is not None:
-                self.board.projector(self.model.wv, self.settings.tensorboard_words)
+                    trained = self._sessions(args, resume_from)
+            if run.board is not None:
+                run.board.projector(self.model.wv, self.settings.tensorboard_words)
             return trained
         finally:
-            if self.board is not None:
-                self.board.close()
+            if run.board is not None:
+                run.board.close()
+
+    def _sessions(self, args, resume_from):
+        """The run's sessions over ``args`` (:meth:`_run`'s), resumed after losses: ``(effective, raw)``."""
+        return self.resumes.train(lambda resume, below: self._run(*args, resume=resume, below=below), resume_from)
 
     def _readable(self, corpus, total_examples, total_words):
         """The file the workers read instead of ``corpus`` streamed by the client (a ``LineSentence``
@@ -136,7 +153,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         deadline = time.monotonic() + (self.settings.cluster_timeout if resume else 0.0)
         while True:
             try:
-                return find_dispatcher(self.ns_conf, self.hmac_key)
+                return find_dispatcher(self.run.ns_conf, self.run.hmac_key)
             except ClusterError:
                 if time.monotonic() >= deadline:
                     raise
@@ -145,35 +162,35 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
     def _run(self, corpus_iterable, total_examples, total_words, epochs, compute_loss, callbacks, report_delay,
              corpus_file, resume=False, below=None):
         """One session of the run (a run resumed after a loss has several): ``(effective, raw)``."""
-        model = self.model
+        model, run = self.model, self.run
         dispatcher = self._connect(resume)
         sid = links = None
         try:
-            n_workers = wait_for_workers(dispatcher, self.ns_conf, self.settings.cluster_timeout)
+            n_workers = wait_for_workers(dispatcher, run.ns_conf, self.settings.cluster_timeout)
             if resume:
-                self._wait_for_shards(dispatcher, getattr(self, "_shard_count", 1))
+                self.resumes.wait_for_shards(dispatcher)
             threads = sum(m.threads for m in dispatcher.call("status").workers.values()) if corpus_file else None
-            config, arrays = self._config(n_workers, compute_loss, epochs, corpus_file, total_words, total_examples,
-                                          resume=resume, below=below, threads=threads)
-            sid, links, resumed = self._open(dispatcher, config, arrays)
-            self._shard_count = len(links.shards)
+            config, arrays = self.setup.config(n_workers, compute_loss, epochs, corpus_file, total_words,
+                                               total_examples, resume=resume, below=below, threads=threads)
+            sid, links, resumed = self.setup.open(dispatcher, config, arrays)
+            run.shard_count = len(links.shards)
             logger.info("training on a cluster of %i workers and %i parameter shards (session %s), merge=%s every %i "
                         "words per worker%s", n_workers, len(links.shards), sid, self.settings.merge,
                         config.settings.sync_words, "" if resumed is None else
                         f", resumed from checkpoint {resumed.checkpoint} at epoch {resumed.epoch}")
             if corpus_file is not None:
                 self._check_file(dispatcher, sid, config.corpus_file)
-            start = self._session_start = time.monotonic()
+            start = run.session_start = time.monotonic()
             first = 0 if resumed is None else resumed.epoch
             job_id = 0 if resumed is None else resumed.first_job
             for epoch in range(first, epochs):
-                if epoch not in self._begun:
-                    self._begun.add(epoch)
+                if epoch not in run.begun:
+                    run.begun.add(epoch)
                     for callback in callbacks:
                         callback.on_epoch_begin(model)
                 if corpus_file is not None:
-                    dispatcher.call("open_file_epoch", session=sid, epoch=epoch, token=self._token)
-                    self._next_report = time.monotonic() + report_delay
+                    dispatcher.call("open_file_epoch", session=sid, epoch=epoch, token=run.token)
+                    run.next_report = time.monotonic() + report_delay
                     self._finish_epoch(dispatcher, sid, epoch, time.monotonic(), total_examples, total_words,
                                        report_delay)
                     model.min_alpha_yet_reached = next_alpha(model.alpha, model.min_alpha, epoch, epochs,
@@ -183,20 +200,20 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                     job_id = self._train_epoch(dispatcher, sid, corpus_iterable, epoch, epochs, total_examples,
                                                total_words, job_id, report_delay, skip)
                 if config.checkpoint is not None:
-                    self._checkpoint(dispatcher, sid, last=epoch == epochs - 1)
-                quality = self.board is not None and self.settings.tensorboard_quality
+                    self.resumes.checkpoint(dispatcher, sid, last=epoch == epochs - 1)
+                quality = run.board is not None and self.settings.tensorboard_quality
                 if callbacks or quality:
-                    self._download_weights(links, sid)
-                if self.board is not None:
-                    self._board_epoch(dispatcher, sid, epoch, quality)
+                    self.setup.download_weights(links, sid)
+                if run.board is not None:
+                    self.reports.board_epoch(dispatcher, sid, epoch, quality)
                 for callback in callbacks:
                     callback.on_epoch_end(model)
-            self._download_weights(links, sid)
-            final = dispatcher.call("progress", session=sid, token=self._token, nodes=True)
+            self.setup.download_weights(links, sid)
+            final = dispatcher.call("progress", session=sid, token=run.token, nodes=True)
             # every epoch's words, counted once (a resumed session starts with the checkpoint's counts)
             trained = sum(final.epoch(e).effective_words for e in range(epochs))
             raw = sum(final.epoch(e).raw_words for e in range(epochs))
-            self._summarise(final, links, sid, config, start, trained, raw)
+            self.reports.summarise(final, links, sid, config, start, trained, raw)
             return trained, raw
         except _Retry:
             raise
@@ -210,7 +227,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 raise _Lost(WORKERS_DROPPED_LOSS, failure) from None
             raise failure from None
         except transport.CommunicationError as err:
-            host, port, _broadcast, _key = keys.ns_settings(self.ns_conf)
+            host, port, _broadcast, _key = keys.ns_settings(run.ns_conf)
             dispatcher.timeout = 2.0  # it may hang: do not wait long to close the session
             raise _Lost(f"lost the dispatcher during training ({type(err).__name__}: {err})", ClusterError(
                 f"lost the dispatcher during training ({type(err).__name__}: {err}); this train() call did not "
@@ -228,7 +245,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
                 links.close(sid)
             if sid is not None:
                 try:
-                    dispatcher.call("close", session=sid, token=self._token)
+                    dispatcher.call("close", session=sid, token=run.token)
                 except transport.PyroError as err:
                     logger.warning("could not close session %s on the dispatcher: %s", sid, err)
             transport.release(dispatcher)
@@ -244,8 +261,8 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
             start_alpha=model.alpha, end_alpha=model.min_alpha, total_examples=total_examples,
             total_words=total_words, max_sentence_length=MAX_WORDS_IN_JOB)
         start = time.monotonic()
-        self._next_report = start + report_delay
-        self._put_seconds = 0.0  # of the epoch's streaming, the time spent handing jobs over (the rest: producing)
+        self.run.next_report = start + report_delay
+        self._put_seconds = 0.0
         batch = []
         skipped = SkippedJobs(skip)
         for job in jobs:
@@ -262,7 +279,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         if batch:
             self._put(dispatcher, sid, batch, epoch, start, total_examples, total_words, report_delay)
         self._producer_share(epoch, time.monotonic() - start)
-        dispatcher.call("end_epoch", session=sid, epoch=epoch, token=self._token)
+        dispatcher.call("end_epoch", session=sid, epoch=epoch, token=self.run.token)
         if job_id == 0 and model.train_count == 0:
             logger.warning("train() called with an empty iterator (if not intended, be sure to provide a corpus "
                            "that offers restartable iteration = an iterable).")
@@ -273,7 +290,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         """Wait for every registered worker's verdict on the corpus file; raise if any does not see it."""
         deadline = time.monotonic() + self.settings.cluster_timeout
         while True:
-            progress = dispatcher.call("progress", session=sid, token=self._token)
+            progress = dispatcher.call("progress", session=sid, token=self.run.token)
             checks = progress.file_checks
             workers = set(dispatcher.call("status").workers)
             problems = {name: problem for name, problem in checks.items() if problem}
@@ -301,21 +318,21 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         """Wait until every job of ``epoch`` is merged and flushed, reporting progress; ``(effective, raw)``."""
         model = self.model
         while True:  # a long poll: answered at the epoch's end, or when a report is due (FINISH_WAIT at most)
-            due = max(0.0, self._next_report - time.monotonic())
-            progress = dispatcher.call("progress", session=sid, token=self._token, nodes=due <= FINISH_WAIT,
+            due = max(0.0, self.run.next_report - time.monotonic())
+            progress = dispatcher.call("progress", session=sid, token=self.run.token, nodes=due <= FINISH_WAIT,
                                        epoch=epoch, wait=min(FINISH_WAIT, due) or 0.01)
             counts = progress.epoch(epoch)
             # done: every job merged, and every worker flushed what it held back
             if counts.done >= counts.put and progress.flushed is not None and progress.flushed >= epoch:
                 break
             self._check_workers(progress)
-            self._report(progress, epoch, start, total_examples, total_words, report_delay)
+            self.reports.report(progress, epoch, start, total_examples, total_words, report_delay)
         elapsed = time.monotonic() - start
         raw, effective, examples = counts.raw_words, counts.effective_words, counts.examples
         model.running_training_loss = float(progress.loss)
         logger.info("EPOCH %i: training on %i raw words (%i effective words) took %.1fs, %.0f effective words/s",
                     epoch, raw, effective, elapsed, effective / max(elapsed, 1e-9),
-                    extra={"progress": self._figures(progress, epoch, 1.0, total_words, max(elapsed, 1e-9))})
+                    extra={"progress": self.reports.figures(progress, epoch, 1.0, total_words, max(elapsed, 1e-9))})
         if total_examples and total_examples != examples:
             logger.warning("EPOCH %i: supplied example count (%i) did not equal expected count (%i)", epoch,
                            examples, total_examples)
@@ -344,23 +361,25 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         progress is asked for only when a report is due or the queue stays full (workers gone?)."""
         began = time.monotonic()
         while batch:
-            taken = dispatcher.call("put_jobs", session=sid, jobs=batch, token=self._token)
+            taken = dispatcher.call("put_jobs", session=sid, jobs=batch, token=self.run.token)
             batch = batch[taken:]
-            if batch or time.monotonic() >= self._next_report:
-                progress = dispatcher.call("progress", session=sid, token=self._token,
-                                           nodes=time.monotonic() >= self._next_report)
+            if batch or time.monotonic() >= self.run.next_report:
+                progress = dispatcher.call("progress", session=sid, token=self.run.token,
+                                           nodes=time.monotonic() >= self.run.next_report)
                 self._check_workers(progress)
-                self._report(progress, epoch, start, total_examples, total_words, report_delay)
+                self.reports.report(progress, epoch, start, total_examples, total_words, report_delay)
         self._put_seconds += time.monotonic() - began  # handing over, not producing (_producer_share)
 
     def _check_workers(self, progress):
+        """Log a checkpoint that failed unawaited; raise the session's failure, if it failed."""
+        run = self.run
         state = progress.checkpoints
-        if state is not None and state.failed > self._failed_reported and \
-                (self._awaiting is None or state.failed < self._awaiting):
+        if state is not None and state.failed > run.failed_reported and \
+                (run.awaiting is None or state.failed < run.awaiting):
             # one the client did not wait for (a timed one, or an epoch end's that failed once copied)
             logger.error("checkpoint %i failed (%s); training goes on, the last complete one is %i", state.failed,
                          state.error, state.committed)
-            self._failed_reported = state.failed
+            run.failed_reported = state.failed
         if progress.failure is not None:  # the session failed: its cause, as the error its code calls for
             failure = self._failure(errors.Code(progress.failure.code), progress.failure.message)
             if failure.code is errors.Code.WORKERS_DROPPED:
@@ -373,7 +392,7 @@ class DistributedTraining(SessionSetup, Resumes, Reports):
         session's failure: its fault as is."""
         keeps = "the model keeps the weights it had before it (or at the last epoch end, with callbacks)"
         if code is errors.Code.SHARD_LOST:
-            host, port, _broadcast, _key = keys.ns_settings(self.ns_conf)
+            host, port, _broadcast, _key = keys.ns_settings(self.run.ns_conf)
             return ShardLostError(
                 f"{message}: it held part of the weights, so this train() call cannot finish; {keeps}. Restart "
                 f"the shard with: python -m gensim_distw2v.shard --ns-host {host} --ns-port {port}, then call "
