@@ -55,12 +55,9 @@ class DistributedTraining:
 
     Parameters
     ----------
-    model : gensim_distw2v.Word2Vec
-        The model (vocabulary built); its weights are sent, trained remotely and copied back.
-    ns_conf : dict
-        Where the name server is (``host``, ``port``, ``broadcast``, ``hmac_key``).
-    settings : gensim_distw2v.config.settings.Settings, optional
-        How to train on the cluster (default: the model's ``settings``).
+    model, ns_conf, settings
+        As :class:`~gensim_distw2v.client.run.RunState` takes them: the model (vocabulary built), where
+        the name server is, and how to train on the cluster (default: the model's ``settings``).
     """
 
     def __init__(self, model, ns_conf, settings=None):
