@@ -12,6 +12,7 @@ from gensim_distw2v.config.choices import SYNC
 from gensim_distw2v.core import schedule
 from gensim_distw2v.worker import merger
 from gensim_distw2v.worker.held import wants_held_rows
+from gensim_distw2v.worker.state import WorkState
 from gensim_distw2v.worker.training import _Training
 
 pytestmark = pytest.mark.unit
@@ -32,14 +33,9 @@ class _Kernel:
 
 
 def _training(sync_words, sync="ssp"):
-    t = _Training.__new__(_Training)
-    t.lock = threading.Condition()
-    t.stop = threading.Event()
-    t.sync_words, t.sync, t.mode, t.compute_loss = sync_words, sync, SYNC[sync], False
-    t.words_since_merge = t.claimed = 0
-    t.stalled = 0.0
+    t = _Training(types.SimpleNamespace(corpus_dirs=None), "s", None)
+    t.state.sync_words, t.state.mode = sync_words, SYNC[sync]
     t.trainer = _Kernel()
-    t.worker = types.SimpleNamespace(corpus_dirs=None)
     return t
 
 
@@ -60,13 +56,13 @@ def test_a_round_carries_the_interval_whatever_the_number_of_trainer_threads(thr
 
     def merge_loop():  # as _merge_loop: a round once the interval is used up (bsp: after training resumes)
         while not done.is_set():
-            with t.lock:
-                if t.words_since_merge < sync_words:
-                    t.lock.wait(0.01)
+            with t.state.lock:
+                if t.state.words_since_merge < sync_words:
+                    t.state.lock.wait(0.01)
                     continue
-                rounds.append(t.words_since_merge)
-                t.words_since_merge = 0
-                t.lock.notify_all()
+                rounds.append(t.state.words_since_merge)
+                t.state.words_since_merge = 0
+                t.state.lock.notify_all()
             time.sleep(0.002)  # the round's own work: trainers that used up the interval wait for the next
 
     def trainer(seed):
@@ -90,8 +86,8 @@ def test_a_round_carries_the_interval_whatever_the_number_of_trainer_threads(thr
     for words in rounds:
         # a tenth of slack for a whole job, and at most a sentence per thread past the claim
         assert sync_words <= words <= sync_words * 1.1 + threads * longest_sentence, (threads, rounds)
-    assert t.claimed == 0  # every claim counted once trained
-    assert t.trainer.words == sum(rounds) + t.words_since_merge  # nothing trained twice, nothing lost
+    assert t.state.claimed == 0  # every claim counted once trained
+    assert t.trainer.words == sum(rounds) + t.state.words_since_merge  # nothing trained twice, nothing lost
 
 
 def test_a_job_that_fits_the_interval_goes_in_one_kernel_call():
@@ -103,7 +99,7 @@ def test_a_job_that_fits_the_interval_goes_in_one_kernel_call():
     indices, offsets = _job(rng)
     t._train_pieces(indices, offsets, len(indices), 0.025, None)
     assert calls == [len(offsets) - 1]
-    assert t.words_since_merge == len(indices)
+    assert t.state.words_since_merge == len(indices)
 
 
 class _Proxy:
@@ -122,10 +118,7 @@ def _report(jobs, flush=-1, merge_cpu=1.0):
 
 
 def _rounds():
-    rounds = merger.MergeRounds()
-    rounds.worker = type("W", (), {"name": "w", "secret": "s"})()
-    rounds.sid, rounds.pending, rounds.reported = "s", None, time.monotonic()
-    return rounds
+    return merger.MergeRounds(WorkState("s"), types.SimpleNamespace(name="w", secret="s"))
 
 
 def test_routine_rounds_are_reported_together_a_few_times_a_second():
@@ -191,19 +184,17 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
     reads, where one fetch thread reading for all would bind at 6-8 CBOW threads) and their rows wanted
     only while they train (from the fetch on cost the truth list 0.03-0.05 at K=8): docs/schedule.rst,
     "Skip-gram at half the share"."""
-    import queue as queues
-
     from gensim_distw2v.worker import held as held_module
 
     t = _training(1_000)
     t.file = protocol.CorpusFileSpec(path="/c.txt", size=1000, digest="0" * 32, total_words=100, range_bytes=1000,
                                      start_alpha=0.025, end_alpha=0.0001)
     t.params = types.SimpleNamespace(sg=sg, vocab_size=10)
-    t.want_held = wants_held_rows(t.file, t.params)
-    assert t.want_held == bool(sg) and wants_held_rows(None, t.params)  # (streamed jobs: from the fetch)
-    t.want, t.jobs, t.train_cpu, t.error = np.zeros(10, dtype=np.int32), queues.Queue(), 0.0, None
-    t.done, t.done_epoch, t.trained_words, t.loss = [], -1, 0, 0.0
-    t.vocab, t.words_since_merge = None, 0
+    state = t.state
+    state.want_held = wants_held_rows(t.file, t.params)
+    assert state.want_held == bool(sg) and wants_held_rows(None, t.params)  # (streamed jobs: from the fetch)
+    state.want = np.zeros(10, dtype=np.int32)
+    t.vocab = None
     seen, readers, touched = [], [], []
     t.replica = types.SimpleNamespace(touched=lambda name, rows: touched.append((name, rows.tolist())))
 
@@ -224,33 +215,33 @@ def test_a_range_is_read_when_fetched_and_names_its_rows_while_held_or_trained(s
     t.worker = types.SimpleNamespace(corpus_dirs=("/c",))  # the worker's --corpus-dir reaches its readers
 
     def pieces(indices, offsets, raw, alpha, rng):
-        seen.append(np.flatnonzero(t.want).tolist())
+        seen.append(np.flatnonzero(state.want).tolist())
         return len(indices), 0.0
     t._train_pieces = pieces
     job = protocol.RangeJob(id=4, epoch=0, alpha=0.02, lo=0, hi=1000).to_wire()
     # the fetch loop holds a reader only where it reads (skip-gram's ranges)
-    held = t._held(job, Reader() if t.want_held else None)
+    held = t._held(job, Reader() if state.want_held else None)
     if sg:
         assert held[1] is not None and held[2].tolist() == [3, 5, 7] and readers == [("MainThread", 0, 1000)]
-        assert np.flatnonzero(t.want).tolist() == [3, 5, 7]  # skip-gram: wanted while queued
+        assert np.flatnonzero(state.want).tolist() == [3, 5, 7]  # skip-gram: wanted while queued
     else:
-        assert held[1] is None and held[2] is None and not readers and not t.want.any()  # left for its trainer
-    t.jobs.put(held)
+        assert held[1] is None and held[2] is None and not readers and not state.want.any()  # left for its trainer
+    state.jobs.put(held)
     trainer = threading.Thread(target=t._train, args=(0, None), name="trainer-0")
     trainer.start()
     deadline = time.monotonic() + 30  # (not jobs.join(): a trainer failing leaves the job unfinished)
-    while t.jobs.unfinished_tasks and not t.stop.is_set() and time.monotonic() < deadline:
+    while state.jobs.unfinished_tasks and not state.stop.is_set() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert t.error is None and not t.jobs.unfinished_tasks
-    t.stop.set()
+    assert state.error is None and not state.jobs.unfinished_tasks
+    state.stop.set()
     trainer.join(10)
-    assert seen == [[3, 5, 7]] and not t.want.any()  # wanted while trained, released after
+    assert seen == [[3, 5, 7]] and not state.want.any()  # wanted while trained, released after
     assert touched == [("syn0", [3, 5, 7])]  # named to the next round once trained (take_listed)
     if not sg:  # read by the trainer, on a reader of its own, closed when it stops
         assert readers == [("trainer-0", 0, 1000)] and len(opened) == 1 and opened[0].closed
     else:
         assert not opened
-    assert t.done == [[4, 4, 4, 1]] and t.trained_words == 4 and t.error is None
+    assert state.done == [[4, 4, 4, 1]] and state.trained_words == 4 and state.error is None
 
 
 def test_a_trainer_thread_failing_outside_a_job_ends_the_session_rather_than_hanging_it():
@@ -258,20 +249,18 @@ def test_a_trainer_thread_failing_outside_a_job_ends_the_session_rather_than_han
     job's is: before, the thread died silently and the epoch waited for ever (a session of streamed jobs
     once failed so: its trainers looked for a corpus file's vocabulary that only reading workers have)."""
     t = _training(1_000)
-    t.file, t.want, t.error = None, None, None
 
     def broken():
         raise RuntimeError("the round's clock broke")
-    t._wait_for_round = broken
+    t.state.wait_for_round = broken
     t._train(0, None)
-    assert isinstance(t.error, RuntimeError) and t.stop.is_set()
+    assert isinstance(t.state.error, RuntimeError) and t.state.stop.is_set()
 
 
 def _steered(sync_target, lag_limit=1.65):
-    rounds = merger.MergeRounds()
-    rounds.sync_target = rounds.sync_words = sync_target
-    rounds.lag_limit = lag_limit
-    return rounds
+    state = WorkState("s")
+    state.sync_words = sync_target
+    return merger.MergeRounds(state, None, spec=merger.RoundSpec(sync_target=sync_target, lag_limit=lag_limit))
 
 
 @pytest.mark.parametrize("late", [0.3, 1.5, 3.0])
@@ -282,9 +271,9 @@ def test_the_lag_shortens_the_interval_until_interval_and_lag_are_within_the_lim
     target, limit = 40_000, 1.65
     rounds = _steered(target, limit)
     for _ in range(60):
-        carried = rounds.sync_words
+        carried = rounds.state.sync_words
         rounds._steer_interval(carried, int(late * carried))
-    settled = rounds.sync_words
+    settled = rounds.state.sync_words
     if 1 + late <= limit:
         assert settled == target
     else:
@@ -298,11 +287,11 @@ def test_the_interval_stays_within_a_quarter_the_floor_and_the_whole_of_what_was
     a cluster with its lag), nor above what was asked: an interval asked below the floor is never steered."""
     rounds = _steered(asked)
     for _ in range(60):
-        rounds._steer_interval(rounds.sync_words, 100 * rounds.sync_words)  # a lag no interval can meet
-    assert rounds.sync_words == shortest
+        rounds._steer_interval(rounds.state.sync_words, 100 * rounds.state.sync_words)  # a lag no interval can meet
+    assert rounds.state.sync_words == shortest
     for _ in range(60):
-        rounds._steer_interval(rounds.sync_words, 0)  # the lag gone: back to the interval asked for
-    assert rounds.sync_words == asked
+        rounds._steer_interval(rounds.state.sync_words, 0)  # the lag gone: back to the interval asked for
+    assert rounds.state.sync_words == asked
 
 
 def test_without_a_lag_limit_the_interval_is_never_steered():
@@ -310,10 +299,10 @@ def test_without_a_lag_limit_the_interval_is_never_steered():
     made for want of jobs (nothing carried), leave the interval as asked."""
     rounds = _steered(40_000, None)
     rounds._steer_interval(40_000, 400_000)
-    assert rounds.sync_words == 40_000
+    assert rounds.state.sync_words == 40_000
     rounds = _steered(40_000)
     rounds._steer_interval(0, 400_000)
-    assert rounds.sync_words == 40_000
+    assert rounds.state.sync_words == 40_000
 
 
 def test_a_session_that_ends_after_a_new_hello_is_not_remembered_as_trained(monkeypatch):

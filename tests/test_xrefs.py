@@ -83,7 +83,7 @@ def test_the_checker_finds_a_reference_to_nothing():
     found = {target for _where, _role, target in unresolved(module, source)}
     assert found == {"Here", "Here.size", "gone", "kept", "gensim_distw2v.core.schedule.no_such"}
     assert resolves("gensim_distw2v.core.replica.Replica.take_delta") and resolves("gensim_distw2v.io.meter")
-    assert resolves("gensim_distw2v.worker.training._Training.want")  # an instance attribute its class sets
+    assert resolves("gensim_distw2v.worker.training._Training.merger")  # an instance attribute its class sets
     assert not resolves("gensim_distw2v.core.replica.Replica.no_such")
 
 

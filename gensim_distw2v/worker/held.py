@@ -120,7 +120,7 @@ class RangeReads:
         The vocabulary, as :func:`gensim_distw2v.io.corpusfile.open_reader` takes it.
     rows : bool
         Whether to name the rows a range's words use (the worker keeps
-        :attr:`~gensim_distw2v.worker.training._Training.want`).
+        :attr:`~gensim_distw2v.worker.state.WorkState.want`).
     folders : tuple of str, optional
         The worker's ``--corpus-dir`` (:func:`open_ranges`).
     """
