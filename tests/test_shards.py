@@ -163,7 +163,7 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
         assert all(s["merges"] > 0 and s["bytes_in"] > 0 for s in model.cluster_stats["shards"].values())  # both took merges
         training = DistributedTraining(model, cluster.ns_conf)
         proxy = find_dispatcher(cluster.ns_conf)
-        config, arrays = training._config(1, False, 1)
+        config, arrays = training.setup.config(1, False, 1)
         opened = proxy.call("open_session", config)
         assert len(opened.shards) == 2
         with pytest.raises(ValueError, match="the weights go to the session's shards"):
@@ -179,12 +179,12 @@ def test_the_dispatcher_holds_no_weights(lee_corpus):
         proxy.call("close", session=opened.session, token=opened.owner)
         # a real shard process holding a started session refuses its rows to a caller without the session's
         # token, and keeps serving
-        sid, links, _resumed = training._open(proxy, config, arrays)
+        sid, links, _resumed = training.setup.open(proxy, config, arrays)
         for shard in range(2):
             with pytest.raises(errors.Forbidden, match="download: not this session's token"):
                 links.call(shard, "download", session=sid, name="syn0", lo=0, hi=1, rank=0, token="a guess")
         links.close(sid)
-        proxy.call("close", session=sid, token=training._token)
+        proxy.call("close", session=sid, token=training.run.token)
         transport.release(proxy)
         again = Word2Vec(lee_corpus, distributed=True, ns_conf=cluster.ns_conf, epochs=1, **PARAMS)
         assert all(s["merges"] > 0 for s in again.cluster_stats["shards"].values())
