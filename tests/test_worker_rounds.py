@@ -54,7 +54,7 @@ def test_a_round_carries_the_interval_whatever_the_number_of_trainer_threads(thr
     t = _training(sync_words, sync)
     rounds, done = [], threading.Event()
 
-    def merge_loop():  # as _merge_loop: a round once the interval is used up (bsp: after training resumes)
+    def merge_loop():  # as MergeRounds.loop: a round once the interval is used up (bsp: after training resumes)
         while not done.is_set():
             with t.state.lock:
                 if t.state.words_since_merge < sync_words:
@@ -119,6 +119,18 @@ def _report(jobs, flush=-1, merge_cpu=1.0):
 
 def _rounds():
     return merger.MergeRounds(WorkState("s"), types.SimpleNamespace(name="w", secret="s"))
+
+
+def test_the_first_routine_round_reports_at_once_after_a_set_up_longer_than_the_report_interval():
+    """The reports' clock starts when the worker heard of the session, not when its set-up ended: a join
+    that took longer than REPORT_EVERY lets the first round's jobs count as merged at once."""
+    heard = time.monotonic() - 2 * merger.REPORT_EVERY
+    rounds, proxy = merger.MergeRounds(WorkState("s"), types.SimpleNamespace(name="w", secret="s"),
+                                       reported=heard), _Proxy()
+    rounds._report(proxy, _report([[0, 100]]))
+    assert [r.jobs for r in proxy.reports] == [[[0, 100]]]
+    rounds._report(proxy, _report([[1, 100]]))  # the next within REPORT_EVERY of that one: held
+    assert len(proxy.reports) == 1
 
 
 def test_routine_rounds_are_reported_together_a_few_times_a_second():

@@ -98,9 +98,12 @@ class MergeRounds:
         What the rounds are made of.
     setup_cpu : float
         Process CPU seconds of the session's set-up here (reported with the rounds).
+    reported : float, optional
+        ``time.monotonic()`` the reports' clock starts from (default: now; the worker's: when it heard
+        of the session, so a set-up longer than :data:`REPORT_EVERY` lets the first round report at once).
     """
 
-    def __init__(self, state, worker, links=None, replica=None, spec=None, setup_cpu=0.0):
+    def __init__(self, state, worker, links=None, replica=None, spec=None, setup_cpu=0.0, reported=None):
         self.state, self.worker, self.links, self.replica = state, worker, links, replica
         self.spec = spec if spec is not None else RoundSpec()
         self.setup_cpu = setup_cpu
@@ -114,7 +117,8 @@ class MergeRounds:
         self.flush_cpu = 0.0  # of merge_cpu, the epoch flushes'
         # of merge_cpu: the routine rounds' compiled calls' (no GIL), and the taking of their parts
         self.routine_nogil_cpu = self.take_cpu = 0.0
-        self.pending, self.reported = None, time.monotonic()  # merge rounds not reported yet; the last report
+        # merge rounds not reported yet; the last report
+        self.pending, self.reported = None, time.monotonic() if reported is None else reported
 
     def loop(self):
         """Merge when ``sync_words`` words are trained, when idle with unmerged jobs, and flush

@@ -63,6 +63,7 @@ class _Training:
         self.state = WorkState(sid)
         self.stop = self.state.stop  # (the worker's check_alive and its session's end read it)
         self.merger = None  # once joined
+        self.heard = time.monotonic()  # when this worker heard of the session (the rounds' reports count from it)
         self.file = None  # corpus_file training: the session's file (protocol.CorpusFileSpec)
         self.compute_loss = False
 
@@ -138,7 +139,7 @@ class _Training:
                                     name=f"trainer-{t}") for t in range(self.worker.threads)]
         # a cost per session and worker, not per word
         self.merger = MergeRounds(state, self.worker, self.links, self.replica, spec,
-                                  setup_cpu=time.process_time() - self._began_cpu)
+                                  setup_cpu=time.process_time() - self._began_cpu, reported=self.heard)
         threads.append(threading.Thread(target=self.merger.loop, daemon=True, name="merger"))
         for thread in threads:
             thread.start()
