@@ -64,13 +64,10 @@ class RunState:
         self.given_file = False
         self.stats = {}
         self.board = None
-        self.begun = set()
-        self.resumes = 0
-        self.checkpoint_wait = 0.0
         self.failed_reported = 0
         self.awaiting = None
         self.shard_count = 1
-        self.call_start = self.session_start = self.next_report = time.monotonic()
+        self.started()  # (begun, resumes, checkpoint_wait and the clocks)
 
     def started(self):
         """A new ``train()`` call's run: its clocks, epochs and counts from zero."""
